@@ -1,0 +1,59 @@
+//! `accel devices`: every backend, its devices, or the reason it has none.
+
+use accel::{memory::human_bytes, Availability, Device};
+use serde::Serialize;
+
+use crate::out;
+
+#[derive(Serialize)]
+struct Report {
+    best_device: Device,
+    backends: Vec<accel::Probe>,
+}
+
+pub fn run(json: bool) -> anyhow::Result<()> {
+    let report = Report {
+        best_device: Device::best(),
+        backends: accel::devices(),
+    };
+    if json {
+        return out::json("devices", &report);
+    }
+    for l in text(&report.backends) {
+        out::line(l)?;
+    }
+    out::line(format!(
+        "\nbest device: {} (order: cuda, mps, xla, wgpu, cpu)",
+        report.best_device
+    ))
+}
+
+/// The human-readable listing, shared with the walkthrough.
+pub fn text(probes: &[accel::Probe]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for p in probes {
+        match &p.availability {
+            Availability::Available { devices } => {
+                for d in devices {
+                    let mem = d
+                        .memory_total_bytes
+                        .map(|b| format!(", {} memory", human_bytes(b)))
+                        .unwrap_or_default();
+                    lines.push(format!("{:<7} {}{mem}", d.device.to_string(), d.name));
+                    let details: Vec<String> =
+                        d.details.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    if !details.is_empty() {
+                        lines.push(format!("        {}", details.join("  ")));
+                    }
+                }
+            }
+            Availability::Unavailable { reason, hint } => {
+                lines.push(format!("{:<7} unavailable: {reason}", p.backend));
+                if !hint.is_empty() {
+                    lines.push(format!("        hint: {hint}"));
+                }
+            }
+        }
+    }
+    lines
+}

@@ -1,0 +1,84 @@
+//! `accel`: which accelerators this machine has, how fast they multiply matrices, and what
+//! memory they hold. With no arguments it runs the seeds' walkthrough.
+
+mod bench;
+mod devices;
+mod mem;
+mod out;
+mod walkthrough;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "accel",
+    version,
+    about = "Find, use and measure compute accelerators (CUDA, Apple GPU, XLA/TPU, CPU)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List every backend: its devices, or why it has none and how to fix it.
+    Devices {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Benchmarks, warmed up and synchronised.
+    Bench {
+        #[command(subcommand)]
+        workload: bench::Workload,
+    },
+    /// Host CPU and RAM, and what accel holds on each device.
+    Mem {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        None => walkthrough::run(),
+        Some(Command::Devices { json }) => devices::run(json),
+        Some(Command::Bench { workload }) => bench::run(workload),
+        Some(Command::Mem { json }) => mem::run(json),
+    }
+}
+
+fn main() -> ExitCode {
+    // A bug must still read as one line, not a panic message and a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        eprintln!("error: internal error in accel: {msg} (please report this)");
+        std::process::exit(1);
+    }));
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version print to stdout and succeed; usage errors exit 2.
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if out::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! `accel mem`: host CPU and RAM (psutil's role) and what accel holds on each device.
+
+use std::time::Duration;
+
+use accel::memory::{human_bytes, MemoryStats};
+use accel::system::HostMemory;
+use serde::Serialize;
+
+use crate::out;
+
+#[derive(Serialize)]
+pub struct Report {
+    cpu_percent: f32,
+    host_memory: HostMemory,
+    process_rss_bytes: Option<u64>,
+    devices: Vec<MemoryStats>,
+}
+
+pub fn report() -> anyhow::Result<Report> {
+    Ok(Report {
+        cpu_percent: accel::system::cpu_percent(Duration::from_millis(200))?,
+        host_memory: accel::system::memory()?,
+        process_rss_bytes: accel::system::process_rss_bytes(),
+        devices: accel::available_devices()
+            .iter()
+            .map(accel::memory::stats)
+            .collect(),
+    })
+}
+
+pub fn text(r: &Report) -> Vec<String> {
+    let m = &r.host_memory;
+    let mut lines = vec![
+        format!("host CPU use:   {:.1} %", r.cpu_percent),
+        format!(
+            "host RAM:       {} used / {} total ({} available)",
+            human_bytes(m.used_bytes),
+            human_bytes(m.total_bytes),
+            human_bytes(m.available_bytes)
+        ),
+    ];
+    if let Some(rss) = r.process_rss_bytes {
+        lines.push(format!("this process:   {} resident", human_bytes(rss)));
+    }
+    for d in &r.devices {
+        lines.push(format!(
+            "{:<15} allocated {}, peak {}, reserved {}",
+            format!("{} (accel):", d.device),
+            human_bytes(d.allocated_bytes),
+            human_bytes(d.peak_allocated_bytes),
+            human_bytes(d.reserved_bytes)
+        ));
+    }
+    lines
+}
+
+pub fn run(json: bool) -> anyhow::Result<()> {
+    let r = report()?;
+    if json {
+        return out::json("mem", &r);
+    }
+    for l in text(&r) {
+        out::line(l)?;
+    }
+    Ok(())
+}

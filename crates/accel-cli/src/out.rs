@@ -1,0 +1,54 @@
+//! Output helpers: write to stdout without panicking on a closed pipe, and JSON envelopes.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+/// The version of every JSON document accel prints; bumped when a key changes meaning.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Writes `s` and a newline to stdout, flushing so long runs show progress.
+pub fn line(s: impl AsRef<str>) -> anyhow::Result<()> {
+    let mut o = std::io::stdout().lock();
+    writeln!(o, "{}", s.as_ref())?;
+    o.flush()?;
+    Ok(())
+}
+
+/// Prints `{"schema_version": 1, "kind": kind, ...body}` as pretty JSON.
+pub fn json<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<()> {
+    let mut v = serde_json::to_value(body)?;
+    let obj = v
+        .as_object_mut()
+        .ok_or_else(|| anyhow::anyhow!("JSON body of {kind} is not an object"))?;
+    let mut out = serde_json::Map::new();
+    out.insert("schema_version".into(), SCHEMA_VERSION.into());
+    out.insert("kind".into(), kind.into());
+    out.extend(std::mem::take(obj));
+    line(serde_json::to_string_pretty(&out)?)
+}
+
+/// True when the error is stdout closing under us (`accel devices | head -1`): not a failure.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<std::io::Error>()
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// Seconds with a unit that keeps 3-4 significant digits.
+pub fn secs(s: f64) -> String {
+    let (v, unit) = if s >= 1.0 {
+        (s, "s")
+    } else if s >= 1e-3 {
+        (s * 1e3, "ms")
+    } else {
+        (s * 1e6, "us")
+    };
+    let decimals = if v >= 100.0 {
+        1
+    } else if v >= 10.0 {
+        2
+    } else {
+        3
+    };
+    format!("{v:.decimals$} {unit}")
+}

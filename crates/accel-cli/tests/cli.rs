@@ -1,0 +1,171 @@
+//! The real `accel` binary: exit codes, text and JSON output.
+
+use std::process::{Command, Output};
+
+fn accel(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(args)
+        .output()
+        .expect("the accel binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
+}
+
+#[test]
+fn devices_json_has_every_backend_with_a_reason() {
+    let o = accel(&["devices", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["kind"], "devices");
+    let backends = v["backends"].as_array().unwrap();
+    let names: Vec<&str> = backends
+        .iter()
+        .map(|b| b["backend"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["cpu", "cuda", "mps", "xla", "wgpu"]);
+    for b in backends {
+        match b["status"].as_str().unwrap() {
+            "available" => {
+                let d = &b["devices"][0];
+                assert!(d["device"].is_string() && d["name"].is_string());
+            }
+            "unavailable" => assert!(!b["reason"].as_str().unwrap().is_empty()),
+            s => panic!("unknown status {s}"),
+        }
+    }
+    assert!(
+        backends[0]["devices"][0]["memory_total_bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert!(v["best_device"].is_string());
+}
+
+#[test]
+fn devices_text_lists_cpu_and_reasons() {
+    let o = accel(&["devices"]);
+    assert!(o.status.success());
+    let s = stdout(&o);
+    assert!(s.starts_with("cpu "), "{s}");
+    assert!(s.contains("best device: "), "{s}");
+    for b in ["cuda", "mps", "xla", "wgpu"] {
+        assert!(s.lines().any(|l| l.starts_with(b)), "{b} missing from\n{s}");
+    }
+}
+
+#[test]
+fn bench_matmul_json_is_checked_and_unit_suffixed() {
+    let o = accel(&[
+        "bench", "matmul", "--device", "cpu", "--size", "64", "--size", "96", "--dtype", "f64",
+        "--warmup", "1", "--iters", "3", "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["benchmark"], "matmul");
+    let r = v["results"].as_array().unwrap();
+    assert_eq!(r.len(), 2);
+    assert_eq!(r[0]["size"], 64);
+    assert_eq!(r[1]["size"], 96);
+    assert_eq!(r[0]["dtype"], "f64");
+    assert_eq!(r[0]["device"], "cpu");
+    assert_eq!(r[0]["stats"]["samples"], 3);
+    let s = &r[0]["stats"];
+    assert!(s["min_s"].as_f64().unwrap() <= s["median_s"].as_f64().unwrap());
+    assert!(s["median_s"].as_f64().unwrap() <= s["max_s"].as_f64().unwrap());
+    assert!(r[0]["gflop_per_s"].as_f64().unwrap() > 0.0);
+    assert!(r[0]["first_run_s"].as_f64().unwrap() > 0.0);
+    assert!(r[0]["max_rel_error"].as_f64().unwrap() < 1e-12);
+}
+
+#[test]
+fn bench_text_has_a_row_per_run() {
+    let o = accel(&[
+        "bench", "matmul", "--size", "32", "--dtype", "i64", "--iters", "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert!(
+        s.contains("matmul i64: 3 warm-ups, 2 timed iterations"),
+        "{s}"
+    );
+    assert!(
+        s.lines().any(|l| l.starts_with("cpu") && l.contains("32")),
+        "{s}"
+    );
+}
+
+#[test]
+fn mem_json_has_host_and_device_figures() {
+    let o = accel(&["mem", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["schema_version"], 1);
+    assert!(v["host_memory"]["total_bytes"].as_u64().unwrap() > 0);
+    assert!(v["cpu_percent"].as_f64().is_some());
+    assert_eq!(v["devices"][0]["device"], "cpu");
+    assert!(v["devices"][0]["allocated_bytes"].is_u64());
+    let t = accel(&["mem"]);
+    assert!(stdout(&t).contains("host RAM:"));
+}
+
+#[test]
+fn usage_errors_exit_2_with_one_clear_line() {
+    for args in [
+        &["bench", "matmul", "--device", "tpu"][..],
+        &["bench", "matmul", "--dtype", "f8"],
+        &["bench", "matmul", "--iters", "0"],
+        &["frobnicate"],
+    ] {
+        let o = accel(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.starts_with("error: "), "{args:?}: {e}");
+        assert!(
+            !e.contains("panicked") && !e.contains("RUST_BACKTRACE"),
+            "{e}"
+        );
+    }
+    let o = accel(&["bench", "matmul", "--device", "tpu"]);
+    assert!(
+        stderr(&o).contains("TPUs are reached through XLA"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn runtime_errors_exit_1_with_one_clear_line() {
+    if accel::cuda::device_count() > 7 {
+        return;
+    }
+    let o = accel(&["bench", "matmul", "--device", "cuda:7", "--size", "8"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.starts_with("error: device cuda:7 is not available: "),
+        "{e}"
+    );
+    assert!(e.contains("available devices: "), "{e}");
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+}
+
+#[test]
+fn help_and_version_succeed() {
+    let o = accel(&["--help"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("devices") && stdout(&o).contains("bench"));
+    assert!(accel(&["--version"]).status.success());
+}

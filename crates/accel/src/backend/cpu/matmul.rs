@@ -1,0 +1,477 @@
+//! Matrix multiplication on the CPU.
+//!
+//! Floats use the BLIS/GotoBLAS structure: the operands are packed into cache-sized panels
+//! (B into KC x NC panels that stay in L3, A into MC x KC blocks that stay in L2), and a
+//! register-blocked micro-kernel (6 x 16 for f32, 6 x 8 for f64 with AVX2 and FMA, chosen at
+//! run time) computes each MR x NR tile of C from one micro-panel of each. Packing reads any
+//! strides, so transposed views cost nothing extra, and converts f16/bf16 to f32 on the way, so
+//! half-precision matmul runs at f32 speed. Threads split C into disjoint blocks of rows (or
+//! columns when C is wide and short) and each runs the whole blocked loop on its own block.
+
+// Micro-kernels take the tile's operands, its C pointer and stride, and its valid extent:
+// eight scalars that belong in registers, not in a struct.
+#![allow(clippy::too_many_arguments)]
+
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+/// A strided matrix operand: element (i, j) is at `ptr + i * rs + j * cs`.
+#[derive(Clone, Copy)]
+pub(crate) struct MatRef<T> {
+    pub ptr: *const T,
+    pub rs: usize,
+    pub cs: usize,
+}
+
+// SAFETY: a MatRef is only read, and the tensor storage it points into outlives the call.
+unsafe impl<T: Sync> Send for MatRef<T> {}
+unsafe impl<T: Sync> Sync for MatRef<T> {}
+
+impl<T: Copy> MatRef<T> {
+    #[inline(always)]
+    unsafe fn at(&self, i: usize, j: usize) -> T {
+        *self.ptr.add(i * self.rs + j * self.cs)
+    }
+    fn offset(&self, i: usize, j: usize) -> Self {
+        MatRef {
+            ptr: self.ptr.wrapping_add(i * self.rs + j * self.cs),
+            ..*self
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct OutPtr<T>(*mut T);
+// SAFETY: threads write disjoint blocks of the output.
+unsafe impl<T> Send for OutPtr<T> {}
+unsafe impl<T> Sync for OutPtr<T> {}
+
+impl<T> OutPtr<T> {
+    /// A method, so closures capture the `Send` wrapper rather than the raw pointer field.
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+/// Element types that are packed into an accumulator type `D` (f16 -> f32 and so on).
+pub(crate) trait PackInto<D>: Copy + Send + Sync {
+    fn conv(self) -> D;
+}
+impl PackInto<f32> for f32 {
+    #[inline(always)]
+    fn conv(self) -> f32 {
+        self
+    }
+}
+impl PackInto<f32> for f16 {
+    #[inline(always)]
+    fn conv(self) -> f32 {
+        self.to_f32()
+    }
+}
+impl PackInto<f32> for bf16 {
+    #[inline(always)]
+    fn conv(self) -> f32 {
+        self.to_f32()
+    }
+}
+impl PackInto<f64> for f64 {
+    #[inline(always)]
+    fn conv(self) -> f64 {
+        self
+    }
+}
+
+type MicroKernel<D> = unsafe fn(usize, *const D, *const D, *mut D, usize, bool, usize, usize);
+
+/// An accumulator type with its blocking parameters and micro-kernel.
+pub(crate) trait Accum:
+    Copy + Send + Sync + Default + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + 'static
+{
+    const MR: usize;
+    const NR: usize;
+    const MC: usize;
+    const KC: usize;
+    const NC: usize;
+    fn kernel() -> MicroKernel<Self>;
+}
+
+impl Accum for f32 {
+    const MR: usize = 6;
+    const NR: usize = 16;
+    const MC: usize = 144;
+    const KC: usize = 256;
+    const NC: usize = 4080;
+    fn kernel() -> MicroKernel<f32> {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            return avx2::kernel_f32;
+        }
+        generic_kernel::<f32, 6, 16>
+    }
+}
+
+impl Accum for f64 {
+    const MR: usize = 6;
+    const NR: usize = 8;
+    const MC: usize = 72;
+    const KC: usize = 256;
+    const NC: usize = 4080;
+    fn kernel() -> MicroKernel<f64> {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            return avx2::kernel_f64;
+        }
+        generic_kernel::<f64, 6, 8>
+    }
+}
+
+/// The portable micro-kernel: the same tile shape in plain Rust, for CPUs without AVX2+FMA.
+unsafe fn generic_kernel<D: Accum, const MR: usize, const NR: usize>(
+    kc: usize,
+    a: *const D,
+    b: *const D,
+    c: *mut D,
+    ldc: usize,
+    accumulate: bool,
+    mr: usize,
+    nr: usize,
+) {
+    let mut acc = [[D::default(); NR]; MR];
+    for p in 0..kc {
+        let ap = a.add(p * MR);
+        let bp = b.add(p * NR);
+        for (i, row) in acc.iter_mut().enumerate() {
+            let av = *ap.add(i);
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = *v + av * *bp.add(j);
+            }
+        }
+    }
+    for (i, row) in acc.iter().enumerate().take(mr) {
+        for (j, v) in row.iter().enumerate().take(nr) {
+            let dst = c.add(i * ldc + j);
+            *dst = if accumulate { *dst + *v } else { *v };
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// Generates a 6 x (2 * LANES) AVX2+FMA micro-kernel: 12 accumulators, 2 B vectors and one
+    /// broadcast A value live in the 16 ymm registers.
+    macro_rules! kernel {
+        ($name:ident, $t:ty, $lanes:expr, $zero:ident, $load:ident, $bcast:ident, $fma:ident,
+         $add:ident, $store:ident) => {
+            #[target_feature(enable = "avx2,fma")]
+            pub(super) unsafe fn $name(
+                kc: usize,
+                mut a: *const $t,
+                mut b: *const $t,
+                c: *mut $t,
+                ldc: usize,
+                accumulate: bool,
+                mr: usize,
+                nr: usize,
+            ) {
+                const NR: usize = 2 * $lanes;
+                let (mut c00, mut c01, mut c10, mut c11) = ($zero(), $zero(), $zero(), $zero());
+                let (mut c20, mut c21, mut c30, mut c31) = ($zero(), $zero(), $zero(), $zero());
+                let (mut c40, mut c41, mut c50, mut c51) = ($zero(), $zero(), $zero(), $zero());
+                // Bring the C tile towards L1 while the loop runs: it is read at the end,
+                // and its rows are far apart.
+                for i in 0..6 {
+                    let p = c.add(i * ldc) as *const i8;
+                    _mm_prefetch::<_MM_HINT_T0>(p);
+                    _mm_prefetch::<_MM_HINT_T0>(p.add(NR * std::mem::size_of::<$t>() - 1));
+                }
+                for _ in 0..kc {
+                    _mm_prefetch::<_MM_HINT_T0>((a as *const i8).add(192));
+                    let b0 = $load(b);
+                    let b1 = $load(b.add($lanes));
+                    let a0 = $bcast(&*a);
+                    c00 = $fma(a0, b0, c00);
+                    c01 = $fma(a0, b1, c01);
+                    let a1 = $bcast(&*a.add(1));
+                    c10 = $fma(a1, b0, c10);
+                    c11 = $fma(a1, b1, c11);
+                    let a2 = $bcast(&*a.add(2));
+                    c20 = $fma(a2, b0, c20);
+                    c21 = $fma(a2, b1, c21);
+                    let a3 = $bcast(&*a.add(3));
+                    c30 = $fma(a3, b0, c30);
+                    c31 = $fma(a3, b1, c31);
+                    let a4 = $bcast(&*a.add(4));
+                    c40 = $fma(a4, b0, c40);
+                    c41 = $fma(a4, b1, c41);
+                    let a5 = $bcast(&*a.add(5));
+                    c50 = $fma(a5, b0, c50);
+                    c51 = $fma(a5, b1, c51);
+                    a = a.add(6);
+                    b = b.add(NR);
+                }
+                let rows = [
+                    (c00, c01),
+                    (c10, c11),
+                    (c20, c21),
+                    (c30, c31),
+                    (c40, c41),
+                    (c50, c51),
+                ];
+                if mr == 6 && nr == NR {
+                    for (i, (lo, hi)) in rows.into_iter().enumerate() {
+                        let p = c.add(i * ldc);
+                        if accumulate {
+                            $store(p, $add($load(p), lo));
+                            $store(p.add($lanes), $add($load(p.add($lanes)), hi));
+                        } else {
+                            $store(p, lo);
+                            $store(p.add($lanes), hi);
+                        }
+                    }
+                } else {
+                    // Edge tile: spill to a buffer and copy the valid part.
+                    let mut tmp = [0 as $t; 6 * NR];
+                    for (i, (lo, hi)) in rows.into_iter().enumerate() {
+                        $store(tmp.as_mut_ptr().add(i * NR), lo);
+                        $store(tmp.as_mut_ptr().add(i * NR + $lanes), hi);
+                    }
+                    for i in 0..mr {
+                        for j in 0..nr {
+                            let dst = c.add(i * ldc + j);
+                            let v = tmp[i * NR + j];
+                            *dst = if accumulate { *dst + v } else { v };
+                        }
+                    }
+                }
+            }
+        };
+    }
+
+    kernel!(
+        kernel_f32,
+        f32,
+        8,
+        _mm256_setzero_ps,
+        _mm256_loadu_ps,
+        _mm256_broadcast_ss,
+        _mm256_fmadd_ps,
+        _mm256_add_ps,
+        _mm256_storeu_ps
+    );
+    kernel!(
+        kernel_f64,
+        f64,
+        4,
+        _mm256_setzero_pd,
+        _mm256_loadu_pd,
+        _mm256_broadcast_sd,
+        _mm256_fmadd_pd,
+        _mm256_add_pd,
+        _mm256_storeu_pd
+    );
+}
+
+/// Packs the kc x nc block of B starting at `b` into NR-wide micro-panels, zero-padded.
+unsafe fn pack_b<S: PackInto<D>, D: Accum>(kc: usize, nc: usize, b: MatRef<S>, dst: &mut [D]) {
+    let nr_ = D::NR;
+    for (q, panel) in dst.chunks_mut(kc * nr_).take(nc.div_ceil(nr_)).enumerate() {
+        let j0 = q * nr_;
+        let w = nr_.min(nc - j0);
+        if b.cs == 1 {
+            for p in 0..kc {
+                let row = &mut panel[p * nr_..(p + 1) * nr_];
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = if j < w {
+                        b.at(p, j0 + j).conv()
+                    } else {
+                        D::default()
+                    };
+                }
+            }
+        } else {
+            for j in 0..nr_ {
+                if j < w {
+                    for p in 0..kc {
+                        panel[p * nr_ + j] = b.at(p, j0 + j).conv();
+                    }
+                } else {
+                    for p in 0..kc {
+                        panel[p * nr_ + j] = D::default();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Packs the mc x kc block of A starting at `a` into MR-tall micro-panels, zero-padded.
+unsafe fn pack_a<S: PackInto<D>, D: Accum>(mc: usize, kc: usize, a: MatRef<S>, dst: &mut [D]) {
+    let mr_ = D::MR;
+    for (q, panel) in dst.chunks_mut(kc * mr_).take(mc.div_ceil(mr_)).enumerate() {
+        let i0 = q * mr_;
+        let h = mr_.min(mc - i0);
+        if a.cs == 1 {
+            for i in 0..mr_ {
+                if i < h {
+                    for p in 0..kc {
+                        panel[p * mr_ + i] = a.at(i0 + i, p).conv();
+                    }
+                } else {
+                    for p in 0..kc {
+                        panel[p * mr_ + i] = D::default();
+                    }
+                }
+            }
+        } else {
+            for p in 0..kc {
+                for i in 0..mr_ {
+                    panel[p * mr_ + i] = if i < h {
+                        a.at(i0 + i, p).conv()
+                    } else {
+                        D::default()
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// C (m x n, row stride ldc) = A (m x k) * B (k x n), one thread.
+unsafe fn gemm_serial<S: PackInto<D>, D: Accum>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<S>,
+    b: MatRef<S>,
+    c: *mut D,
+    ldc: usize,
+) {
+    let kernel = D::kernel();
+    let kc_max = D::KC.min(k);
+    let nc_max = D::NC.min(n);
+    let mc_max = D::MC.min(m);
+    let mut bpack = vec![D::default(); kc_max * nc_max.div_ceil(D::NR) * D::NR];
+    let mut apack = vec![D::default(); kc_max * mc_max.div_ceil(D::MR) * D::MR];
+    for jc in (0..n).step_by(D::NC) {
+        let nc = D::NC.min(n - jc);
+        for pc in (0..k).step_by(D::KC) {
+            let kc = D::KC.min(k - pc);
+            pack_b(kc, nc, b.offset(pc, jc), &mut bpack);
+            for ic in (0..m).step_by(D::MC) {
+                let mc = D::MC.min(m - ic);
+                pack_a(mc, kc, a.offset(ic, pc), &mut apack);
+                for jr in (0..nc).step_by(D::NR) {
+                    let nr = D::NR.min(nc - jr);
+                    let bp = bpack.as_ptr().add(jr * kc);
+                    for ir in (0..mc).step_by(D::MR) {
+                        let mr = D::MR.min(mc - ir);
+                        let ap = apack.as_ptr().add(ir * kc);
+                        let cp = c.add((ic + ir) * ldc + jc + jr);
+                        kernel(kc, ap, bp, cp, ldc, pc > 0, mr, nr);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Below this many multiply-adds one thread is faster than waking the pool.
+const PARALLEL_MIN_FLOPS: usize = 1 << 21;
+
+/// C = A * B for one matrix, with C contiguous row-major (m x n), on all pool threads.
+///
+/// # Safety
+/// `a` and `b` must be valid for reads over m x k and k x n elements at their strides, and
+/// `c` must hold m * n elements.
+pub(crate) unsafe fn gemm<S: PackInto<D>, D: Accum>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<S>,
+    b: MatRef<S>,
+    c: &mut [D],
+    threads: usize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c.fill(D::default());
+        return;
+    }
+    let threads = if m * n * k < PARALLEL_MIN_FLOPS {
+        1
+    } else {
+        threads.max(1)
+    };
+    let cp = OutPtr(c.as_mut_ptr());
+    if threads == 1 {
+        gemm_serial(m, n, k, a, b, cp.get(), n);
+        return;
+    }
+    // Split the longer side of C into one block per thread, aligned to the register tile.
+    let split_rows = m >= n || n < threads * D::NR;
+    let (len, unit) = if split_rows { (m, D::MR) } else { (n, D::NR) };
+    let per = len.div_ceil(threads).div_ceil(unit) * unit;
+    (0..threads).into_par_iter().for_each(|t| {
+        let start = t * per;
+        if start >= len {
+            return;
+        }
+        let end = (start + per).min(len);
+        // SAFETY: each thread writes only its own rows [start, end) or columns [start, end).
+        unsafe {
+            if split_rows {
+                gemm_serial(
+                    end - start,
+                    n,
+                    k,
+                    a.offset(start, 0),
+                    b,
+                    cp.get().add(start * n),
+                    n,
+                );
+            } else {
+                gemm_serial(
+                    m,
+                    end - start,
+                    k,
+                    a,
+                    b.offset(0, start),
+                    cp.get().add(start),
+                    n,
+                );
+            }
+        }
+    });
+}
+
+/// Integer matmul: C = A * B with wrapping arithmetic (PyTorch's integer matmul wraps too).
+/// B must be contiguous row-major; rows of C are computed in parallel.
+pub(crate) fn gemm_int<T>(m: usize, n: usize, k: usize, a: MatRef<T>, b: &[T], c: &mut [T])
+where
+    T: super::num::Num,
+{
+    if n == 0 {
+        return;
+    }
+    let row = |(i, crow): (usize, &mut [T])| {
+        crow.fill(T::ZERO);
+        for p in 0..k {
+            // SAFETY: i < m and p < k, inside the operand by the caller's contract.
+            let av = unsafe { a.at(i, p) };
+            let brow = &b[p * n..(p + 1) * n];
+            for (cv, &bv) in crow.iter_mut().zip(brow) {
+                *cv = cv.add(av.mul(bv));
+            }
+        }
+    };
+    if m * n * k < PARALLEL_MIN_FLOPS {
+        c.chunks_mut(n).enumerate().take(m).for_each(row);
+    } else {
+        c.par_chunks_mut(n).enumerate().take(m).for_each(row);
+    }
+}

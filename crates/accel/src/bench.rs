@@ -1,0 +1,226 @@
+//! Timing done the way the seeds teach: warm up, synchronise the device, then time a fixed
+//! number of iterations, and check the answer. Each iteration is timed on its own (with a
+//! synchronisation after it) so the spread is known, not only the mean.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::{DType, Device, Result, Tensor};
+
+/// Summary statistics of a set of timings, in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stats {
+    /// Number of samples.
+    pub samples: usize,
+    /// Arithmetic mean.
+    pub mean_s: f64,
+    /// Median.
+    pub median_s: f64,
+    /// Fastest sample.
+    pub min_s: f64,
+    /// Slowest sample.
+    pub max_s: f64,
+    /// Sample standard deviation (0 for one sample).
+    pub stddev_s: f64,
+}
+
+impl Stats {
+    /// Statistics of `samples` (seconds); `None` when there are none.
+    pub fn from_samples(samples: &[f64]) -> Option<Stats> {
+        if samples.is_empty() {
+            return None;
+        }
+        let mut s = samples.to_vec();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        let mean = s.iter().sum::<f64>() / n as f64;
+        let median = if n % 2 == 1 {
+            s[n / 2]
+        } else {
+            (s[n / 2 - 1] + s[n / 2]) / 2.0
+        };
+        let var = if n > 1 {
+            s.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64
+        } else {
+            0.0
+        };
+        Some(Stats {
+            samples: n,
+            mean_s: mean,
+            median_s: median,
+            min_s: s[0],
+            max_s: s[n - 1],
+            stddev_s: var.sqrt(),
+        })
+    }
+}
+
+/// The theoretical peak of a device for a dtype, with the formula that gives it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Peak {
+    /// GFLOP/s.
+    pub gflop_per_s: f64,
+    /// How it was computed, with the numbers.
+    pub formula: String,
+}
+
+/// The peak floating-point rate of `device` for matmul in `dtype`, where it can be derived.
+/// For the CPU: cores x clock x FMA units x SIMD lanes x 2 flops per FMA. f16/bf16 run on
+/// the f32 units here; integer matmul has no FMA peak and gives `None`.
+pub fn peak(device: &Device, dtype: DType) -> Option<Peak> {
+    match device {
+        Device::Cpu => {
+            let info = crate::system::cpu_info();
+            let mhz = info.frequency_mhz? as f64;
+            let has = |f: &str| info.simd.iter().any(|s| s == f);
+            let (bits, fma_units) = if has("avx512f") {
+                (512.0, 2.0)
+            } else if has("avx2") && has("fma") {
+                (256.0, 2.0)
+            } else {
+                return None;
+            };
+            let lane_bits = match dtype {
+                DType::F64 => 64.0,
+                DType::F32 | DType::F16 | DType::BF16 => 32.0,
+                DType::I32 | DType::I64 => return None,
+            };
+            let lanes = bits / lane_bits;
+            let cores = rayon::current_num_threads().min(info.logical_cores) as f64;
+            let g = cores * mhz / 1000.0 * fma_units * lanes * 2.0;
+            Some(Peak {
+                gflop_per_s: g,
+                formula: format!(
+                    "{cores} cores x {:.3} GHz x {fma_units} FMA units x {lanes} {} lanes x 2 = {g:.1} GFLOP/s",
+                    mhz / 1000.0,
+                    if dtype == DType::F64 { "f64" } else { "f32" },
+                ),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// One matmul benchmark: the cold first run, then the timed warm iterations.
+#[derive(Debug, Clone, Serialize)]
+pub struct MatmulRun {
+    /// Where it ran.
+    pub device: Device,
+    /// Element type.
+    pub dtype: DType,
+    /// Matrix size N (N x N by N x N).
+    pub size: usize,
+    /// Warm-up iterations (not timed).
+    pub warmup: usize,
+    /// The very first multiplication, synchronised: includes one-time costs (thread pool
+    /// start, library loading, compilation).
+    pub first_run_s: f64,
+    /// The timed iterations.
+    pub stats: Stats,
+    /// 2 N^3 / median time.
+    pub gflop_per_s: f64,
+    /// The device's peak for this dtype, where known.
+    pub peak: Option<Peak>,
+    /// `gflop_per_s` as a percentage of `peak`.
+    pub percent_of_peak: Option<f64>,
+    /// Largest relative error of 64 sampled entries against an f64 dot product on the host.
+    pub max_rel_error: f64,
+}
+
+/// Times `a @ b` for N x N random operands on `device`.
+pub fn matmul(
+    device: &Device,
+    size: usize,
+    dtype: DType,
+    warmup: usize,
+    iters: usize,
+) -> Result<(MatmulRun, Tensor)> {
+    let a_host = Tensor::randn(0.0, 1.0, (size, size), &Device::Cpu)?.to_dtype(dtype)?;
+    let b_host = Tensor::randn(0.0, 1.0, (size, size), &Device::Cpu)?.to_dtype(dtype)?;
+    let a = a_host.to_device(device)?;
+    let b = b_host.to_device(device)?;
+    device.synchronize()?;
+
+    let t0 = Instant::now();
+    let mut c = a.matmul(&b)?;
+    device.synchronize()?;
+    let first_run_s = t0.elapsed().as_secs_f64();
+
+    for _ in 0..warmup {
+        c = a.matmul(&b)?;
+    }
+    device.synchronize()?;
+    let mut samples = Vec::with_capacity(iters);
+    for _ in 0..iters.max(1) {
+        let t = Instant::now();
+        c = a.matmul(&b)?;
+        device.synchronize()?;
+        samples.push(t.elapsed().as_secs_f64());
+    }
+    let stats = Stats::from_samples(&samples).expect("at least one iteration");
+    let flops = 2.0 * (size as f64).powi(3);
+    let gflop_per_s = flops / stats.median_s / 1e9;
+    let peak = peak(device, dtype);
+    let percent_of_peak = peak.as_ref().map(|p| 100.0 * gflop_per_s / p.gflop_per_s);
+    let max_rel_error = sampled_error(&a_host, &b_host, &c, 64)?;
+    Ok((
+        MatmulRun {
+            device: *device,
+            dtype,
+            size,
+            warmup,
+            first_run_s,
+            stats,
+            gflop_per_s,
+            peak,
+            percent_of_peak,
+            max_rel_error,
+        },
+        c,
+    ))
+}
+
+/// The largest error of `samples` entries of `c` against f64 dot products of `a`'s rows and
+/// `b`'s columns, relative to the magnitude of the terms (sum of |a_ik b_kj|), so that
+/// entries that cancel to near zero do not inflate it.
+pub fn sampled_error(a: &Tensor, b: &Tensor, c: &Tensor, samples: usize) -> Result<f64> {
+    let (m, k) = (a.dims()[0], a.dims()[1]);
+    let n = b.dims()[1];
+    if m == 0 || n == 0 {
+        return Ok(0.0);
+    }
+    let (av, bv, cv) = (a.to_vec_f64()?, b.to_vec_f64()?, c.to_vec_f64()?);
+    let mut worst = 0.0f64;
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    for _ in 0..samples {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let (i, j) = (
+            (state % m as u64) as usize,
+            ((state >> 32) % n as u64) as usize,
+        );
+        let (mut dot, mut mag) = (0.0, 0.0);
+        for p in 0..k {
+            let t = av[i * k + p] * bv[p * n + j];
+            dot += t;
+            mag += t.abs();
+        }
+        let err = (cv[i * n + j] - dot).abs() / mag.max(f64::MIN_POSITIVE);
+        worst = worst.max(err);
+    }
+    Ok(worst)
+}
+
+/// The relative error a correct matmul in `dtype` may have, per the above measure.
+pub fn tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F64 => 1e-12,
+        DType::F32 => 1e-4,
+        // Inputs are exact in f32; only the output is rounded.
+        DType::F16 => 2e-3,
+        DType::BF16 => 1e-2,
+        DType::I32 | DType::I64 => 0.0,
+    }
+}

@@ -1,0 +1,154 @@
+//! Element types.
+
+use std::fmt;
+use std::str::FromStr;
+
+use half::{bf16, f16};
+use serde::Serialize;
+
+use crate::backend::cpu::CpuStorage;
+use crate::{Error, Result};
+
+/// The element type of a tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    /// IEEE half precision (PyTorch `torch.float16`).
+    F16,
+    /// bfloat16 (PyTorch `torch.bfloat16`).
+    BF16,
+    /// Single precision (PyTorch `torch.float32`, the default float type).
+    F32,
+    /// Double precision (PyTorch `torch.float64`).
+    F64,
+    /// 32-bit signed integer (PyTorch `torch.int32`).
+    I32,
+    /// 64-bit signed integer (PyTorch `torch.int64`).
+    I64,
+}
+
+impl DType {
+    /// Every dtype, in a stable order.
+    pub const ALL: [DType; 6] = [
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+        DType::I32,
+        DType::I64,
+    ];
+
+    /// Bytes per element.
+    pub fn size_in_bytes(self) -> usize {
+        match self {
+            DType::F16 | DType::BF16 => 2,
+            DType::F32 | DType::I32 => 4,
+            DType::F64 | DType::I64 => 8,
+        }
+    }
+
+    /// True for the floating-point dtypes.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+
+    /// The short name (`f32`), as accepted by `FromStr` and printed by `Display`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+        }
+    }
+
+    pub(crate) fn variant_name(self) -> &'static str {
+        match self {
+            DType::F16 => "F16",
+            DType::BF16 => "BF16",
+            DType::F32 => "F32",
+            DType::F64 => "F64",
+            DType::I32 => "I32",
+            DType::I64 => "I64",
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for DType {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "f16" | "float16" | "half" | "torch.float16" => DType::F16,
+            "bf16" | "bfloat16" | "torch.bfloat16" => DType::BF16,
+            "f32" | "float32" | "float" | "torch.float32" => DType::F32,
+            "f64" | "float64" | "double" | "torch.float64" => DType::F64,
+            "i32" | "int32" | "int" | "torch.int32" => DType::I32,
+            "i64" | "int64" | "long" | "torch.int64" => DType::I64,
+            _ => {
+                return Err(Error::invalid(
+                    "dtype",
+                    format!("unknown dtype '{s}'; expected one of f16, bf16, f32, f64, i32, i64"),
+                ))
+            }
+        })
+    }
+}
+
+/// A Rust type that can be a tensor element.
+pub trait WithDType:
+    Copy + Send + Sync + PartialOrd + fmt::Debug + fmt::Display + 'static + sealed::Sealed
+{
+    /// The matching dtype.
+    const DTYPE: DType;
+    /// Converts to f64 (exact for every type but i64 beyond 2^53).
+    fn to_f64(self) -> f64;
+    /// Converts from f64, rounding to nearest for floats, truncating for integers.
+    fn from_f64(v: f64) -> Self;
+    #[doc(hidden)]
+    fn to_storage(data: Vec<Self>) -> CpuStorage;
+    #[doc(hidden)]
+    fn from_storage(s: &CpuStorage) -> Option<&[Self]>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+macro_rules! with_dtype {
+    ($t:ty, $variant:ident, $to:expr, $from:expr) => {
+        impl sealed::Sealed for $t {}
+        impl WithDType for $t {
+            const DTYPE: DType = DType::$variant;
+            fn to_f64(self) -> f64 {
+                $to(self)
+            }
+            fn from_f64(v: f64) -> Self {
+                $from(v)
+            }
+            fn to_storage(data: Vec<Self>) -> CpuStorage {
+                CpuStorage::$variant(data)
+            }
+            fn from_storage(s: &CpuStorage) -> Option<&[Self]> {
+                match s {
+                    CpuStorage::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+with_dtype!(f16, F16, |v: f16| v.to_f64(), f16::from_f64);
+with_dtype!(bf16, BF16, |v: bf16| v.to_f64(), bf16::from_f64);
+with_dtype!(f32, F32, |v: f32| v as f64, |v: f64| v as f32);
+with_dtype!(f64, F64, |v: f64| v, |v: f64| v);
+with_dtype!(i32, I32, |v: i32| v as f64, |v: f64| v as i32);
+with_dtype!(i64, I64, |v: i64| v as f64, |v: f64| v as i64);

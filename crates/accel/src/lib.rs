@@ -1,0 +1,93 @@
+//! # accel
+//!
+//! Find the compute accelerators a machine has, pick the best with a fallback, put tensors on
+//! them, copy between devices, multiply matrices, time it correctly, and see memory and load —
+//! the device workflow of PyTorch, in Rust, with availability reported as data.
+//!
+//! ```
+//! use accel::{Device, Tensor};
+//!
+//! # fn main() -> accel::Result<()> {
+//! let device = Device::best(); // cuda -> mps -> xla -> other GPU -> cpu
+//! let a = Tensor::new(&[[1.0f32, 2.0], [3.0, 4.0]], &device)?;
+//! let b = a.matmul(&a.t()?)?;
+//! assert_eq!(b.to_device(&Device::Cpu)?.to_vec2::<f32>()?, vec![vec![5.0, 11.0], vec![11.0, 25.0]]);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Backends
+//!
+//! | backend | devices | cargo feature | status in this version |
+//! |---|---|---|---|
+//! | CPU | `cpu` | always | multi-threaded, AVX2/FMA matmul |
+//! | CUDA | `cuda`, `cuda:N` | `cuda` | reports "not implemented in this version" |
+//! | Apple GPU | `mps` | `wgpu` | reports "not implemented in this version" |
+//! | XLA (TPU, GPU, CPU via PJRT) | `xla`, `xla:N` | `xla` | reports "not implemented in this version" |
+//! | other GPUs (Vulkan, Metal, DX12) | `wgpu:N` | `wgpu` | reports "not implemented in this version" |
+//!
+//! ## PyTorch -> accel
+//!
+//! | PyTorch | accel |
+//! |---|---|
+//! | `torch.cuda.is_available()`, `device_count()` | [`cuda::is_available`], [`cuda::device_count`] |
+//! | `torch.backends.mps.is_built()/is_available()` | [`mps::is_built`], [`mps::is_available`] |
+//! | `torch_xla.device()`, `torch_xla.devices()` | [`xla::device`], [`xla::devices`] |
+//! | `"cuda" if ... else "mps" if ... else "cpu"` | [`Device::best`] |
+//! | `torch.tensor(data, device=d)` | [`Tensor::new`] |
+//! | `torch.randn(n, n)` | `Tensor::randn(0.0, 1.0, (n, n), &d)` |
+//! | `x.to(d)`, `x.cuda()`, `x.cpu()` | [`Tensor::to_device`], [`Tensor::cuda`], [`Tensor::cpu`] |
+//! | `x.device`, `x.is_cuda` | [`Tensor::device`], [`Tensor::is_cuda`] |
+//! | `a @ b` | [`Tensor::matmul`] |
+//! | `torch.cuda.synchronize()` | [`Device::synchronize`] |
+//! | `torch.cuda.memory_allocated()/memory_reserved()` | [`memory::stats`] |
+//! | `psutil.cpu_percent()`, `psutil.virtual_memory()` | [`system::cpu_percent`], [`system::memory`] |
+//! | `nn.Linear(i, o).to(d)` | [`nn::Linear::new`], [`nn::Module::to_device`] |
+//! | `torch.manual_seed(s)` | [`manual_seed`] |
+#![warn(missing_docs)]
+
+mod backend;
+pub mod bench;
+mod device;
+mod display;
+mod dtype;
+mod error;
+pub mod memory;
+pub mod nn;
+pub mod probe;
+mod shape;
+pub mod system;
+mod tensor;
+
+pub use backend::{cuda, mps, wgpu, xla};
+pub use device::Device;
+pub use dtype::{DType, WithDType};
+pub use error::{Error, Result};
+pub use half::{bf16, f16};
+pub use probe::{Availability, DeviceInfo, Probe};
+pub use shape::Shape;
+pub use tensor::{NdArray, Tensor};
+
+/// Seeds the generator behind `rand`, `randn` and parameter initialisation, so a program
+/// draws the same numbers on every run (`torch.manual_seed`).
+pub fn manual_seed(seed: u64) {
+    backend::cpu::rng::manual_seed(seed)
+}
+
+/// Every backend's availability: its devices, or why it has none and what to do.
+pub fn devices() -> Vec<Probe> {
+    Device::probe_all()
+}
+
+/// The usable devices, accelerators first in `Device::best` order, the CPU last (the
+/// seeds' `devices` list).
+pub fn available_devices() -> Vec<Device> {
+    let probes = devices();
+    let mut out: Vec<Device> = probes
+        .iter()
+        .filter(|p| p.backend != "cpu")
+        .flat_map(|p| p.devices().iter().map(|d| d.device))
+        .collect();
+    out.push(Device::Cpu);
+    out
+}

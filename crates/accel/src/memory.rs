@@ -1,0 +1,145 @@
+//! Memory accounting per device: what live tensors hold (allocated), what the allocator keeps
+//! (reserved), the peak, and the device's free/total memory where it is known. PyTorch's
+//! `torch.cuda.memory_allocated()` / `memory_reserved()`, for every device, the CPU included.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+use crate::{Device, Error, Result};
+
+/// A snapshot of one device's memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemoryStats {
+    /// The device.
+    pub device: Device,
+    /// Bytes held by live tensors on the device.
+    pub allocated_bytes: u64,
+    /// The most `allocated_bytes` has been since start (or the last `reset_peak`).
+    pub peak_allocated_bytes: u64,
+    /// Bytes the allocator holds, live tensors plus its cache. The CPU backend caches
+    /// nothing, so there it equals `allocated_bytes`.
+    pub reserved_bytes: u64,
+    /// Free memory on the whole device, where known (for the CPU: available RAM).
+    pub free_bytes: Option<u64>,
+    /// Total memory of the device, where known.
+    pub total_bytes: Option<u64>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Counters {
+    allocated: u64,
+    peak: u64,
+}
+
+static COUNTERS: Mutex<Option<HashMap<Device, Counters>>> = Mutex::new(None);
+
+fn with_counters<R>(f: impl FnOnce(&mut HashMap<Device, Counters>) -> R) -> R {
+    let mut g = COUNTERS.lock().unwrap_or_else(|e| e.into_inner());
+    f(g.get_or_insert_with(HashMap::new))
+}
+
+pub(crate) fn on_alloc(device: Device, bytes: usize) {
+    with_counters(|m| {
+        let c = m.entry(device).or_default();
+        c.allocated += bytes as u64;
+        c.peak = c.peak.max(c.allocated);
+    });
+}
+
+pub(crate) fn on_free(device: Device, bytes: usize) {
+    with_counters(|m| {
+        let c = m.entry(device).or_default();
+        c.allocated = c.allocated.saturating_sub(bytes as u64);
+    });
+}
+
+/// The memory statistics of `device`.
+pub fn stats(device: &Device) -> MemoryStats {
+    let c = with_counters(|m| m.get(device).copied().unwrap_or_default());
+    let (free, total) = match device {
+        Device::Cpu => match crate::system::memory() {
+            Ok(m) => (Some(m.available_bytes), Some(m.total_bytes)),
+            Err(_) => (None, None),
+        },
+        _ => (None, None),
+    };
+    MemoryStats {
+        device: *device,
+        allocated_bytes: c.allocated,
+        peak_allocated_bytes: c.peak,
+        reserved_bytes: c.allocated,
+        free_bytes: free,
+        total_bytes: total,
+    }
+}
+
+/// Restarts peak tracking from the current allocation (`torch.cuda.reset_peak_memory_stats`).
+pub fn reset_peak(device: &Device) {
+    with_counters(|m| {
+        let c = m.entry(*device).or_default();
+        c.peak = c.allocated;
+    });
+}
+
+/// Returns cached, unused memory to the device (`torch.cuda.empty_cache()`). The CPU backend
+/// keeps no cache, so there is nothing to return.
+pub fn empty_cache(device: &Device) -> Result<()> {
+    device.check()
+}
+
+/// Formats a byte count for people: `1.50 GiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
+/// Host allocations above this size are checked against available RAM first: Linux would
+/// hand out the address space and then kill the process when the pages are touched.
+const CHECK_ABOVE_BYTES: u64 = 64 << 20;
+
+/// Fails with `OutOfMemory` when `bytes` cannot be allocated on `device`.
+pub(crate) fn ensure_fits(device: Device, bytes: Option<u64>) -> Result<()> {
+    let held = stats(&device).allocated_bytes;
+    let oom = |requested: u64, free: String| Error::OutOfMemory {
+        device,
+        requested,
+        requested_h: human_bytes(requested),
+        free,
+        held,
+        hint: "free tensors you no longer need (drop them), use smaller shapes or a \
+               smaller dtype (f16/bf16), or process the data in batches"
+            .to_string(),
+    };
+    let Some(bytes) = bytes else {
+        return Err(oom(u64::MAX, "the size overflows 64 bits; ".to_string()));
+    };
+    if bytes <= CHECK_ABOVE_BYTES {
+        return Ok(());
+    }
+    if let Device::Cpu = device {
+        let m = crate::system::memory()?;
+        if bytes > m.available_bytes {
+            return Err(oom(
+                bytes,
+                format!(
+                    "{} available of {} total RAM; ",
+                    human_bytes(m.available_bytes),
+                    human_bytes(m.total_bytes)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! The host: CPU load and RAM, this process's resident memory (psutil's role in the seeds).
+
+use std::time::Duration;
+
+use serde::Serialize;
+use sysinfo::{CpuRefreshKind, MemoryRefreshKind, ProcessesToUpdate, RefreshKind, System};
+
+use crate::{Error, Result};
+
+fn system(refresh: RefreshKind) -> Result<System> {
+    System::new_with_specifics(refresh).map_err(|e| Error::System(e.to_string()))
+}
+
+/// Host RAM, in bytes (`psutil.virtual_memory()`).
+#[derive(Debug, Clone, Serialize)]
+pub struct HostMemory {
+    /// Installed RAM.
+    pub total_bytes: u64,
+    /// In use by all processes.
+    pub used_bytes: u64,
+    /// Available to new allocations without swapping.
+    pub available_bytes: u64,
+    /// Swap space.
+    pub swap_total_bytes: u64,
+    /// Swap in use.
+    pub swap_used_bytes: u64,
+}
+
+/// Facts about the host CPU.
+#[derive(Debug, Clone, Serialize)]
+pub struct CpuInfo {
+    /// Model name ("AMD EPYC 7B13").
+    pub brand: String,
+    /// Logical cores the OS schedules on.
+    pub logical_cores: usize,
+    /// Current clock of the first core, where the OS reports it.
+    pub frequency_mhz: Option<u64>,
+    /// Vector extensions the kernels use, as detected at run time.
+    pub simd: Vec<String>,
+}
+
+/// Host RAM now.
+pub fn memory() -> Result<HostMemory> {
+    let mut s = system(RefreshKind::nothing().with_memory(MemoryRefreshKind::everything()))?;
+    s.refresh_memory();
+    Ok(HostMemory {
+        total_bytes: s.total_memory(),
+        used_bytes: s.used_memory(),
+        available_bytes: s.available_memory(),
+        swap_total_bytes: s.total_swap(),
+        swap_used_bytes: s.used_swap(),
+    })
+}
+
+/// Whole-machine CPU use in percent, measured over `interval` (`psutil.cpu_percent(interval)`).
+/// The interval is raised to the operating system's minimum sampling time when shorter.
+pub fn cpu_percent(interval: Duration) -> Result<f32> {
+    let mut s = system(RefreshKind::nothing().with_cpu(CpuRefreshKind::nothing().with_usage()))?;
+    s.refresh_cpu_usage();
+    std::thread::sleep(interval.max(sysinfo::MINIMUM_CPU_UPDATE_INTERVAL));
+    s.refresh_cpu_usage();
+    Ok(s.global_cpu_usage())
+}
+
+/// Resident memory of this process in bytes, where the OS reports it.
+pub fn process_rss_bytes() -> Option<u64> {
+    let pid = sysinfo::get_current_pid().ok()?;
+    let mut s = System::new().ok()?;
+    s.refresh_processes(ProcessesToUpdate::Some(&[pid]), true);
+    s.process(pid).map(|p| p.memory())
+}
+
+/// The host CPU's name, core count, clock and vector extensions.
+pub fn cpu_info() -> CpuInfo {
+    let s =
+        system(RefreshKind::nothing().with_cpu(CpuRefreshKind::nothing().with_frequency())).ok();
+    let first = s.as_ref().and_then(|s| s.cpus().first());
+    let brand = first
+        .map(|c| c.brand().trim().to_string())
+        .filter(|b| !b.is_empty())
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let frequency_mhz = first.map(|c| c.frequency()).filter(|&f| f > 0);
+    CpuInfo {
+        brand,
+        logical_cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        frequency_mhz,
+        simd: simd_features(),
+    }
+}
+
+fn simd_features() -> Vec<String> {
+    #[allow(unused_mut)]
+    let mut out: Vec<String> = Vec::new();
+    #[cfg(target_arch = "x86_64")]
+    {
+        macro_rules! detect {
+            ($($f:tt),*) => {$(
+                if std::is_x86_feature_detected!($f) {
+                    out.push($f.to_string());
+                }
+            )*};
+        }
+        detect!("sse4.2", "avx", "avx2", "fma", "f16c", "avx512f");
+    }
+    #[cfg(target_arch = "aarch64")]
+    out.push("neon".to_string());
+    out
+}

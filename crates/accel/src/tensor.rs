@@ -1,0 +1,760 @@
+//! `Tensor`: an n-dimensional array on a device.
+//!
+//! A tensor is a cheap handle (an `Arc`) to a device buffer plus a strided layout, so views
+//! (`t`, `transpose`) and same-device `to_device` share data. Every op checks its operands
+//! (device, then dtype, then shape) and returns an error value instead of panicking, then
+//! hands the buffers to the backend's storage (`backend::Storage`), which runs the kernel.
+
+use std::sync::Arc;
+
+use crate::backend::cpu::{rng, CpuStorage};
+use crate::backend::{BinaryOp, ReduceOp, Storage, UnaryOp};
+use crate::dtype::WithDType;
+use crate::shape::Layout;
+use crate::{memory, DType, Device, Error, Result, Shape};
+
+/// Device memory owned by one or more tensors; its bytes are counted in `memory::stats`
+/// from creation until the last tensor using it is dropped.
+#[derive(Debug)]
+pub(crate) struct Buffer {
+    pub storage: Storage,
+    pub device: Device,
+    bytes: usize,
+}
+
+impl Buffer {
+    fn new(storage: Storage, device: Device) -> Buffer {
+        let bytes = storage.size_in_bytes();
+        memory::on_alloc(device, bytes);
+        Buffer {
+            storage,
+            device,
+            bytes,
+        }
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        memory::on_free(self.device, self.bytes);
+    }
+}
+
+/// An n-dimensional array of one dtype on one device.
+#[derive(Clone, Debug)]
+pub struct Tensor {
+    buf: Arc<Buffer>,
+    layout: Layout,
+}
+
+/// Data that can become a tensor: scalars, arrays and nested arrays, slices and vectors.
+pub trait NdArray {
+    /// The shape the data describes.
+    fn shape(&self) -> Result<Shape>;
+    /// The elements in row-major order.
+    #[doc(hidden)]
+    fn to_cpu_storage(&self) -> CpuStorage;
+}
+
+impl<S: WithDType> NdArray for S {
+    fn shape(&self) -> Result<Shape> {
+        Ok(Shape::from(()))
+    }
+    fn to_cpu_storage(&self) -> CpuStorage {
+        S::to_storage(vec![*self])
+    }
+}
+
+/// Implements `NdArray` for an array type.
+macro_rules! nd_array {
+    ([$($g:tt)*], $t:ty, |$s:ident| $shape:expr, |$d:ident| $data:expr) => {
+        impl<S: WithDType, $($g)*> NdArray for $t {
+            fn shape(&self) -> Result<Shape> {
+                let $s = self;
+                $shape
+            }
+            fn to_cpu_storage(&self) -> CpuStorage {
+                let $d = self;
+                S::to_storage($data)
+            }
+        }
+    };
+}
+
+nd_array!([const N: usize], [S; N], |_s| Ok(Shape::from(N)), |d| d.to_vec());
+nd_array!([], Vec<S>, |s| Ok(Shape::from(s.len())), |d| d.clone());
+nd_array!(
+    [const N: usize, const M: usize],
+    [[S; N]; M],
+    |_s| Ok(Shape::from((M, N))),
+    |d| d.iter().flatten().copied().collect()
+);
+nd_array!(
+    [const N: usize, const M: usize, const K: usize],
+    [[[S; N]; M]; K],
+    |_s| Ok(Shape::from((K, M, N))),
+    |d| d.iter().flatten().flatten().copied().collect()
+);
+nd_array!(
+    [],
+    Vec<Vec<S>>,
+    |s| {
+        let cols = s.first().map_or(0, Vec::len);
+        if let Some((i, r)) = s.iter().enumerate().find(|(_, r)| r.len() != cols) {
+            return Err(Error::InvalidData(format!(
+                "ragged rows: row 0 has {cols} elements but row {i} has {}",
+                r.len()
+            )));
+        }
+        Ok(Shape::from((s.len(), cols)))
+    },
+    |d| d.iter().flatten().copied().collect()
+);
+
+impl<S: WithDType> NdArray for [S] {
+    fn shape(&self) -> Result<Shape> {
+        Ok(Shape::from(self.len()))
+    }
+    fn to_cpu_storage(&self) -> CpuStorage {
+        S::to_storage(self.to_vec())
+    }
+}
+
+/// How many elements `start, start + step, ...` has before reaching `end`.
+fn arange_len(start: f64, end: f64, step: f64) -> Result<usize> {
+    if step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
+        return Err(Error::invalid(
+            "arange",
+            format!("start {start}, end {end} and step {step} must be finite, with a step that is not 0"),
+        ));
+    }
+    let n = ((end - start) / step).ceil();
+    Ok(if n > 0.0 { n as usize } else { 0 })
+}
+
+impl Tensor {
+    // ---- creation ------------------------------------------------------------------------
+
+    fn from_storage(storage: Storage, device: Device, shape: Shape) -> Tensor {
+        Tensor {
+            buf: Arc::new(Buffer::new(storage, device)),
+            layout: Layout::contiguous(shape),
+        }
+    }
+
+    /// Host data of `shape` placed on `device`. All creation goes through here.
+    fn from_cpu(data: CpuStorage, shape: Shape, device: &Device) -> Result<Tensor> {
+        device.check()?;
+        debug_assert_eq!(data.len(), shape.elem_count());
+        let storage = Storage::from_cpu(data, *device)?;
+        Ok(Tensor::from_storage(storage, *device, shape))
+    }
+
+    fn check_alloc(shape: &Shape, dtype: DType, device: &Device) -> Result<()> {
+        device.check()?;
+        let bytes = shape
+            .dims()
+            .iter()
+            .try_fold(dtype.size_in_bytes() as u64, |acc, &d| {
+                acc.checked_mul(d as u64)
+            });
+        memory::ensure_fits(*device, bytes)
+    }
+
+    /// A tensor from nested arrays, a slice, a vector or a scalar (`torch.tensor(data,
+    /// device=d)`): `Tensor::new(&[[1, 2], [3, 4]], &Device::Cpu)`.
+    pub fn new<A: NdArray + ?Sized>(array: &A, device: &Device) -> Result<Tensor> {
+        let shape = array.shape()?;
+        Tensor::from_cpu(array.to_cpu_storage(), shape, device)
+    }
+
+    /// A tensor of `shape` from a flat vector in row-major order.
+    pub fn from_vec<T: WithDType>(
+        data: Vec<T>,
+        shape: impl Into<Shape>,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let shape = shape.into();
+        if data.len() != shape.elem_count() {
+            return Err(Error::InvalidData(format!(
+                "{} elements cannot fill shape {shape}, which holds {}",
+                data.len(),
+                shape.elem_count()
+            )));
+        }
+        Tensor::from_cpu(T::to_storage(data), shape, device)
+    }
+
+    /// A tensor of `shape` filled with `value` (`torch.full`).
+    pub fn full(
+        value: f64,
+        shape: impl Into<Shape>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let shape = shape.into();
+        Tensor::check_alloc(&shape, dtype, device)?;
+        Tensor::from_cpu(
+            CpuStorage::full(dtype, shape.elem_count(), value),
+            shape,
+            device,
+        )
+    }
+
+    /// Zeros (`torch.zeros`).
+    pub fn zeros(shape: impl Into<Shape>, dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::full(0.0, shape, dtype, device)
+    }
+
+    /// Ones (`torch.ones`).
+    pub fn ones(shape: impl Into<Shape>, dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::full(1.0, shape, dtype, device)
+    }
+
+    /// `start, start + 1, ...` below `end`, of `T`'s dtype (`torch.arange(start, end)`).
+    pub fn arange<T: WithDType>(start: T, end: T, device: &Device) -> Result<Tensor> {
+        Tensor::arange_step(start, end, T::from_f64(1.0), device)
+    }
+
+    /// `start, start + step, ...` up to but excluding `end` (`torch.arange(start, end, step)`).
+    pub fn arange_step<T: WithDType>(start: T, end: T, step: T, device: &Device) -> Result<Tensor> {
+        let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
+        let n = arange_len(s, e, st)?;
+        let shape = Shape::from(n);
+        Tensor::check_alloc(&shape, T::DTYPE, device)?;
+        Tensor::from_cpu(CpuStorage::arange(T::DTYPE, s, st, n), shape, device)
+    }
+
+    /// Uniform random f32 values in `[lo, hi)` (`torch.rand`, scaled). Reproducible after
+    /// [`crate::manual_seed`].
+    pub fn rand(lo: f64, hi: f64, shape: impl Into<Shape>, device: &Device) -> Result<Tensor> {
+        Tensor::rand_with(lo, hi, shape, DType::F32, device)
+    }
+
+    /// Uniform random values of a float `dtype` in `[lo, hi)`.
+    pub fn rand_with(
+        lo: f64,
+        hi: f64,
+        shape: impl Into<Shape>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let shape = shape.into();
+        Tensor::check_random("rand", dtype, lo, hi, &shape, device)?;
+        let n = shape.elem_count();
+        let vals: Vec<f64> =
+            rng::with_global(|r| (0..n).map(|_| lo + (hi - lo) * r.uniform()).collect());
+        Tensor::from_cpu(CpuStorage::F64(vals), shape.clone(), &Device::Cpu)?
+            .to_dtype(dtype)?
+            .to_device(device)
+    }
+
+    /// Normal random f32 values with `mean` and standard deviation `std` (`torch.randn`).
+    /// Reproducible after [`crate::manual_seed`].
+    pub fn randn(mean: f64, std: f64, shape: impl Into<Shape>, device: &Device) -> Result<Tensor> {
+        Tensor::randn_with(mean, std, shape, DType::F32, device)
+    }
+
+    /// Normal random values of a float `dtype`.
+    pub fn randn_with(
+        mean: f64,
+        std: f64,
+        shape: impl Into<Shape>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let shape = shape.into();
+        Tensor::check_random("randn", dtype, mean, std, &shape, device)?;
+        let mut vals = vec![0.0; shape.elem_count()];
+        rng::with_global(|r| r.fill_normal(&mut vals));
+        for v in &mut vals {
+            *v = mean + std * *v;
+        }
+        Tensor::from_cpu(CpuStorage::F64(vals), shape.clone(), &Device::Cpu)?
+            .to_dtype(dtype)?
+            .to_device(device)
+    }
+
+    fn check_random(
+        op: &'static str,
+        dtype: DType,
+        a: f64,
+        b: f64,
+        shape: &Shape,
+        device: &Device,
+    ) -> Result<()> {
+        if !dtype.is_float() {
+            return Err(Error::unsupported(
+                op,
+                dtype,
+                "random values are generated for float dtypes; cast afterwards with .to_dtype()",
+            ));
+        }
+        if !a.is_finite() || !b.is_finite() {
+            return Err(Error::invalid(
+                op,
+                format!("parameters must be finite, got {a} and {b}"),
+            ));
+        }
+        // The f64 staging buffer is the largest allocation.
+        Tensor::check_alloc(shape, DType::F64, device)
+    }
+
+    // ---- facts ---------------------------------------------------------------------------
+
+    /// The device the data lives on (`x.device`).
+    pub fn device(&self) -> Device {
+        self.buf.device
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.buf.storage.dtype()
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &Shape {
+        &self.layout.shape
+    }
+
+    /// The sizes of each dimension.
+    pub fn dims(&self) -> &[usize] {
+        self.layout.shape.dims()
+    }
+
+    /// Number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.layout.shape.rank()
+    }
+
+    /// Number of elements.
+    pub fn elem_count(&self) -> usize {
+        self.layout.shape.elem_count()
+    }
+
+    /// True when the tensor is on a CUDA GPU (`x.is_cuda`).
+    pub fn is_cuda(&self) -> bool {
+        matches!(self.device(), Device::Cuda(_))
+    }
+
+    /// True when elements are laid out densely in row-major order.
+    pub fn is_contiguous(&self) -> bool {
+        self.layout.is_contiguous()
+    }
+
+    /// Bytes the elements of this tensor occupy.
+    pub fn size_in_bytes(&self) -> usize {
+        self.elem_count() * self.dtype().size_in_bytes()
+    }
+
+    // ---- devices and dtypes --------------------------------------------------------------
+
+    /// A copy on `device` (`x.to(d)`). On the same device it returns a new handle to the same
+    /// data, as PyTorch does, and allocates nothing.
+    pub fn to_device(&self, device: &Device) -> Result<Tensor> {
+        if *device == self.device() {
+            return Ok(self.clone());
+        }
+        Tensor::check_alloc(self.shape(), self.dtype(), device)?;
+        let host = self.buf.storage.to_cpu(&self.layout)?;
+        Tensor::from_cpu(host, self.shape().clone(), device)
+    }
+
+    /// A copy on the CPU (`x.cpu()`).
+    pub fn cpu(&self) -> Result<Tensor> {
+        self.to_device(&Device::Cpu)
+    }
+
+    /// A copy on the first CUDA GPU (`x.cuda()`).
+    pub fn cuda(&self) -> Result<Tensor> {
+        self.to_device(&Device::Cuda(0))
+    }
+
+    /// A copy converted to `dtype` (`x.to(torch.float16)`); the same handle when it already is.
+    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        if dtype == self.dtype() {
+            return Ok(self.clone());
+        }
+        Tensor::check_alloc(self.shape(), dtype, &self.device())?;
+        let s = self.buf.storage.to_dtype(&self.layout, dtype)?;
+        Ok(Tensor::from_storage(s, self.device(), self.shape().clone()))
+    }
+
+    // ---- layout --------------------------------------------------------------------------
+
+    fn view(&self, layout: Layout) -> Tensor {
+        Tensor {
+            buf: self.buf.clone(),
+            layout,
+        }
+    }
+
+    /// Swaps two dimensions (a view: no data moves). Negative dimensions count from the end.
+    pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor> {
+        let a = self.shape().dim_index(dim0, "transpose")?;
+        let b = self.shape().dim_index(dim1, "transpose")?;
+        Ok(self.view(self.layout.transpose(a, b)))
+    }
+
+    /// The transpose of a matrix (`x.t()`); vectors and scalars are returned as they are.
+    pub fn t(&self) -> Result<Tensor> {
+        match self.rank() {
+            0 | 1 => Ok(self.clone()),
+            2 => self.transpose(0, 1),
+            r => Err(Error::invalid(
+                "t",
+                format!("t() expects a tensor with at most 2 dimensions, but this one has {r}; use transpose(d0, d1)"),
+            )),
+        }
+    }
+
+    /// The same data as a dense row-major tensor (a copy only when it is not one already).
+    pub fn contiguous(&self) -> Result<Tensor> {
+        if self.is_contiguous() {
+            return Ok(self.clone());
+        }
+        let s = self.buf.storage.copy_strided(&self.layout)?;
+        Ok(Tensor::from_storage(s, self.device(), self.shape().clone()))
+    }
+
+    /// The same elements in a new shape with as many elements (a view when contiguous).
+    pub fn reshape(&self, shape: impl Into<Shape>) -> Result<Tensor> {
+        let shape = shape.into();
+        if shape.elem_count() != self.elem_count() {
+            return Err(Error::shape(
+                "reshape",
+                self.shape(),
+                &shape,
+                format!(
+                    "a tensor of {} elements cannot be viewed as one of {}",
+                    self.elem_count(),
+                    shape.elem_count()
+                ),
+            ));
+        }
+        let c = self.contiguous()?;
+        let offset = c.layout.offset;
+        let mut l = Layout::contiguous(shape);
+        l.offset = offset;
+        Ok(c.view(l))
+    }
+
+    // ---- elementwise ---------------------------------------------------------------------
+
+    fn same_device(&self, rhs: &Tensor, op: &'static str) -> Result<()> {
+        if self.device() != rhs.device() {
+            return Err(Error::DeviceMismatch {
+                op,
+                lhs: self.device(),
+                rhs: rhs.device(),
+            });
+        }
+        Ok(())
+    }
+
+    fn binary(&self, rhs: &Tensor, op: BinaryOp) -> Result<Tensor> {
+        self.same_device(rhs, op.name())?;
+        if self.dtype() != rhs.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: op.name(),
+                lhs: self.dtype(),
+                rhs: rhs.dtype(),
+            });
+        }
+        let out = self.shape().broadcast(rhs.shape(), op.name())?;
+        if op == BinaryOp::Div && !self.dtype().is_float() {
+            // True division, as PyTorch: integers divide as f32.
+            return self
+                .to_dtype(DType::F32)?
+                .binary(&rhs.to_dtype(DType::F32)?, op);
+        }
+        Tensor::check_alloc(&out, self.dtype(), &self.device())?;
+        let s = self
+            .buf
+            .storage
+            .binary(op, &self.layout, &rhs.buf.storage, &rhs.layout, &out)?;
+        Ok(Tensor::from_storage(s, self.device(), out))
+    }
+
+    fn scalar_op(&self, v: f64, op: BinaryOp) -> Result<Tensor> {
+        if !self.dtype().is_float() && v.fract() != 0.0 && op != BinaryOp::Div {
+            return Err(Error::invalid(
+                op.name(),
+                format!(
+                    "the scalar {v} is not an integer but the tensor is {}; convert first with .to_dtype(DType::F32)",
+                    self.dtype()
+                ),
+            ));
+        }
+        let s = Tensor::full(v, (), self.dtype(), &self.device())?;
+        self.binary(&s, op)
+    }
+
+    /// Elementwise sum with broadcasting (`a + b`).
+    pub fn add(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.binary(rhs, BinaryOp::Add)
+    }
+    /// Elementwise difference with broadcasting (`a - b`).
+    pub fn sub(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.binary(rhs, BinaryOp::Sub)
+    }
+    /// Elementwise product with broadcasting (`a * b`).
+    pub fn mul(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.binary(rhs, BinaryOp::Mul)
+    }
+    /// Elementwise true division with broadcasting (`a / b`); integer tensors give f32.
+    pub fn div(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.binary(rhs, BinaryOp::Div)
+    }
+    /// Elementwise maximum with broadcasting (`torch.maximum`), NaN-propagating.
+    pub fn maximum(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.binary(rhs, BinaryOp::Maximum)
+    }
+    /// `self + v`.
+    pub fn add_scalar(&self, v: f64) -> Result<Tensor> {
+        self.scalar_op(v, BinaryOp::Add)
+    }
+    /// `self - v`.
+    pub fn sub_scalar(&self, v: f64) -> Result<Tensor> {
+        self.scalar_op(v, BinaryOp::Sub)
+    }
+    /// `self * v`.
+    pub fn mul_scalar(&self, v: f64) -> Result<Tensor> {
+        self.scalar_op(v, BinaryOp::Mul)
+    }
+    /// `self / v` (true division; integer tensors give f32).
+    pub fn div_scalar(&self, v: f64) -> Result<Tensor> {
+        if !self.dtype().is_float() {
+            return self.to_dtype(DType::F32)?.div_scalar(v);
+        }
+        self.scalar_op(v, BinaryOp::Div)
+    }
+
+    fn unary(&self, op: UnaryOp) -> Result<Tensor> {
+        Tensor::check_alloc(self.shape(), self.dtype(), &self.device())?;
+        let s = self.buf.storage.unary(op, &self.layout)?;
+        Ok(Tensor::from_storage(s, self.device(), self.shape().clone()))
+    }
+
+    /// `-self`.
+    pub fn neg(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Neg)
+    }
+    /// `max(self, 0)`.
+    pub fn relu(&self) -> Result<Tensor> {
+        self.unary(UnaryOp::Relu)
+    }
+    /// `e^self`; integer tensors give f32, as in PyTorch.
+    pub fn exp(&self) -> Result<Tensor> {
+        if !self.dtype().is_float() {
+            return self.to_dtype(DType::F32)?.exp();
+        }
+        self.unary(UnaryOp::Exp)
+    }
+
+    // ---- reductions ----------------------------------------------------------------------
+
+    fn reduce(&self, op: ReduceOp, dim: Option<isize>, name: &'static str) -> Result<Tensor> {
+        if op == ReduceOp::Mean && !self.dtype().is_float() {
+            return Err(Error::unsupported(
+                name,
+                self.dtype(),
+                "the mean of integers is not an integer; convert first with .to_dtype(DType::F32)",
+            ));
+        }
+        let dim = dim.map(|d| self.shape().dim_index(d, name)).transpose()?;
+        let reduced_len = dim.map_or(self.elem_count(), |d| self.dims()[d]);
+        if op == ReduceOp::Max && reduced_len == 0 {
+            return Err(Error::invalid(
+                name,
+                "max of an empty tensor (or empty dimension) has no value",
+            ));
+        }
+        let out = match dim {
+            None => Shape::from(()),
+            Some(d) => {
+                let mut v = self.dims().to_vec();
+                v.remove(d);
+                Shape::from(v)
+            }
+        };
+        let s = self.buf.storage.reduce(op, &self.layout, dim)?;
+        Ok(Tensor::from_storage(s, self.device(), out))
+    }
+
+    /// Sum of all elements, as a 0-d tensor. Integer sums are i64, as in PyTorch.
+    pub fn sum_all(&self) -> Result<Tensor> {
+        self.reduce(ReduceOp::Sum, None, "sum")
+    }
+    /// Sum over `dim`, which is removed from the shape.
+    pub fn sum(&self, dim: isize) -> Result<Tensor> {
+        self.reduce(ReduceOp::Sum, Some(dim), "sum")
+    }
+    /// Mean of all elements (floats only).
+    pub fn mean_all(&self) -> Result<Tensor> {
+        self.reduce(ReduceOp::Mean, None, "mean")
+    }
+    /// Mean over `dim` (floats only).
+    pub fn mean(&self, dim: isize) -> Result<Tensor> {
+        self.reduce(ReduceOp::Mean, Some(dim), "mean")
+    }
+    /// Largest element (NaN if any element is NaN).
+    pub fn max_all(&self) -> Result<Tensor> {
+        self.reduce(ReduceOp::Max, None, "max")
+    }
+    /// Largest element over `dim`.
+    pub fn max(&self, dim: isize) -> Result<Tensor> {
+        self.reduce(ReduceOp::Max, Some(dim), "max")
+    }
+
+    // ---- matmul --------------------------------------------------------------------------
+
+    /// Matrix product (`a @ b`): 2-D by 2-D, or batched with 3-D operands (a 2-D operand, or a
+    /// batch of 1, is used for every batch). Every dtype, integers included.
+    pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
+        const OP: &str = "matmul";
+        self.same_device(rhs, OP)?;
+        if self.dtype() != rhs.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: OP,
+                lhs: self.dtype(),
+                rhs: rhs.dtype(),
+            });
+        }
+        let (ra, rb) = (self.rank(), rhs.rank());
+        if !(2..=3).contains(&ra) || !(2..=3).contains(&rb) {
+            return Err(Error::shape(
+                OP,
+                self.shape(),
+                rhs.shape(),
+                "both operands must be 2-d matrices or 3-d batches of matrices",
+            ));
+        }
+        let (da, db) = (self.dims(), rhs.dims());
+        let (m, k) = (da[ra - 2], da[ra - 1]);
+        let (k2, n) = (db[rb - 2], db[rb - 1]);
+        if k != k2 {
+            return Err(Error::shape(
+                OP,
+                self.shape(),
+                rhs.shape(),
+                format!("the left operand has {k} columns but the right one has {k2} rows"),
+            ));
+        }
+        let batch = |r: usize, d: &[usize]| if r == 3 { d[0] } else { 1 };
+        let (ba, bb) = (batch(ra, da), batch(rb, db));
+        if ba != bb && ba != 1 && bb != 1 {
+            return Err(Error::shape(
+                OP,
+                self.shape(),
+                rhs.shape(),
+                format!("batch sizes {ba} and {bb} differ (one of them may be 1)"),
+            ));
+        }
+        let bsz = ba.max(bb);
+        let strides = |t: &Tensor, r: usize, bs: usize| {
+            let s = &t.layout.strides;
+            let b = if r == 3 && bs > 1 { s[0] } else { 0 };
+            (b, s[r - 2], s[r - 1], t.layout.offset)
+        };
+        let out = if ra == 3 || rb == 3 {
+            Shape::from((bsz, m, n))
+        } else {
+            Shape::from((m, n))
+        };
+        Tensor::check_alloc(&out, self.dtype(), &self.device())?;
+        let s = self.buf.storage.matmul(
+            &rhs.buf.storage,
+            bsz,
+            m,
+            n,
+            k,
+            strides(self, ra, ba),
+            strides(rhs, rb, bb),
+        )?;
+        Ok(Tensor::from_storage(s, self.device(), out))
+    }
+
+    // ---- to host -------------------------------------------------------------------------
+
+    /// The elements as host data in row-major order (waits for the device).
+    pub(crate) fn to_cpu_storage(&self) -> Result<CpuStorage> {
+        self.buf.storage.to_cpu(&self.layout)
+    }
+
+    fn typed<T: WithDType>(&self, op: &'static str, rank: Option<usize>) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype() {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "the tensor is {} but {} was asked for; convert with .to_dtype(DType::{}) first",
+                    self.dtype(),
+                    T::DTYPE,
+                    T::DTYPE.variant_name()
+                ),
+            ));
+        }
+        if let Some(r) = rank {
+            if self.rank() != r {
+                return Err(Error::invalid(
+                    op,
+                    format!(
+                        "{op} needs a {r}-d tensor, but its shape is {}",
+                        self.shape()
+                    ),
+                ));
+            }
+        }
+        let host = self.to_cpu_storage()?;
+        Ok(T::from_storage(&host)
+            .map(<[T]>::to_vec)
+            .unwrap_or_default())
+    }
+
+    /// The single value of a one-element tensor (`x.item()`).
+    pub fn to_scalar<T: WithDType>(&self) -> Result<T> {
+        if self.elem_count() != 1 {
+            return Err(Error::invalid(
+                "to_scalar",
+                format!(
+                    "only one-element tensors convert to a scalar, but the shape is {}",
+                    self.shape()
+                ),
+            ));
+        }
+        Ok(self.typed::<T>("to_scalar", None)?[0])
+    }
+
+    /// A 1-d tensor's elements.
+    pub fn to_vec1<T: WithDType>(&self) -> Result<Vec<T>> {
+        self.typed("to_vec1", Some(1))
+    }
+
+    /// A 2-d tensor's rows.
+    pub fn to_vec2<T: WithDType>(&self) -> Result<Vec<Vec<T>>> {
+        let v = self.typed::<T>("to_vec2", Some(2))?;
+        let cols = self.dims()[1];
+        Ok((0..self.dims()[0])
+            .map(|i| v[i * cols..(i + 1) * cols].to_vec())
+            .collect())
+    }
+
+    /// A 3-d tensor's matrices.
+    pub fn to_vec3<T: WithDType>(&self) -> Result<Vec<Vec<Vec<T>>>> {
+        let v = self.typed::<T>("to_vec3", Some(3))?;
+        let (a, b, c) = (self.dims()[0], self.dims()[1], self.dims()[2]);
+        Ok((0..a)
+            .map(|i| {
+                (0..b)
+                    .map(|j| v[(i * b + j) * c..(i * b + j + 1) * c].to_vec())
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// All elements converted to f64, flat in row-major order (any dtype).
+    pub fn to_vec_f64(&self) -> Result<Vec<f64>> {
+        let host = self.to_cpu_storage()?;
+        Ok((0..host.len()).map(|i| host.get_f64(i)).collect())
+    }
+}

@@ -1,0 +1,118 @@
+//! Device names, the best-device choice, and availability reported as data.
+
+mod common;
+
+use accel::{Availability, Device, Error};
+
+#[test]
+fn parse_and_display_round_trip() {
+    let cases = [
+        ("cpu", Device::Cpu, "cpu"),
+        ("CPU", Device::Cpu, "cpu"),
+        ("cuda", Device::Cuda(0), "cuda:0"),
+        ("cuda:1", Device::Cuda(1), "cuda:1"),
+        ("mps", Device::Mps, "mps"),
+        ("xla", Device::Xla(0), "xla:0"),
+        ("xla:0", Device::Xla(0), "xla:0"),
+        ("wgpu:0", Device::Wgpu(0), "wgpu:0"),
+        (" wgpu:2 ", Device::Wgpu(2), "wgpu:2"),
+    ];
+    for (text, dev, shown) in cases {
+        let parsed: Device = text.parse().unwrap();
+        assert_eq!(parsed, dev, "{text}");
+        assert_eq!(parsed.to_string(), shown);
+        assert_eq!(shown.parse::<Device>().unwrap(), dev);
+    }
+    assert_eq!(Device::Cuda(3).kind(), "cuda");
+    assert_eq!(Device::Cuda(3).index(), Some(3));
+    assert_eq!(Device::Cpu.index(), None);
+}
+
+#[test]
+fn bad_names_get_helpful_errors() {
+    for (text, needle) in [
+        ("tpu", "through XLA"),
+        ("gpu", "say which kind of GPU"),
+        ("metal", "wgpu:N"),
+        ("cuda:x", "'x' is not a device index"),
+        ("cuda:-1", "not a device index"),
+        ("cpu:1", "one cpu device"),
+        ("mps:1", "one mps device"),
+        ("", "empty device name"),
+        (
+            "quantum",
+            "expected cpu, cuda, cuda:N, mps, xla, xla:N or wgpu:N",
+        ),
+    ] {
+        let e = text.parse::<Device>().unwrap_err();
+        assert!(matches!(e, Error::UnknownDevice { .. }), "{text}");
+        let msg = e.to_string();
+        assert!(msg.contains(needle), "{text}: {msg}");
+        assert!(
+            msg.starts_with(&format!("unknown device '{text}'")),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn best_follows_the_seeds_order_and_falls_back_to_cpu() {
+    let best = Device::best();
+    assert!(best.is_available());
+    // The chosen device is the first available in cuda, mps, xla, wgpu, cpu order.
+    let order = ["cuda", "mps", "xla", "wgpu", "cpu"];
+    let probes = accel::devices();
+    let first = order
+        .iter()
+        .find(|k| probes.iter().any(|p| p.backend == **k && p.is_available()))
+        .unwrap();
+    assert_eq!(best.kind(), *first);
+    let list = accel::available_devices();
+    assert_eq!(list.last(), Some(&Device::Cpu));
+    assert_eq!(list[0], best);
+}
+
+#[test]
+fn every_backend_reports_itself() {
+    let probes = accel::devices();
+    let names: Vec<_> = probes.iter().map(|p| p.backend).collect();
+    assert_eq!(names, ["cpu", "cuda", "mps", "xla", "wgpu"]);
+    let cpu = &probes[0];
+    assert!(cpu.is_available());
+    assert_eq!(cpu.devices()[0].device, Device::Cpu);
+    assert!(cpu.devices()[0].memory_total_bytes.unwrap() > 0);
+    for p in &probes[1..] {
+        match &p.availability {
+            Availability::Available { devices } => assert!(!devices.is_empty()),
+            Availability::Unavailable { reason, hint } => {
+                assert!(!reason.is_empty() && !hint.is_empty(), "{}", p.backend);
+            }
+        }
+    }
+    assert_eq!(accel::cuda::is_available(), accel::cuda::device_count() > 0);
+    assert_eq!(accel::cuda::devices().len(), accel::cuda::device_count());
+    if !accel::mps::is_available() {
+        assert!(!accel::mps::is_built() || cfg!(target_os = "macos"));
+    }
+    assert_eq!(
+        accel::xla::device().is_ok(),
+        !accel::xla::devices().is_empty()
+    );
+}
+
+#[test]
+fn a_device_that_does_not_exist_lists_what_does() {
+    let e = Device::Cuda(7).check().unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.starts_with("device cuda:7 is not available: "), "{msg}");
+    assert!(
+        msg.contains("available devices: ") && msg.contains("cpu"),
+        "{msg}"
+    );
+    assert!(Device::Cuda(7).synchronize().is_err());
+    assert!(Device::Cuda(7).name().is_err());
+    assert!(accel::Tensor::zeros(3, accel::DType::F32, &Device::Xla(9)).is_err());
+    assert!(Device::Cpu.synchronize().is_ok());
+    assert!(!Device::Cpu.name().unwrap().is_empty());
+    assert_eq!(Device::cuda_if_available(7), Device::Cpu);
+}

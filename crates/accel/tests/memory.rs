@@ -1,0 +1,79 @@
+//! Memory accounting: tensors' bytes are counted while they live and given back when they
+//! are dropped. One test in its own process, so no other test allocates meanwhile.
+
+use accel::{memory, nn::Linear, nn::Module, DType, Device, Tensor};
+
+#[test]
+fn allocation_is_counted_and_returned() -> accel::Result<()> {
+    let d = Device::Cpu;
+    let before = memory::stats(&d);
+    let t = Tensor::zeros((1000, 1000), DType::F32, &d)?;
+    let during = memory::stats(&d);
+    assert_eq!(during.allocated_bytes - before.allocated_bytes, 4_000_000);
+    assert!(during.peak_allocated_bytes >= during.allocated_bytes);
+    assert_eq!(
+        during.reserved_bytes, during.allocated_bytes,
+        "the CPU caches nothing"
+    );
+    assert!(during.total_bytes.unwrap() >= during.free_bytes.unwrap());
+
+    // A same-device to_device, a view and a clone share the buffer: no new bytes.
+    let same = t.to_device(&d)?;
+    let view = t.t()?;
+    let handle = t.clone();
+    assert_eq!(memory::stats(&d).allocated_bytes, during.allocated_bytes);
+    // A conversion or a contiguous copy of a view allocates (the seeds' warning that
+    // .cpu()/.cuda() copy applies to every real copy).
+    let half = t.to_dtype(DType::F16)?;
+    assert_eq!(
+        memory::stats(&d).allocated_bytes - during.allocated_bytes,
+        2_000_000
+    );
+    let copy = view.contiguous()?;
+    assert_eq!(
+        memory::stats(&d).allocated_bytes - during.allocated_bytes,
+        6_000_000
+    );
+    drop((half, copy));
+    assert_eq!(memory::stats(&d).allocated_bytes, during.allocated_bytes);
+
+    // The buffer goes back only when its last user goes.
+    drop((t, same, view));
+    assert_eq!(memory::stats(&d).allocated_bytes, during.allocated_bytes);
+    drop(handle);
+    assert_eq!(memory::stats(&d).allocated_bytes, before.allocated_bytes);
+
+    memory::reset_peak(&d);
+    assert_eq!(
+        memory::stats(&d).peak_allocated_bytes,
+        before.allocated_bytes
+    );
+
+    // A model's parameters are counted too: 10x20 weights + 20 biases, f32.
+    let model = Linear::new(20, 10, true, &d)?;
+    assert_eq!(model.num_parameters(), 210);
+    assert_eq!(
+        memory::stats(&d).allocated_bytes - before.allocated_bytes,
+        840
+    );
+    drop(model);
+    assert_eq!(memory::stats(&d).allocated_bytes, before.allocated_bytes);
+    assert!(memory::empty_cache(&d).is_ok());
+    assert_eq!(memory::human_bytes(1536), "1.50 KiB");
+    Ok(())
+}
+
+#[test]
+fn host_figures_are_plausible() -> accel::Result<()> {
+    let m = accel::system::memory()?;
+    assert!(
+        m.total_bytes > 0 && m.available_bytes <= m.total_bytes && m.used_bytes <= m.total_bytes
+    );
+    let rss = accel::system::process_rss_bytes().unwrap();
+    assert!(rss > 1 << 20, "rss {rss}");
+    let p = accel::system::cpu_percent(std::time::Duration::from_millis(50))?;
+    assert!((0.0..=100.0).contains(&p), "{p}");
+    let info = accel::system::cpu_info();
+    assert!(info.logical_cores >= 1);
+    Ok(())
+}
