@@ -1,7 +1,7 @@
 //! `accel bench`: warmed-up, synchronised benchmarks with their spread, % of peak and a
 //! check of the answer.
 
-use accel::bench::{self, MatmulRun};
+use accel::bench::{self, ElementwiseOp, ElementwiseRun, MatmulRun};
 use accel::{DType, Device};
 use clap::Subcommand;
 use serde::Serialize;
@@ -31,6 +31,38 @@ pub enum Workload {
         #[arg(long)]
         json: bool,
     },
+    /// Bandwidth-bound elementwise ops over a 1-d tensor on each device.
+    Elementwise {
+        /// add (a + b) or scale (a * 2).
+        #[arg(long, default_value = "add", value_parser = parse_op)]
+        op: ElementwiseOp,
+        /// Device to run on (repeatable); default: every available device.
+        #[arg(long = "device", value_parser = parse_device)]
+        devices: Vec<Device>,
+        /// Number of elements (repeatable).
+        #[arg(long = "size", default_values_t = [10_000_000])]
+        sizes: Vec<usize>,
+        /// Element type: f32, f64, f16, bf16.
+        #[arg(long, default_value = "f32", value_parser = parse_dtype)]
+        dtype: DType,
+        /// Untimed iterations before timing.
+        #[arg(long, default_value_t = 3)]
+        warmup: usize,
+        /// Timed iterations.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+        iters: u64,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_op(s: &str) -> Result<ElementwiseOp, String> {
+    match s {
+        "add" => Ok(ElementwiseOp::Add),
+        "scale" => Ok(ElementwiseOp::Scale),
+        _ => Err(format!("unknown op '{s}'; expected add or scale")),
+    }
 }
 
 fn parse_device(s: &str) -> Result<Device, String> {
@@ -42,20 +74,13 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 }
 
 #[derive(Serialize)]
-struct Report<'a> {
+struct Report<'a, R> {
     benchmark: &'static str,
-    results: &'a [MatmulRun],
+    results: &'a [R],
 }
 
-pub fn run(w: Workload) -> anyhow::Result<()> {
-    let Workload::Matmul {
-        devices,
-        sizes,
-        dtype,
-        warmup,
-        iters,
-        json,
-    } = w;
+/// The devices asked for, or every available one; each checked before any work starts.
+fn resolve(devices: Vec<Device>) -> anyhow::Result<Vec<Device>> {
     let devices = if devices.is_empty() {
         accel::available_devices()
     } else {
@@ -64,6 +89,125 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
     for d in &devices {
         d.check()?;
     }
+    Ok(devices)
+}
+
+pub fn run(w: Workload) -> anyhow::Result<()> {
+    match w {
+        Workload::Matmul {
+            devices,
+            sizes,
+            dtype,
+            warmup,
+            iters,
+            json,
+        } => matmul(
+            resolve(devices)?,
+            sizes,
+            dtype,
+            warmup,
+            iters as usize,
+            json,
+        ),
+        Workload::Elementwise {
+            op,
+            devices,
+            sizes,
+            dtype,
+            warmup,
+            iters,
+            json,
+        } => elementwise(
+            op,
+            resolve(devices)?,
+            sizes,
+            dtype,
+            warmup,
+            iters as usize,
+            json,
+        ),
+    }
+}
+
+fn elementwise(
+    op: ElementwiseOp,
+    devices: Vec<Device>,
+    sizes: Vec<usize>,
+    dtype: DType,
+    warmup: usize,
+    iters: usize,
+    json: bool,
+) -> anyhow::Result<()> {
+    if !dtype.is_float() {
+        anyhow::bail!(
+            "elementwise benchmarks take a float dtype (f32, f64, f16, bf16), not {dtype}"
+        );
+    }
+    if !json {
+        out::line(
+            format!(
+                "{op:?} {dtype}: {warmup} warm-ups, {iters} timed iterations, each synchronised"
+            )
+            .to_lowercase(),
+        )?;
+        out::line(format!(
+            "{:<8}{:>12}{:>12}{:>12}{:>22}{:>12}{:>10}{:>12}",
+            "device", "elements", "first run", "median", "mean ± sd", "min", "GB/s", "max error"
+        ))?;
+    }
+    let mut runs: Vec<ElementwiseRun> = Vec::new();
+    for &size in &sizes {
+        for d in &devices {
+            let r = bench::elementwise(d, op, size, dtype, warmup, iters)?;
+            if !json {
+                let s = &r.stats;
+                out::line(format!(
+                    "{:<8}{:>12}{:>12}{:>12}{:>22}{:>12}{:>10.1}{:>12.1e}",
+                    r.device.to_string(),
+                    r.size,
+                    out::secs(r.first_run_s),
+                    out::secs(s.median_s),
+                    format!("{} ± {}", out::secs(s.mean_s), out::secs(s.stddev_s)),
+                    out::secs(s.min_s),
+                    r.gb_per_s,
+                    r.max_rel_error
+                ))?;
+            }
+            runs.push(r);
+        }
+    }
+    if json {
+        out::json(
+            "bench",
+            &Report {
+                benchmark: "elementwise",
+                results: &runs,
+            },
+        )?;
+    }
+    for r in &runs {
+        let tol = bench::tolerance(r.dtype);
+        if r.max_rel_error > tol {
+            anyhow::bail!(
+                "{:?} on {} ({}) is wrong: max relative error {:.2e} exceeds {tol:.0e}",
+                r.op,
+                r.device,
+                r.dtype,
+                r.max_rel_error
+            );
+        }
+    }
+    Ok(())
+}
+
+fn matmul(
+    devices: Vec<Device>,
+    sizes: Vec<usize>,
+    dtype: DType,
+    warmup: usize,
+    iters: usize,
+    json: bool,
+) -> anyhow::Result<()> {
     if !json {
         out::line(format!(
             "matmul {dtype}: {warmup} warm-ups, {iters} timed iterations, each synchronised"
@@ -73,7 +217,7 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
     let mut runs = Vec::new();
     for &size in &sizes {
         for d in &devices {
-            let (r, _) = bench::matmul(d, size, dtype, warmup, iters as usize)?;
+            let (r, _) = bench::matmul(d, size, dtype, warmup, iters)?;
             if !json {
                 out::line(row(&r))?;
             }

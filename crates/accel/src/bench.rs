@@ -224,3 +224,98 @@ pub fn tolerance(dtype: DType) -> f64 {
         DType::I32 | DType::I64 => 0.0,
     }
 }
+
+/// An elementwise workload: `add` is `a + b`, `scale` is `a * 2`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ElementwiseOp {
+    /// `a + b`: reads two tensors, writes one.
+    Add,
+    /// `a * 2.0`: reads one tensor, writes one.
+    Scale,
+}
+
+/// One elementwise benchmark.
+#[derive(Debug, Clone, Serialize)]
+pub struct ElementwiseRun {
+    /// Where it ran.
+    pub device: Device,
+    /// Element type.
+    pub dtype: DType,
+    /// The operation.
+    pub op: ElementwiseOp,
+    /// Number of elements.
+    pub size: usize,
+    /// Warm-up iterations (not timed).
+    pub warmup: usize,
+    /// The first run, synchronised, with its one-time costs.
+    pub first_run_s: f64,
+    /// The timed iterations.
+    pub stats: Stats,
+    /// Bytes read and written per iteration / median time, in GB/s (10^9 bytes).
+    pub gb_per_s: f64,
+    /// Largest relative error of the result against the same arithmetic in f64 on the host.
+    pub max_rel_error: f64,
+}
+
+/// Times an elementwise op over `size` elements on `device`.
+pub fn elementwise(
+    device: &Device,
+    op: ElementwiseOp,
+    size: usize,
+    dtype: DType,
+    warmup: usize,
+    iters: usize,
+) -> Result<ElementwiseRun> {
+    let a_host = Tensor::rand_with(-1.0, 1.0, size, dtype, &Device::Cpu)?;
+    let b_host = Tensor::rand_with(-1.0, 1.0, size, dtype, &Device::Cpu)?;
+    let a = a_host.to_device(device)?;
+    let b = b_host.to_device(device)?;
+    let run = || match op {
+        ElementwiseOp::Add => a.add(&b),
+        ElementwiseOp::Scale => a.mul_scalar(2.0),
+    };
+    device.synchronize()?;
+    let t0 = Instant::now();
+    let mut c = run()?;
+    device.synchronize()?;
+    let first_run_s = t0.elapsed().as_secs_f64();
+    for _ in 0..warmup {
+        c = run()?;
+    }
+    device.synchronize()?;
+    let mut samples = Vec::with_capacity(iters);
+    for _ in 0..iters.max(1) {
+        let t = Instant::now();
+        c = run()?;
+        device.synchronize()?;
+        samples.push(t.elapsed().as_secs_f64());
+    }
+    let stats = Stats::from_samples(&samples).expect("at least one iteration");
+    let tensors = match op {
+        ElementwiseOp::Add => 3,
+        ElementwiseOp::Scale => 2,
+    };
+    let bytes = (tensors * size * dtype.size_in_bytes()) as f64;
+    let (av, bv, cv) = (a_host.to_vec_f64()?, b_host.to_vec_f64()?, c.to_vec_f64()?);
+    let mut max_rel_error = 0.0f64;
+    for i in (0..size).step_by((size / 4096).max(1)) {
+        let want = match op {
+            ElementwiseOp::Add => av[i] + bv[i],
+            ElementwiseOp::Scale => av[i] * 2.0,
+        };
+        max_rel_error = max_rel_error.max((cv[i] - want).abs() / want.abs().max(1e-30));
+    }
+    let gb_per_s = bytes / stats.median_s / 1e9;
+    Ok(ElementwiseRun {
+        gb_per_s,
+        device: *device,
+        dtype,
+        op,
+        size,
+        warmup,
+        first_run_s,
+        stats,
+        max_rel_error,
+    })
+}

@@ -18,8 +18,8 @@ pub struct MemoryStats {
     pub allocated_bytes: u64,
     /// The most `allocated_bytes` has been since start (or the last `reset_peak`).
     pub peak_allocated_bytes: u64,
-    /// Bytes the allocator holds, live tensors plus its cache. The CPU backend caches
-    /// nothing, so there it equals `allocated_bytes`.
+    /// Bytes the allocator holds: live tensors plus freed buffers it keeps for reuse (on the
+    /// CPU, large buffers up to 1 GiB; `empty_cache` returns them).
     pub reserved_bytes: u64,
     /// Free memory on the whole device, where known (for the CPU: available RAM).
     pub free_bytes: Option<u64>,
@@ -69,7 +69,7 @@ pub fn stats(device: &Device) -> MemoryStats {
         device: *device,
         allocated_bytes: c.allocated,
         peak_allocated_bytes: c.peak,
-        reserved_bytes: c.allocated,
+        reserved_bytes: c.allocated + crate::backend::Storage::cached_bytes(*device),
         free_bytes: free,
         total_bytes: total,
     }
@@ -83,10 +83,11 @@ pub fn reset_peak(device: &Device) {
     });
 }
 
-/// Returns cached, unused memory to the device (`torch.cuda.empty_cache()`). The CPU backend
-/// keeps no cache, so there is nothing to return.
+/// Returns cached, unused memory to the device or the OS (`torch.cuda.empty_cache()`).
 pub fn empty_cache(device: &Device) -> Result<()> {
-    device.check()
+    device.check()?;
+    crate::backend::Storage::empty_cache(*device);
+    Ok(())
 }
 
 /// Formats a byte count for people: `1.50 GiB`.

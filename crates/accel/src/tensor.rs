@@ -37,6 +37,8 @@ impl Buffer {
 impl Drop for Buffer {
     fn drop(&mut self) {
         memory::on_free(self.device, self.bytes);
+        let storage = std::mem::replace(&mut self.storage, Storage::empty());
+        storage.release();
     }
 }
 

@@ -67,6 +67,35 @@ impl Storage {
         }
     }
 
+    /// A placeholder that owns nothing.
+    pub fn empty() -> Storage {
+        Storage::Cpu(CpuStorage::F32(Vec::new()))
+    }
+
+    /// Hands the memory back to the backend's allocator (called when the last tensor using
+    /// it is dropped).
+    pub fn release(self) {
+        match self {
+            Storage::Cpu(s) => s.release(),
+        }
+    }
+
+    /// Bytes cached by the backend's allocator for `device`, beyond live tensors.
+    pub fn cached_bytes(device: Device) -> u64 {
+        match device {
+            Device::Cpu => cpu::alloc::cached_bytes(),
+            Device::Cuda(_) | Device::Mps | Device::Xla(_) | Device::Wgpu(_) => 0,
+        }
+    }
+
+    /// Frees what the allocator caches for `device`.
+    pub fn empty_cache(device: Device) {
+        match device {
+            Device::Cpu => cpu::alloc::empty_cache(),
+            Device::Cuda(_) | Device::Mps | Device::Xla(_) | Device::Wgpu(_) => {}
+        }
+    }
+
     pub fn size_in_bytes(&self) -> usize {
         match self {
             Storage::Cpu(s) => s.len() * s.dtype().size_in_bytes(),

@@ -86,7 +86,14 @@ type MicroKernel<D> = unsafe fn(usize, *const D, *const D, *mut D, usize, bool, 
 
 /// An accumulator type with its blocking parameters and micro-kernel.
 pub(crate) trait Accum:
-    Copy + Send + Sync + Default + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + 'static
+    super::alloc::ZeroBits
+    + Copy
+    + Send
+    + Sync
+    + Default
+    + std::ops::Add<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + 'static
 {
     const MR: usize;
     const NR: usize;
@@ -177,6 +184,7 @@ mod avx2 {
                 nr: usize,
             ) {
                 const NR: usize = 2 * $lanes;
+                const PF_A: usize = 384;
                 let (mut c00, mut c01, mut c10, mut c11) = ($zero(), $zero(), $zero(), $zero());
                 let (mut c20, mut c21, mut c30, mut c31) = ($zero(), $zero(), $zero(), $zero());
                 let (mut c40, mut c41, mut c50, mut c51) = ($zero(), $zero(), $zero(), $zero());
@@ -187,28 +195,45 @@ mod avx2 {
                     _mm_prefetch::<_MM_HINT_T0>(p);
                     _mm_prefetch::<_MM_HINT_T0>(p.add(NR * std::mem::size_of::<$t>() - 1));
                 }
-                for _ in 0..kc {
-                    _mm_prefetch::<_MM_HINT_T0>((a as *const i8).add(192));
-                    let b0 = $load(b);
-                    let b1 = $load(b.add($lanes));
-                    let a0 = $bcast(&*a);
-                    c00 = $fma(a0, b0, c00);
-                    c01 = $fma(a0, b1, c01);
-                    let a1 = $bcast(&*a.add(1));
-                    c10 = $fma(a1, b0, c10);
-                    c11 = $fma(a1, b1, c11);
-                    let a2 = $bcast(&*a.add(2));
-                    c20 = $fma(a2, b0, c20);
-                    c21 = $fma(a2, b1, c21);
-                    let a3 = $bcast(&*a.add(3));
-                    c30 = $fma(a3, b0, c30);
-                    c31 = $fma(a3, b1, c31);
-                    let a4 = $bcast(&*a.add(4));
-                    c40 = $fma(a4, b0, c40);
-                    c41 = $fma(a4, b1, c41);
-                    let a5 = $bcast(&*a.add(5));
-                    c50 = $fma(a5, b0, c50);
-                    c51 = $fma(a5, b1, c51);
+                // One k step: two B vectors, six broadcast A values, twelve FMAs.
+                macro_rules! step {
+                    ($u:expr) => {{
+                        let bp = b.add($u * NR);
+                        let ap = a.add($u * 6);
+                        let b0 = $load(bp);
+                        let b1 = $load(bp.add($lanes));
+                        let a0 = $bcast(&*ap);
+                        c00 = $fma(a0, b0, c00);
+                        c01 = $fma(a0, b1, c01);
+                        let a1 = $bcast(&*ap.add(1));
+                        c10 = $fma(a1, b0, c10);
+                        c11 = $fma(a1, b1, c11);
+                        let a2 = $bcast(&*ap.add(2));
+                        c20 = $fma(a2, b0, c20);
+                        c21 = $fma(a2, b1, c21);
+                        let a3 = $bcast(&*ap.add(3));
+                        c30 = $fma(a3, b0, c30);
+                        c31 = $fma(a3, b1, c31);
+                        let a4 = $bcast(&*ap.add(4));
+                        c40 = $fma(a4, b0, c40);
+                        c41 = $fma(a4, b1, c41);
+                        let a5 = $bcast(&*ap.add(5));
+                        c50 = $fma(a5, b0, c50);
+                        c51 = $fma(a5, b1, c51);
+                    }};
+                }
+                // Unrolled by 4, with one prefetch of the A panel per cache line consumed.
+                for _ in 0..kc / 4 {
+                    _mm_prefetch::<_MM_HINT_T0>((a as *const i8).add(PF_A));
+                    step!(0);
+                    step!(1);
+                    step!(2);
+                    step!(3);
+                    a = a.add(24);
+                    b = b.add(4 * NR);
+                }
+                for _ in 0..kc % 4 {
+                    step!(0);
                     a = a.add(6);
                     b = b.add(NR);
                 }
@@ -339,41 +364,27 @@ unsafe fn pack_a<S: PackInto<D>, D: Accum>(mc: usize, kc: usize, a: MatRef<S>, d
     }
 }
 
-/// C (m x n, row stride ldc) = A (m x k) * B (k x n), one thread.
-unsafe fn gemm_serial<S: PackInto<D>, D: Accum>(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: MatRef<S>,
-    b: MatRef<S>,
+/// Runs the MR x NR micro-kernel over one packed A block (mc rows) and the columns
+/// [j0, j1) of one packed B panel, writing C from (ic, jc).
+#[allow(clippy::too_many_arguments)]
+unsafe fn macro_kernel<D: Accum>(
+    kernel: MicroKernel<D>,
+    apack: &[D],
+    bpack: &[D],
+    mc: usize,
+    kc: usize,
+    (j0, j1): (usize, usize),
     c: *mut D,
     ldc: usize,
+    accumulate: bool,
 ) {
-    let kernel = D::kernel();
-    let kc_max = D::KC.min(k);
-    let nc_max = D::NC.min(n);
-    let mc_max = D::MC.min(m);
-    let mut bpack = vec![D::default(); kc_max * nc_max.div_ceil(D::NR) * D::NR];
-    let mut apack = vec![D::default(); kc_max * mc_max.div_ceil(D::MR) * D::MR];
-    for jc in (0..n).step_by(D::NC) {
-        let nc = D::NC.min(n - jc);
-        for pc in (0..k).step_by(D::KC) {
-            let kc = D::KC.min(k - pc);
-            pack_b(kc, nc, b.offset(pc, jc), &mut bpack);
-            for ic in (0..m).step_by(D::MC) {
-                let mc = D::MC.min(m - ic);
-                pack_a(mc, kc, a.offset(ic, pc), &mut apack);
-                for jr in (0..nc).step_by(D::NR) {
-                    let nr = D::NR.min(nc - jr);
-                    let bp = bpack.as_ptr().add(jr * kc);
-                    for ir in (0..mc).step_by(D::MR) {
-                        let mr = D::MR.min(mc - ir);
-                        let ap = apack.as_ptr().add(ir * kc);
-                        let cp = c.add((ic + ir) * ldc + jc + jr);
-                        kernel(kc, ap, bp, cp, ldc, pc > 0, mr, nr);
-                    }
-                }
-            }
+    for jr in (j0..j1).step_by(D::NR) {
+        let nr = D::NR.min(j1 - jr);
+        let bp = bpack.as_ptr().add(jr * kc);
+        for ir in (0..mc).step_by(D::MR) {
+            let mr = D::MR.min(mc - ir);
+            let ap = apack.as_ptr().add(ir * kc);
+            kernel(kc, ap, bp, c.add(ir * ldc + jr), ldc, accumulate, mr, nr);
         }
     }
 }
@@ -381,7 +392,12 @@ unsafe fn gemm_serial<S: PackInto<D>, D: Accum>(
 /// Below this many multiply-adds one thread is faster than waking the pool.
 const PARALLEL_MIN_FLOPS: usize = 1 << 21;
 
-/// C = A * B for one matrix, with C contiguous row-major (m x n), on all pool threads.
+/// C = A * B for one matrix, with C contiguous row-major (m x n), on up to `threads` threads.
+///
+/// The loop nest is BLIS's: for each NC-wide column panel and KC-deep slice, B's panel is
+/// packed once, by all threads together, and stays in the shared L3; then each thread packs
+/// its own MC x KC blocks of A (in its L2) and runs the micro-kernel over them. Threads split
+/// the rows of C, or its columns when C has too few rows to share.
 ///
 /// # Safety
 /// `a` and `b` must be valid for reads over m x k and k x n elements at their strides, and
@@ -402,51 +418,68 @@ pub(crate) unsafe fn gemm<S: PackInto<D>, D: Accum>(
         c.fill(D::default());
         return;
     }
+    let kernel = D::kernel();
     let threads = if m * n * k < PARALLEL_MIN_FLOPS {
         1
     } else {
         threads.max(1)
     };
+    let split_rows = m >= threads * D::MR * 4;
+    let kc_max = D::KC.min(k);
+    let nc_max = D::NC.min(n);
+    let mut bpack = vec![D::default(); kc_max * nc_max.div_ceil(D::NR) * D::NR];
+    let mut apacks: Vec<Vec<D>> = (0..threads)
+        .map(|_| vec![D::default(); kc_max * D::MC.min(m).div_ceil(D::MR) * D::MR])
+        .collect();
     let cp = OutPtr(c.as_mut_ptr());
-    if threads == 1 {
-        gemm_serial(m, n, k, a, b, cp.get(), n);
-        return;
-    }
-    // Split the longer side of C into one block per thread, aligned to the register tile.
-    let split_rows = m >= n || n < threads * D::NR;
-    let (len, unit) = if split_rows { (m, D::MR) } else { (n, D::NR) };
-    let per = len.div_ceil(threads).div_ceil(unit) * unit;
-    (0..threads).into_par_iter().for_each(|t| {
-        let start = t * per;
-        if start >= len {
-            return;
-        }
-        let end = (start + per).min(len);
-        // SAFETY: each thread writes only its own rows [start, end) or columns [start, end).
-        unsafe {
-            if split_rows {
-                gemm_serial(
-                    end - start,
-                    n,
-                    k,
-                    a.offset(start, 0),
-                    b,
-                    cp.get().add(start * n),
-                    n,
-                );
+    for jc in (0..n).step_by(D::NC) {
+        let nc = D::NC.min(n - jc);
+        for pc in (0..k).step_by(D::KC) {
+            let kc = D::KC.min(k - pc);
+            let bsrc = b.offset(pc, jc);
+            let panels = &mut bpack[..kc * nc.div_ceil(D::NR) * D::NR];
+            if threads == 1 {
+                pack_b(kc, nc, bsrc, panels);
             } else {
-                gemm_serial(
-                    m,
-                    end - start,
-                    k,
-                    a,
-                    b.offset(0, start),
-                    cp.get().add(start),
-                    n,
-                );
+                // Each thread packs a share of the NR-wide panels.
+                let per = nc.div_ceil(D::NR).div_ceil(threads);
+                panels
+                    .par_chunks_mut(per * kc * D::NR)
+                    .enumerate()
+                    .for_each(|(t, dst)| {
+                        let j0 = t * per * D::NR;
+                        let w = (per * D::NR).min(nc - j0);
+                        // SAFETY: columns [j0, j0 + w) of this slice of B exist.
+                        unsafe { pack_b(kc, w, bsrc.offset(0, j0), dst) };
+                    });
+            }
+            let bpack = &bpack[..];
+            let work = |(t, apack): (usize, &mut Vec<D>)| {
+                let (rows, cols) = if split_rows {
+                    let per = m.div_ceil(threads).div_ceil(D::MR) * D::MR;
+                    ((t * per).min(m)..((t + 1) * per).min(m), (0, nc))
+                } else {
+                    let per = nc.div_ceil(threads).div_ceil(D::NR) * D::NR;
+                    (0..m, ((t * per).min(nc), ((t + 1) * per).min(nc)))
+                };
+                for ic in rows.clone().step_by(D::MC) {
+                    let mc = D::MC.min(rows.end - ic);
+                    // SAFETY: the block lies inside A; each thread writes its own rows or
+                    // columns of C.
+                    unsafe {
+                        pack_a(mc, kc, a.offset(ic, pc), apack);
+                        let cblk = cp.get().add(ic * n + jc);
+                        macro_kernel(kernel, apack, bpack, mc, kc, cols, cblk, n, pc > 0);
+                    }
+                }
+            };
+            if threads == 1 {
+                apacks.iter_mut().enumerate().for_each(work);
+            } else {
+                apacks.par_iter_mut().enumerate().for_each(work);
             }
         }
-    });
+    }
 }
 
 /// Integer matmul: C = A * B with wrapping arithmetic (PyTorch's integer matmul wraps too).

@@ -2,6 +2,7 @@
 //! the compiler vectorises them (the matmul micro-kernel uses AVX2/FMA intrinsics when the
 //! processor has them).
 
+pub(crate) mod alloc;
 pub(crate) mod matmul;
 pub(crate) mod num;
 pub(crate) mod rng;
@@ -102,6 +103,11 @@ impl CpuStorage {
             CpuStorage::I32(_) => DType::I32,
             CpuStorage::I64(_) => DType::I64,
         }
+    }
+
+    /// Gives the buffer back to the allocator's cache.
+    pub(crate) fn release(self) {
+        with_vec!(self, v => alloc::recycle(v))
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -265,7 +271,7 @@ impl CpuStorage {
             threads: usize,
         ) -> Vec<D> {
             let (bsz, m, n, k) = dims;
-            let mut out = vec![D::default(); bsz * m * n];
+            let mut out = alloc::output::<D>(bsz * m * n);
             // Many small matrices: one thread per matrix beats splitting each.
             let per_matrix_parallel = bsz >= threads && m * n * k < (1 << 24);
             let run = |(i, c): (usize, &mut [D])| {
@@ -301,7 +307,7 @@ impl CpuStorage {
             b: (usize, usize, usize, usize),
         ) -> Vec<T> {
             let (bsz, m, n, k) = dims;
-            let mut out = vec![T::ZERO; bsz * m * n];
+            let mut out = alloc::output::<T>(bsz * m * n);
             if m * n == 0 {
                 return out;
             }
@@ -350,8 +356,10 @@ impl CpuStorage {
     }
 }
 
-fn filled<T: Copy + Send + Sync>(n: usize, value: T) -> Vec<T> {
-    vec![value; n]
+fn filled<T: alloc::ZeroBits>(n: usize, value: T) -> Vec<T> {
+    let mut v = alloc::output(n);
+    v.fill(value);
+    v
 }
 
 /// Converts a contiguous vector to another dtype (through f64, which is exact for every
@@ -395,7 +403,7 @@ fn unary_map<T: Num>(v: &[T], l: &Layout, f: impl Fn(T) -> T + Sync + Send) -> V
     let n = l.shape.elem_count();
     if l.is_contiguous() {
         let src = &v[l.offset..l.offset + n];
-        let mut out = vec![T::ZERO; n];
+        let mut out = alloc::output::<T>(n);
         out.par_chunks_mut(CHUNK)
             .zip(src.par_chunks(CHUNK))
             .for_each(|(o, s)| {
@@ -419,7 +427,7 @@ fn binary_map<T: Num>(
     f: impl Fn(T, T) -> T + Sync + Send,
 ) -> Vec<T> {
     let n = out.elem_count();
-    let mut res = vec![T::ZERO; n];
+    let mut res = alloc::output::<T>(n);
     if n == 0 {
         return res;
     }

@@ -6,7 +6,7 @@ use half::{bf16, f16};
 
 use crate::dtype::WithDType;
 
-pub(crate) trait Num: WithDType + Default {
+pub(crate) trait Num: WithDType + Default + super::alloc::ZeroBits {
     const ZERO: Self;
     /// The value every maximum starts from (-inf for floats, MIN for integers).
     const LOWEST: Self;

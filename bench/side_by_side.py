@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""accel against numpy (OpenBLAS) and PyTorch (CPU) on the same workloads, in one run.
+
+Every contender runs the same sizes and dtypes with the same method: warm-up iterations, then
+timed iterations each measured on its own, reporting the median. Rounds are interleaved
+(numpy, torch, accel, numpy, ...) so that the machine's drift hits all alike, and the table
+shows the median over rounds and the ratio accel / reference (above 1 means accel is faster).
+
+    python3 bench/side_by_side.py [--rounds 5] [--quick]
+
+Needs numpy and torch in the Python that runs it (bench/run.sh sets up a venv with both) and
+the release binary (cargo build --release).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ACCEL = os.path.join(HERE, "..", "target", "release", "accel")
+
+
+def time_it(fn, warmup, iters):
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+
+
+def numpy_matmul(n, dtype, warmup, iters):
+    import numpy as np
+    if dtype not in ("f32", "f64"):
+        return None
+    t = {"f32": np.float32, "f64": np.float64}[dtype]
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(t)
+    b = rng.standard_normal((n, n)).astype(t)
+    return time_it(lambda: a @ b, warmup, iters)
+
+
+def torch_matmul(n, dtype, warmup, iters):
+    import torch
+    t = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    a = torch.randn(n, n).to(t)
+    b = torch.randn(n, n).to(t)
+    return time_it(lambda: a @ b, warmup, iters)
+
+
+def accel_matmul(n, dtype, warmup, iters):
+    out = subprocess.run(
+        [ACCEL, "bench", "matmul", "--device", "cpu", "--size", str(n), "--dtype", dtype,
+         "--warmup", str(warmup), "--iters", str(iters), "--json"],
+        check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["results"][0]["stats"]["median_s"]
+
+
+def numpy_add(n, warmup, iters):
+    import numpy as np
+    a = np.ones(n, dtype=np.float32)
+    b = np.ones(n, dtype=np.float32)
+    return time_it(lambda: a + b, warmup, iters)
+
+
+def torch_add(n, warmup, iters):
+    import torch
+    a = torch.ones(n)
+    b = torch.ones(n)
+    return time_it(lambda: a + b, warmup, iters)
+
+
+def accel_add(n, warmup, iters):
+    out = subprocess.run(
+        [ACCEL, "bench", "elementwise", "--op", "add", "--size", str(n), "--device", "cpu",
+         "--warmup", str(warmup), "--iters", str(iters), "--json"],
+        check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["results"][0]["stats"]["median_s"]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--quick", action="store_true", help="one size, fewer iterations")
+    p.add_argument("--filter", default="", help="only workloads whose label contains this")
+    args = p.parse_args()
+
+    import numpy as np
+    import torch
+    print(f"numpy {np.__version__}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
+          f"{os.cpu_count()} cpus, rounds {args.rounds}", flush=True)
+    try:
+        from threadpoolctl import threadpool_info
+        for lib in threadpool_info():
+            print(f"  numpy BLAS: {lib.get('internal_api')} {lib.get('version')} "
+                  f"({lib.get('architecture')}, {lib.get('num_threads')} threads)")
+    except ImportError:
+        pass
+
+    warmup, iters = 3, 10
+    cases = []  # (label, flops or bytes, unit, {contender: fn})
+    sizes = [2000] if args.quick else [2000, 4096]
+    for n in sizes + [1024]:
+        for dt in ["f32", "f64", "f16", "bf16"]:
+            # PyTorch's CPU half-precision matmul runs near 1 GFLOP/s here: time it at N=1024
+            # only, with fewer iterations, or a round takes minutes.
+            if dt.endswith("16") != (n == 1024):
+                continue
+            it = iters if not dt.endswith("16") else 3
+            fns = {"numpy": lambda n=n, dt=dt, it=it: numpy_matmul(n, dt, warmup if it > 3 else 1, it),
+                   "torch": lambda n=n, dt=dt, it=it: torch_matmul(n, dt, warmup if it > 3 else 1, it),
+                   "accel": lambda n=n, dt=dt, it=it: accel_matmul(n, dt, warmup if it > 3 else 1, it)}
+            cases.append((f"matmul {dt} N={n}", 2.0 * n ** 3 / 1e9, "GFLOP/s", fns))
+    n = 10_000_000
+    cases.append((f"add f32 n={n:,}", 3 * 4 * n / 1e9, "GB/s",
+                  {"numpy": lambda: numpy_add(n, warmup, iters),
+                   "torch": lambda: torch_add(n, warmup, iters),
+                   "accel": lambda: accel_add(n, warmup, iters)}))
+
+    cases = [c for c in cases if args.filter in c[0]]
+    results = {c[0]: {k: [] for k in c[3]} for c in cases}
+    for r in range(args.rounds):
+        for label, _, _, fns in cases:
+            for who, fn in fns.items():
+                t = fn()
+                if t is not None:
+                    results[label][who].append(t)
+        print(f"  round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+
+    print()
+    print(f"{'workload':<24}{'numpy':>14}{'torch':>14}{'accel':>14}{'accel/numpy':>13}{'accel/torch':>13}")
+    for label, work, unit, _ in cases:
+        rate = {}
+        for who, ts in results[label].items():
+            rate[who] = work / statistics.median(ts) if ts else None
+        cell = lambda v: f"{v:10.1f} {unit.split('/')[0]:<3}" if v else f"{'-':>14}"
+        ratio = lambda a, b: f"{a / b:13.2f}" if a and b else f"{'-':>13}"
+        print(f"{label:<24}{cell(rate['numpy'])}{cell(rate['torch'])}{cell(rate['accel'])}"
+              f"{ratio(rate['accel'], rate['numpy'])}{ratio(rate['accel'], rate['torch'])}")
+    print(f"\nunits: matmul in GFLOP/s, add in GB/s (3 x 4 bytes per element); median over "
+          f"{args.rounds} interleaved rounds of the median of timed iterations")
+
+
+if __name__ == "__main__":
+    main()
