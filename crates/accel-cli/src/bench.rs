@@ -151,8 +151,8 @@ fn elementwise(
             .to_lowercase(),
         )?;
         out::line(format!(
-            "{:<8}{:>12}{:>12}{:>12}{:>22}{:>12}{:>10}{:>12}",
-            "device", "elements", "first run", "median", "mean ± sd", "min", "GB/s", "max error"
+            "{:<8}{:>12}{TIMING_HEADER}{:>10}{:>11}",
+            "device", "elements", "GB/s", "max error"
         ))?;
     }
     let mut runs: Vec<ElementwiseRun> = Vec::new();
@@ -160,15 +160,11 @@ fn elementwise(
         for d in &devices {
             let r = bench::elementwise(d, op, size, dtype, warmup, iters)?;
             if !json {
-                let s = &r.stats;
                 out::line(format!(
-                    "{:<8}{:>12}{:>12}{:>12}{:>22}{:>12}{:>10.1}{:>12.1e}",
+                    "{:<8}{:>12}{}{:>10.1}{:>11.1e}",
                     r.device.to_string(),
                     r.size,
-                    out::secs(r.first_run_s),
-                    out::secs(s.median_s),
-                    format!("{} ± {}", out::secs(s.mean_s), out::secs(s.stddev_s)),
-                    out::secs(s.min_s),
+                    timing(&r.stats, r.first_run_s),
                     r.gb_per_s,
                     r.max_rel_error
                 ))?;
@@ -232,6 +228,8 @@ fn matmul(
                 results: &runs,
             },
         )?;
+    } else {
+        matmul_notes(&runs)?;
     }
     check(&runs)
 }
@@ -255,26 +253,58 @@ pub fn check(runs: &[MatmulRun]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The timing columns every benchmark table shares.
+const TIMING_HEADER: &str = "   first run      median    median 95% CI          IQR  outliers";
+
+fn timing(s: &bench::Stats, first_run_s: f64) -> String {
+    format!(
+        "{:>12}{:>12}  {:<22}{:>10}{:>10}",
+        out::secs(first_run_s),
+        out::secs(s.median_s),
+        format!(
+            "[{}, {}]",
+            out::secs(s.median_ci95_s.0),
+            out::secs(s.median_ci95_s.1)
+        ),
+        out::secs(s.iqr_s),
+        format!("{}/{}", s.outliers, s.samples),
+    )
+}
+
+/// One line per run whose spread makes its numbers doubtful.
+fn noise_notes<'a>(runs: impl Iterator<Item = (String, &'a bench::Stats)>) -> anyhow::Result<()> {
+    for (what, s) in runs {
+        if let Some(w) = s.noise_warning() {
+            out::line(format!("note: {what}: {w}"))?;
+        }
+    }
+    Ok(())
+}
+
 pub fn header() -> String {
     format!(
-        "{:<8}{:>6}{:>12}{:>12}{:>22}{:>12}{:>10}{:>8}{:>12}",
-        "device", "N", "first run", "median", "mean ± sd", "min", "GFLOP/s", "% peak", "max error"
+        "{:<8}{:>6}{TIMING_HEADER}{:>10}{:>8}{:>11}",
+        "device", "N", "GFLOP/s", "% peak", "max error"
     )
 }
 
 pub fn row(r: &MatmulRun) -> String {
-    let s = &r.stats;
     format!(
-        "{:<8}{:>6}{:>12}{:>12}{:>22}{:>12}{:>10.1}{:>8}{:>12.1e}",
+        "{:<8}{:>6}{}{:>10.1}{:>8}{:>11.1e}",
         r.device.to_string(),
         r.size,
-        out::secs(r.first_run_s),
-        out::secs(s.median_s),
-        format!("{} ± {}", out::secs(s.mean_s), out::secs(s.stddev_s)),
-        out::secs(s.min_s),
+        timing(&r.stats, r.first_run_s),
         r.gflop_per_s,
         r.percent_of_peak
             .map_or("-".to_string(), |p| format!("{p:.0}%")),
         r.max_rel_error
+    )
+}
+
+/// Notes for the matmul runs that were noisy.
+pub fn matmul_notes(runs: &[MatmulRun]) -> anyhow::Result<()> {
+    noise_notes(
+        runs.iter()
+            .map(|r| (format!("{} N={}", r.device, r.size), &r.stats)),
     )
 }

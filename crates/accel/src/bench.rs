@@ -23,6 +23,46 @@ pub struct Stats {
     pub max_s: f64,
     /// Sample standard deviation (0 for one sample).
     pub stddev_s: f64,
+    /// First quartile (linear interpolation, as NumPy's default).
+    pub q1_s: f64,
+    /// Third quartile.
+    pub q3_s: f64,
+    /// Interquartile range, q3 - q1.
+    pub iqr_s: f64,
+    /// 95% bootstrap confidence interval of the median: (low, high).
+    pub median_ci95_s: (f64, f64),
+    /// Samples outside Tukey's fences (1.5 IQR beyond the quartiles).
+    pub outliers: usize,
+}
+
+/// The q-quantile of sorted data by linear interpolation between closest ranks.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let pos = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+fn median_sorted(sorted: &[f64]) -> f64 {
+    quantile(sorted, 0.5)
+}
+
+/// Resamples drawn for the bootstrap interval; fixed seed, so a report is reproducible.
+const BOOTSTRAP_RESAMPLES: usize = 2000;
+
+fn bootstrap_median_ci(sorted: &[f64]) -> (f64, f64) {
+    let n = sorted.len();
+    let mut rng = crate::backend::cpu::rng::Rng::seeded(0xB007);
+    let mut medians = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
+    let mut buf = vec![0.0; n];
+    for _ in 0..BOOTSTRAP_RESAMPLES {
+        for v in buf.iter_mut() {
+            *v = sorted[(rng.next_u64() % n as u64) as usize];
+        }
+        buf.sort_by(f64::total_cmp);
+        medians.push(median_sorted(&buf));
+    }
+    medians.sort_by(f64::total_cmp);
+    (quantile(&medians, 0.025), quantile(&medians, 0.975))
 }
 
 impl Stats {
@@ -35,24 +75,55 @@ impl Stats {
         s.sort_by(f64::total_cmp);
         let n = s.len();
         let mean = s.iter().sum::<f64>() / n as f64;
-        let median = if n % 2 == 1 {
-            s[n / 2]
-        } else {
-            (s[n / 2 - 1] + s[n / 2]) / 2.0
-        };
         let var = if n > 1 {
             s.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64
         } else {
             0.0
         };
+        let (q1, q3) = (quantile(&s, 0.25), quantile(&s, 0.75));
+        let iqr = q3 - q1;
+        let outliers = s
+            .iter()
+            .filter(|&&x| x < q1 - 1.5 * iqr || x > q3 + 1.5 * iqr)
+            .count();
         Some(Stats {
             samples: n,
             mean_s: mean,
-            median_s: median,
+            median_s: median_sorted(&s),
             min_s: s[0],
             max_s: s[n - 1],
             stddev_s: var.sqrt(),
+            q1_s: q1,
+            q3_s: q3,
+            iqr_s: iqr,
+            median_ci95_s: bootstrap_median_ci(&s),
+            outliers,
         })
+    }
+
+    /// IQR relative to the median: how noisy the measurement was.
+    pub fn relative_iqr(&self) -> f64 {
+        if self.median_s > 0.0 {
+            self.iqr_s / self.median_s
+        } else {
+            0.0
+        }
+    }
+
+    /// A warning when the spread is large enough to doubt the numbers, with PyTorch's
+    /// `torch.utils.benchmark` thresholds (IQR / median above 0.10, and above 0.25).
+    pub fn noise_warning(&self) -> Option<String> {
+        let r = self.relative_iqr();
+        if r > 0.25 {
+            Some(format!(
+                "very noisy: IQR is {:.0}% of the median; rerun on a quiet machine",
+                r * 100.0
+            ))
+        } else if r > 0.10 {
+            Some(format!("noisy: IQR is {:.0}% of the median", r * 100.0))
+        } else {
+            None
+        }
     }
 }
 

@@ -103,12 +103,16 @@ pub(crate) trait Accum:
     fn kernel() -> MicroKernel<Self>;
 }
 
+// Blocking measured on Zen 3 (32 KiB L1, 512 KiB L2, 32 MiB L3): KC = 384 keeps a B
+// micro-panel (24 KiB) in L1, MC = 144 keeps an A block (216 KiB) in L2, and NC covers
+// matrices up to 8160 columns with one B panel (12 MiB at most) in the shared L3, so A is
+// packed once per KC slice.
 impl Accum for f32 {
     const MR: usize = 6;
     const NR: usize = 16;
     const MC: usize = 144;
-    const KC: usize = 256;
-    const NC: usize = 4080;
+    const KC: usize = 384;
+    const NC: usize = 8160;
     fn kernel() -> MicroKernel<f32> {
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
@@ -121,9 +125,9 @@ impl Accum for f32 {
 impl Accum for f64 {
     const MR: usize = 6;
     const NR: usize = 8;
-    const MC: usize = 72;
-    const KC: usize = 256;
-    const NC: usize = 4080;
+    const MC: usize = 96;
+    const KC: usize = 384;
+    const NC: usize = 8160;
     fn kernel() -> MicroKernel<f64> {
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
@@ -378,15 +382,37 @@ unsafe fn macro_kernel<D: Accum>(
     ldc: usize,
     accumulate: bool,
 ) {
+    let panel_lines = (kc * D::NR * std::mem::size_of::<D>()).div_ceil(64);
+    let tiles = mc.div_ceil(D::MR);
+    let lines_per_tile = panel_lines.div_ceil(tiles);
     for jr in (j0..j1).step_by(D::NR) {
         let nr = D::NR.min(j1 - jr);
         let bp = bpack.as_ptr().add(jr * kc);
-        for ir in (0..mc).step_by(D::MR) {
+        // The next B micro-panel sits in L3; pull it into L2 a slice per tile, so that
+        // the next column of tiles does not start by waiting on it.
+        let next = (jr + D::NR < j1).then(|| bp.add(kc * D::NR) as *const i8);
+        for (t, ir) in (0..mc).step_by(D::MR).enumerate() {
+            if let Some(nb) = next {
+                for l in t * lines_per_tile..((t + 1) * lines_per_tile).min(panel_lines) {
+                    prefetch_l2(nb.add(l * 64));
+                }
+            }
             let mr = D::MR.min(mc - ir);
             let ap = apack.as_ptr().add(ir * kc);
             kernel(kc, ap, bp, c.add(ir * ldc + jr), ldc, accumulate, mr, nr);
         }
     }
+}
+
+#[inline(always)]
+fn prefetch_l2(p: *const i8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(p)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// Below this many multiply-adds one thread is faster than waking the pool.
@@ -419,23 +445,24 @@ pub(crate) unsafe fn gemm<S: PackInto<D>, D: Accum>(
         return;
     }
     let kernel = D::kernel();
+    let (kcb, mcb, ncb) = (D::KC, D::MC, D::NC);
     let threads = if m * n * k < PARALLEL_MIN_FLOPS {
         1
     } else {
         threads.max(1)
     };
     let split_rows = m >= threads * D::MR * 4;
-    let kc_max = D::KC.min(k);
-    let nc_max = D::NC.min(n);
+    let kc_max = kcb.min(k);
+    let nc_max = ncb.min(n);
     let mut bpack = vec![D::default(); kc_max * nc_max.div_ceil(D::NR) * D::NR];
     let mut apacks: Vec<Vec<D>> = (0..threads)
-        .map(|_| vec![D::default(); kc_max * D::MC.min(m).div_ceil(D::MR) * D::MR])
+        .map(|_| vec![D::default(); kc_max * mcb.min(m).div_ceil(D::MR) * D::MR])
         .collect();
     let cp = OutPtr(c.as_mut_ptr());
-    for jc in (0..n).step_by(D::NC) {
-        let nc = D::NC.min(n - jc);
-        for pc in (0..k).step_by(D::KC) {
-            let kc = D::KC.min(k - pc);
+    for jc in (0..n).step_by(ncb) {
+        let nc = ncb.min(n - jc);
+        for pc in (0..k).step_by(kcb) {
+            let kc = kcb.min(k - pc);
             let bsrc = b.offset(pc, jc);
             let panels = &mut bpack[..kc * nc.div_ceil(D::NR) * D::NR];
             if threads == 1 {
@@ -462,8 +489,8 @@ pub(crate) unsafe fn gemm<S: PackInto<D>, D: Accum>(
                     let per = nc.div_ceil(threads).div_ceil(D::NR) * D::NR;
                     (0..m, ((t * per).min(nc), ((t + 1) * per).min(nc)))
                 };
-                for ic in rows.clone().step_by(D::MC) {
-                    let mc = D::MC.min(rows.end - ic);
+                for ic in rows.clone().step_by(mcb) {
+                    let mc = mcb.min(rows.end - ic);
                     // SAFETY: the block lies inside A; each thread writes its own rows or
                     // columns of C.
                     unsafe {

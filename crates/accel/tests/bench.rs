@@ -1,0 +1,102 @@
+//! The benchmark statistics against values worked out by hand (and by NumPy).
+
+use accel::bench::{self, Stats};
+use accel::{DType, Device};
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-12 * b.abs().max(1.0)
+}
+
+#[test]
+fn statistics_of_known_samples() {
+    // numpy: np.percentile(range(1, 11), [25, 50, 75]) == [3.25, 5.5, 7.75]
+    let s = Stats::from_samples(&[10.0, 1.0, 9.0, 2.0, 8.0, 3.0, 7.0, 4.0, 6.0, 5.0]).unwrap();
+    assert_eq!(s.samples, 10);
+    assert!(close(s.mean_s, 5.5) && close(s.median_s, 5.5));
+    assert!(close(s.q1_s, 3.25) && close(s.q3_s, 7.75) && close(s.iqr_s, 4.5));
+    assert_eq!((s.min_s, s.max_s), (1.0, 10.0));
+    // sample standard deviation of 1..=10 is sqrt(55/6)
+    assert!(close(s.stddev_s, (55.0f64 / 6.0).sqrt()));
+    assert_eq!(s.outliers, 0);
+    let (lo, hi) = s.median_ci95_s;
+    assert!(lo <= s.median_s && s.median_s <= hi && lo >= 1.0 && hi <= 10.0);
+    assert!(s.noise_warning().unwrap().starts_with("very noisy"));
+
+    // [2, 4, 4, 4, 5, 5, 7, 9]: mean 5, sample sd sqrt(32/7)
+    let s = Stats::from_samples(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).unwrap();
+    assert!(
+        close(s.mean_s, 5.0) && close(s.stddev_s, (32.0f64 / 7.0).sqrt()) && close(s.median_s, 4.5)
+    );
+
+    // One far sample is an outlier by Tukey's fences.
+    let s = Stats::from_samples(&[1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 5.0]).unwrap();
+    assert_eq!(s.outliers, 1);
+    assert!(close(s.median_s, 1.0));
+    let quiet = Stats::from_samples(&[1.0, 1.01, 0.99, 1.0, 1.02, 0.98]).unwrap();
+    assert_eq!(quiet.noise_warning(), None);
+    let noisy = Stats::from_samples(&[1.0, 1.2, 0.9, 1.1, 1.0, 0.85, 1.15]).unwrap();
+    assert!(
+        noisy.noise_warning().unwrap().starts_with("noisy"),
+        "{:?}",
+        noisy.noise_warning()
+    );
+
+    let one = Stats::from_samples(&[0.5]).unwrap();
+    assert_eq!(
+        (one.median_s, one.stddev_s, one.iqr_s, one.median_ci95_s),
+        (0.5, 0.0, 0.0, (0.5, 0.5))
+    );
+    assert!(Stats::from_samples(&[]).is_none());
+}
+
+#[test]
+fn peak_formula_for_the_cpu() {
+    let info = accel::system::cpu_info();
+    let Some(p) = bench::peak(&Device::Cpu, DType::F32) else {
+        println!("skipped: cpu peak: clock or AVX2/FMA not reported here");
+        return;
+    };
+    let ghz = info.frequency_mhz.unwrap() as f64 / 1000.0;
+    let cores = rayon_threads().min(info.logical_cores) as f64;
+    let per_cycle = if info.simd.iter().any(|s| s == "avx512f") {
+        64.0
+    } else {
+        32.0
+    };
+    assert!(close(p.gflop_per_s, cores * ghz * per_cycle), "{p:?}");
+    assert!(p.formula.contains("FMA units"), "{}", p.formula);
+    let d = bench::peak(&Device::Cpu, DType::F64).unwrap();
+    assert!(close(d.gflop_per_s * 2.0, p.gflop_per_s));
+    assert!(bench::peak(&Device::Cpu, DType::I32).is_none());
+}
+
+fn rayon_threads() -> usize {
+    std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+#[test]
+fn a_benchmark_run_checks_its_answer() -> accel::Result<()> {
+    let (r, c) = bench::matmul(&Device::Cpu, 48, DType::F32, 1, 3)?;
+    assert_eq!(c.dims(), [48, 48]);
+    assert_eq!(r.stats.samples, 3);
+    assert!(r.max_rel_error < bench::tolerance(DType::F32));
+    assert!(r.gflop_per_s > 0.0 && r.first_run_s > 0.0);
+    // The error measure catches a wrong result.
+    let a = accel::Tensor::ones((4, 4), DType::F32, &Device::Cpu)?;
+    let wrong = accel::Tensor::zeros((4, 4), DType::F32, &Device::Cpu)?;
+    assert!(bench::sampled_error(&a, &a, &wrong, 8)? > 0.5);
+    let e = bench::elementwise(
+        &Device::Cpu,
+        bench::ElementwiseOp::Add,
+        1000,
+        DType::F64,
+        1,
+        2,
+    )?;
+    assert_eq!(e.max_rel_error, 0.0);
+    assert!(e.gb_per_s > 0.0);
+    Ok(())
+}
