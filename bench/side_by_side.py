@@ -87,7 +87,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="one size, fewer iterations")
-    p.add_argument("--filter", default="", help="only workloads whose label contains this")
+    p.add_argument("--filter", default="", help="only workloads whose label contains one of these (comma-separated)")
     args = p.parse_args()
 
     import numpy as np
@@ -122,7 +122,8 @@ def main():
                    "torch": lambda: torch_add(n, warmup, iters),
                    "accel": lambda: accel_add(n, warmup, iters)}))
 
-    cases = [c for c in cases if args.filter in c[0]]
+    wanted = args.filter.split(",")
+    cases = [c for c in cases if any(w in c[0] for w in wanted)]
     results = {c[0]: {k: [] for k in c[3]} for c in cases}
     for r in range(args.rounds):
         for label, _, _, fns in cases:

@@ -125,7 +125,7 @@ impl Accum for f32 {
 impl Accum for f64 {
     const MR: usize = 6;
     const NR: usize = 8;
-    const MC: usize = 96;
+    const MC: usize = 120;
     const KC: usize = 384;
     const NC: usize = 8160;
     fn kernel() -> MicroKernel<f64> {
@@ -306,30 +306,38 @@ mod avx2 {
 /// Packs the kc x nc block of B starting at `b` into NR-wide micro-panels, zero-padded.
 unsafe fn pack_b<S: PackInto<D>, D: Accum>(kc: usize, nc: usize, b: MatRef<S>, dst: &mut [D]) {
     let nr_ = D::NR;
-    for (q, panel) in dst.chunks_mut(kc * nr_).take(nc.div_ceil(nr_)).enumerate() {
-        let j0 = q * nr_;
-        let w = nr_.min(nc - j0);
-        if b.cs == 1 {
-            for p in 0..kc {
-                let row = &mut panel[p * nr_..(p + 1) * nr_];
-                for (j, v) in row.iter_mut().enumerate() {
+    let panels = nc.div_ceil(nr_);
+    if b.cs == 1 {
+        // Row-major B: read each row once, front to back (one page at a time, however far
+        // apart the rows are), and deal its NR-wide pieces out to the panels.
+        for p in 0..kc {
+            let src = b.ptr.add(p * b.rs);
+            for q in 0..panels {
+                let j0 = q * nr_;
+                let w = nr_.min(nc - j0);
+                let out = &mut dst[q * kc * nr_ + p * nr_..q * kc * nr_ + (p + 1) * nr_];
+                for (j, v) in out.iter_mut().enumerate() {
                     *v = if j < w {
-                        b.at(p, j0 + j).conv()
+                        (*src.add(j0 + j)).conv()
                     } else {
                         D::default()
                     };
                 }
             }
-        } else {
-            for j in 0..nr_ {
-                if j < w {
-                    for p in 0..kc {
-                        panel[p * nr_ + j] = b.at(p, j0 + j).conv();
-                    }
-                } else {
-                    for p in 0..kc {
-                        panel[p * nr_ + j] = D::default();
-                    }
+        }
+        return;
+    }
+    for (q, panel) in dst.chunks_mut(kc * nr_).take(panels).enumerate() {
+        let j0 = q * nr_;
+        let w = nr_.min(nc - j0);
+        for j in 0..nr_ {
+            if j < w {
+                for p in 0..kc {
+                    panel[p * nr_ + j] = b.at(p, j0 + j).conv();
+                }
+            } else {
+                for p in 0..kc {
+                    panel[p * nr_ + j] = D::default();
                 }
             }
         }
@@ -445,7 +453,10 @@ pub(crate) unsafe fn gemm<S: PackInto<D>, D: Accum>(
         return;
     }
     let kernel = D::kernel();
-    let (kcb, mcb, ncb) = (D::KC, D::MC, D::NC);
+    // Equal KC slices (a multiple of the kernel's unroll of 4) rather than full ones and a
+    // thin remainder: every slice then pays the same C read-back for the same work.
+    let kcb = k.div_ceil(k.div_ceil(D::KC)).next_multiple_of(4).min(D::KC);
+    let (mcb, ncb) = (D::MC, D::NC);
     let threads = if m * n * k < PARALLEL_MIN_FLOPS {
         1
     } else {
