@@ -128,6 +128,9 @@ def main():
     for r in range(args.rounds):
         for label, _, _, fns in cases:
             for who, fn in fns.items():
+                # Let the previous contender's worker threads (OpenMP and OpenBLAS spin for a
+                # while after their last job) go idle before the next one starts.
+                time.sleep(1.0)
                 t = fn()
                 if t is not None:
                     results[label][who].append(t)

@@ -6,6 +6,10 @@ use accel::nn::{Linear, Module};
 use accel::{DType, Device, Error, Tensor};
 use common::assert_close;
 
+/// Tests that draw from the global generator hold this, so a seed is not consumed by a test
+/// running beside them.
+static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 device_test!(linear_forward_matches_reference, |d: &Device| {
     let w = Tensor::new(&[[1.0f32, 2.0, 3.0], [-1.0, 0.5, 0.0]], d)?;
     let b = Tensor::new(&[0.5f32, -1.0], d)?;
@@ -27,6 +31,7 @@ device_test!(linear_forward_matches_reference, |d: &Device| {
 
 #[test]
 fn init_is_pytorch_like_and_seedable() -> accel::Result<()> {
+    let _rng = RNG.lock().unwrap_or_else(|e| e.into_inner());
     accel::manual_seed(7);
     let a = Linear::new(100, 50, true, &Device::Cpu)?;
     accel::manual_seed(7);
@@ -50,6 +55,7 @@ fn init_is_pytorch_like_and_seedable() -> accel::Result<()> {
 
 #[test]
 fn moving_a_model_moves_every_parameter() -> accel::Result<()> {
+    let _rng = RNG.lock().unwrap_or_else(|e| e.into_inner());
     let mut lin = Linear::new(4, 3, true, &Device::Cpu)?;
     assert_eq!(lin.device(), Device::Cpu);
     for d in common::devices() {
