@@ -110,15 +110,18 @@ pub fn human_bytes(bytes: u64) -> String {
 /// hand out the address space and then kill the process when the pages are touched.
 const CHECK_ABOVE_BYTES: u64 = 64 << 20;
 
-/// Fails with `OutOfMemory` when `bytes` cannot be allocated on `device`.
+/// Fails with `OutOfMemory` when `bytes` cannot be allocated on `device`. Cheap for the
+/// common case: small requests are not checked, so no op pays for a look at the OS.
 pub(crate) fn ensure_fits(device: Device, bytes: Option<u64>) -> Result<()> {
-    let held = stats(&device).allocated_bytes;
+    if bytes.is_some_and(|b| b <= CHECK_ABOVE_BYTES) {
+        return Ok(());
+    }
     let oom = |requested: u64, free: String| Error::OutOfMemory {
         device,
         requested,
         requested_h: human_bytes(requested),
         free,
-        held,
+        held: with_counters(|m| m.get(&device).map_or(0, |c| c.allocated)),
         hint: "free tensors you no longer need (drop them), use smaller shapes or a \
                smaller dtype (f16/bf16), or process the data in batches"
             .to_string(),
@@ -126,12 +129,11 @@ pub(crate) fn ensure_fits(device: Device, bytes: Option<u64>) -> Result<()> {
     let Some(bytes) = bytes else {
         return Err(oom(u64::MAX, "the size overflows 64 bits; ".to_string()));
     };
-    if bytes <= CHECK_ABOVE_BYTES {
-        return Ok(());
-    }
     if let Device::Cpu = device {
+        // Freed buffers in the cache can be handed out (or returned to the OS) first.
         let m = crate::system::memory()?;
-        if bytes > m.available_bytes {
+        let cached = crate::backend::Storage::cached_bytes(device);
+        if bytes > m.available_bytes + cached {
             return Err(oom(
                 bytes,
                 format!(

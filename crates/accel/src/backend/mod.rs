@@ -178,23 +178,21 @@ impl Storage {
 
 /// Every backend's probe, in `Device::best` order after the CPU. Probed once per process:
 /// availability does not change while we run, and probing a driver can be slow.
-pub(crate) fn probe_all() -> Vec<Probe> {
+pub(crate) fn probe_all() -> &'static [Probe] {
     static PROBES: OnceLock<Vec<Probe>> = OnceLock::new();
-    PROBES
-        .get_or_init(|| {
-            vec![
-                cpu_probe(),
-                cuda::probe(),
-                mps::probe(),
-                xla::probe(),
-                wgpu::probe(),
-            ]
-        })
-        .clone()
+    PROBES.get_or_init(|| {
+        vec![
+            cpu_probe(),
+            cuda::probe(),
+            mps::probe(),
+            xla::probe(),
+            wgpu::probe(),
+        ]
+    })
 }
 
-pub(crate) fn probe_of(kind: &str) -> Option<Probe> {
-    probe_all().into_iter().find(|p| p.backend == kind)
+pub(crate) fn probe_of(kind: &str) -> Option<&'static Probe> {
+    probe_all().iter().find(|p| p.backend == kind)
 }
 
 pub(crate) fn first_available(kind: &str) -> Option<Device> {
@@ -237,8 +235,7 @@ fn available_list() -> String {
 }
 
 fn unavailable_error(device: Device) -> Error {
-    let probe = probe_of(device.kind());
-    let (reason, hint) = match probe.as_ref().map(|p| &p.availability) {
+    let (reason, hint) = match probe_of(device.kind()).map(|p| &p.availability) {
         Some(Availability::Unavailable { reason, hint }) => (reason.clone(), hint.clone()),
         Some(Availability::Available { devices }) => (
             format!(

@@ -398,19 +398,29 @@ fn gather<T: Copy + Send + Sync>(v: &[T], l: &Layout) -> Vec<T> {
     out
 }
 
+/// Runs `body(start, chunk)` over `out` in CHUNK-sized pieces, on the pool when there is more
+/// than one piece (waking threads costs more than a small op itself).
+fn for_chunks<T: Send>(out: &mut [T], body: impl Fn(usize, &mut [T]) + Sync + Send) {
+    if out.len() <= CHUNK {
+        body(0, out);
+    } else {
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(i, o)| body(i * CHUNK, o));
+    }
+}
+
 /// Maps `f` over a strided view into a new contiguous vector.
 fn unary_map<T: Num>(v: &[T], l: &Layout, f: impl Fn(T) -> T + Sync + Send) -> Vec<T> {
     let n = l.shape.elem_count();
     if l.is_contiguous() {
         let src = &v[l.offset..l.offset + n];
         let mut out = alloc::output::<T>(n);
-        out.par_chunks_mut(CHUNK)
-            .zip(src.par_chunks(CHUNK))
-            .for_each(|(o, s)| {
-                for (o, &s) in o.iter_mut().zip(s) {
-                    *o = f(s);
-                }
-            });
+        for_chunks(&mut out, |start, o| {
+            for (o, &s) in o.iter_mut().zip(&src[start..]) {
+                *o = f(s);
+            }
+        });
         return out;
     }
     gather(v, l).into_iter().map(f).collect()
@@ -434,24 +444,22 @@ fn binary_map<T: Num>(
     let same = |l: &Layout| l.shape == *out && l.is_contiguous();
     if same(la) && same(lb) {
         let (a, b) = (&a[la.offset..la.offset + n], &b[lb.offset..lb.offset + n]);
-        res.par_chunks_mut(CHUNK)
-            .zip(a.par_chunks(CHUNK).zip(b.par_chunks(CHUNK)))
-            .for_each(|(o, (a, b))| {
-                for ((o, &x), &y) in o.iter_mut().zip(a).zip(b) {
-                    *o = f(x, y);
-                }
-            });
+        for_chunks(&mut res, |start, o| {
+            let (a, b) = (&a[start..start + o.len()], &b[start..start + o.len()]);
+            for ((o, &x), &y) in o.iter_mut().zip(a).zip(b) {
+                *o = f(x, y);
+            }
+        });
         return res;
     }
     if lb.shape.elem_count() == 1 && same(la) {
         let (a, y) = (&a[la.offset..la.offset + n], b[lb.offset]);
-        res.par_chunks_mut(CHUNK)
-            .zip(a.par_chunks(CHUNK))
-            .for_each(|(o, a)| {
-                for (o, &x) in o.iter_mut().zip(a) {
-                    *o = f(x, y);
-                }
-            });
+        for_chunks(&mut res, |start, o| {
+            let a = &a[start..start + o.len()];
+            for (o, &x) in o.iter_mut().zip(a) {
+                *o = f(x, y);
+            }
+        });
         return res;
     }
     // General case: rows of the innermost dimension, each located by its outer index.
