@@ -28,8 +28,11 @@ pub enum Workload {
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
         iters: u64,
         /// Machine-readable output.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "csv")]
         json: bool,
+        /// One CSV row per run, with a header.
+        #[arg(long)]
+        csv: bool,
     },
     /// Bandwidth-bound elementwise ops over a 1-d tensor on each device.
     Elementwise {
@@ -52,8 +55,11 @@ pub enum Workload {
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
         iters: u64,
         /// Machine-readable output.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "csv")]
         json: bool,
+        /// One CSV row per run, with a header.
+        #[arg(long)]
+        csv: bool,
     },
 }
 
@@ -92,6 +98,49 @@ fn resolve(devices: Vec<Device>) -> anyhow::Result<Vec<Device>> {
     Ok(devices)
 }
 
+/// How results are printed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Text,
+    Json,
+    Csv,
+}
+
+impl Format {
+    fn of(json: bool, csv: bool) -> Format {
+        match (json, csv) {
+            (true, _) => Format::Json,
+            (_, true) => Format::Csv,
+            _ => Format::Text,
+        }
+    }
+}
+
+/// The CSV columns every benchmark shares, after its own leading ones.
+const CSV_TIMING: &str = "warmup,iters,first_run_s,median_s,mean_s,min_s,max_s,stddev_s,q1_s,q3_s,iqr_s,median_ci95_low_s,median_ci95_high_s,outliers";
+
+fn csv_timing(warmup: usize, s: &bench::Stats, first_run_s: f64) -> String {
+    format!(
+        "{warmup},{},{first_run_s:e},{:e},{:e},{:e},{:e},{:e},{:e},{:e},{:e},{:e},{:e},{}",
+        s.samples,
+        s.median_s,
+        s.mean_s,
+        s.min_s,
+        s.max_s,
+        s.stddev_s,
+        s.q1_s,
+        s.q3_s,
+        s.iqr_s,
+        s.median_ci95_s.0,
+        s.median_ci95_s.1,
+        s.outliers
+    )
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or(String::new(), |v| format!("{v}"))
+}
+
 pub fn run(w: Workload) -> anyhow::Result<()> {
     match w {
         Workload::Matmul {
@@ -101,14 +150,18 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
             warmup,
             iters,
             json,
-        } => matmul(
-            resolve(devices)?,
-            sizes,
-            dtype,
-            warmup,
-            iters as usize,
-            json,
-        ),
+            csv,
+        } => {
+            let devices = resolve(devices)?;
+            matmul(
+                devices,
+                sizes,
+                dtype,
+                warmup,
+                iters as usize,
+                Format::of(json, csv),
+            )
+        }
         Workload::Elementwise {
             op,
             devices,
@@ -117,15 +170,12 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
             warmup,
             iters,
             json,
-        } => elementwise(
-            op,
-            resolve(devices)?,
-            sizes,
-            dtype,
-            warmup,
-            iters as usize,
-            json,
-        ),
+            csv,
+        } => {
+            let devices = resolve(devices)?;
+            let format = Format::of(json, csv);
+            elementwise(op, devices, sizes, dtype, warmup, iters as usize, format)
+        }
     }
 }
 
@@ -136,50 +186,70 @@ fn elementwise(
     dtype: DType,
     warmup: usize,
     iters: usize,
-    json: bool,
+    format: Format,
 ) -> anyhow::Result<()> {
     if !dtype.is_float() {
         anyhow::bail!(
             "elementwise benchmarks take a float dtype (f32, f64, f16, bf16), not {dtype}"
         );
     }
-    if !json {
-        out::line(
-            format!(
-                "{op:?} {dtype}: {warmup} warm-ups, {iters} timed iterations, each synchronised"
-            )
-            .to_lowercase(),
-        )?;
-        out::line(format!(
-            "{:<8}{:>12}{TIMING_HEADER}{:>10}{:>11}",
-            "device", "elements", "GB/s", "max error"
-        ))?;
+    match format {
+        Format::Text => {
+            out::line(
+                format!("{op:?} {dtype}: {warmup} warm-ups, {iters} timed iterations, each synchronised")
+                    .to_lowercase(),
+            )?;
+            out::line(format!(
+                "{:<8}{:>12}{TIMING_HEADER}{:>10}{:>11}",
+                "device", "elements", "GB/s", "max error"
+            ))?;
+        }
+        Format::Csv => out::line(format!(
+            "op,device,dtype,size,{CSV_TIMING},gb_per_s,max_rel_error"
+        ))?,
+        Format::Json => {}
     }
     let mut runs: Vec<ElementwiseRun> = Vec::new();
     for &size in &sizes {
         for d in &devices {
             let r = bench::elementwise(d, op, size, dtype, warmup, iters)?;
-            if !json {
-                out::line(format!(
+            match format {
+                Format::Text => out::line(format!(
                     "{:<8}{:>12}{}{:>10.1}{:>11.1e}",
                     r.device.to_string(),
                     r.size,
                     timing(&r.stats, r.first_run_s),
                     r.gb_per_s,
                     r.max_rel_error
-                ))?;
+                ))?,
+                Format::Csv => out::line(format!(
+                    "{},{},{},{},{},{},{:e}",
+                    format!("{op:?}").to_lowercase(),
+                    r.device,
+                    r.dtype,
+                    r.size,
+                    csv_timing(r.warmup, &r.stats, r.first_run_s),
+                    r.gb_per_s,
+                    r.max_rel_error
+                ))?,
+                Format::Json => {}
             }
             runs.push(r);
         }
     }
-    if json {
-        out::json(
+    match format {
+        Format::Json => out::json(
             "bench",
             &Report {
                 benchmark: "elementwise",
                 results: &runs,
             },
-        )?;
+        )?,
+        Format::Text => noise_notes(
+            runs.iter()
+                .map(|r| (format!("{} n={}", r.device, r.size), &r.stats)),
+        )?,
+        Format::Csv => {}
     }
     for r in &runs {
         let tol = bench::tolerance(r.dtype);
@@ -202,34 +272,52 @@ fn matmul(
     dtype: DType,
     warmup: usize,
     iters: usize,
-    json: bool,
+    format: Format,
 ) -> anyhow::Result<()> {
-    if !json {
-        out::line(format!(
-            "matmul {dtype}: {warmup} warm-ups, {iters} timed iterations, each synchronised"
-        ))?;
-        out::line(header())?;
+    match format {
+        Format::Text => {
+            out::line(format!(
+                "matmul {dtype}: {warmup} warm-ups, {iters} timed iterations, each synchronised"
+            ))?;
+            out::line(header())?;
+        }
+        Format::Csv => out::line(format!(
+            "device,dtype,size,{CSV_TIMING},gflop_per_s,peak_gflop_per_s,percent_of_peak,max_rel_error"
+        ))?,
+        Format::Json => {}
     }
     let mut runs = Vec::new();
     for &size in &sizes {
         for d in &devices {
             let (r, _) = bench::matmul(d, size, dtype, warmup, iters)?;
-            if !json {
-                out::line(row(&r))?;
+            match format {
+                Format::Text => out::line(row(&r))?,
+                Format::Csv => out::line(format!(
+                    "{},{},{},{},{},{},{},{:e}",
+                    r.device,
+                    r.dtype,
+                    r.size,
+                    csv_timing(r.warmup, &r.stats, r.first_run_s),
+                    r.gflop_per_s,
+                    opt(r.peak.as_ref().map(|p| p.gflop_per_s)),
+                    opt(r.percent_of_peak),
+                    r.max_rel_error
+                ))?,
+                Format::Json => {}
             }
             runs.push(r);
         }
     }
-    if json {
-        out::json(
+    match format {
+        Format::Json => out::json(
             "bench",
             &Report {
                 benchmark: "matmul",
                 results: &runs,
             },
-        )?;
-    } else {
-        matmul_notes(&runs)?;
+        )?,
+        Format::Text => matmul_notes(&runs)?,
+        Format::Csv => {}
     }
     check(&runs)
 }

@@ -169,3 +169,28 @@ fn help_and_version_succeed() {
     assert!(stdout(&o).contains("devices") && stdout(&o).contains("bench"));
     assert!(accel(&["--version"]).status.success());
 }
+
+#[test]
+fn bench_csv_has_a_header_and_a_row_per_run() {
+    let o = accel(&[
+        "bench", "matmul", "--size", "16", "--size", "24", "--iters", "2", "--csv",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    let lines: Vec<&str> = s.lines().collect();
+    assert_eq!(lines.len(), 3, "{s}");
+    let header: Vec<&str> = lines[0].split(',').collect();
+    assert_eq!(header[..3], ["device", "dtype", "size"]);
+    assert!(header.contains(&"median_s") && header.contains(&"gflop_per_s"));
+    for (row, size) in lines[1..].iter().zip(["16", "24"]) {
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells.len(), header.len(), "{row}");
+        assert_eq!(cells[..3], ["cpu", "f32", size]);
+        let median: f64 = cells[header.iter().position(|h| *h == "median_s").unwrap()]
+            .parse()
+            .unwrap();
+        assert!(median > 0.0);
+    }
+    let both = accel(&["bench", "matmul", "--csv", "--json"]);
+    assert_eq!(both.status.code(), Some(2));
+}

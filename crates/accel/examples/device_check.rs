@@ -8,6 +8,7 @@ fn main() -> accel::Result<()> {
     println!("cuda available: {}", accel::cuda::is_available());
     println!("cuda device count: {}", accel::cuda::device_count());
     if let Some(d) = accel::cuda::devices().first() {
+        println!("current cuda device: {}", accel::cuda::current_device()?);
         println!("cuda device 0: {}", d.name()?);
     }
     println!("MPS built: {}", accel::mps::is_built());

@@ -91,6 +91,10 @@ fn every_backend_reports_itself() {
     }
     assert_eq!(accel::cuda::is_available(), accel::cuda::device_count() > 0);
     assert_eq!(accel::cuda::devices().len(), accel::cuda::device_count());
+    assert_eq!(
+        accel::cuda::current_device().is_ok(),
+        accel::cuda::is_available()
+    );
     if !accel::mps::is_available() {
         assert!(!accel::mps::is_built() || cfg!(target_os = "macos"));
     }

@@ -4,7 +4,7 @@
 //! `cuda:N` device returns an error value naming it. The CUDA issue fills this folder.
 
 use crate::probe::Probe;
-use crate::Device;
+use crate::{Device, Result};
 
 /// What this backend's probe found, with the reason when it found nothing.
 pub fn probe() -> Probe {
@@ -25,4 +25,10 @@ pub fn device_count() -> usize {
 pub fn devices() -> Vec<Device> {
     super::probe_of("cuda")
         .map_or_else(Vec::new, |p| p.devices().iter().map(|d| d.device).collect())
+}
+
+/// The CUDA device new tensors go to by default (`torch.cuda.current_device()`): ordinal 0
+/// when a GPU is usable, else the reason there is none.
+pub fn current_device() -> Result<usize> {
+    Device::Cuda(0).check().map(|_| 0)
 }
