@@ -1,7 +1,7 @@
 //! `accel bench`: warmed-up, synchronised benchmarks with their spread, % of peak and a
 //! check of the answer.
 
-use accel::bench::{self, ElementwiseOp, ElementwiseRun, MatmulRun};
+use accel::bench::{self, ElementwiseOp, ElementwiseRun, Iterations, MatmulRun};
 use accel::{DType, Device};
 use clap::Subcommand;
 use serde::Serialize;
@@ -24,9 +24,12 @@ pub enum Workload {
         /// Untimed iterations before timing.
         #[arg(long, default_value_t = 3)]
         warmup: usize,
-        /// Timed iterations.
-        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
-        iters: u64,
+        /// Timed iterations, exactly (the seeds' way); default: adaptive, see --min-time.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        iters: Option<u64>,
+        /// Without --iters: time at least 5 iterations and at least this many seconds.
+        #[arg(long, default_value_t = 1.0, value_parser = parse_min_time)]
+        min_time: f64,
         /// Machine-readable output.
         #[arg(long, conflicts_with = "csv")]
         json: bool,
@@ -51,9 +54,12 @@ pub enum Workload {
         /// Untimed iterations before timing.
         #[arg(long, default_value_t = 3)]
         warmup: usize,
-        /// Timed iterations.
-        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
-        iters: u64,
+        /// Timed iterations, exactly (the seeds' way); default: adaptive, see --min-time.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        iters: Option<u64>,
+        /// Without --iters: time at least 5 iterations and at least this many seconds.
+        #[arg(long, default_value_t = 1.0, value_parser = parse_min_time)]
+        min_time: f64,
         /// Machine-readable output.
         #[arg(long, conflicts_with = "csv")]
         json: bool,
@@ -61,6 +67,32 @@ pub enum Workload {
         #[arg(long)]
         csv: bool,
     },
+}
+
+fn parse_min_time(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a number of seconds (0 or more)")),
+    }
+}
+
+/// `--iters N` is a fixed count; otherwise iterate until `--min-time` has been measured.
+fn iterations(iters: Option<u64>, min_time_s: f64) -> Iterations {
+    match iters {
+        Some(n) => Iterations::Fixed(n as usize),
+        None => Iterations::Adaptive { min_time_s },
+    }
+}
+
+/// "10 timed iterations" or "adaptive iterations (...)", for the table's title.
+fn describe(iters: Iterations) -> String {
+    match iters {
+        Iterations::Fixed(n) => format!("{n} timed iterations"),
+        Iterations::Adaptive { min_time_s } => format!(
+            "timed iterations until {min_time_s} s measured (at least {})",
+            bench::ADAPTIVE_MIN_SAMPLES
+        ),
+    }
 }
 
 fn parse_op(s: &str) -> Result<ElementwiseOp, String> {
@@ -149,18 +181,13 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
             dtype,
             warmup,
             iters,
+            min_time,
             json,
             csv,
         } => {
             let devices = resolve(devices)?;
-            matmul(
-                devices,
-                sizes,
-                dtype,
-                warmup,
-                iters as usize,
-                Format::of(json, csv),
-            )
+            let iters = iterations(iters, min_time);
+            matmul(devices, sizes, dtype, warmup, iters, Format::of(json, csv))
         }
         Workload::Elementwise {
             op,
@@ -169,12 +196,14 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
             dtype,
             warmup,
             iters,
+            min_time,
             json,
             csv,
         } => {
             let devices = resolve(devices)?;
             let format = Format::of(json, csv);
-            elementwise(op, devices, sizes, dtype, warmup, iters as usize, format)
+            let iters = iterations(iters, min_time);
+            elementwise(op, devices, sizes, dtype, warmup, iters, format)
         }
     }
 }
@@ -185,7 +214,7 @@ fn elementwise(
     sizes: Vec<usize>,
     dtype: DType,
     warmup: usize,
-    iters: usize,
+    iters: Iterations,
     format: Format,
 ) -> anyhow::Result<()> {
     if !dtype.is_float() {
@@ -196,8 +225,11 @@ fn elementwise(
     match format {
         Format::Text => {
             out::line(
-                format!("{op:?} {dtype}: {warmup} warm-ups, {iters} timed iterations, each synchronised")
-                    .to_lowercase(),
+                format!(
+                    "{op:?} {dtype}: {warmup} warm-ups, {}, each synchronised",
+                    describe(iters)
+                )
+                .to_lowercase(),
             )?;
             out::line(format!(
                 "{:<8}{:>12}{TIMING_HEADER}{:>10}{:>11}",
@@ -271,13 +303,14 @@ fn matmul(
     sizes: Vec<usize>,
     dtype: DType,
     warmup: usize,
-    iters: usize,
+    iters: Iterations,
     format: Format,
 ) -> anyhow::Result<()> {
     match format {
         Format::Text => {
             out::line(format!(
-                "matmul {dtype}: {warmup} warm-ups, {iters} timed iterations, each synchronised"
+                "matmul {dtype}: {warmup} warm-ups, {}, each synchronised",
+                describe(iters)
             ))?;
             out::line(header())?;
         }

@@ -2,7 +2,7 @@
 //! is chosen; the CPU-vs-accelerator matmul (N=2000, 3 warm-ups, 10 synchronised iterations);
 //! then memory.
 
-use accel::bench;
+use accel::bench::{self, Iterations};
 use accel::{DType, Device};
 
 use crate::{bench as cli_bench, devices, mem, out};
@@ -30,11 +30,17 @@ pub fn run() -> anyhow::Result<()> {
         "2. Matmul {N}x{N} f32: {WARMUP} warm-ups, {ITERS} timed iterations, synchronised after each"
     ))?;
     out::line(format!("  {}", cli_bench::header()))?;
-    let (cpu, c_cpu) = bench::matmul(&Device::Cpu, N, DType::F32, WARMUP, ITERS)?;
+    let (cpu, c_cpu) = bench::matmul(
+        &Device::Cpu,
+        N,
+        DType::F32,
+        WARMUP,
+        Iterations::Fixed(ITERS),
+    )?;
     out::line(format!("  {}", cli_bench::row(&cpu)))?;
     let mut runs = vec![cpu.clone()];
     if best.is_accelerator() {
-        let (acc, c_acc) = bench::matmul(&best, N, DType::F32, WARMUP, ITERS)?;
+        let (acc, c_acc) = bench::matmul(&best, N, DType::F32, WARMUP, Iterations::Fixed(ITERS))?;
         out::line(format!("  {}", cli_bench::row(&acc)))?;
         let diff = max_rel_diff(&c_cpu.to_vec_f64()?, &c_acc.to_vec_f64()?);
         out::line(format!(

@@ -127,6 +127,48 @@ impl Stats {
     }
 }
 
+/// How many timed iterations a benchmark runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Iterations {
+    /// Exactly this many (the seeds' way: `--iters 10`).
+    Fixed(usize),
+    /// Until this much time has been measured, with at least `ADAPTIVE_MIN_SAMPLES` and at
+    /// most `ADAPTIVE_MAX_SAMPLES` samples.
+    Adaptive {
+        /// The minimum measured time, in seconds.
+        min_time_s: f64,
+    },
+}
+
+/// Fewest samples an adaptive run takes, so the spread can be estimated.
+pub const ADAPTIVE_MIN_SAMPLES: usize = 5;
+/// Most samples an adaptive run takes, so tiny kernels end.
+pub const ADAPTIVE_MAX_SAMPLES: usize = 10_000;
+
+/// Runs `step` (which returns one sample, in seconds) as `iters` says.
+fn collect(iters: Iterations, mut step: impl FnMut() -> Result<f64>) -> Result<Vec<f64>> {
+    let mut samples = Vec::new();
+    match iters {
+        Iterations::Fixed(n) => {
+            for _ in 0..n.max(1) {
+                samples.push(step()?);
+            }
+        }
+        Iterations::Adaptive { min_time_s } => {
+            let mut total = 0.0;
+            while samples.len() < ADAPTIVE_MIN_SAMPLES
+                || (total < min_time_s && samples.len() < ADAPTIVE_MAX_SAMPLES)
+            {
+                let t = step()?;
+                total += t;
+                samples.push(t);
+            }
+        }
+    }
+    Ok(samples)
+}
+
 /// The theoretical peak of a device for a dtype, with the formula that gives it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Peak {
@@ -205,7 +247,7 @@ pub fn matmul(
     size: usize,
     dtype: DType,
     warmup: usize,
-    iters: usize,
+    iters: Iterations,
 ) -> Result<(MatmulRun, Tensor)> {
     let a_host = Tensor::randn(0.0, 1.0, (size, size), &Device::Cpu)?.to_dtype(dtype)?;
     let b_host = Tensor::randn(0.0, 1.0, (size, size), &Device::Cpu)?.to_dtype(dtype)?;
@@ -222,13 +264,12 @@ pub fn matmul(
         c = a.matmul(&b)?;
     }
     device.synchronize()?;
-    let mut samples = Vec::with_capacity(iters);
-    for _ in 0..iters.max(1) {
+    let samples = collect(iters, || {
         let t = Instant::now();
         c = a.matmul(&b)?;
         device.synchronize()?;
-        samples.push(t.elapsed().as_secs_f64());
-    }
+        Ok(t.elapsed().as_secs_f64())
+    })?;
     let stats = Stats::from_samples(&samples).expect("at least one iteration");
     let flops = 2.0 * (size as f64).powi(3);
     let gflop_per_s = flops / stats.median_s / 1e9;
@@ -336,7 +377,7 @@ pub fn elementwise(
     size: usize,
     dtype: DType,
     warmup: usize,
-    iters: usize,
+    iters: Iterations,
 ) -> Result<ElementwiseRun> {
     let a_host = Tensor::rand_with(-1.0, 1.0, size, dtype, &Device::Cpu)?;
     let b_host = Tensor::rand_with(-1.0, 1.0, size, dtype, &Device::Cpu)?;
@@ -355,13 +396,12 @@ pub fn elementwise(
         c = run()?;
     }
     device.synchronize()?;
-    let mut samples = Vec::with_capacity(iters);
-    for _ in 0..iters.max(1) {
+    let samples = collect(iters, || {
         let t = Instant::now();
         c = run()?;
         device.synchronize()?;
-        samples.push(t.elapsed().as_secs_f64());
-    }
+        Ok(t.elapsed().as_secs_f64())
+    })?;
     let stats = Stats::from_samples(&samples).expect("at least one iteration");
     let tensors = match op {
         ElementwiseOp::Add => 3,

@@ -1,6 +1,6 @@
 //! The benchmark statistics against values worked out by hand (and by NumPy).
 
-use accel::bench::{self, Stats};
+use accel::bench::{self, Iterations, Stats};
 use accel::{DType, Device};
 
 fn close(a: f64, b: f64) -> bool {
@@ -79,7 +79,7 @@ fn rayon_threads() -> usize {
 
 #[test]
 fn a_benchmark_run_checks_its_answer() -> accel::Result<()> {
-    let (r, c) = bench::matmul(&Device::Cpu, 48, DType::F32, 1, 3)?;
+    let (r, c) = bench::matmul(&Device::Cpu, 48, DType::F32, 1, Iterations::Fixed(3))?;
     assert_eq!(c.dims(), [48, 48]);
     assert_eq!(r.stats.samples, 3);
     assert!(r.max_rel_error < bench::tolerance(DType::F32));
@@ -94,9 +94,26 @@ fn a_benchmark_run_checks_its_answer() -> accel::Result<()> {
         1000,
         DType::F64,
         1,
-        2,
+        Iterations::Fixed(2),
     )?;
     assert_eq!(e.max_rel_error, 0.0);
     assert!(e.gb_per_s > 0.0);
+    Ok(())
+}
+
+#[test]
+fn adaptive_iterations_reach_the_minimum_time_and_count() -> accel::Result<()> {
+    let few = Iterations::Adaptive { min_time_s: 0.0 };
+    let (r, _) = bench::matmul(&Device::Cpu, 8, DType::F32, 0, few)?;
+    assert_eq!(r.stats.samples, bench::ADAPTIVE_MIN_SAMPLES);
+    let timed = Iterations::Adaptive { min_time_s: 0.05 };
+    let (r, _) = bench::matmul(&Device::Cpu, 64, DType::F32, 0, timed)?;
+    let measured = r.stats.mean_s * r.stats.samples as f64;
+    assert!(
+        measured >= 0.05 || r.stats.samples == bench::ADAPTIVE_MAX_SAMPLES,
+        "{:?}",
+        r.stats
+    );
+    assert!(r.stats.samples > bench::ADAPTIVE_MIN_SAMPLES);
     Ok(())
 }
