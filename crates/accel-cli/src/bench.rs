@@ -36,6 +36,9 @@ pub enum Workload {
         /// One CSV row per run, with a header.
         #[arg(long)]
         csv: bool,
+        /// An earlier run's --json output: show each run's speed-up against it.
+        #[arg(long, value_name = "FILE.json", conflicts_with = "csv")]
+        compare: Option<std::path::PathBuf>,
     },
     /// Bandwidth-bound elementwise ops over a 1-d tensor on each device.
     Elementwise {
@@ -66,6 +69,9 @@ pub enum Workload {
         /// One CSV row per run, with a header.
         #[arg(long)]
         csv: bool,
+        /// An earlier run's --json output: show each run's speed-up against it.
+        #[arg(long, value_name = "FILE.json", conflicts_with = "csv")]
+        compare: Option<std::path::PathBuf>,
     },
 }
 
@@ -115,6 +121,101 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 struct Report<'a, R> {
     benchmark: &'static str,
     results: &'a [R],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    comparison: Option<Vec<Comparison>>,
+}
+
+/// One run against the same workload in an earlier run.
+#[derive(Serialize)]
+struct Comparison {
+    run: String,
+    median_s: f64,
+    baseline_median_s: Option<f64>,
+    /// Earlier median / this median: above 1 means faster now.
+    speedup: Option<f64>,
+}
+
+/// An earlier `--json` report, read before any benchmark runs so a bad file fails fast.
+struct Baseline {
+    path: std::path::PathBuf,
+    results: Vec<serde_json::Value>,
+}
+
+impl Baseline {
+    fn load(path: Option<std::path::PathBuf>, benchmark: &str) -> anyhow::Result<Option<Baseline>> {
+        let Some(path) = path else { return Ok(None) };
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!("{} is not an accel --json report: {e}", path.display())
+        })?;
+        if v["benchmark"] != benchmark {
+            anyhow::bail!(
+                "{} holds a {} benchmark, not {benchmark}",
+                path.display(),
+                v["benchmark"]
+            );
+        }
+        let results = v["results"].as_array().cloned().unwrap_or_default();
+        Ok(Some(Baseline { path, results }))
+    }
+
+    /// Matches runs on device, dtype, size (and op) and computes the speed-ups.
+    fn compare<R: Serialize>(&self, runs: &[R]) -> anyhow::Result<Vec<Comparison>> {
+        let key = |v: &serde_json::Value| {
+            (
+                v["device"].clone(),
+                v["dtype"].clone(),
+                v["size"].clone(),
+                v["op"].clone(),
+            )
+        };
+        let mut out = Vec::new();
+        for r in runs {
+            let v = serde_json::to_value(r)?;
+            let median_s = v["stats"]["median_s"].as_f64().unwrap_or(f64::NAN);
+            let base = self
+                .results
+                .iter()
+                .find(|b| key(b) == key(&v))
+                .and_then(|b| b["stats"]["median_s"].as_f64());
+            let op = v["op"]
+                .as_str()
+                .map(|o| format!("{o} "))
+                .unwrap_or_default();
+            out.push(Comparison {
+                run: format!(
+                    "{op}{} {} size {}",
+                    v["device"].as_str().unwrap_or("?"),
+                    v["dtype"].as_str().unwrap_or("?"),
+                    v["size"]
+                ),
+                median_s,
+                baseline_median_s: base,
+                speedup: base.map(|b| b / median_s),
+            });
+        }
+        Ok(out)
+    }
+
+    fn print(&self, cmp: &[Comparison]) -> anyhow::Result<()> {
+        out::line(format!(
+            "compared with {} (speed-up = earlier median / this median):",
+            self.path.display()
+        ))?;
+        for c in cmp {
+            match (c.baseline_median_s, c.speedup) {
+                (Some(b), Some(x)) => out::line(format!(
+                    "  {}: {x:.2}x ({} now, {} before)",
+                    c.run,
+                    out::secs(c.median_s),
+                    out::secs(b)
+                ))?,
+                _ => out::line(format!("  {}: not in the earlier run", c.run))?,
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The devices asked for, or every available one; each checked before any work starts.
@@ -184,10 +285,13 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
             min_time,
             json,
             csv,
+            compare,
         } => {
+            let baseline = Baseline::load(compare, "matmul")?;
             let devices = resolve(devices)?;
             let iters = iterations(iters, min_time);
-            matmul(devices, sizes, dtype, warmup, iters, Format::of(json, csv))
+            let format = Format::of(json, csv);
+            matmul(devices, sizes, dtype, warmup, iters, format, baseline)
         }
         Workload::Elementwise {
             op,
@@ -199,15 +303,18 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
             min_time,
             json,
             csv,
+            compare,
         } => {
+            let baseline = Baseline::load(compare, "elementwise")?;
             let devices = resolve(devices)?;
             let format = Format::of(json, csv);
             let iters = iterations(iters, min_time);
-            elementwise(op, devices, sizes, dtype, warmup, iters, format)
+            elementwise(op, devices, sizes, dtype, warmup, iters, format, baseline)
         }
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn elementwise(
     op: ElementwiseOp,
     devices: Vec<Device>,
@@ -216,6 +323,7 @@ fn elementwise(
     warmup: usize,
     iters: Iterations,
     format: Format,
+    baseline: Option<Baseline>,
 ) -> anyhow::Result<()> {
     if !dtype.is_float() {
         anyhow::bail!(
@@ -269,18 +377,25 @@ fn elementwise(
             runs.push(r);
         }
     }
+    let comparison = baseline.as_ref().map(|b| b.compare(&runs)).transpose()?;
     match format {
         Format::Json => out::json(
             "bench",
             &Report {
                 benchmark: "elementwise",
                 results: &runs,
+                comparison,
             },
         )?,
-        Format::Text => noise_notes(
-            runs.iter()
-                .map(|r| (format!("{} n={}", r.device, r.size), &r.stats)),
-        )?,
+        Format::Text => {
+            noise_notes(
+                runs.iter()
+                    .map(|r| (format!("{} n={}", r.device, r.size), &r.stats)),
+            )?;
+            if let (Some(b), Some(c)) = (&baseline, &comparison) {
+                b.print(c)?;
+            }
+        }
         Format::Csv => {}
     }
     for r in &runs {
@@ -298,6 +413,7 @@ fn elementwise(
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn matmul(
     devices: Vec<Device>,
     sizes: Vec<usize>,
@@ -305,6 +421,7 @@ fn matmul(
     warmup: usize,
     iters: Iterations,
     format: Format,
+    baseline: Option<Baseline>,
 ) -> anyhow::Result<()> {
     match format {
         Format::Text => {
@@ -341,15 +458,22 @@ fn matmul(
             runs.push(r);
         }
     }
+    let comparison = baseline.as_ref().map(|b| b.compare(&runs)).transpose()?;
     match format {
         Format::Json => out::json(
             "bench",
             &Report {
                 benchmark: "matmul",
                 results: &runs,
+                comparison,
             },
         )?,
-        Format::Text => matmul_notes(&runs)?,
+        Format::Text => {
+            matmul_notes(&runs)?;
+            if let (Some(b), Some(c)) = (&baseline, &comparison) {
+                b.print(c)?;
+            }
+        }
         Format::Csv => {}
     }
     check(&runs)

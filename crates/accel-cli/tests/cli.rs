@@ -194,3 +194,74 @@ fn bench_csv_has_a_header_and_a_row_per_run() {
     let both = accel(&["bench", "matmul", "--csv", "--json"]);
     assert_eq!(both.status.code(), Some(2));
 }
+
+#[test]
+fn compare_against_an_earlier_json_run() {
+    let dir = std::env::temp_dir().join(format!("accel-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = dir.join("base.json");
+    let o = accel(&["bench", "matmul", "--size", "32", "--iters", "3", "--json"]);
+    assert!(o.status.success());
+    std::fs::write(&base, &o.stdout).unwrap();
+    let b = base.to_str().unwrap();
+    let o = accel(&[
+        "bench",
+        "matmul",
+        "--size",
+        "32",
+        "--size",
+        "40",
+        "--iters",
+        "3",
+        "--json",
+        "--compare",
+        b,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    let c = v["comparison"].as_array().unwrap();
+    assert_eq!(c.len(), 2);
+    let earlier = c[0]["baseline_median_s"].as_f64().unwrap();
+    let now = c[0]["median_s"].as_f64().unwrap();
+    assert!((c[0]["speedup"].as_f64().unwrap() - earlier / now).abs() < 1e-9);
+    assert!(
+        c[1]["baseline_median_s"].is_null(),
+        "size 40 was not in the earlier run"
+    );
+    let text = accel(&[
+        "bench",
+        "matmul",
+        "--size",
+        "32",
+        "--iters",
+        "2",
+        "--compare",
+        b,
+    ]);
+    assert!(
+        stdout(&text).contains("compared with "),
+        "{}",
+        stdout(&text)
+    );
+    // A missing file or another benchmark's report fails before anything runs.
+    let o = accel(&[
+        "bench",
+        "matmul",
+        "--compare",
+        dir.join("missing.json").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).starts_with("error: cannot read "),
+        "{}",
+        stderr(&o)
+    );
+    let o = accel(&["bench", "elementwise", "--compare", b]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("holds a \"matmul\" benchmark"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
