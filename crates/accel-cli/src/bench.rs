@@ -39,6 +39,9 @@ pub enum Workload {
         /// An earlier run's --json output: show each run's speed-up against it.
         #[arg(long, value_name = "FILE.json", conflicts_with = "csv")]
         compare: Option<std::path::PathBuf>,
+        /// Show how each device's peak (the "% peak" column) is computed.
+        #[arg(long)]
+        explain: bool,
     },
     /// Bandwidth-bound elementwise ops over a 1-d tensor on each device.
     Elementwise {
@@ -286,12 +289,22 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
             json,
             csv,
             compare,
+            explain,
         } => {
             let baseline = Baseline::load(compare, "matmul")?;
             let devices = resolve(devices)?;
             let iters = iterations(iters, min_time);
             let format = Format::of(json, csv);
-            matmul(devices, sizes, dtype, warmup, iters, format, baseline)
+            matmul(&devices, sizes, dtype, warmup, iters, format, baseline)?;
+            if explain && format == Format::Text {
+                for d in &devices {
+                    match bench::peak(d, dtype) {
+                        Some(p) => out::line(format!("peak of {d} for {dtype}: {}", p.formula))?,
+                        None => out::line(format!("peak of {d} for {dtype}: not derivable (no FMA peak for this dtype, or the clock is unknown)"))?,
+                    }
+                }
+            }
+            Ok(())
         }
         Workload::Elementwise {
             op,
@@ -350,9 +363,17 @@ fn elementwise(
         Format::Json => {}
     }
     let mut runs: Vec<ElementwiseRun> = Vec::new();
+    let total = sizes.len() * devices.len();
     for &size in &sizes {
         for d in &devices {
+            if format != Format::Json {
+                out::progress(Some(&format!(
+                    "[{}/{total}] {op:?} {d} n={size} ...",
+                    runs.len() + 1
+                )));
+            }
             let r = bench::elementwise(d, op, size, dtype, warmup, iters)?;
+            out::progress(None);
             match format {
                 Format::Text => out::line(format!(
                     "{:<8}{:>12}{}{:>10.1}{:>11.1e}",
@@ -415,7 +436,7 @@ fn elementwise(
 
 #[allow(clippy::too_many_arguments)]
 fn matmul(
-    devices: Vec<Device>,
+    devices: &[Device],
     sizes: Vec<usize>,
     dtype: DType,
     warmup: usize,
@@ -437,9 +458,17 @@ fn matmul(
         Format::Json => {}
     }
     let mut runs = Vec::new();
+    let total = sizes.len() * devices.len();
     for &size in &sizes {
-        for d in &devices {
+        for d in devices {
+            if format != Format::Json {
+                out::progress(Some(&format!(
+                    "[{}/{total}] matmul {d} N={size} ...",
+                    runs.len() + 1
+                )));
+            }
             let (r, _) = bench::matmul(d, size, dtype, warmup, iters)?;
+            out::progress(None);
             match format {
                 Format::Text => out::line(row(&r))?,
                 Format::Csv => out::line(format!(

@@ -52,3 +52,19 @@ pub fn secs(s: f64) -> String {
     };
     format!("{v:.decimals$} {unit}")
 }
+
+/// Shows `msg` as a one-line progress indicator on stderr, or clears it with `None`. Only on a
+/// terminal: redirected output and JSON consumers never see it.
+pub fn progress(msg: Option<&str>) {
+    use std::io::IsTerminal;
+    let mut e = std::io::stderr().lock();
+    if !e.is_terminal() {
+        return;
+    }
+    // Progress is a courtesy: a failing stderr must not fail the run.
+    let _ = match msg {
+        Some(m) => write!(e, "\r\x1b[K{m}"),
+        None => write!(e, "\r\x1b[K"),
+    };
+    let _ = e.flush();
+}

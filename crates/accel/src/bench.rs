@@ -179,40 +179,48 @@ pub struct Peak {
 }
 
 /// The peak floating-point rate of `device` for matmul in `dtype`, where it can be derived.
-/// For the CPU: cores x clock x FMA units x SIMD lanes x 2 flops per FMA. f16/bf16 run on
-/// the f32 units here; integer matmul has no FMA peak and gives `None`.
+/// For the CPU see [`cpu_peak`], with the cores this process computes on.
 pub fn peak(device: &Device, dtype: DType) -> Option<Peak> {
     match device {
-        Device::Cpu => {
-            let info = crate::system::cpu_info();
-            let mhz = info.frequency_mhz? as f64;
-            let has = |f: &str| info.simd.iter().any(|s| s == f);
-            let (bits, fma_units) = if has("avx512f") {
-                (512.0, 2.0)
-            } else if has("avx2") && has("fma") {
-                (256.0, 2.0)
-            } else {
-                return None;
-            };
-            let lane_bits = match dtype {
-                DType::F64 => 64.0,
-                DType::F32 | DType::F16 | DType::BF16 => 32.0,
-                DType::I32 | DType::I64 => return None,
-            };
-            let lanes = bits / lane_bits;
-            let cores = rayon::current_num_threads().min(info.logical_cores) as f64;
-            let g = cores * mhz / 1000.0 * fma_units * lanes * 2.0;
-            Some(Peak {
-                gflop_per_s: g,
-                formula: format!(
-                    "{cores} cores x {:.3} GHz x {fma_units} FMA units x {lanes} {} lanes x 2 = {g:.1} GFLOP/s",
-                    mhz / 1000.0,
-                    if dtype == DType::F64 { "f64" } else { "f32" },
-                ),
-            })
-        }
-        _ => None,
+        Device::Cpu => cpu_peak(
+            &crate::system::cpu_info(),
+            rayon::current_num_threads(),
+            dtype,
+        ),
+        Device::Cuda(_) | Device::Mps | Device::Xla(_) | Device::Wgpu(_) => None,
     }
+}
+
+/// A CPU's peak: cores used x clock x FMA units x SIMD lanes x 2 flops per FMA. Cores used
+/// are the compute threads, at most the physical cores (SMT siblings share FMA units). f16
+/// and bf16 run on the f32 units here; integer matmul has no FMA peak and gives `None`, as
+/// does a CPU without AVX2+FMA or without a reported clock.
+pub fn cpu_peak(info: &crate::system::CpuInfo, threads: usize, dtype: DType) -> Option<Peak> {
+    let mhz = info.frequency_mhz? as f64;
+    let has = |f: &str| info.simd.iter().any(|s| s == f);
+    let (bits, fma_units) = if has("avx512f") {
+        (512.0, 2.0)
+    } else if has("avx2") && has("fma") {
+        (256.0, 2.0)
+    } else {
+        return None;
+    };
+    let lane_bits = match dtype {
+        DType::F64 => 64.0,
+        DType::F32 | DType::F16 | DType::BF16 => 32.0,
+        DType::I32 | DType::I64 => return None,
+    };
+    let lanes = bits / lane_bits;
+    let cores = threads.min(info.physical_cores).max(1) as f64;
+    let g = cores * mhz / 1000.0 * fma_units * lanes * 2.0;
+    Some(Peak {
+        gflop_per_s: g,
+        formula: format!(
+            "{cores} cores x {:.3} GHz x {fma_units} FMA units x {lanes} {} lanes x 2 = {g:.1} GFLOP/s",
+            mhz / 1000.0,
+            if dtype == DType::F64 { "f64" } else { "f32" },
+        ),
+    })
 }
 
 /// One matmul benchmark: the cold first run, then the timed warm iterations.

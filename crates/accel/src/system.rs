@@ -33,6 +33,8 @@ pub struct CpuInfo {
     pub brand: String,
     /// Logical cores the OS schedules on.
     pub logical_cores: usize,
+    /// Physical cores (logical ones share their execution units under SMT).
+    pub physical_cores: usize,
     /// Current clock of the first core, where the OS reports it.
     pub frequency_mhz: Option<u64>,
     /// Vector extensions the kernels use, as detected at run time.
@@ -80,9 +82,11 @@ pub fn cpu_info() -> CpuInfo {
         .filter(|b| !b.is_empty())
         .unwrap_or_else(|| std::env::consts::ARCH.to_string());
     let frequency_mhz = first.map(|c| c.frequency()).filter(|&f| f > 0);
+    let logical_cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     CpuInfo {
         brand,
-        logical_cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        logical_cores,
+        physical_cores: System::physical_core_count().unwrap_or(logical_cores),
         frequency_mhz,
         simd: simd_features(),
     }

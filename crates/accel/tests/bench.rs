@@ -50,31 +50,58 @@ fn statistics_of_known_samples() {
 }
 
 #[test]
-fn peak_formula_for_the_cpu() {
-    let info = accel::system::cpu_info();
-    let Some(p) = bench::peak(&Device::Cpu, DType::F32) else {
-        println!("skipped: cpu peak: clock or AVX2/FMA not reported here");
-        return;
+fn peak_formulas_of_known_chips() {
+    use accel::system::CpuInfo;
+    let chip = |mhz: u64, physical: usize, simd: &[&str]| CpuInfo {
+        brand: "test".into(),
+        logical_cores: physical * 2,
+        physical_cores: physical,
+        frequency_mhz: Some(mhz),
+        simd: simd.iter().map(|s| s.to_string()).collect(),
     };
-    let ghz = info.frequency_mhz.unwrap() as f64 / 1000.0;
-    let cores = rayon_threads().min(info.logical_cores) as f64;
-    let per_cycle = if info.simd.iter().any(|s| s == "avx512f") {
-        64.0
-    } else {
-        32.0
-    };
-    assert!(close(p.gflop_per_s, cores * ghz * per_cycle), "{p:?}");
-    assert!(p.formula.contains("FMA units"), "{}", p.formula);
-    let d = bench::peak(&Device::Cpu, DType::F64).unwrap();
-    assert!(close(d.gflop_per_s * 2.0, p.gflop_per_s));
-    assert!(bench::peak(&Device::Cpu, DType::I32).is_none());
-}
-
-fn rayon_threads() -> usize {
-    std::env::var("RAYON_NUM_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    // This machine's kind: 2 Zen 3 cores at 2.445 GHz, AVX2 + FMA: 2 x 2.445 x 2 x 8 x 2.
+    let zen3 = chip(2445, 2, &["avx", "avx2", "fma"]);
+    let p = bench::cpu_peak(&zen3, 2, DType::F32).unwrap();
+    assert!(close(p.gflop_per_s, 156.48), "{p:?}");
+    assert_eq!(
+        p.formula,
+        "2 cores x 2.445 GHz x 2 FMA units x 8 f32 lanes x 2 = 156.5 GFLOP/s"
+    );
+    assert!(close(
+        bench::cpu_peak(&zen3, 2, DType::F64).unwrap().gflop_per_s,
+        78.24
+    ));
+    assert!(close(
+        bench::cpu_peak(&zen3, 2, DType::BF16).unwrap().gflop_per_s,
+        156.48
+    ));
+    // One thread uses one core; SMT siblings do not add FMA units.
+    assert!(close(
+        bench::cpu_peak(&zen3, 1, DType::F32).unwrap().gflop_per_s,
+        78.24
+    ));
+    assert!(close(
+        bench::cpu_peak(&zen3, 4, DType::F32).unwrap().gflop_per_s,
+        156.48
+    ));
+    // A 16-core AVX-512 part at 3.0 GHz: 16 x 3.0 x 2 x 16 x 2 = 3072 GFLOP/s in f32.
+    let avx512 = chip(3000, 16, &["avx2", "fma", "avx512f"]);
+    assert!(close(
+        bench::cpu_peak(&avx512, 16, DType::F32)
+            .unwrap()
+            .gflop_per_s,
+        3072.0
+    ));
+    // No FMA peak for integers, without AVX2+FMA, or without a clock.
+    assert!(bench::cpu_peak(&zen3, 2, DType::I64).is_none());
+    assert!(bench::cpu_peak(&chip(2445, 2, &["avx"]), 2, DType::F32).is_none());
+    let mut unknown = zen3.clone();
+    unknown.frequency_mhz = None;
+    assert!(bench::cpu_peak(&unknown, 2, DType::F32).is_none());
+    // And this machine's own figure follows the same formula.
+    if let Some(p) = bench::peak(&Device::Cpu, DType::F32) {
+        assert!(p.gflop_per_s > 0.0 && p.formula.contains("FMA units"));
+    }
 }
 
 #[test]
