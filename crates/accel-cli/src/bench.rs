@@ -12,70 +12,79 @@ use crate::out;
 pub enum Workload {
     /// N x N by N x N matrix multiplication on each device.
     Matmul {
-        /// Device to run on (repeatable); default: every available device.
-        #[arg(long = "device", value_parser = parse_device)]
-        devices: Vec<Device>,
         /// Matrix size N (repeatable).
         #[arg(long = "size", default_values_t = [2000])]
         sizes: Vec<usize>,
         /// Element type: f32, f64, f16, bf16, i32, i64.
         #[arg(long, default_value = "f32", value_parser = parse_dtype)]
         dtype: DType,
-        /// Untimed iterations before timing.
-        #[arg(long, default_value_t = 3)]
-        warmup: usize,
-        /// Timed iterations, exactly (the seeds' way); default: adaptive, see --min-time.
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-        iters: Option<u64>,
-        /// Without --iters: time at least 5 iterations and at least this many seconds.
-        #[arg(long, default_value_t = 1.0, value_parser = parse_min_time)]
-        min_time: f64,
-        /// Machine-readable output.
-        #[arg(long, conflicts_with = "csv")]
-        json: bool,
-        /// One CSV row per run, with a header.
-        #[arg(long)]
-        csv: bool,
-        /// An earlier run's --json output: show each run's speed-up against it.
-        #[arg(long, value_name = "FILE.json", conflicts_with = "csv")]
-        compare: Option<std::path::PathBuf>,
         /// Show how each device's peak (the "% peak" column) is computed.
         #[arg(long)]
         explain: bool,
+        #[command(flatten)]
+        common: Common,
     },
     /// Bandwidth-bound elementwise ops over a 1-d tensor on each device.
     Elementwise {
         /// add (a + b) or scale (a * 2).
         #[arg(long, default_value = "add", value_parser = parse_op)]
         op: ElementwiseOp,
-        /// Device to run on (repeatable); default: every available device.
-        #[arg(long = "device", value_parser = parse_device)]
-        devices: Vec<Device>,
         /// Number of elements (repeatable).
         #[arg(long = "size", default_values_t = [10_000_000])]
         sizes: Vec<usize>,
         /// Element type: f32, f64, f16, bf16.
         #[arg(long, default_value = "f32", value_parser = parse_dtype)]
         dtype: DType,
-        /// Untimed iterations before timing.
-        #[arg(long, default_value_t = 3)]
-        warmup: usize,
-        /// Timed iterations, exactly (the seeds' way); default: adaptive, see --min-time.
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-        iters: Option<u64>,
-        /// Without --iters: time at least 5 iterations and at least this many seconds.
-        #[arg(long, default_value_t = 1.0, value_parser = parse_min_time)]
-        min_time: f64,
-        /// Machine-readable output.
-        #[arg(long, conflicts_with = "csv")]
-        json: bool,
-        /// One CSV row per run, with a header.
-        #[arg(long)]
-        csv: bool,
-        /// An earlier run's --json output: show each run's speed-up against it.
-        #[arg(long, value_name = "FILE.json", conflicts_with = "csv")]
-        compare: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        common: Common,
     },
+}
+
+/// The options every workload takes.
+#[derive(clap::Args)]
+pub struct Common {
+    /// Device to run on (repeatable); default: every available device.
+    #[arg(long = "device", value_parser = parse_device)]
+    devices: Vec<Device>,
+    /// Untimed iterations before timing.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// Timed iterations, exactly (the seeds' way); default: adaptive, see --min-time.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    iters: Option<u64>,
+    /// Without --iters: time at least 5 iterations and at least this many seconds.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_min_time)]
+    min_time: f64,
+    /// Machine-readable output.
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// One CSV row per run, with a header.
+    #[arg(long)]
+    csv: bool,
+    /// An earlier run's --json output: show each run's speed-up against it.
+    #[arg(long, value_name = "FILE.json", conflicts_with = "csv")]
+    compare: Option<std::path::PathBuf>,
+}
+
+/// The options resolved: devices checked, the earlier report read, before anything runs.
+struct Plan {
+    devices: Vec<Device>,
+    warmup: usize,
+    iters: Iterations,
+    format: Format,
+    baseline: Option<Baseline>,
+}
+
+impl Common {
+    fn plan(self, benchmark: &str) -> anyhow::Result<Plan> {
+        Ok(Plan {
+            baseline: Baseline::load(self.compare, benchmark)?,
+            devices: resolve(self.devices)?,
+            warmup: self.warmup,
+            iters: iterations(self.iters, self.min_time),
+            format: Format::of(self.json, self.csv),
+        })
+    }
 }
 
 fn parse_min_time(s: &str) -> Result<f64, String> {
@@ -280,27 +289,20 @@ fn opt(v: Option<f64>) -> String {
 pub fn run(w: Workload) -> anyhow::Result<()> {
     match w {
         Workload::Matmul {
-            devices,
             sizes,
             dtype,
-            warmup,
-            iters,
-            min_time,
-            json,
-            csv,
-            compare,
             explain,
+            common,
         } => {
-            let baseline = Baseline::load(compare, "matmul")?;
-            let devices = resolve(devices)?;
-            let iters = iterations(iters, min_time);
-            let format = Format::of(json, csv);
-            matmul(&devices, sizes, dtype, warmup, iters, format, baseline)?;
-            if explain && format == Format::Text {
-                for d in &devices {
+            let plan = common.plan("matmul")?;
+            matmul(&plan, &sizes, dtype)?;
+            if explain && plan.format == Format::Text {
+                for d in &plan.devices {
                     match bench::peak(d, dtype) {
                         Some(p) => out::line(format!("peak of {d} for {dtype}: {}", p.formula))?,
-                        None => out::line(format!("peak of {d} for {dtype}: not derivable (no FMA peak for this dtype, or the clock is unknown)"))?,
+                        None => out::line(format!(
+                            "peak of {d} for {dtype}: not derivable (no FMA peak for this dtype, or the clock is unknown)"
+                        ))?,
                     }
                 }
             }
@@ -308,36 +310,27 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
         }
         Workload::Elementwise {
             op,
-            devices,
             sizes,
             dtype,
-            warmup,
-            iters,
-            min_time,
-            json,
-            csv,
-            compare,
-        } => {
-            let baseline = Baseline::load(compare, "elementwise")?;
-            let devices = resolve(devices)?;
-            let format = Format::of(json, csv);
-            let iters = iterations(iters, min_time);
-            elementwise(op, devices, sizes, dtype, warmup, iters, format, baseline)
-        }
+            common,
+        } => elementwise(&common.plan("elementwise")?, op, &sizes, dtype),
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn elementwise(
+    plan: &Plan,
     op: ElementwiseOp,
-    devices: Vec<Device>,
-    sizes: Vec<usize>,
+    sizes: &[usize],
     dtype: DType,
-    warmup: usize,
-    iters: Iterations,
-    format: Format,
-    baseline: Option<Baseline>,
 ) -> anyhow::Result<()> {
+    let Plan {
+        devices,
+        warmup,
+        iters,
+        format,
+        baseline,
+    } = plan;
+    let (warmup, iters, format) = (*warmup, *iters, *format);
     if !dtype.is_float() {
         anyhow::bail!(
             "elementwise benchmarks take a float dtype (f32, f64, f16, bf16), not {dtype}"
@@ -364,8 +357,8 @@ fn elementwise(
     }
     let mut runs: Vec<ElementwiseRun> = Vec::new();
     let total = sizes.len() * devices.len();
-    for &size in &sizes {
-        for d in &devices {
+    for &size in sizes {
+        for d in devices {
             if format != Format::Json {
                 out::progress(Some(&format!(
                     "[{}/{total}] {op:?} {d} n={size} ...",
@@ -434,16 +427,15 @@ fn elementwise(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn matmul(
-    devices: &[Device],
-    sizes: Vec<usize>,
-    dtype: DType,
-    warmup: usize,
-    iters: Iterations,
-    format: Format,
-    baseline: Option<Baseline>,
-) -> anyhow::Result<()> {
+fn matmul(plan: &Plan, sizes: &[usize], dtype: DType) -> anyhow::Result<()> {
+    let Plan {
+        devices,
+        warmup,
+        iters,
+        format,
+        baseline,
+    } = plan;
+    let (warmup, iters, format) = (*warmup, *iters, *format);
     match format {
         Format::Text => {
             out::line(format!(
@@ -459,7 +451,7 @@ fn matmul(
     }
     let mut runs = Vec::new();
     let total = sizes.len() * devices.len();
-    for &size in &sizes {
+    for &size in sizes {
         for d in devices {
             if format != Format::Json {
                 out::progress(Some(&format!(
