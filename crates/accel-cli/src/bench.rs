@@ -64,6 +64,9 @@ pub struct Common {
     /// An earlier run's --json output: show each run's speed-up against it.
     #[arg(long, value_name = "FILE.json", conflicts_with = "csv")]
     compare: Option<std::path::PathBuf>,
+    /// Draw throughput against size, one line per device, into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<std::path::PathBuf>,
 }
 
 /// The options resolved: devices checked, the earlier report read, before anything runs.
@@ -73,16 +76,21 @@ struct Plan {
     iters: Iterations,
     format: Format,
     baseline: Option<Baseline>,
+    plot: Option<std::path::PathBuf>,
 }
 
 impl Common {
     fn plan(self, benchmark: &str) -> anyhow::Result<Plan> {
+        if let Some(p) = &self.plot {
+            crate::plot::check_path(p)?;
+        }
         Ok(Plan {
             baseline: Baseline::load(self.compare, benchmark)?,
             devices: resolve(self.devices)?,
             warmup: self.warmup,
             iters: iterations(self.iters, self.min_time),
             format: Format::of(self.json, self.csv),
+            plot: self.plot,
         })
     }
 }
@@ -230,6 +238,19 @@ impl Baseline {
     }
 }
 
+/// Throughput points grouped by device, for `--plot`.
+fn series(
+    points: impl Iterator<Item = (Device, usize, f64)>,
+) -> std::collections::BTreeMap<String, Vec<crate::plot::Point>> {
+    let mut out = std::collections::BTreeMap::<String, Vec<crate::plot::Point>>::new();
+    for (d, size, rate) in points {
+        out.entry(d.to_string())
+            .or_default()
+            .push((size as f64, rate));
+    }
+    out
+}
+
 /// The devices asked for, or every available one; each checked before any work starts.
 fn resolve(devices: Vec<Device>) -> anyhow::Result<Vec<Device>> {
     let devices = if devices.is_empty() {
@@ -329,6 +350,7 @@ fn elementwise(
         iters,
         format,
         baseline,
+        plot,
     } = plan;
     let (warmup, iters, format) = (*warmup, *iters, *format);
     if !dtype.is_float() {
@@ -391,6 +413,11 @@ fn elementwise(
             runs.push(r);
         }
     }
+    if let Some(path) = plot {
+        let series = series(runs.iter().map(|r| (r.device, r.size, r.gb_per_s)));
+        let title = format!("{op:?} {dtype}").to_lowercase();
+        crate::plot::draw(path, &title, "elements", "GB/s", &series)?;
+    }
     let comparison = baseline.as_ref().map(|b| b.compare(&runs)).transpose()?;
     match format {
         Format::Json => out::json(
@@ -434,6 +461,7 @@ fn matmul(plan: &Plan, sizes: &[usize], dtype: DType) -> anyhow::Result<()> {
         iters,
         format,
         baseline,
+        plot,
     } = plan;
     let (warmup, iters, format) = (*warmup, *iters, *format);
     match format {
@@ -478,6 +506,10 @@ fn matmul(plan: &Plan, sizes: &[usize], dtype: DType) -> anyhow::Result<()> {
             }
             runs.push(r);
         }
+    }
+    if let Some(path) = plot {
+        let series = series(runs.iter().map(|r| (r.device, r.size, r.gflop_per_s)));
+        crate::plot::draw(path, &format!("matmul {dtype}"), "N", "GFLOP/s", &series)?;
     }
     let comparison = baseline.as_ref().map(|b| b.compare(&runs)).transpose()?;
     match format {

@@ -5,6 +5,7 @@ mod bench;
 mod devices;
 mod mem;
 mod out;
+mod plot;
 mod walkthrough;
 
 use std::process::ExitCode;

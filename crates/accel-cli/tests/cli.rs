@@ -265,3 +265,33 @@ fn compare_against_an_earlier_json_run() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn plot_is_an_svg_with_one_series_per_device() {
+    let path = std::env::temp_dir().join(format!("accel-plot-{}.svg", std::process::id()));
+    let p = path.to_str().unwrap();
+    let o = accel(&[
+        "bench", "matmul", "--size", "16", "--size", "32", "--size", "48", "--iters", "2",
+        "--plot", p,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+        "{svg}"
+    );
+    assert!(svg.contains("matmul f32") && svg.contains("GFLOP/s"));
+    // The CPU's line with its three points, and its legend entry.
+    assert!(svg.contains("<polyline"), "no series line");
+    assert_eq!(svg.matches("<circle").count(), 3);
+    assert!(
+        svg.lines().any(|l| l.trim() == "cpu"),
+        "no legend entry for cpu"
+    );
+    std::fs::remove_file(&path).unwrap();
+    // Another format is refused before anything runs.
+    let o = accel(&["bench", "matmul", "--size", "16", "--plot", "x.png"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).is_empty());
+    assert!(stderr(&o).contains("--plot writes SVG"), "{}", stderr(&o));
+}
