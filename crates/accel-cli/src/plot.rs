@@ -53,6 +53,10 @@ pub fn draw(
         .map_err(|e| fail(&e))?;
     chart
         .configure_mesh()
+        .x_labels(6)
+        .y_labels(8)
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v}"))
         .x_desc(x_label)
         .y_desc(y_label)
         .draw()
