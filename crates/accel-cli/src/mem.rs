@@ -31,7 +31,10 @@ pub fn report() -> anyhow::Result<Report> {
 pub fn text(r: &Report) -> Vec<String> {
     let m = &r.host_memory;
     let mut lines = vec![
-        format!("host CPU use:   {:.1} % (sampled over 0.2 s)", r.cpu_percent),
+        format!(
+            "host CPU use:   {:.1} % (sampled over 0.2 s)",
+            r.cpu_percent
+        ),
         format!(
             "host RAM:       {} used / {} total ({} available)",
             human_bytes(m.used_bytes),
