@@ -338,192 +338,178 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
     }
 }
 
-fn elementwise(
-    plan: &Plan,
-    op: ElementwiseOp,
-    sizes: &[usize],
-    dtype: DType,
-) -> anyhow::Result<()> {
-    let Plan {
-        devices,
-        warmup,
-        iters,
-        format,
-        baseline,
-        plot,
-    } = plan;
-    let (warmup, iters, format) = (*warmup, *iters, *format);
-    if !dtype.is_float() {
-        anyhow::bail!(
-            "elementwise benchmarks take a float dtype (f32, f64, f16, bf16), not {dtype}"
-        );
-    }
-    match format {
-        Format::Text => {
-            out::line(
-                format!(
-                    "{op:?} {dtype}: {warmup} warm-ups, {}, each synchronised",
-                    describe(iters)
-                )
-                .to_lowercase(),
-            )?;
-            out::line(format!(
-                "{:<8}{:>12}{TIMING_HEADER}{:>10}{:>11}",
-                "device", "elements", "GB/s", "max error"
-            ))?;
-        }
-        Format::Csv => out::line(format!(
-            "op,device,dtype,size,{CSV_TIMING},gb_per_s,max_rel_error"
-        ))?,
-        Format::Json => {}
-    }
-    let mut runs: Vec<ElementwiseRun> = Vec::new();
-    let total = sizes.len() * devices.len();
-    for &size in sizes {
-        for d in devices {
-            if format != Format::Json {
-                out::progress(Some(&format!(
-                    "[{}/{total}] {op:?} {d} n={size} ...",
-                    runs.len() + 1
-                )));
-            }
-            let r = bench::elementwise(d, op, size, dtype, warmup, iters)?;
-            out::progress(None);
-            match format {
-                Format::Text => out::line(format!(
-                    "{:<8}{:>12}{}{:>10.1}{:>11.1e}",
-                    r.device.to_string(),
-                    r.size,
-                    timing(&r.stats, r.first_run_s),
-                    r.gb_per_s,
-                    r.max_rel_error
-                ))?,
-                Format::Csv => out::line(format!(
-                    "{},{},{},{},{},{},{:e}",
-                    format!("{op:?}").to_lowercase(),
-                    r.device,
-                    r.dtype,
-                    r.size,
-                    csv_timing(r.warmup, &r.stats, r.first_run_s),
-                    r.gb_per_s,
-                    r.max_rel_error
-                ))?,
-                Format::Json => {}
-            }
-            runs.push(r);
-        }
-    }
-    if let Some(path) = plot {
-        let series = series(runs.iter().map(|r| (r.device, r.size, r.gb_per_s)));
-        let title = format!("{op:?} {dtype}").to_lowercase();
-        crate::plot::draw(path, &title, "elements", "GB/s", &series)?;
-    }
-    let comparison = baseline.as_ref().map(|b| b.compare(&runs)).transpose()?;
-    match format {
-        Format::Json => out::json(
-            "bench",
-            &Report {
-                benchmark: "elementwise",
-                results: &runs,
-                comparison,
-            },
-        )?,
-        Format::Text => {
-            noise_notes(
-                runs.iter()
-                    .map(|r| (format!("{} n={}", r.device, r.size), &r.stats)),
-            )?;
-            if let (Some(b), Some(c)) = (&baseline, &comparison) {
-                b.print(c)?;
-            }
-        }
-        Format::Csv => {}
-    }
-    for r in &runs {
-        let tol = bench::tolerance(r.dtype);
-        if r.max_rel_error > tol {
+/// What one benchmark's run looks like in each output format.
+pub trait BenchRow: Serialize {
+    /// The `benchmark` of the JSON report and of `--compare` files.
+    const BENCHMARK: &'static str;
+    /// The run in a few words ("cpu N=2000"), for notes.
+    fn label(&self) -> String;
+    fn text_row(&self) -> String;
+    fn csv_row(&self) -> String;
+    /// (device, size, throughput) for `--plot`.
+    fn point(&self) -> (Device, usize, f64);
+    fn stats(&self) -> &bench::Stats;
+    /// (dtype, largest relative error of the checked result).
+    fn accuracy(&self) -> (DType, f64);
+
+    /// A wrong answer fails the run, whatever the speed.
+    fn check(&self) -> anyhow::Result<()> {
+        let (dtype, err) = self.accuracy();
+        let tol = bench::tolerance(dtype);
+        if err > tol {
             anyhow::bail!(
-                "{:?} on {} ({}) is wrong: max relative error {:.2e} exceeds {tol:.0e}",
-                r.op,
-                r.device,
-                r.dtype,
-                r.max_rel_error
+                "{} on {} ({dtype}) is wrong: max relative error {err:.2e} exceeds the {dtype} tolerance {tol:.0e}",
+                Self::BENCHMARK,
+                self.label()
             );
         }
+        Ok(())
     }
-    Ok(())
 }
 
-fn matmul(plan: &Plan, sizes: &[usize], dtype: DType) -> anyhow::Result<()> {
-    let Plan {
-        devices,
-        warmup,
-        iters,
-        format,
-        baseline,
-        plot,
-    } = plan;
-    let (warmup, iters, format) = (*warmup, *iters, *format);
-    match format {
+impl BenchRow for MatmulRun {
+    const BENCHMARK: &'static str = "matmul";
+    fn label(&self) -> String {
+        format!("{} N={}", self.device, self.size)
+    }
+    fn text_row(&self) -> String {
+        row(self)
+    }
+    fn csv_row(&self) -> String {
+        format!(
+            "{},{},{},{},{},{},{},{:e}",
+            self.device,
+            self.dtype,
+            self.size,
+            csv_timing(self.warmup, &self.stats, self.first_run_s),
+            self.gflop_per_s,
+            opt(self.peak.as_ref().map(|p| p.gflop_per_s)),
+            opt(self.percent_of_peak),
+            self.max_rel_error
+        )
+    }
+    fn point(&self) -> (Device, usize, f64) {
+        (self.device, self.size, self.gflop_per_s)
+    }
+    fn stats(&self) -> &bench::Stats {
+        &self.stats
+    }
+    fn accuracy(&self) -> (DType, f64) {
+        (self.dtype, self.max_rel_error)
+    }
+}
+
+impl BenchRow for ElementwiseRun {
+    const BENCHMARK: &'static str = "elementwise";
+    fn label(&self) -> String {
+        format!("{} n={}", self.device, self.size)
+    }
+    fn text_row(&self) -> String {
+        format!(
+            "{:<8}{:>12}{}{:>10.1}{:>11.1e}",
+            self.device.to_string(),
+            self.size,
+            timing(&self.stats, self.first_run_s),
+            self.gb_per_s,
+            self.max_rel_error
+        )
+    }
+    fn csv_row(&self) -> String {
+        format!(
+            "{},{},{},{},{},{},{:e}",
+            format!("{:?}", self.op).to_lowercase(),
+            self.device,
+            self.dtype,
+            self.size,
+            csv_timing(self.warmup, &self.stats, self.first_run_s),
+            self.gb_per_s,
+            self.max_rel_error
+        )
+    }
+    fn point(&self) -> (Device, usize, f64) {
+        (self.device, self.size, self.gb_per_s)
+    }
+    fn stats(&self) -> &bench::Stats {
+        &self.stats
+    }
+    fn accuracy(&self) -> (DType, f64) {
+        (self.dtype, self.max_rel_error)
+    }
+}
+
+/// The headings of one benchmark's outputs.
+struct Table {
+    /// "matmul f32" (the title line adds warm-ups and iterations).
+    title: String,
+    text_header: String,
+    csv_header: String,
+    /// (x axis, y axis) of `--plot`.
+    axes: (&'static str, &'static str),
+}
+
+/// Runs `run` for every size and device of the plan and prints the results in the plan's
+/// format, with notes, the comparison and the plot; fails if any answer was wrong.
+fn execute<R: BenchRow>(
+    plan: &Plan,
+    sizes: &[usize],
+    table: Table,
+    run: impl Fn(&Device, usize) -> anyhow::Result<R>,
+) -> anyhow::Result<()> {
+    match plan.format {
         Format::Text => {
             out::line(format!(
-                "matmul {dtype}: {warmup} warm-ups, {}, each synchronised",
-                describe(iters)
+                "{}: {} warm-ups, {}, each synchronised",
+                table.title,
+                plan.warmup,
+                describe(plan.iters)
             ))?;
-            out::line(header())?;
+            out::line(&table.text_header)?;
         }
-        Format::Csv => out::line(format!(
-            "device,dtype,size,{CSV_TIMING},gflop_per_s,peak_gflop_per_s,percent_of_peak,max_rel_error"
-        ))?,
+        Format::Csv => out::line(&table.csv_header)?,
         Format::Json => {}
     }
     let mut runs = Vec::new();
-    let total = sizes.len() * devices.len();
+    let total = sizes.len() * plan.devices.len();
     for &size in sizes {
-        for d in devices {
-            if format != Format::Json {
+        for d in &plan.devices {
+            if plan.format != Format::Json {
+                let n = runs.len() + 1;
                 out::progress(Some(&format!(
-                    "[{}/{total}] matmul {d} N={size} ...",
-                    runs.len() + 1
+                    "[{n}/{total}] {} {d} size {size} ...",
+                    table.title
                 )));
             }
-            let (r, _) = bench::matmul(d, size, dtype, warmup, iters)?;
+            let r = run(d, size)?;
             out::progress(None);
-            match format {
-                Format::Text => out::line(row(&r))?,
-                Format::Csv => out::line(format!(
-                    "{},{},{},{},{},{},{},{:e}",
-                    r.device,
-                    r.dtype,
-                    r.size,
-                    csv_timing(r.warmup, &r.stats, r.first_run_s),
-                    r.gflop_per_s,
-                    opt(r.peak.as_ref().map(|p| p.gflop_per_s)),
-                    opt(r.percent_of_peak),
-                    r.max_rel_error
-                ))?,
+            match plan.format {
+                Format::Text => out::line(r.text_row())?,
+                Format::Csv => out::line(r.csv_row())?,
                 Format::Json => {}
             }
             runs.push(r);
         }
     }
-    if let Some(path) = plot {
-        let series = series(runs.iter().map(|r| (r.device, r.size, r.gflop_per_s)));
-        crate::plot::draw(path, &format!("matmul {dtype}"), "N", "GFLOP/s", &series)?;
+    if let Some(path) = &plan.plot {
+        let (x, y) = table.axes;
+        crate::plot::draw(path, &table.title, x, y, &series(runs.iter().map(R::point)))?;
     }
-    let comparison = baseline.as_ref().map(|b| b.compare(&runs)).transpose()?;
-    match format {
+    let comparison = plan
+        .baseline
+        .as_ref()
+        .map(|b| b.compare(&runs))
+        .transpose()?;
+    match plan.format {
         Format::Json => out::json(
             "bench",
             &Report {
-                benchmark: "matmul",
+                benchmark: R::BENCHMARK,
                 results: &runs,
                 comparison,
             },
         )?,
         Format::Text => {
-            matmul_notes(&runs)?;
-            if let (Some(b), Some(c)) = (&baseline, &comparison) {
+            notes(&runs)?;
+            if let (Some(b), Some(c)) = (&plan.baseline, &comparison) {
                 b.print(c)?;
             }
         }
@@ -532,23 +518,55 @@ fn matmul(plan: &Plan, sizes: &[usize], dtype: DType) -> anyhow::Result<()> {
     check(&runs)
 }
 
-/// A wrong answer fails the run, whatever the speed.
-pub fn check(runs: &[MatmulRun]) -> anyhow::Result<()> {
-    for r in runs {
-        let tol = bench::tolerance(r.dtype);
-        if r.max_rel_error > tol {
-            anyhow::bail!(
-                "matmul on {} ({}, N={}) is wrong: max relative error {:.2e} exceeds the {} tolerance {:.0e}",
-                r.device,
-                r.dtype,
-                r.size,
-                r.max_rel_error,
-                r.dtype,
-                tol
-            );
-        }
+fn elementwise(
+    plan: &Plan,
+    op: ElementwiseOp,
+    sizes: &[usize],
+    dtype: DType,
+) -> anyhow::Result<()> {
+    if !dtype.is_float() {
+        anyhow::bail!(
+            "elementwise benchmarks take a float dtype (f32, f64, f16, bf16), not {dtype}"
+        );
     }
-    Ok(())
+    let table = Table {
+        title: format!("{op:?} {dtype}").to_lowercase(),
+        text_header: format!(
+            "{:<8}{:>12}{TIMING_HEADER}{:>10}{:>11}",
+            "device", "elements", "GB/s", "max error"
+        ),
+        csv_header: format!("op,device,dtype,size,{CSV_TIMING},gb_per_s,max_rel_error"),
+        axes: ("elements", "GB/s"),
+    };
+    execute(plan, sizes, table, |d, size| {
+        Ok(bench::elementwise(
+            d,
+            op,
+            size,
+            dtype,
+            plan.warmup,
+            plan.iters,
+        )?)
+    })
+}
+
+fn matmul(plan: &Plan, sizes: &[usize], dtype: DType) -> anyhow::Result<()> {
+    let table = Table {
+        title: format!("matmul {dtype}"),
+        text_header: header(),
+        csv_header: format!(
+            "device,dtype,size,{CSV_TIMING},gflop_per_s,peak_gflop_per_s,percent_of_peak,max_rel_error"
+        ),
+        axes: ("N", "GFLOP/s"),
+    };
+    execute(plan, sizes, table, |d, size| {
+        Ok(bench::matmul(d, size, dtype, plan.warmup, plan.iters)?.0)
+    })
+}
+
+/// A wrong answer fails the run, whatever the speed.
+pub fn check<R: BenchRow>(runs: &[R]) -> anyhow::Result<()> {
+    runs.iter().try_for_each(R::check)
 }
 
 /// The timing columns every benchmark table shares.
@@ -570,10 +588,10 @@ fn timing(s: &bench::Stats, first_run_s: f64) -> String {
 }
 
 /// One line per run whose spread makes its numbers doubtful.
-fn noise_notes<'a>(runs: impl Iterator<Item = (String, &'a bench::Stats)>) -> anyhow::Result<()> {
-    for (what, s) in runs {
-        if let Some(w) = s.noise_warning() {
-            out::line(format!("note: {what}: {w}"))?;
+pub fn notes<R: BenchRow>(runs: &[R]) -> anyhow::Result<()> {
+    for r in runs {
+        if let Some(w) = r.stats().noise_warning() {
+            out::line(format!("note: {}: {w}", r.label()))?;
         }
     }
     Ok(())
@@ -596,13 +614,5 @@ pub fn row(r: &MatmulRun) -> String {
         r.percent_of_peak
             .map_or("-".to_string(), |p| format!("{p:.0}%")),
         r.max_rel_error
-    )
-}
-
-/// Notes for the matmul runs that were noisy.
-pub fn matmul_notes(runs: &[MatmulRun]) -> anyhow::Result<()> {
-    noise_notes(
-        runs.iter()
-            .map(|r| (format!("{} N={}", r.device, r.size), &r.stats)),
     )
 }

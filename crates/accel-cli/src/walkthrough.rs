@@ -51,7 +51,7 @@ pub fn run() -> anyhow::Result<()> {
     } else {
         out::line("  no accelerator is available (reasons above): the CPU is the only device, so there is no speedup to report")?;
     }
-    cli_bench::matmul_notes(&runs)?;
+    cli_bench::notes(&runs)?;
     if let Some(p) = &cpu.peak {
         out::line(format!("  cpu peak: {}", p.formula))?;
     }
