@@ -11,6 +11,24 @@ cd "$(dirname "$0")/.."
 # they land.
 command -v cargo >/dev/null || { echo "error: cargo not found; install Rust from rustup.rs" >&2; exit 1; }
 
+# NVRTC (CUDA's run-time compiler) from PyPI: every CUDA kernel is compiled to CUBIN for sm_80
+# and sm_90 here, without a GPU. The tests find it the way users' machines do: in a Python
+# environment's wheel folder (nvidia/cu13/lib), through VIRTUAL_ENV.
+VENV=.venv-test
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+if ! ls "$VENV"/lib/python3*/site-packages/nvidia/cu13/lib/libnvrtc.so.13 >/dev/null 2>&1; then
+  echo "== installing the CUDA 13 NVRTC wheel into $VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "nvidia-cuda-nvrtc>=13,<14"
+fi
+export VIRTUAL_ENV="$PWD/$VENV"
+# NVRTC must be found: a missing compiler fails the run instead of skipping.
+export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc"
+# Compiled kernels are cached per user; the tests use a fresh cache so NVRTC really runs.
+export ACCEL_CACHE_DIR="${ACCEL_CACHE_DIR:-$PWD/target/accel-cache}"
+rm -rf "$ACCEL_CACHE_DIR"
+
 echo "== accel devices (what this machine offers the tests)"
 cargo run --release -q -p accel-cli -- devices
 

@@ -1,7 +1,7 @@
 //! `accel bench`: warmed-up, synchronised benchmarks with their spread, % of peak and a
 //! check of the answer.
 
-use accel::bench::{self, ElementwiseOp, ElementwiseRun, Iterations, MatmulRun};
+use accel::bench::{self, CopyKind, CopyRun, ElementwiseOp, ElementwiseRun, Iterations, MatmulRun};
 use accel::{DType, Device};
 use clap::Subcommand;
 use serde::Serialize;
@@ -21,6 +21,23 @@ pub enum Workload {
         /// Show how each device's peak (the "% peak" column) is computed.
         #[arg(long)]
         explain: bool,
+        /// Let f32 matmul use TF32 tensor cores on CUDA GPUs
+        /// (`torch.backends.cuda.matmul.allow_tf32 = True`).
+        #[arg(long)]
+        tf32: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Copies between host and device memory, and within a device (bandwidthTest's job).
+    /// On the cpu device every direction is a host memcpy: the baseline.
+    Copy {
+        /// h2d (host to device), d2h (device to host) or d2d (within the device).
+        #[arg(long, default_value = "h2d", value_parser = parse_copy)]
+        direction: CopyKind,
+        /// Bytes per copy, with an optional KiB/MiB/GiB suffix (repeatable).
+        #[arg(long = "size", value_parser = parse_bytes,
+              default_values = ["1KiB", "1MiB", "64MiB", "256MiB"])]
+        sizes: Vec<usize>,
         #[command(flatten)]
         common: Common,
     },
@@ -126,6 +143,36 @@ fn parse_op(s: &str) -> Result<ElementwiseOp, String> {
         "add" => Ok(ElementwiseOp::Add),
         "scale" => Ok(ElementwiseOp::Scale),
         _ => Err(format!("unknown op '{s}'; expected add or scale")),
+    }
+}
+
+fn parse_copy(s: &str) -> Result<CopyKind, String> {
+    match s {
+        "h2d" => Ok(CopyKind::H2d),
+        "d2h" => Ok(CopyKind::D2h),
+        "d2d" => Ok(CopyKind::D2d),
+        _ => Err(format!("unknown direction '{s}'; expected h2d, d2h or d2d")),
+    }
+}
+
+/// `4096`, `64KiB`, `1MiB`, `1GiB` (also KB/MB/GB, meaning the same powers of two).
+fn parse_bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a byte count like 4096, 64KiB or 1GiB"))?;
+    let mult = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(format!("unknown unit in '{s}'; use KiB, MiB or GiB")),
+    };
+    match n.checked_mul(mult) {
+        Some(b) if b >= 4 => Ok(b),
+        _ => Err(format!("'{s}' must be at least 4 bytes and fit in memory")),
     }
 }
 
@@ -313,9 +360,11 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
             sizes,
             dtype,
             explain,
+            tf32,
             common,
         } => {
             let plan = common.plan("matmul")?;
+            accel::cuda::set_allow_tf32(tf32);
             matmul(&plan, &sizes, dtype)?;
             if explain && plan.format == Format::Text {
                 for d in &plan.devices {
@@ -335,6 +384,11 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
             dtype,
             common,
         } => elementwise(&common.plan("elementwise")?, op, &sizes, dtype),
+        Workload::Copy {
+            direction,
+            sizes,
+            common,
+        } => copy(&common.plan("copy")?, direction, &sizes),
     }
 }
 
@@ -349,6 +403,8 @@ pub trait BenchRow: Serialize {
     /// (device, size, throughput) for `--plot`.
     fn point(&self) -> (Device, usize, f64);
     fn stats(&self) -> &bench::Stats;
+    /// The same iterations by the device's clock, where it has one.
+    fn device_stats(&self) -> Option<&bench::Stats>;
     /// (dtype, largest relative error of the checked result).
     fn accuracy(&self) -> (DType, f64);
 
@@ -394,8 +450,55 @@ impl BenchRow for MatmulRun {
     fn stats(&self) -> &bench::Stats {
         &self.stats
     }
+    fn device_stats(&self) -> Option<&bench::Stats> {
+        self.device_stats.as_ref()
+    }
     fn accuracy(&self) -> (DType, f64) {
         (self.dtype, self.max_rel_error)
+    }
+}
+
+impl BenchRow for CopyRun {
+    const BENCHMARK: &'static str = "copy";
+    fn label(&self) -> String {
+        format!("{} {:?} {} bytes", self.device, self.kind, self.size).to_lowercase()
+    }
+    fn text_row(&self) -> String {
+        format!(
+            "{:<8}{:>12}{}{:>10.2}{:>8}",
+            self.device.to_string(),
+            accel::memory::human_bytes(self.size as u64),
+            timing(&self.stats, self.first_run_s),
+            self.gb_per_s,
+            if self.max_rel_error == 0.0 {
+                "yes"
+            } else {
+                "NO"
+            }
+        )
+    }
+    fn csv_row(&self) -> String {
+        format!(
+            "{},{},{},{},{}",
+            format!("{:?}", self.kind).to_lowercase(),
+            self.device,
+            self.size,
+            csv_timing(self.warmup, &self.stats, self.first_run_s),
+            self.gb_per_s
+        )
+    }
+    fn point(&self) -> (Device, usize, f64) {
+        (self.device, self.size, self.gb_per_s)
+    }
+    fn stats(&self) -> &bench::Stats {
+        &self.stats
+    }
+    fn device_stats(&self) -> Option<&bench::Stats> {
+        self.device_stats.as_ref()
+    }
+    fn accuracy(&self) -> (DType, f64) {
+        // Copies are exact: any difference is a failure.
+        (DType::I32, self.max_rel_error)
     }
 }
 
@@ -431,6 +534,9 @@ impl BenchRow for ElementwiseRun {
     }
     fn stats(&self) -> &bench::Stats {
         &self.stats
+    }
+    fn device_stats(&self) -> Option<&bench::Stats> {
+        self.device_stats.as_ref()
     }
     fn accuracy(&self) -> (DType, f64) {
         (self.dtype, self.max_rel_error)
@@ -550,6 +656,21 @@ fn elementwise(
     })
 }
 
+fn copy(plan: &Plan, kind: CopyKind, sizes: &[usize]) -> anyhow::Result<()> {
+    let table = Table {
+        title: format!("copy {kind:?}").to_lowercase(),
+        text_header: format!(
+            "{:<8}{:>12}{TIMING_HEADER}{:>10}{:>8}",
+            "device", "bytes", "GB/s", "intact"
+        ),
+        csv_header: format!("direction,device,bytes,{CSV_TIMING},gb_per_s"),
+        axes: ("bytes", "GB/s"),
+    };
+    execute(plan, sizes, table, |d, size| {
+        Ok(bench::copy(d, kind, size, plan.warmup, plan.iters)?)
+    })
+}
+
 fn matmul(plan: &Plan, sizes: &[usize], dtype: DType) -> anyhow::Result<()> {
     let table = Table {
         title: format!("matmul {dtype}"),
@@ -590,6 +711,15 @@ fn timing(s: &bench::Stats, first_run_s: f64) -> String {
 /// One line per run whose spread makes its numbers doubtful.
 pub fn notes<R: BenchRow>(runs: &[R]) -> anyhow::Result<()> {
     for r in runs {
+        if let Some(d) = r.device_stats() {
+            out::line(format!(
+                "device clock: {}: median {} by {} (wall clock {} includes launch and synchronisation)",
+                r.label(),
+                out::secs(d.median_s),
+                bench::device_timer_name(&r.point().0),
+                out::secs(r.stats().median_s)
+            ))?;
+        }
         if let Some(w) = r.stats().noise_warning() {
             out::line(format!("note: {}: {w}", r.label()))?;
         }

@@ -9,18 +9,27 @@ use crate::out;
 struct Report {
     best_device: Device,
     backends: Vec<accel::Probe>,
+    /// The CUDA stack as found: driver, NVML, NVRTC, cuBLAS(Lt), cuDNN.
+    cuda_libraries: &'static [accel::cuda::libs::Library],
 }
 
 pub fn run(json: bool) -> anyhow::Result<()> {
     let report = Report {
         best_device: Device::best(),
         backends: accel::devices(),
+        cuda_libraries: accel::cuda::libraries(),
     };
     if json {
         return out::json("devices", &report);
     }
     for l in text(&report.backends) {
         out::line(l)?;
+    }
+    if !report.cuda_libraries.is_empty() {
+        out::line("\nCUDA libraries:")?;
+        for l in libraries_text(report.cuda_libraries) {
+            out::line(l)?;
+        }
     }
     out::line(format!(
         "\nbest device: {} (order: cuda, mps, xla, wgpu, cpu)",
@@ -56,4 +65,24 @@ pub fn text(probes: &[accel::Probe]) -> Vec<String> {
         }
     }
     lines
+}
+
+/// One line per CUDA library: version and path, or why it is missing.
+pub fn libraries_text(libs: &[accel::cuda::libs::Library]) -> Vec<String> {
+    libs.iter()
+        .map(|l| match (&l.path, &l.problem) {
+            (Some(p), None) => format!(
+                "  {:<9} {:<9} {} ({})",
+                l.name,
+                l.version.as_deref().unwrap_or("?"),
+                p.display(),
+                l.source.as_deref().unwrap_or("")
+            ),
+            _ => format!(
+                "  {:<9} missing   {}",
+                l.name,
+                l.problem.as_deref().unwrap_or("not found")
+            ),
+        })
+        .collect()
 }

@@ -14,6 +14,8 @@ pub struct Report {
     host_memory: HostMemory,
     process_rss_bytes: Option<u64>,
     devices: Vec<MemoryStats>,
+    /// Load of each CUDA GPU through NVML (nvidia-smi's view), where NVML answers.
+    gpus: Vec<accel::cuda::GpuLoad>,
 }
 
 pub fn report() -> anyhow::Result<Report> {
@@ -24,6 +26,9 @@ pub fn report() -> anyhow::Result<Report> {
         devices: accel::available_devices()
             .iter()
             .map(accel::memory::stats)
+            .collect(),
+        gpus: (0..accel::cuda::device_count())
+            .filter_map(|i| accel::cuda::utilization(i).ok())
             .collect(),
     })
 }
@@ -53,6 +58,26 @@ pub fn text(r: &Report) -> Vec<String> {
             human_bytes(d.peak_allocated_bytes),
             human_bytes(d.reserved_bytes)
         ));
+    }
+    for (i, g) in r.gpus.iter().enumerate() {
+        let opt = |v: Option<u32>, unit: &str| v.map_or("?".to_string(), |v| format!("{v}{unit}"));
+        lines.push(format!(
+            "cuda:{i} load:     {} GPU, {} memory bus; {} used / {} total; {}, {} / {} W",
+            opt(g.utilization_gpu_percent, " %"),
+            opt(g.utilization_memory_percent, " %"),
+            g.memory_used_bytes.map_or("?".into(), human_bytes),
+            g.memory_total_bytes.map_or("?".into(), human_bytes),
+            opt(g.temperature_c, " C"),
+            g.power_w.map_or("?".into(), |w| format!("{w:.0}")),
+            g.power_limit_w.map_or("?".into(), |w| format!("{w:.0}")),
+        ));
+        for p in &g.processes {
+            lines.push(format!(
+                "                pid {} holds {}",
+                p.pid,
+                p.used_bytes.map_or("?".into(), human_bytes)
+            ));
+        }
     }
     lines
 }

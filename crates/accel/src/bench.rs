@@ -169,6 +169,73 @@ fn collect(iters: Iterations, mut step: impl FnMut() -> Result<f64>) -> Result<V
     Ok(samples)
 }
 
+/// Times one step both ways: wall clock around the step and a synchronisation, and the
+/// device's own clock (CUDA events) around the queued work where the device has one.
+fn timed<T>(device: &Device, f: impl FnOnce() -> Result<T>) -> Result<(T, f64, Option<f64>)> {
+    let start = crate::backend::record_event(*device)?;
+    let t = Instant::now();
+    let out = f()?;
+    let end = crate::backend::record_event(*device)?;
+    device.synchronize()?;
+    let wall = t.elapsed().as_secs_f64();
+    let dev = match (start, end) {
+        (Some(s), Some(e)) => Some(e.seconds_since(&s)?),
+        _ => None,
+    };
+    Ok((out, wall, dev))
+}
+
+/// What [`measure`] found: the last result, the cold first run and the warm statistics.
+struct Measured<T> {
+    last: T,
+    first_run_s: f64,
+    stats: Stats,
+    device_stats: Option<Stats>,
+}
+
+/// The method every benchmark shares: one cold run (synchronised, timed apart), `warmup`
+/// untimed runs, then the timed iterations, each by wall clock and by the device's clock.
+/// The previous result is dropped before each run, so at most one is alive.
+fn measure<T>(
+    device: &Device,
+    warmup: usize,
+    iters: Iterations,
+    mut run: impl FnMut() -> Result<T>,
+) -> Result<Measured<T>> {
+    device.synchronize()?;
+    let t0 = Instant::now();
+    let mut last = Some(run()?);
+    device.synchronize()?;
+    let first_run_s = t0.elapsed().as_secs_f64();
+    for _ in 0..warmup {
+        drop(last.take());
+        last = Some(run()?);
+    }
+    device.synchronize()?;
+    let mut dev_samples = Vec::new();
+    let samples = collect(iters, || {
+        drop(last.take());
+        let (out, wall, dev) = timed(device, &mut run)?;
+        last = Some(out);
+        dev_samples.extend(dev);
+        Ok(wall)
+    })?;
+    Ok(Measured {
+        last: last.expect("at least one run"),
+        first_run_s,
+        stats: Stats::from_samples(&samples).expect("at least one iteration"),
+        device_stats: Stats::from_samples(&dev_samples),
+    })
+}
+
+/// Which clock `device_stats` comes from, for reports.
+pub fn device_timer_name(device: &Device) -> &'static str {
+    match device {
+        Device::Cuda(_) => "cuda events",
+        _ => "none (wall clock after synchronize)",
+    }
+}
+
 /// The theoretical peak of a device for a dtype, with the formula that gives it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Peak {
@@ -187,8 +254,67 @@ pub fn peak(device: &Device, dtype: DType) -> Option<Peak> {
             rayon::current_num_threads(),
             dtype,
         ),
-        Device::Cuda(_) | Device::Mps | Device::Xla(_) | Device::Wgpu(_) => None,
+        Device::Cuda(_) => {
+            let p = crate::backend::probe_of("cuda")?;
+            let info = p.devices().iter().find(|d| d.device == *device)?;
+            let get = |k: &str| {
+                info.details
+                    .iter()
+                    .find(|(key, _)| key == k)
+                    .map(|(_, v)| v.clone())
+            };
+            let cc = get("compute_capability")?;
+            let (major, minor) = cc.split_once('.')?;
+            cuda_peak(
+                (major.parse().ok()?, minor.parse().ok()?),
+                get("sm_count")?.parse().ok()?,
+                get("max_clock_sm_mhz")?.parse().ok()?,
+                dtype,
+                crate::cuda::allow_tf32(),
+            )
+        }
+        Device::Mps | Device::Xla(_) | Device::Wgpu(_) => None,
     }
+}
+
+/// An NVIDIA GPU's peak for matmul in `dtype`: SMs x clock x flops per clock per SM, using
+/// the tensor cores' dense rate where cuBLAS uses them (f16, bf16, TF32 when allowed, f64 on
+/// A100/H100-class parts) and the CUDA cores' FMA rate otherwise. Known architectures only:
+/// compute capability 8.0, 8.6, 8.9, 9.0 and 10.0.
+pub fn cuda_peak(
+    cc: (u32, u32),
+    sm_count: u32,
+    clock_mhz: u32,
+    dtype: DType,
+    tf32: bool,
+) -> Option<Peak> {
+    // (f32 FMA lanes, tf32 tensor, f16/bf16 tensor, f64) flops per clock per SM.
+    let (f32_cores, tf32_tc, half_tc, f64_rate) = match cc {
+        (8, 0) => (64.0, 1024.0, 2048.0, 128.0),
+        (8, 6) | (8, 7) => (128.0, 512.0, 1024.0, 4.0),
+        (8, 9) => (128.0, 512.0, 1024.0, 4.0),
+        (9, 0) => (128.0, 2048.0, 4096.0, 256.0),
+        (10, 0) => (128.0, 4096.0, 8192.0, 256.0),
+        _ => return None,
+    };
+    let (per_clock, what) = match dtype {
+        DType::F32 if tf32 => (tf32_tc, "TF32 tensor-core flops (dense)".to_string()),
+        DType::F32 => (2.0 * f32_cores, format!("{f32_cores} FP32 cores x 2 (FMA)")),
+        DType::F16 | DType::BF16 => (half_tc, format!("{dtype} tensor-core flops (dense)")),
+        DType::F64 => (f64_rate, "FP64 flops".to_string()),
+        DType::I32 | DType::I64 => return None,
+    };
+    let g = sm_count as f64 * clock_mhz as f64 / 1000.0 * per_clock;
+    Some(Peak {
+        gflop_per_s: g,
+        formula: format!(
+            "{sm_count} SMs x {:.3} GHz x {per_clock} flops/clock/SM ({what}, compute capability {}.{}) = {:.1} TFLOP/s",
+            clock_mhz as f64 / 1000.0,
+            cc.0,
+            cc.1,
+            g / 1000.0
+        ),
+    })
 }
 
 /// A CPU's peak: cores used x clock x FMA units x SIMD lanes x 2 flops per FMA. Cores used
@@ -247,6 +373,8 @@ pub struct MatmulRun {
     pub percent_of_peak: Option<f64>,
     /// Largest relative error of 64 sampled entries against an f64 dot product on the host.
     pub max_rel_error: f64,
+    /// The same iterations by the device's own clock (CUDA events), where it has one.
+    pub device_stats: Option<Stats>,
 }
 
 /// Times `a @ b` for N x N random operands on `device`.
@@ -261,24 +389,12 @@ pub fn matmul(
     let b_host = Tensor::randn(0.0, 1.0, (size, size), &Device::Cpu)?.to_dtype(dtype)?;
     let a = a_host.to_device(device)?;
     let b = b_host.to_device(device)?;
-    device.synchronize()?;
-
-    let t0 = Instant::now();
-    let mut c = a.matmul(&b)?;
-    device.synchronize()?;
-    let first_run_s = t0.elapsed().as_secs_f64();
-
-    for _ in 0..warmup {
-        c = a.matmul(&b)?;
-    }
-    device.synchronize()?;
-    let samples = collect(iters, || {
-        let t = Instant::now();
-        c = a.matmul(&b)?;
-        device.synchronize()?;
-        Ok(t.elapsed().as_secs_f64())
-    })?;
-    let stats = Stats::from_samples(&samples).expect("at least one iteration");
+    let Measured {
+        last: c,
+        first_run_s,
+        stats,
+        device_stats,
+    } = measure(device, warmup, iters, || a.matmul(&b))?;
     let flops = 2.0 * (size as f64).powi(3);
     let gflop_per_s = flops / stats.median_s / 1e9;
     let peak = peak(device, dtype);
@@ -296,6 +412,7 @@ pub fn matmul(
             peak,
             percent_of_peak,
             max_rel_error,
+            device_stats,
         },
         c,
     ))
@@ -337,6 +454,8 @@ pub fn sampled_error(a: &Tensor, b: &Tensor, c: &Tensor, samples: usize) -> Resu
 pub fn tolerance(dtype: DType) -> f64 {
     match dtype {
         DType::F64 => 1e-12,
+        // TF32 keeps 10 mantissa bits of each input.
+        DType::F32 if crate::cuda::allow_tf32() => 5e-3,
         DType::F32 => 1e-4,
         // Inputs are exact in f32; only the output is rounded.
         DType::F16 => 2e-3,
@@ -376,6 +495,8 @@ pub struct ElementwiseRun {
     pub gb_per_s: f64,
     /// Largest relative error of the result against the same arithmetic in f64 on the host.
     pub max_rel_error: f64,
+    /// The same iterations by the device's own clock (CUDA events), where it has one.
+    pub device_stats: Option<Stats>,
 }
 
 /// Times an elementwise op over `size` elements on `device`.
@@ -395,22 +516,12 @@ pub fn elementwise(
         ElementwiseOp::Add => a.add(&b),
         ElementwiseOp::Scale => a.mul_scalar(2.0),
     };
-    device.synchronize()?;
-    let t0 = Instant::now();
-    let mut c = run()?;
-    device.synchronize()?;
-    let first_run_s = t0.elapsed().as_secs_f64();
-    for _ in 0..warmup {
-        c = run()?;
-    }
-    device.synchronize()?;
-    let samples = collect(iters, || {
-        let t = Instant::now();
-        c = run()?;
-        device.synchronize()?;
-        Ok(t.elapsed().as_secs_f64())
-    })?;
-    let stats = Stats::from_samples(&samples).expect("at least one iteration");
+    let Measured {
+        last: c,
+        first_run_s,
+        stats,
+        device_stats,
+    } = measure(device, warmup, iters, run)?;
     let tensors = match op {
         ElementwiseOp::Add => 3,
         ElementwiseOp::Scale => 2,
@@ -436,5 +547,100 @@ pub fn elementwise(
         first_run_s,
         stats,
         max_rel_error,
+        device_stats,
+    })
+}
+
+/// The direction of a copy benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CopyKind {
+    /// Host memory to the device (`x.to(device)`).
+    H2d,
+    /// Device memory to the host (`x.cpu()`), synchronous.
+    D2h,
+    /// Within the device (`x.clone()`).
+    D2d,
+}
+
+/// One copy benchmark. On the CPU device every direction is a host memcpy, the baseline the
+/// others are compared with.
+#[derive(Debug, Clone, Serialize)]
+pub struct CopyRun {
+    /// The device copied to or from.
+    pub device: Device,
+    /// Direction.
+    pub kind: CopyKind,
+    /// Bytes per copy.
+    pub size: usize,
+    /// Always u8 bytes moved as f32 elements (so `--compare` keys match).
+    pub dtype: DType,
+    /// Warm-up iterations (not timed).
+    pub warmup: usize,
+    /// The first copy, synchronised: includes allocating the pool and staging buffers.
+    pub first_run_s: f64,
+    /// The timed iterations.
+    pub stats: Stats,
+    /// Bytes moved / median time, GB/s (10^9 bytes); a device-to-device copy counts the
+    /// bytes once (PyTorch and bandwidthTest count them so too).
+    pub gb_per_s: f64,
+    /// 0 when the copy arrived intact (checked element by element, sampled), else 1.
+    pub max_rel_error: f64,
+    /// The same iterations by the device's own clock (CUDA events), where it has one.
+    pub device_stats: Option<Stats>,
+}
+
+/// Times copies of `bytes` (rounded down to whole f32 elements) in direction `kind`.
+pub fn copy(
+    device: &Device,
+    kind: CopyKind,
+    bytes: usize,
+    warmup: usize,
+    iters: Iterations,
+) -> Result<CopyRun> {
+    let n = (bytes / 4).max(1);
+    let host = Tensor::arange(0f32, n as f32, &Device::Cpu)?;
+    let on_device = host.to_device(device)?;
+    let run = || match kind {
+        CopyKind::H2d => host.to_device(device).and_then(|t| {
+            if *device == Device::Cpu {
+                t.copy()
+            } else {
+                Ok(t)
+            }
+        }),
+        CopyKind::D2h => on_device.to_device(&Device::Cpu).and_then(|t| {
+            if *device == Device::Cpu {
+                t.copy()
+            } else {
+                Ok(t)
+            }
+        }),
+        CopyKind::D2d => on_device.copy(),
+    };
+    let Measured {
+        last: c,
+        first_run_s,
+        stats,
+        device_stats,
+    } = measure(device, warmup, iters, run)?;
+    let got = c.to_vec1::<f32>()?;
+    let step = (n / 4096).max(1);
+    let intact = got.len() == n
+        && (0..n)
+            .step_by(step)
+            .chain([n - 1])
+            .all(|i| got[i] == i as f32);
+    Ok(CopyRun {
+        device: *device,
+        kind,
+        size: n * 4,
+        dtype: DType::F32,
+        warmup,
+        first_run_s,
+        gb_per_s: (n * 4) as f64 / stats.median_s / 1e9,
+        stats,
+        max_rel_error: if intact { 0.0 } else { 1.0 },
+        device_stats,
     })
 }

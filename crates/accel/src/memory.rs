@@ -63,7 +63,10 @@ pub fn stats(device: &Device) -> MemoryStats {
             Ok(m) => (Some(m.available_bytes), Some(m.total_bytes)),
             Err(_) => (None, None),
         },
-        _ => (None, None),
+        _ => match crate::backend::Storage::device_memory(*device) {
+            Some((f, t)) => (Some(f), Some(t)),
+            None => (None, None),
+        },
     };
     MemoryStats {
         device: *device,

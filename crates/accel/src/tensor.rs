@@ -196,6 +196,9 @@ impl Tensor {
     ) -> Result<Tensor> {
         let shape = shape.into();
         Tensor::check_alloc(&shape, dtype, device)?;
+        if let Some(s) = Storage::full(*device, dtype, shape.elem_count(), value)? {
+            return Ok(Tensor::from_storage(s, *device, shape));
+        }
         Tensor::from_cpu(
             CpuStorage::full(dtype, shape.elem_count(), value),
             shape,
@@ -224,6 +227,9 @@ impl Tensor {
         let n = arange_len(s, e, st)?;
         let shape = Shape::from(n);
         Tensor::check_alloc(&shape, T::DTYPE, device)?;
+        if let Some(x) = Storage::arange(*device, T::DTYPE, s, st, n)? {
+            return Ok(Tensor::from_storage(x, *device, shape));
+        }
         Tensor::from_cpu(CpuStorage::arange(T::DTYPE, s, st, n), shape, device)
     }
 
@@ -244,6 +250,12 @@ impl Tensor {
         let shape = shape.into();
         Tensor::check_random("rand", dtype, lo, hi, &shape, device)?;
         let n = shape.elem_count();
+        if !matches!(device, Device::Cpu) {
+            let seed = rng::with_global(|r| r.next_u64());
+            if let Some(s) = Storage::random(*device, dtype, n, seed, false, lo, hi)? {
+                return Ok(Tensor::from_storage(s, *device, shape));
+            }
+        }
         let vals: Vec<f64> =
             rng::with_global(|r| (0..n).map(|_| lo + (hi - lo) * r.uniform()).collect());
         Tensor::from_cpu(CpuStorage::F64(vals), shape.clone(), &Device::Cpu)?
@@ -267,6 +279,13 @@ impl Tensor {
     ) -> Result<Tensor> {
         let shape = shape.into();
         Tensor::check_random("randn", dtype, mean, std, &shape, device)?;
+        if !matches!(device, Device::Cpu) {
+            let seed = rng::with_global(|r| r.next_u64());
+            let n = shape.elem_count();
+            if let Some(s) = Storage::random(*device, dtype, n, seed, true, mean, std)? {
+                return Ok(Tensor::from_storage(s, *device, shape));
+            }
+        }
         let mut vals = vec![0.0; shape.elem_count()];
         rng::with_global(|r| r.fill_normal(&mut vals));
         for v in &mut vals {
@@ -358,6 +377,9 @@ impl Tensor {
             return Ok(self.clone());
         }
         Tensor::check_alloc(self.shape(), self.dtype(), device)?;
+        if let Some(s) = self.buf.storage.to_device_direct(&self.layout, *device)? {
+            return Ok(Tensor::from_storage(s, *device, self.shape().clone()));
+        }
         let host = self.buf.storage.to_cpu(&self.layout)?;
         Tensor::from_cpu(host, self.shape().clone(), device)
     }
@@ -415,6 +437,14 @@ impl Tensor {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
+        let s = self.buf.storage.copy_strided(&self.layout)?;
+        Ok(Tensor::from_storage(s, self.device(), self.shape().clone()))
+    }
+
+    /// A new tensor with its own copy of the data on the same device (`x.clone()` in
+    /// PyTorch; Rust's `Clone` gives another handle to the same data instead).
+    pub fn copy(&self) -> Result<Tensor> {
+        Tensor::check_alloc(self.shape(), self.dtype(), &self.device())?;
         let s = self.buf.storage.copy_strided(&self.layout)?;
         Ok(Tensor::from_storage(s, self.device(), self.shape().clone()))
     }

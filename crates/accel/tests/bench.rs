@@ -105,6 +105,40 @@ fn peak_formulas_of_known_chips() {
 }
 
 #[test]
+fn gpu_peak_formulas_of_known_chips() {
+    // H100/H200 SXM: 132 SMs; at 1.83 GHz the tensor-core rate gives NVIDIA's published
+    // dense 989 TFLOP/s bf16/f16 and 495 TF32; FP32 and FP64 are 256 flops/clock/SM.
+    let h = |dt, tf32| {
+        bench::cuda_peak((9, 0), 132, 1830, dt, tf32)
+            .unwrap()
+            .gflop_per_s
+    };
+    assert!(close(h(DType::BF16, false), 989_429.76));
+    assert!(close(h(DType::F16, false), 989_429.76));
+    assert!(close(h(DType::F32, true), 494_714.88));
+    assert!(close(h(DType::F32, false), 61_839.36));
+    assert!(close(h(DType::F64, false), 61_839.36));
+    // A100: 108 SMs at 1.41 GHz: 312 TFLOP/s f16, 156 TF32, 19.5 f32 and f64 tensor.
+    let a = |dt, tf32| {
+        bench::cuda_peak((8, 0), 108, 1410, dt, tf32)
+            .unwrap()
+            .gflop_per_s
+    };
+    assert!(close(a(DType::F16, false), 311_869.44));
+    assert!(close(a(DType::F32, true), 155_934.72));
+    assert!(close(a(DType::F32, false), 19_491.84));
+    let p = bench::cuda_peak((9, 0), 132, 1980, DType::BF16, false).unwrap();
+    assert!(
+        p.formula.contains("132 SMs x 1.980 GHz x 4096"),
+        "{}",
+        p.formula
+    );
+    // Unknown architectures and integer dtypes have no peak.
+    assert!(bench::cuda_peak((7, 0), 80, 1530, DType::F32, false).is_none());
+    assert!(bench::cuda_peak((9, 0), 132, 1980, DType::I32, false).is_none());
+}
+
+#[test]
 fn a_benchmark_run_checks_its_answer() -> accel::Result<()> {
     let (r, c) = bench::matmul(&Device::Cpu, 48, DType::F32, 1, Iterations::Fixed(3))?;
     assert_eq!(c.dims(), [48, 48]);

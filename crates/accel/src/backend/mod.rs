@@ -58,12 +58,22 @@ pub(crate) enum ReduceOp {
 #[derive(Debug)]
 pub(crate) enum Storage {
     Cpu(CpuStorage),
+    #[cfg(feature = "cuda")]
+    Cuda(cuda::storage::CudaStorage),
+}
+
+/// The `Gpu` of a CUDA device, or the error saying why it cannot be used.
+#[cfg(feature = "cuda")]
+fn cuda_gpu(i: usize) -> Result<std::sync::Arc<cuda::gpu::Gpu>> {
+    cuda::gpu::gpu(i)
 }
 
 impl Storage {
     pub fn dtype(&self) -> DType {
         match self {
             Storage::Cpu(s) => s.dtype(),
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(s) => s.dtype,
         }
     }
 
@@ -77,6 +87,9 @@ impl Storage {
     pub fn release(self) {
         match self {
             Storage::Cpu(s) => s.release(),
+            // Dropping frees it, stream-ordered.
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(_) => {}
         }
     }
 
@@ -84,7 +97,24 @@ impl Storage {
     pub fn cached_bytes(device: Device) -> u64 {
         match device {
             Device::Cpu => cpu::alloc::cached_bytes(),
-            Device::Cuda(_) | Device::Mps | Device::Xla(_) | Device::Wgpu(_) => 0,
+            #[cfg(feature = "cuda")]
+            Device::Cuda(i) => cuda::gpu::opened(i).map_or(0, |g| g.cached_bytes()),
+            _ => 0,
+        }
+    }
+
+    /// (free, total) bytes of an accelerator's memory, from its driver, where known.
+    pub fn device_memory(device: Device) -> Option<(u64, u64)> {
+        match device {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(i) => match cuda::gpu::opened(i) {
+                Some(g) => g.mem_info().ok().map(|(f, t)| (f as u64, t as u64)),
+                // No context yet (creating one costs memory): ask NVML.
+                None => cuda::utilization(i)
+                    .ok()
+                    .and_then(|l| Some((l.memory_free_bytes?, l.memory_total_bytes?))),
+            },
+            _ => None,
         }
     }
 
@@ -92,13 +122,21 @@ impl Storage {
     pub fn empty_cache(device: Device) {
         match device {
             Device::Cpu => cpu::alloc::empty_cache(),
-            Device::Cuda(_) | Device::Mps | Device::Xla(_) | Device::Wgpu(_) => {}
+            #[cfg(feature = "cuda")]
+            Device::Cuda(i) => {
+                if let Some(g) = cuda::gpu::opened(i) {
+                    g.empty_cache()
+                }
+            }
+            _ => {}
         }
     }
 
     pub fn size_in_bytes(&self) -> usize {
         match self {
             Storage::Cpu(s) => s.len() * s.dtype().size_in_bytes(),
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(s) => s.len * s.dtype.size_in_bytes(),
         }
     }
 
@@ -106,6 +144,91 @@ impl Storage {
     pub fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
         match self {
             Storage::Cpu(s) => Ok(s.copy_strided(l)),
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(s) => s.to_cpu(l),
+        }
+    }
+
+    /// A contiguous copy of the view `l` on `device`, when a direct path exists (GPU to GPU);
+    /// None means: go through the host.
+    pub fn to_device_direct(&self, l: &Layout, device: Device) -> Result<Option<Storage>> {
+        match (self, device) {
+            #[cfg(feature = "cuda")]
+            (Storage::Cuda(s), Device::Cuda(i)) => {
+                Ok(Some(Storage::Cuda(s.to_gpu(l, &cuda_gpu(i)?)?)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// `n` elements of `value` made on `device` itself, when it can (None: fill on the host).
+    pub fn full(device: Device, dtype: DType, n: usize, value: f64) -> Result<Option<Storage>> {
+        match device {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(i) => Ok(Some(Storage::Cuda(cuda::storage::CudaStorage::full(
+                &cuda_gpu(i)?,
+                dtype,
+                n,
+                value,
+            )?))),
+            _ => {
+                let _ = (dtype, n, value);
+                Ok(None)
+            }
+        }
+    }
+
+    /// `start + i * step` for i < n, made on `device` itself when it can.
+    pub fn arange(
+        device: Device,
+        dtype: DType,
+        start: f64,
+        step: f64,
+        n: usize,
+    ) -> Result<Option<Storage>> {
+        match device {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(i) => Ok(Some(Storage::Cuda(cuda::storage::CudaStorage::arange(
+                &cuda_gpu(i)?,
+                dtype,
+                start,
+                step,
+                n,
+            )?))),
+            _ => {
+                let _ = (dtype, start, step, n);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Random numbers made on `device` itself when it can: uniform in [a, b), or normal with
+    /// mean a and deviation b. `seed` comes from the global generator.
+    #[allow(clippy::too_many_arguments)]
+    pub fn random(
+        device: Device,
+        dtype: DType,
+        n: usize,
+        seed: u64,
+        normal: bool,
+        a: f64,
+        b: f64,
+    ) -> Result<Option<Storage>> {
+        match device {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(i) => Ok(Some(Storage::Cuda(cuda::storage::CudaStorage::random(
+                &cuda_gpu(i)?,
+                dtype,
+                n,
+                seed,
+                normal,
+                a,
+                b,
+            )?))),
+            _ => {
+                let _ = (dtype, n, seed, normal, a, b);
+                Ok(None)
+            }
         }
     }
 
@@ -113,7 +236,12 @@ impl Storage {
     pub fn from_cpu(data: CpuStorage, device: Device) -> Result<Storage> {
         match device {
             Device::Cpu => Ok(Storage::Cpu(data)),
-            Device::Cuda(_) | Device::Mps | Device::Xla(_) | Device::Wgpu(_) => {
+            #[cfg(feature = "cuda")]
+            Device::Cuda(i) => Ok(Storage::Cuda(cuda::storage::CudaStorage::from_cpu(
+                &cuda_gpu(i)?,
+                &data,
+            )?)),
+            _ => {
                 // `Device::check` rejects these before any tensor reaches them.
                 Err(unavailable_error(device))
             }
@@ -123,12 +251,16 @@ impl Storage {
     pub fn copy_strided(&self, l: &Layout) -> Result<Storage> {
         match self {
             Storage::Cpu(s) => Ok(Storage::Cpu(s.copy_strided(l))),
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(s) => Ok(Storage::Cuda(s.copy_strided(l)?)),
         }
     }
 
     pub fn to_dtype(&self, l: &Layout, dtype: DType) -> Result<Storage> {
         match self {
             Storage::Cpu(s) => Ok(Storage::Cpu(s.to_dtype(l, dtype))),
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(s) => Ok(Storage::Cuda(s.cast(l, dtype)?)),
         }
     }
 
@@ -142,18 +274,31 @@ impl Storage {
     ) -> Result<Storage> {
         match (self, rhs) {
             (Storage::Cpu(a), Storage::Cpu(b)) => Ok(Storage::Cpu(a.binary(op, ll, b, rl, out)?)),
+            #[cfg(feature = "cuda")]
+            (Storage::Cuda(a), Storage::Cuda(b)) => {
+                Ok(Storage::Cuda(a.binary(op, ll, b, rl, out)?))
+            }
+            #[cfg(feature = "cuda")]
+            _ => Err(Error::System(format!(
+                "{}: operands on different backends reached the kernel",
+                op.name()
+            ))),
         }
     }
 
     pub fn unary(&self, op: UnaryOp, l: &Layout) -> Result<Storage> {
         match self {
             Storage::Cpu(s) => Ok(Storage::Cpu(s.unary(op, l))),
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(s) => Ok(Storage::Cuda(s.unary(op, l)?)),
         }
     }
 
     pub fn reduce(&self, op: ReduceOp, l: &Layout, dim: Option<usize>) -> Result<Storage> {
         match self {
             Storage::Cpu(s) => Ok(Storage::Cpu(s.reduce(op, l, dim))),
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(s) => Ok(Storage::Cuda(s.reduce(op, l, dim)?)),
         }
     }
 
@@ -172,7 +317,41 @@ impl Storage {
             (Storage::Cpu(x), Storage::Cpu(y)) => {
                 Ok(Storage::Cpu(x.matmul(y, bsz, m, n, k, a, b)?))
             }
+            #[cfg(feature = "cuda")]
+            (Storage::Cuda(x), Storage::Cuda(y)) => {
+                Ok(Storage::Cuda(x.matmul(y, bsz, m, n, k, a, b)?))
+            }
+            #[cfg(feature = "cuda")]
+            _ => Err(Error::System(
+                "matmul: operands on different backends reached the kernel".into(),
+            )),
         }
+    }
+}
+
+/// A point in a device's queue with a timestamp (a CUDA event), for device-side timing.
+pub(crate) enum DeviceEvent {
+    #[cfg(feature = "cuda")]
+    Cuda(cuda::gpu::TimingEvent),
+}
+
+impl DeviceEvent {
+    /// Seconds from `start` to this event, by the device's clock (waits for this event).
+    pub fn seconds_since(&self, start: &DeviceEvent) -> Result<f64> {
+        match (self, start) {
+            #[cfg(feature = "cuda")]
+            (DeviceEvent::Cuda(e), DeviceEvent::Cuda(s)) => e.elapsed_since(s),
+        }
+    }
+}
+
+/// Records a timing event in `device`'s queue; None where the device has no such clock (the
+/// CPU, whose ops finish before they return).
+pub(crate) fn record_event(device: Device) -> Result<Option<DeviceEvent>> {
+    match device {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(i) => Ok(Some(DeviceEvent::Cuda(cuda_gpu(i)?.record_timing_event()?))),
+        _ => Ok(None),
     }
 }
 
@@ -283,9 +462,9 @@ pub(crate) fn synchronize(device: Device) -> Result<()> {
     match device {
         // CPU kernels return when their work is done.
         Device::Cpu => Ok(()),
-        Device::Cuda(_) | Device::Mps | Device::Xla(_) | Device::Wgpu(_) => {
-            Err(unavailable_error(device))
-        }
+        #[cfg(feature = "cuda")]
+        Device::Cuda(i) => cuda_gpu(i)?.synchronize(),
+        _ => Err(unavailable_error(device)),
     }
 }
 

@@ -114,6 +114,24 @@ impl CpuStorage {
         with_vec!(self, v => v.len())
     }
 
+    /// The elements' bytes, for copies to a device.
+    #[allow(dead_code)]
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        // SAFETY: every element type is plain data without padding.
+        with_vec!(self, v => unsafe {
+            std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v.as_slice()))
+        })
+    }
+
+    /// The elements' bytes, writable, for copies from a device.
+    #[allow(dead_code)]
+    pub(crate) fn as_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: every bit pattern is a valid value of every element type.
+        with_vec!(self, v => unsafe {
+            std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v.as_slice()))
+        })
+    }
+
     /// `n` copies of `value` (converted to the dtype).
     pub(crate) fn full(dtype: DType, n: usize, value: f64) -> CpuStorage {
         with_type!(dtype, T => T::to_storage(filled(n, T::from_f64(value))))
@@ -377,10 +395,17 @@ fn cast_vec<S: WithDType>(src: &[S], to: DType) -> CpuStorage {
 }
 
 /// A contiguous copy of a strided view (a plain slice copy when it is already contiguous).
-fn gather<T: Copy + Send + Sync>(v: &[T], l: &Layout) -> Vec<T> {
+fn gather<T: alloc::ZeroBits + Send + Sync>(v: &[T], l: &Layout) -> Vec<T> {
     let n = l.shape.elem_count();
     if l.is_contiguous() {
-        return v[l.offset..l.offset + n].to_vec();
+        // From the allocator's cache, copied by every thread: a fresh buffer's page faults
+        // and one core's memcpy would otherwise set the speed.
+        let src = &v[l.offset..l.offset + n];
+        let mut out = alloc::output(n);
+        for_chunks(&mut out, |start, o| {
+            o.copy_from_slice(&src[start..start + o.len()])
+        });
+        return out;
     }
     let mut out = Vec::with_capacity(n);
     for_each_run(

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""accel against PyTorch on an NVIDIA GPU, the same workloads in one run.
+
+Both sides use the same method: warm-up iterations, then timed iterations each measured on the
+host from launch to a full synchronisation (torch.cuda.synchronize / accel's stream sync),
+median reported. Rounds are interleaved (torch, accel, torch, ...) and the table shows the
+median over rounds and accel / torch as a throughput ratio (above 1: accel is faster).
+
+    python3 bench/gpu_side_by_side.py [--accel target/release/accel] [--rounds 3] [--quick]
+
+Needs torch with CUDA in the Python that runs it. Workloads (issue 3's bars):
+  matmul N=8192 f32 (TF32 off), tf32, bf16, f16; add of 2^28 f32; 1 GiB copies host->device and
+  device->host (PyTorch from/to pinned memory; accel through its pinned staging); add of two
+  1x1 tensors, synchronised, 1000 times (launch-to-completion latency).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_ACCEL = os.path.join(HERE, "..", "target", "release", "accel")
+
+
+def sync_timed(torch, fn, warmup, iters):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+
+
+def torch_matmul(torch, n, dtype, warmup, iters):
+    tf32 = dtype == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    t = {"f32": torch.float32, "tf32": torch.float32, "f16": torch.float16,
+         "bf16": torch.bfloat16, "f64": torch.float64}[dtype]
+    a = torch.randn(n, n, device="cuda").to(t)
+    b = torch.randn(n, n, device="cuda").to(t)
+    r = sync_timed(torch, lambda: a @ b, warmup, iters)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return r
+
+
+def torch_add(torch, n, warmup, iters):
+    a = torch.ones(n, device="cuda")
+    b = torch.ones(n, device="cuda")
+    return sync_timed(torch, lambda: a + b, warmup, iters)
+
+
+def torch_copy(torch, nbytes, direction, warmup, iters):
+    n = nbytes // 4
+    if direction == "h2d":
+        host = torch.arange(n, dtype=torch.float32).pin_memory()
+        return sync_timed(torch, lambda: host.to("cuda", non_blocking=True), warmup, iters)
+    dev = torch.arange(n, dtype=torch.float32, device="cuda")
+    out = torch.empty(n, dtype=torch.float32).pin_memory()
+    return sync_timed(torch, lambda: out.copy_(dev, non_blocking=True), warmup, iters)
+
+
+def accel_json(accel, args):
+    out = subprocess.run([accel, "bench", *args, "--json"], check=True,
+                         capture_output=True, text=True).stdout
+    r = json.loads(out)["results"][0]
+    dev = (r.get("device_stats") or {}).get("median_s")
+    return r["stats"]["median_s"], dev
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--accel", default=DEFAULT_ACCEL)
+    p.add_argument("--device", default="cuda:0")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke test")
+    args = p.parse_args()
+
+    import torch
+    if not torch.cuda.is_available():
+        sys.exit("torch sees no CUDA GPU")
+    idx = int(args.device.split(":")[1])
+    print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), "
+          f"{torch.cuda.get_device_name(idx)}, rounds {args.rounds}", flush=True)
+    torch.cuda.set_device(idx)
+
+    n = 2048 if args.quick else 8192
+    add_n = 1 << (22 if args.quick else 28)
+    copy_bytes = (64 << 20) if args.quick else (1 << 30)
+    warmup, iters = 3, 20
+    dev = args.device
+    cases = []  # (label, work, unit, torch fn, accel args)
+    for dt in ["f32", "tf32", "bf16", "f16"]:
+        accel_dt = "f32" if dt == "tf32" else dt
+        extra = ["--tf32"] if dt == "tf32" else []
+        cases.append((f"matmul {dt} N={n}", 2.0 * n ** 3 / 1e12, "TFLOP/s",
+                      lambda dt=dt: torch_matmul(torch, n, dt, warmup, iters),
+                      ["matmul", "--device", dev, "--size", str(n), "--dtype", accel_dt,
+                       "--warmup", str(warmup), "--iters", str(iters), *extra]))
+    cases.append((f"add f32 n=2^{add_n.bit_length() - 1}", 3 * 4 * add_n / 1e9, "GB/s",
+                  lambda: torch_add(torch, add_n, warmup, iters),
+                  ["elementwise", "--op", "add", "--device", dev, "--size", str(add_n),
+                   "--warmup", str(warmup), "--iters", str(iters)]))
+    for d in ["h2d", "d2h"]:
+        cases.append((f"copy {d} {copy_bytes >> 20} MiB", copy_bytes / 1e9, "GB/s",
+                      lambda d=d: torch_copy(torch, copy_bytes, d, warmup, 10),
+                      ["copy", "--direction", d, "--device", dev, "--size", str(copy_bytes),
+                       "--warmup", str(warmup), "--iters", "10"]))
+    cases.append(("add 1x1 (latency)", None, "us",
+                  lambda: torch_add(torch, 1, 10, 1000),
+                  ["elementwise", "--op", "add", "--device", dev, "--size", "1",
+                   "--warmup", "10", "--iters", "1000"]))
+
+    results = {c[0]: {"torch": [], "accel": [], "accel_dev": []} for c in cases}
+    for r in range(args.rounds):
+        for label, _, _, tfn, aargs in cases:
+            results[label]["torch"].append(tfn())
+            torch.cuda.empty_cache()
+            wall, devt = accel_json(args.accel, aargs)
+            results[label]["accel"].append(wall)
+            if devt is not None:
+                results[label]["accel_dev"].append(devt)
+        print(f"  round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+
+    print()
+    print(f"{'workload':<26}{'torch':>16}{'accel':>16}{'accel/torch':>13}{'accel (events)':>18}")
+    for label, work, unit, _, _ in cases:
+        t = statistics.median(results[label]["torch"])
+        a = statistics.median(results[label]["accel"])
+        ev = results[label]["accel_dev"]
+        evs = f"{statistics.median(ev) * 1e6:15.1f} us" if ev else f"{'-':>18}"
+        if work is None:
+            # Latency: lower is better; the ratio is still "how many times faster accel is".
+            print(f"{label:<26}{t * 1e6:13.2f} us{a * 1e6:13.2f} us{t / a:13.2f}{evs}")
+        else:
+            print(f"{label:<26}{work / t:12.1f} {unit.split('/')[0]:<3}{work / a:12.1f} "
+                  f"{unit.split('/')[0]:<3}{t / a:13.2f}{evs}")
+    print(f"\nunits: matmul in TFLOP/s, add in GB/s (3 x 4 bytes per element), copies in GB/s; "
+          f"median over {args.rounds} interleaved rounds of the median of {iters} timed "
+          f"iterations (copies 10, latency 1000), each from launch to synchronisation")
+
+
+if __name__ == "__main__":
+    main()

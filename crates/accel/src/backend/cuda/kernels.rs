@@ -1,0 +1,539 @@
+//! accel's CUDA kernels: CUDA C generated here, one family per module, compiled at run time by
+//! NVRTC to a CUBIN for the device's own architecture (`sm_90` on an H200), so no PTX newer than
+//! the driver is ever handed to it. Compiled modules are cached in memory and on disk.
+//!
+//! The sources avoid every header (NVRTC ships none for half types in some versions): f16 is
+//! converted with PTX `cvt` instructions, bf16 with bit operations.
+//!
+//! Naming: `bin_add_f32` (strided, broadcasting), `binc_add_f32` (contiguous), `un_exp_f32`,
+//! `cast_f32_f16`, `red_sum_f32` / `redt_sum_f32` / `redp_sum_f32` + `redf_sum_f32`,
+//! `fill_f32`, `arange_f32`, `uniform_f32`, `normal_f32`, `imatmul_i32`.
+
+use std::fmt::Write;
+
+use crate::DType;
+
+/// Most dimensions a strided kernel handles after merging (`Ix` below).
+pub const MAX_RANK: usize = 8;
+
+/// Threads per block of every elementwise kernel.
+pub const BLOCK: u32 = 256;
+
+/// The kernel families; each is one NVRTC program and one loaded module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// Binary and unary elementwise ops.
+    Elementwise,
+    /// Dtype conversions and strided copies.
+    Cast,
+    /// Sum, mean and max.
+    Reduce,
+    /// Fill, arange and random numbers.
+    Fill,
+    /// Integer matmul (floats use cuBLAS).
+    Matmul,
+}
+
+impl Family {
+    /// Every family.
+    pub const ALL: [Family; 5] = [
+        Family::Elementwise,
+        Family::Cast,
+        Family::Reduce,
+        Family::Fill,
+        Family::Matmul,
+    ];
+
+    /// The family's name, used for its program and cache file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Elementwise => "elementwise",
+            Family::Cast => "cast",
+            Family::Reduce => "reduce",
+            Family::Fill => "fill",
+            Family::Matmul => "matmul",
+        }
+    }
+
+    /// The CUDA C source of this family.
+    pub fn source(self) -> String {
+        let mut s = String::from(PRELUDE);
+        match self {
+            Family::Elementwise => elementwise(&mut s),
+            Family::Cast => cast(&mut s),
+            Family::Reduce => reduce(&mut s),
+            Family::Fill => fill(&mut s),
+            Family::Matmul => imatmul(&mut s),
+        }
+        s
+    }
+}
+
+/// Short dtype names used in kernel names.
+pub fn tag(d: DType) -> &'static str {
+    match d {
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
+        DType::F32 => "f32",
+        DType::F64 => "f64",
+        DType::I32 => "i32",
+        DType::I64 => "i64",
+    }
+}
+
+const ALL: [DType; 6] = [
+    DType::F16,
+    DType::BF16,
+    DType::F32,
+    DType::F64,
+    DType::I32,
+    DType::I64,
+];
+const FLOATS: [DType; 4] = [DType::F16, DType::BF16, DType::F32, DType::F64];
+
+/// (storage type, compute type, load macro, store macro).
+fn ty(d: DType) -> (&'static str, &'static str, &'static str, &'static str) {
+    match d {
+        DType::F16 => ("unsigned short", "float", "h2f", "f2h"),
+        DType::BF16 => ("unsigned short", "float", "b2f", "f2b"),
+        DType::F32 => ("float", "float", "", ""),
+        DType::F64 => ("double", "double", "", ""),
+        DType::I32 => ("int", "int", "", ""),
+        DType::I64 => ("long long", "long long", "", ""),
+    }
+}
+
+const PRELUDE: &str = r#"
+#define MAXR 8
+struct Ix { long long n; int rank; int pad; long long dims[MAXR]; long long s0[MAXR]; long long s1[MAXR]; };
+__device__ __forceinline__ float h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ unsigned short f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ float b2f(unsigned short b) { return __uint_as_float(((unsigned int)b) << 16); }
+__device__ __forceinline__ unsigned short f2b(float f) {
+  unsigned int u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+__device__ __forceinline__ void offs(const Ix& p, long long i, long long& o0, long long& o1) {
+  o0 = 0; o1 = 0;
+  for (int d = p.rank - 1; d >= 0; --d) {
+    long long c = i % p.dims[d]; i /= p.dims[d];
+    o0 += c * p.s0[d]; o1 += c * p.s1[d];
+  }
+}
+#define GRID_LOOP(i, n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
+template <typename T> __device__ __forceinline__ T fmaxnan(T a, T b) { return (a != a || a > b) ? a : b; }
+"#;
+
+fn binop_expr(op: &str, float: bool) -> &'static str {
+    match (op, float) {
+        ("add", _) => "x + y",
+        ("sub", _) => "x - y",
+        ("mul", _) => "x * y",
+        ("div", true) => "x / y",
+        ("div", false) => "(y == 0 ? 0 : x / y)",
+        ("maximum", _) => "fmaxnan(x, y)",
+        _ => unreachable!("unknown binary op {op}"),
+    }
+}
+
+/// Binary ops, as named in kernel names.
+pub const BINARY_OPS: [&str; 5] = ["add", "sub", "mul", "div", "maximum"];
+
+fn elementwise(s: &mut String) {
+    for d in ALL {
+        let (t, a, ld, st) = ty(d);
+        let tg = tag(d);
+        for op in BINARY_OPS {
+            let e = binop_expr(op, d.is_float());
+            let _ = write!(
+                s,
+                r#"
+extern "C" __global__ void bin_{op}_{tg}(const {t}* __restrict__ a, const {t}* __restrict__ b, {t}* __restrict__ o, Ix p) {{
+  GRID_LOOP(i, p.n) {{ long long oa, ob; offs(p, i, oa, ob); {a} x = {ld}(a[oa]); {a} y = {ld}(b[ob]); o[i] = {st}({e}); }}
+}}
+extern "C" __global__ void binc_{op}_{tg}(const {t}* __restrict__ a, const {t}* __restrict__ b, {t}* __restrict__ o, long long n) {{
+  GRID_LOOP(i, n) {{ {a} x = {ld}(a[i]); {a} y = {ld}(b[i]); o[i] = {st}({e}); }}
+}}
+"#
+            );
+        }
+        let mut un = vec![("neg", "-x"), ("relu", "(x < 0 ? ({a})0 : x)")];
+        if d.is_float() {
+            un.push(("exp", "exp(x)"));
+        }
+        for (op, e) in un {
+            let e = e.replace("{a}", a);
+            let _ = write!(
+                s,
+                r#"
+extern "C" __global__ void un_{op}_{tg}(const {t}* __restrict__ a, {t}* __restrict__ o, Ix p) {{
+  GRID_LOOP(i, p.n) {{ long long oa, ob; offs(p, i, oa, ob); {a} x = {ld}(a[oa]); o[i] = {st}({e}); }}
+}}
+"#
+            );
+        }
+    }
+    // The bandwidth-bound case worth vectorising: contiguous f32 with 16-byte aligned
+    // pointers and a length divisible by 4.
+    for op in ["add", "sub", "mul", "div", "maximum"] {
+        let e = binop_expr(op, true);
+        let _ = write!(
+            s,
+            r#"
+extern "C" __global__ void binc4_{op}_f32(const float4* __restrict__ a, const float4* __restrict__ b, float4* __restrict__ o, long long n4) {{
+  GRID_LOOP(i, n4) {{
+    float4 u = a[i], v = b[i], r; float x, y;
+    x = u.x; y = v.x; r.x = {e}; x = u.y; y = v.y; r.y = {e};
+    x = u.z; y = v.z; r.z = {e}; x = u.w; y = v.w; r.w = {e};
+    o[i] = r;
+  }}
+}}
+"#
+        );
+    }
+}
+
+fn cast(s: &mut String) {
+    for src in ALL {
+        for dst in ALL {
+            let (ts, as_, lds, _) = ty(src);
+            let (td, ad, _, std_) = ty(dst);
+            let conv = if src == dst {
+                // A copy: move the bits, convert nothing.
+                "a[oa]".to_string()
+            } else {
+                let mid = if !src.is_float() && !dst.is_float() {
+                    "long long"
+                } else {
+                    "double"
+                };
+                format!("{std_}(({ad})({mid})(({as_}){lds}(a[oa])))")
+            };
+            let _ = write!(
+                s,
+                r#"
+extern "C" __global__ void cast_{}_{}(const {ts}* __restrict__ a, {td}* __restrict__ o, Ix p) {{
+  GRID_LOOP(i, p.n) {{ long long oa, ob; offs(p, i, oa, ob); o[i] = {conv}; }}
+}}
+"#,
+                tag(src),
+                tag(dst)
+            );
+        }
+    }
+}
+
+/// The dtype a reduction writes: integer sums widen to i64, as in PyTorch.
+pub fn reduce_out(op: &str, d: DType) -> DType {
+    if op != "max" && !d.is_float() {
+        DType::I64
+    } else {
+        d
+    }
+}
+
+/// Reduction kernels (mean is sum with a flag).
+pub const REDUCE_OPS: [&str; 2] = ["sum", "max"];
+
+fn reduce(s: &mut String) {
+    for d in ALL {
+        let (t, a, ld, _) = ty(d);
+        let tg = tag(d);
+        for op in REDUCE_OPS {
+            let od = reduce_out(op, d);
+            let (to, _, _, sto) = ty(od);
+            // Accumulate integer sums in 64 bits.
+            let acc = if op == "sum" && !d.is_float() {
+                "long long"
+            } else {
+                a
+            };
+            let (init, comb) = match op {
+                "sum" => ("0", "(u + v)"),
+                _ => (
+                    match d {
+                        DType::I32 => "(-2147483647 - 1)",
+                        DType::I64 => "(-9223372036854775807LL - 1)",
+                        _ => "(-1.0 / 0.0)",
+                    },
+                    "fmaxnan(u, v)",
+                ),
+            };
+            let _ = write!(
+                s,
+                r#"
+#define COMB(u, v) {comb}
+// One block per output: threads stride over the reduced dimension, then a tree in shared memory.
+extern "C" __global__ void red_{op}_{tg}(const {t}* __restrict__ x, {to}* __restrict__ o, long long outer, long long r, long long inner, int mean) {{
+  __shared__ {acc} sh[{BLOCK}];
+  long long nout = outer * inner;
+  for (long long q = blockIdx.x; q < nout; q += gridDim.x) {{
+    long long a0 = q / inner, c = q - a0 * inner;
+    const {t}* base = x + a0 * r * inner + c;
+    {acc} u = ({acc}){init};
+    for (long long j = threadIdx.x; j < r; j += blockDim.x) {{ {acc} v = ({acc}){ld}(base[j * inner]); u = COMB(u, v); }}
+    sh[threadIdx.x] = u; __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {{
+      if (threadIdx.x < w) {{ {acc} v = sh[threadIdx.x + w]; u = sh[threadIdx.x]; sh[threadIdx.x] = COMB(u, v); }}
+      __syncthreads();
+    }}
+    if (threadIdx.x == 0) {{ {acc} v = sh[0]; if (mean) v = v / ({acc})r; o[q] = {sto}(v); }}
+    __syncthreads();
+  }}
+}}
+// One thread per output, for short reduced dimensions.
+extern "C" __global__ void redt_{op}_{tg}(const {t}* __restrict__ x, {to}* __restrict__ o, long long outer, long long r, long long inner, int mean) {{
+  GRID_LOOP(q, outer * inner) {{
+    long long a0 = q / inner, c = q - a0 * inner;
+    const {t}* base = x + a0 * r * inner + c;
+    {acc} u = ({acc}){init};
+    for (long long j = 0; j < r; ++j) {{ {acc} v = ({acc}){ld}(base[j * inner]); u = COMB(u, v); }}
+    if (mean) u = u / ({acc})r;
+    o[q] = {sto}(u);
+  }}
+}}
+// Long reductions into few outputs: blockIdx.y splits the reduced dimension into parts,
+// each writing a partial result; redf combines the parts.
+extern "C" __global__ void redp_{op}_{tg}(const {t}* __restrict__ x, {acc}* __restrict__ part, long long outer, long long r, long long inner, long long chunk) {{
+  __shared__ {acc} sh[{BLOCK}];
+  long long nout = outer * inner;
+  long long j0 = (long long)blockIdx.y * chunk, j1 = min(r, j0 + chunk);
+  for (long long q = blockIdx.x; q < nout; q += gridDim.x) {{
+    long long a0 = q / inner, c = q - a0 * inner;
+    const {t}* base = x + a0 * r * inner + c;
+    {acc} u = ({acc}){init};
+    for (long long j = j0 + threadIdx.x; j < j1; j += blockDim.x) {{ {acc} v = ({acc}){ld}(base[j * inner]); u = COMB(u, v); }}
+    sh[threadIdx.x] = u; __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {{
+      if (threadIdx.x < w) {{ {acc} v = sh[threadIdx.x + w]; u = sh[threadIdx.x]; sh[threadIdx.x] = COMB(u, v); }}
+      __syncthreads();
+    }}
+    if (threadIdx.x == 0) part[q * gridDim.y + blockIdx.y] = sh[0];
+    __syncthreads();
+  }}
+}}
+extern "C" __global__ void redf_{op}_{tg}(const {acc}* __restrict__ part, {to}* __restrict__ o, long long nout, long long parts, long long r, int mean) {{
+  GRID_LOOP(q, nout) {{
+    {acc} u = ({acc}){init};
+    for (long long j = 0; j < parts; ++j) {{ {acc} v = part[q * parts + j]; u = COMB(u, v); }}
+    if (mean) u = u / ({acc})r;
+    o[q] = {sto}(u);
+  }}
+}}
+#undef COMB
+"#
+            );
+        }
+    }
+}
+
+fn fill(s: &mut String) {
+    let _ = write!(
+        s,
+        r#"
+// A counter-based generator (SplitMix64 of seed and index): the same seed gives the same
+// numbers whatever the launch shape.
+__device__ __forceinline__ unsigned long long mix64(unsigned long long z) {{
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}}
+__device__ __forceinline__ double unit(unsigned long long seed, unsigned long long i) {{
+  return (double)(mix64(seed ^ mix64(i)) >> 11) * (1.0 / 9007199254740992.0);
+}}
+"#
+    );
+    for d in ALL {
+        let (t, _, _, st) = ty(d);
+        let (_, a, _, _) = ty(d);
+        let tg = tag(d);
+        let _ = write!(
+            s,
+            r#"
+extern "C" __global__ void fill_{tg}({t}* __restrict__ o, long long n, double v) {{
+  {t} w = {st}(({a})v);
+  GRID_LOOP(i, n) o[i] = w;
+}}
+extern "C" __global__ void arange_{tg}({t}* __restrict__ o, long long n, double start, double step) {{
+  GRID_LOOP(i, n) o[i] = {st}(({a})(start + (double)i * step));
+}}
+"#
+        );
+    }
+    for d in FLOATS {
+        let (t, a, _, st) = ty(d);
+        let tg = tag(d);
+        let _ = write!(
+            s,
+            r#"
+extern "C" __global__ void uniform_{tg}({t}* __restrict__ o, long long n, unsigned long long seed, double lo, double hi) {{
+  GRID_LOOP(i, n) o[i] = {st}(({a})(lo + (hi - lo) * unit(seed, (unsigned long long)i)));
+}}
+extern "C" __global__ void normal_{tg}({t}* __restrict__ o, long long n, unsigned long long seed, double mean, double std) {{
+  // Box-Muller on two numbers of the stream; 1 - u keeps the logarithm finite.
+  GRID_LOOP(i, n) {{
+    double u1 = 1.0 - unit(seed, 2ULL * i), u2 = unit(seed, 2ULL * i + 1);
+    double z = sqrt(-2.0 * log(u1)) * cospi(2.0 * u2);
+    o[i] = {st}(({a})(mean + std * z));
+  }}
+}}
+"#
+        );
+    }
+}
+
+fn imatmul(s: &mut String) {
+    // Integer matmul (cuBLAS has none that matches PyTorch's wrapping semantics): 16x16 tiles
+    // through shared memory; blockIdx.z is the batch. Strides in elements.
+    for d in [DType::I32, DType::I64] {
+        let (t, _, _, _) = ty(d);
+        let tg = tag(d);
+        let _ = write!(
+            s,
+            r#"
+extern "C" __global__ void imatmul_{tg}(const {t}* __restrict__ a, const {t}* __restrict__ b, {t}* __restrict__ c,
+    long long m, long long n, long long k,
+    long long sab, long long sar, long long sac, long long sbb, long long sbr, long long sbc) {{
+  __shared__ {t} ta[16][17];
+  __shared__ {t} tb[16][17];
+  long long z = blockIdx.z;
+  const {t}* A = a + z * sab; const {t}* B = b + z * sbb; {t}* C = c + z * m * n;
+  long long row = (long long)blockIdx.y * 16 + threadIdx.y, col = (long long)blockIdx.x * 16 + threadIdx.x;
+  {t} acc = 0;
+  for (long long k0 = 0; k0 < k; k0 += 16) {{
+    long long ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
+    ta[threadIdx.y][threadIdx.x] = (row < m && ka < k) ? A[row * sar + ka * sac] : ({t})0;
+    tb[threadIdx.y][threadIdx.x] = (kb < k && col < n) ? B[kb * sbr + col * sbc] : ({t})0;
+    __syncthreads();
+    #pragma unroll
+    for (int q = 0; q < 16; ++q) acc += ta[threadIdx.y][q] * tb[q][threadIdx.x];
+    __syncthreads();
+  }}
+  if (row < m && col < n) C[row * n + col] = acc;
+}}
+"#
+        );
+    }
+}
+
+/// Compiles CUDA C to a CUBIN for `arch` (`sm_90`) with NVRTC. NVRTC needs no GPU.
+#[cfg(feature = "cuda")]
+pub fn compile(src: &str, name: &str, arch: &str) -> Result<Vec<u8>, String> {
+    use cudarc::nvrtc::{result, sys};
+    use std::ffi::{CStr, CString};
+
+    let nvrtc = super::libs::library("nvrtc").filter(|l| l.is_loaded());
+    let Some(lib) = nvrtc else {
+        let why = super::libs::library("nvrtc")
+            .and_then(|l| l.problem.clone())
+            .unwrap_or_default();
+        return Err(format!("NVRTC is not available: {why}"));
+    };
+    let _ = lib;
+    let csrc = CString::new(src).map_err(|_| "kernel source holds a NUL byte".to_string())?;
+    let cname = CString::new(format!("{name}.cu")).map_err(|e| e.to_string())?;
+    let prog = result::create_program(&csrc, Some(&cname)).map_err(|e| format!("{e:?}"))?;
+    let opts = [
+        format!("--gpu-architecture={arch}"),
+        "--std=c++17".to_string(),
+        "--fmad=true".to_string(),
+    ];
+    // SAFETY: prog comes from create_program and is destroyed once below.
+    let compiled = unsafe { result::compile_program(prog, &opts) };
+    let out = match compiled {
+        Ok(()) => unsafe {
+            let mut size = 0usize;
+            let r = sys::nvrtcGetCUBINSize(prog, &mut size);
+            if r != sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+                Err(format!(
+                    "nvrtcGetCUBINSize failed ({r:?}); is {arch} a real architecture?"
+                ))
+            } else {
+                let mut buf = vec![0u8; size];
+                let r = sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut std::ffi::c_char);
+                if r == sys::nvrtcResult::NVRTC_SUCCESS {
+                    Ok(buf)
+                } else {
+                    Err(format!("nvrtcGetCUBIN failed ({r:?})"))
+                }
+            }
+        },
+        Err(e) => {
+            let log = unsafe { result::get_program_log(prog) }
+                .map(|l| {
+                    unsafe { CStr::from_ptr(l.as_ptr()) }
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .unwrap_or_default();
+            Err(format!(
+                "NVRTC could not compile the {name} kernels for {arch} ({e:?}): {}",
+                log.lines().take(20).collect::<Vec<_>>().join("\n")
+            ))
+        }
+    };
+    unsafe {
+        let _ = result::destroy_program(prog);
+    }
+    out
+}
+
+/// A stable 64-bit hash (FNV-1a) for the on-disk cache key.
+pub fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for p in parts {
+        for &b in *p {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+/// Where compiled modules are kept between runs: `$ACCEL_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/accel`, else `~/.cache/accel`.
+pub fn cache_dir() -> Option<std::path::PathBuf> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    var("ACCEL_CACHE_DIR")
+        .map(Into::into)
+        .or_else(|| var("XDG_CACHE_HOME").map(|p| std::path::PathBuf::from(p).join("accel")))
+        .or_else(|| var("HOME").map(|p| std::path::PathBuf::from(p).join(".cache/accel")))
+}
+
+/// A CUBIN for `family` and `arch`, from the disk cache or compiled now.
+#[cfg(feature = "cuda")]
+pub fn cubin(family: Family, arch: &str) -> Result<Vec<u8>, String> {
+    let src = family.source();
+    let nvrtc_version = super::libs::library("nvrtc")
+        .and_then(|l| l.version.clone())
+        .unwrap_or_default();
+    let key = fnv1a(&[src.as_bytes(), arch.as_bytes(), nvrtc_version.as_bytes()]);
+    let path = cache_dir().map(|d| {
+        d.join("cuda")
+            .join(format!("{}-{arch}-{key:016x}.cubin", family.name()))
+    });
+    if let Some(p) = &path {
+        if let Ok(bytes) = std::fs::read(p) {
+            if bytes.starts_with(b"\x7fELF") {
+                return Ok(bytes);
+            }
+        }
+    }
+    let bytes = compile(&src, family.name(), arch)?;
+    if let Some(p) = &path {
+        // A failed write only costs a recompilation next time.
+        if let Some(dir) = p.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, &bytes).is_ok() {
+            let _ = std::fs::rename(&tmp, p);
+        }
+    }
+    Ok(bytes)
+}

@@ -1,0 +1,611 @@
+//! Tensor data in GPU memory and every op on it: elementwise, casts, reductions, fills and
+//! random numbers run accel's NVRTC kernels; float matmul runs cuBLAS.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUdeviceptr;
+
+use super::gpu::Gpu;
+use super::kernels::{self, tag, Family, BLOCK, MAX_RANK};
+use crate::backend::cpu::CpuStorage;
+use crate::backend::{BinaryOp, ReduceOp, UnaryOp};
+use crate::shape::Layout;
+use crate::{DType, Error, Result, Shape};
+
+/// TF32 for f32 matmul (`torch.backends.cuda.matmul.allow_tf32`); off by default, as in
+/// PyTorch, because it rounds inputs to 10 mantissa bits.
+static ALLOW_TF32: AtomicBool = AtomicBool::new(false);
+
+pub(crate) fn set_allow_tf32(on: bool) {
+    ALLOW_TF32.store(on, Ordering::Relaxed);
+}
+
+pub(crate) fn allow_tf32() -> bool {
+    ALLOW_TF32.load(Ordering::Relaxed)
+}
+
+/// A buffer of `len` elements of `dtype` on one GPU, freed (stream-ordered) on drop.
+pub(crate) struct CudaStorage {
+    pub gpu: Arc<Gpu>,
+    pub ptr: CUdeviceptr,
+    pub len: usize,
+    pub dtype: DType,
+}
+
+impl std::fmt::Debug for CudaStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CudaStorage(cuda:{}, {} x {})",
+            self.gpu.ordinal, self.len, self.dtype
+        )
+    }
+}
+
+impl Drop for CudaStorage {
+    fn drop(&mut self) {
+        self.gpu.free(self.ptr);
+    }
+}
+
+/// The kernels' `Ix` argument: a strided walk over up to 8 dimensions for one or two operands.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct Ix {
+    n: i64,
+    rank: i32,
+    pad: i32,
+    dims: [i64; MAX_RANK],
+    s0: [i64; MAX_RANK],
+    s1: [i64; MAX_RANK],
+}
+
+/// Merges dimensions that are contiguous in every operand, so most views need few dimensions.
+fn merged(dims: &[usize], strides: [&[usize]; 2]) -> Result<Ix> {
+    let mut d: Vec<usize> = Vec::new();
+    let mut s: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
+    for i in 0..dims.len() {
+        if dims[i] == 1 {
+            continue;
+        }
+        let can_merge =
+            !d.is_empty() && (0..2).all(|k| s[k][s[k].len() - 1] == strides[k][i] * dims[i]);
+        if can_merge {
+            let last = d.len() - 1;
+            d[last] *= dims[i];
+            for k in 0..2 {
+                let l = s[k].len() - 1;
+                s[k][l] = strides[k][i];
+            }
+        } else {
+            d.push(dims[i]);
+            for k in 0..2 {
+                s[k].push(strides[k][i]);
+            }
+        }
+    }
+    if d.len() > MAX_RANK {
+        return Err(Error::invalid(
+            "cuda kernel",
+            format!(
+                "this view needs {} dimensions after merging; the CUDA kernels take at most {MAX_RANK} (call .contiguous() first)",
+                d.len()
+            ),
+        ));
+    }
+    let mut ix = Ix {
+        n: dims.iter().product::<usize>() as i64,
+        rank: d.len() as i32,
+        pad: 0,
+        dims: [1; MAX_RANK],
+        s0: [0; MAX_RANK],
+        s1: [0; MAX_RANK],
+    };
+    for i in 0..d.len() {
+        ix.dims[i] = d[i] as i64;
+        ix.s0[i] = s[0][i] as i64;
+        ix.s1[i] = s[1][i] as i64;
+    }
+    Ok(ix)
+}
+
+fn arg<T>(v: &T) -> *mut c_void {
+    v as *const T as *mut c_void
+}
+
+impl CudaStorage {
+    /// Uninitialised memory for `len` elements.
+    pub fn alloc(gpu: &Arc<Gpu>, dtype: DType, len: usize) -> Result<CudaStorage> {
+        let ptr = gpu.alloc(len * dtype.size_in_bytes())?;
+        Ok(CudaStorage {
+            gpu: gpu.clone(),
+            ptr,
+            len,
+            dtype,
+        })
+    }
+
+    fn at(&self, offset: usize) -> CUdeviceptr {
+        self.ptr + (offset * self.dtype.size_in_bytes()) as u64
+    }
+
+    pub fn from_cpu(gpu: &Arc<Gpu>, data: &CpuStorage) -> Result<CudaStorage> {
+        let out = CudaStorage::alloc(gpu, data.dtype(), data.len())?;
+        gpu.htod(out.ptr, data.as_bytes())?;
+        Ok(out)
+    }
+
+    /// A host copy of the view `l` (waits for the GPU).
+    pub fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
+        let (_copy, src) = self.dense(l)?;
+        let n = l.shape.elem_count();
+        let mut host = CpuStorage::full(self.dtype, n, 0.0);
+        self.gpu.dtoh(host.as_bytes_mut(), src)?;
+        Ok(host)
+    }
+
+    /// The view's elements as one dense run: its address, and the copy holding it when the
+    /// view was strided (keep it alive while the address is used).
+    fn dense(&self, l: &Layout) -> Result<(Option<CudaStorage>, CUdeviceptr)> {
+        if l.is_contiguous() {
+            Ok((None, self.at(l.offset)))
+        } else {
+            let c = self.copy_strided(l)?;
+            let p = c.ptr;
+            Ok((Some(c), p))
+        }
+    }
+
+    /// A contiguous copy of the view `l`, on the same GPU.
+    pub fn copy_strided(&self, l: &Layout) -> Result<CudaStorage> {
+        self.cast(l, self.dtype)
+    }
+
+    /// A contiguous copy of the view `l` on another GPU.
+    pub fn to_gpu(&self, l: &Layout, dst: &Arc<Gpu>) -> Result<CudaStorage> {
+        let (_copy, src) = self.dense(l)?;
+        let n = l.shape.elem_count();
+        let out = CudaStorage::alloc(dst, self.dtype, n)?;
+        dst.dtod(out.ptr, &self.gpu, src, n * self.dtype.size_in_bytes())?;
+        Ok(out)
+    }
+
+    /// The view `l` converted to `dtype`, contiguous.
+    pub fn cast(&self, l: &Layout, dtype: DType) -> Result<CudaStorage> {
+        let n = l.shape.elem_count();
+        let out = CudaStorage::alloc(&self.gpu, dtype, n)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let ix = merged(l.shape.dims(), [&l.strides, &l.strides])?;
+        let a = self.at(l.offset);
+        let name = format!("cast_{}_{}", tag(self.dtype), tag(dtype));
+        self.gpu.launch(
+            Family::Cast,
+            &name,
+            (self.gpu.grid_for(n), 1, 1),
+            (BLOCK, 1, 1),
+            &mut [arg(&a), arg(&out.ptr), arg(&ix)],
+        )?;
+        Ok(out)
+    }
+
+    pub fn binary(
+        &self,
+        op: BinaryOp,
+        ll: &Layout,
+        rhs: &CudaStorage,
+        rl: &Layout,
+        out: &Shape,
+    ) -> Result<CudaStorage> {
+        let n = out.elem_count();
+        let o = CudaStorage::alloc(&self.gpu, self.dtype, n)?;
+        if n == 0 {
+            return Ok(o);
+        }
+        let (a, b) = (self.at(ll.offset), rhs.at(rl.offset));
+        let opn = op.name();
+        let tg = tag(self.dtype);
+        let same = ll.shape == *out && rl.shape == *out;
+        if same && ll.is_contiguous() && rl.is_contiguous() {
+            let aligned = [a, b, o.ptr].iter().all(|p| p % 16 == 0);
+            if self.dtype == DType::F32 && n % 4 == 0 && aligned {
+                let n4 = (n / 4) as i64;
+                return self
+                    .gpu
+                    .launch(
+                        Family::Elementwise,
+                        &format!("binc4_{opn}_f32"),
+                        (self.gpu.grid_for(n / 4), 1, 1),
+                        (BLOCK, 1, 1),
+                        &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&n4)],
+                    )
+                    .map(|_| o);
+            }
+            let nn = n as i64;
+            self.gpu.launch(
+                Family::Elementwise,
+                &format!("binc_{opn}_{tg}"),
+                (self.gpu.grid_for(n), 1, 1),
+                (BLOCK, 1, 1),
+                &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&nn)],
+            )?;
+            return Ok(o);
+        }
+        let sa = ll.broadcast_strides(out);
+        let sb = rl.broadcast_strides(out);
+        let ix = merged(out.dims(), [&sa, &sb])?;
+        self.gpu.launch(
+            Family::Elementwise,
+            &format!("bin_{opn}_{tg}"),
+            (self.gpu.grid_for(n), 1, 1),
+            (BLOCK, 1, 1),
+            &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&ix)],
+        )?;
+        Ok(o)
+    }
+
+    pub fn unary(&self, op: UnaryOp, l: &Layout) -> Result<CudaStorage> {
+        let n = l.shape.elem_count();
+        let o = CudaStorage::alloc(&self.gpu, self.dtype, n)?;
+        if n == 0 {
+            return Ok(o);
+        }
+        let name = match op {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Relu => "relu",
+            UnaryOp::Exp => "exp",
+        };
+        let ix = merged(l.shape.dims(), [&l.strides, &l.strides])?;
+        let a = self.at(l.offset);
+        self.gpu.launch(
+            Family::Elementwise,
+            &format!("un_{name}_{}", tag(self.dtype)),
+            (self.gpu.grid_for(n), 1, 1),
+            (BLOCK, 1, 1),
+            &mut [arg(&a), arg(&o.ptr), arg(&ix)],
+        )?;
+        Ok(o)
+    }
+
+    pub fn reduce(&self, op: ReduceOp, l: &Layout, dim: Option<usize>) -> Result<CudaStorage> {
+        let (_copy, src) = self.dense(l)?;
+        let dims = l.shape.dims();
+        let (outer, r, inner) = match dim {
+            None => (1, l.shape.elem_count(), 1),
+            Some(d) => (
+                dims[..d].iter().product::<usize>(),
+                dims[d],
+                dims[d + 1..].iter().product::<usize>(),
+            ),
+        };
+        let opn = match op {
+            ReduceOp::Sum | ReduceOp::Mean => "sum",
+            ReduceOp::Max => "max",
+        };
+        let mean = i32::from(op == ReduceOp::Mean);
+        let out_dtype = kernels::reduce_out(opn, self.dtype);
+        let nout = outer * inner;
+        let o = CudaStorage::alloc(&self.gpu, out_dtype, nout)?;
+        if nout == 0 {
+            return Ok(o);
+        }
+        let x = src;
+        let tg = tag(self.dtype);
+        let (outer_, r_, inner_) = (outer as i64, r as i64, inner as i64);
+        let sms = self.gpu.sm_count as usize;
+        if r <= 64 || nout >= 2 * sms || r < 1 << 16 {
+            // Short rows: a thread per output; else a block per output.
+            let (kernel, grid) = if r <= 64 {
+                ("redt", self.gpu.grid_for(nout))
+            } else {
+                ("red", nout.min(65535 * 16) as u32)
+            };
+            self.gpu.launch(
+                Family::Reduce,
+                &format!("{kernel}_{opn}_{tg}"),
+                (grid, 1, 1),
+                (BLOCK, 1, 1),
+                &mut [
+                    arg(&x),
+                    arg(&o.ptr),
+                    arg(&outer_),
+                    arg(&r_),
+                    arg(&inner_),
+                    arg(&mean),
+                ],
+            )?;
+        } else {
+            // Few outputs, long rows: split each row into parts over the whole GPU.
+            let parts = (4 * sms).div_ceil(nout).clamp(1, 65535);
+            let chunk = r.div_ceil(parts) as i64;
+            let acc_dtype = match (opn, self.dtype) {
+                ("sum", DType::I32 | DType::I64) => DType::I64,
+                (_, DType::F16 | DType::BF16) => DType::F32,
+                (_, d) => d,
+            };
+            let part = CudaStorage::alloc(&self.gpu, acc_dtype, nout * parts)?;
+            self.gpu.launch(
+                Family::Reduce,
+                &format!("redp_{opn}_{tg}"),
+                (nout as u32, parts as u32, 1),
+                (BLOCK, 1, 1),
+                &mut [
+                    arg(&x),
+                    arg(&part.ptr),
+                    arg(&outer_),
+                    arg(&r_),
+                    arg(&inner_),
+                    arg(&chunk),
+                ],
+            )?;
+            let (nout_, parts_) = (nout as i64, parts as i64);
+            self.gpu.launch(
+                Family::Reduce,
+                &format!("redf_{opn}_{tg}"),
+                (self.gpu.grid_for(nout), 1, 1),
+                (BLOCK, 1, 1),
+                &mut [
+                    arg(&part.ptr),
+                    arg(&o.ptr),
+                    arg(&nout_),
+                    arg(&parts_),
+                    arg(&r_),
+                    arg(&mean),
+                ],
+            )?;
+        }
+        Ok(o)
+    }
+
+    /// `value` in every element.
+    pub fn full(gpu: &Arc<Gpu>, dtype: DType, n: usize, value: f64) -> Result<CudaStorage> {
+        let o = CudaStorage::alloc(gpu, dtype, n)?;
+        if n > 0 {
+            let nn = n as i64;
+            gpu.launch(
+                Family::Fill,
+                &format!("fill_{}", tag(dtype)),
+                (gpu.grid_for(n), 1, 1),
+                (BLOCK, 1, 1),
+                &mut [arg(&o.ptr), arg(&nn), arg(&value)],
+            )?;
+        }
+        Ok(o)
+    }
+
+    /// `start + i * step`.
+    pub fn arange(
+        gpu: &Arc<Gpu>,
+        dtype: DType,
+        start: f64,
+        step: f64,
+        n: usize,
+    ) -> Result<CudaStorage> {
+        let o = CudaStorage::alloc(gpu, dtype, n)?;
+        if n > 0 {
+            let nn = n as i64;
+            gpu.launch(
+                Family::Fill,
+                &format!("arange_{}", tag(dtype)),
+                (gpu.grid_for(n), 1, 1),
+                (BLOCK, 1, 1),
+                &mut [arg(&o.ptr), arg(&nn), arg(&start), arg(&step)],
+            )?;
+        }
+        Ok(o)
+    }
+
+    /// Uniform in [a, b) (`normal == false`) or normal with mean a and deviation b, from a
+    /// counter-based generator keyed by `seed`.
+    pub fn random(
+        gpu: &Arc<Gpu>,
+        dtype: DType,
+        n: usize,
+        seed: u64,
+        normal: bool,
+        a: f64,
+        b: f64,
+    ) -> Result<CudaStorage> {
+        let o = CudaStorage::alloc(gpu, dtype, n)?;
+        if n > 0 {
+            let nn = n as i64;
+            let kind = if normal { "normal" } else { "uniform" };
+            gpu.launch(
+                Family::Fill,
+                &format!("{kind}_{}", tag(dtype)),
+                (gpu.grid_for(n), 1, 1),
+                (BLOCK, 1, 1),
+                &mut [arg(&o.ptr), arg(&nn), arg(&seed), arg(&a), arg(&b)],
+            )?;
+        }
+        Ok(o)
+    }
+
+    /// Batched matmul; `a` and `b` are (batch stride, row stride, column stride, offset).
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul(
+        &self,
+        rhs: &CudaStorage,
+        bsz: usize,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: (usize, usize, usize, usize),
+        b: (usize, usize, usize, usize),
+    ) -> Result<CudaStorage> {
+        let out = CudaStorage::alloc(&self.gpu, self.dtype, bsz * m * n)?;
+        if bsz * m * n == 0 {
+            return Ok(out);
+        }
+        if k == 0 {
+            return CudaStorage::full(&self.gpu, self.dtype, bsz * m * n, 0.0);
+        }
+        match self.dtype {
+            DType::I32 | DType::I64 => {
+                let p = [
+                    m as i64, n as i64, k as i64, a.0 as i64, a.1 as i64, a.2 as i64, b.0 as i64,
+                    b.1 as i64, b.2 as i64,
+                ];
+                let (pa, pb) = (self.at(a.3), rhs.at(b.3));
+                if bsz > 65535 {
+                    return Err(Error::invalid(
+                        "matmul",
+                        format!("a batch of {bsz} is more than the 65535 the CUDA integer matmul handles"),
+                    ));
+                }
+                let mut args = vec![arg(&pa), arg(&pb), arg(&out.ptr)];
+                args.extend(p.iter().map(arg));
+                self.gpu.launch(
+                    Family::Matmul,
+                    &format!("imatmul_{}", tag(self.dtype)),
+                    (n.div_ceil(16) as u32, m.div_ceil(16) as u32, bsz as u32),
+                    (16, 16, 1),
+                    &mut args,
+                )?;
+                Ok(out)
+            }
+            _ => self.gemm(rhs, bsz, m, n, k, a, b, out),
+        }
+    }
+
+    /// Float matmul through cuBLAS. cuBLAS is column-major: a row-major C = A B is the
+    /// column-major Cᵀ = Bᵀ Aᵀ, so we pass B first. Each operand must have unit stride along
+    /// rows or columns; other views are made contiguous first.
+    #[allow(clippy::too_many_arguments)]
+    fn gemm(
+        &self,
+        rhs: &CudaStorage,
+        bsz: usize,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: (usize, usize, usize, usize),
+        b: (usize, usize, usize, usize),
+        out: CudaStorage,
+    ) -> Result<CudaStorage> {
+        use cudarc::cublas::sys as cb;
+
+        // (pointer, op, leading dimension, batch stride) of one operand seen column-major,
+        // rows x cols being its row-major shape.
+        let plan = |s: &CudaStorage,
+                    st: (usize, usize, usize, usize),
+                    rows: usize,
+                    cols: usize|
+         -> Result<(
+            Option<CudaStorage>,
+            CUdeviceptr,
+            cb::cublasOperation_t,
+            i32,
+            i64,
+        )> {
+            let (bs, rs, cs, off) = st;
+            if cs == 1 && rs >= cols.max(1) {
+                return Ok((
+                    None,
+                    s.at(off),
+                    cb::cublasOperation_t::CUBLAS_OP_N,
+                    rs as i32,
+                    bs as i64,
+                ));
+            }
+            if rs == 1 && cs >= rows.max(1) {
+                return Ok((
+                    None,
+                    s.at(off),
+                    cb::cublasOperation_t::CUBLAS_OP_T,
+                    cs as i32,
+                    bs as i64,
+                ));
+            }
+            // Copy to a contiguous batch.
+            let batch = if bs == 0 { 1 } else { bsz };
+            let shape = Shape::from((batch, rows, cols));
+            let l = Layout {
+                shape,
+                strides: vec![bs, rs, cs],
+                offset: off,
+            };
+            let c = s.copy_strided(&l)?;
+            let p = c.ptr;
+            let bstride = if bs == 0 { 0 } else { (rows * cols) as i64 };
+            Ok((
+                Some(c),
+                p,
+                cb::cublasOperation_t::CUBLAS_OP_N,
+                cols.max(1) as i32,
+                bstride,
+            ))
+        };
+        let (_keep_a, pa, opa, lda, sa) = plan(self, a, m, k)?;
+        let (_keep_b, pb, opb, ldb, sb) = plan(rhs, b, k, n)?;
+        let dims_ok = [m, n, k, bsz].iter().all(|&x| x <= i32::MAX as usize);
+        if !dims_ok {
+            return Err(Error::invalid("matmul", "cuBLAS takes sizes below 2^31"));
+        }
+        let (dt, compute) = match self.dtype {
+            DType::F32 => (
+                cb::cudaDataType::CUDA_R_32F,
+                if allow_tf32() {
+                    cb::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32
+                } else {
+                    cb::cublasComputeType_t::CUBLAS_COMPUTE_32F
+                },
+            ),
+            DType::F64 => (
+                cb::cudaDataType::CUDA_R_64F,
+                cb::cublasComputeType_t::CUBLAS_COMPUTE_64F,
+            ),
+            DType::F16 => (
+                cb::cudaDataType::CUDA_R_16F,
+                cb::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            ),
+            DType::BF16 => (
+                cb::cudaDataType::CUDA_R_16BF,
+                cb::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            ),
+            d => return Err(Error::unsupported("matmul", d, "no cuBLAS path")),
+        };
+        let (one64, zero64) = (1f64, 0f64);
+        let (one32, zero32) = (1f32, 0f32);
+        let (alpha, beta) = if self.dtype == DType::F64 {
+            (arg(&one64), arg(&zero64))
+        } else {
+            (arg(&one32), arg(&zero32))
+        };
+        let h = self.gpu.blas()?;
+        self.gpu.bind()?;
+        // SAFETY: pointers address live allocations large enough for these strides.
+        let r = unsafe {
+            cudarc::cublas::result::gemm_strided_batched_ex(
+                h,
+                opb,
+                opa,
+                n as i32,
+                m as i32,
+                k as i32,
+                alpha,
+                pb as *const c_void,
+                dt,
+                ldb,
+                sb,
+                pa as *const c_void,
+                dt,
+                lda,
+                sa,
+                beta,
+                out.ptr as *mut c_void,
+                dt,
+                n as i32,
+                (m * n) as i64,
+                bsz as i32,
+                compute,
+                cb::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        };
+        r.map_err(|e| Error::System(format!("cuBLAS matmul failed: {e:?}")))?;
+        Ok(out)
+    }
+}

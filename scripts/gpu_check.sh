@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The GPU check: everything accel can only prove on a real NVIDIA GPU.
+#
+#   scripts/gpu_check.sh build   # here, with Rust: release binary + every test executable,
+#                                # stripped, into .gpu-out/ (ignored by git; carry it)
+#   scripts/gpu_check.sh run     # on the GPU machine (no Rust there): writes into $OUT
+#
+# `run` does, in order, each step's output in its own file under $OUT (or .gpu-out/results):
+#   1. accel devices --json and the text listing, with every probe's reason; accel mem
+#      (nothing is put on LD_LIBRARY_PATH: finding pip's CUDA libraries is accel's job);
+#   2. every test executable with ACCEL_TEST_REQUIRE=cuda (a missing GPU is a failure);
+#   3. bench/gpu_side_by_side.py: accel against PyTorch, same workloads, one run;
+#   4. accel bench matmul/elementwise/copy tables on cuda:0 with --explain (% of peak).
+# It keeps going after a failed step and exits non-zero if any failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+GPU_OUT=.gpu-out
+
+build() {
+  set -e
+  rm -rf "$GPU_OUT" && mkdir -p "$GPU_OUT/bin" "$GPU_OUT/tests"
+  cargo build --release -p accel-cli
+  cp target/release/accel "$GPU_OUT/bin/accel"
+  # Test executables: cargo names them in its JSON messages.
+  cargo test --workspace --release --all-targets --no-run --message-format=json 2>/dev/null \
+    | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["target"]["name"], m["executable"])
+' | while read -r name exe; do cp "$exe" "$GPU_OUT/tests/$name"; done
+  strip "$GPU_OUT"/bin/* "$GPU_OUT"/tests/*
+  # The CLI tests run the binary from the path cargo compiled into them.
+  echo "$PWD/target/release/accel" > "$GPU_OUT/accel_path"
+  du -sh "$GPU_OUT"
+  ls -la "$GPU_OUT/tests"
+}
+
+run() {
+  local out="${OUT:-$GPU_OUT/results}"
+  mkdir -p "$out"
+  local accel="$GPU_OUT/bin/accel" failed=0
+  local py=/opt/torch/.venv/bin/python
+  [ -x "$py" ] || py=python3
+  # Where the CLI tests expect the binary.
+  local want; want=$(cat "$GPU_OUT/accel_path")
+  if [ ! -x "$want" ]; then mkdir -p "$(dirname "$want")" && cp "$accel" "$want"; fi
+
+  echo "== 1. devices" | tee "$out/summary.txt"
+  { nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv; } >> "$out/summary.txt" 2>&1
+  "$accel" devices --json > "$out/devices.json" 2>&1 || failed=1
+  "$accel" devices >> "$out/summary.txt" 2>&1 || failed=1
+  "$accel" mem >> "$out/summary.txt" 2>&1 || failed=1
+  ( time "$accel" ) >> "$out/summary.txt" 2>&1 || failed=1
+
+  echo "== 2. tests (ACCEL_TEST_REQUIRE=cuda)" | tee -a "$out/summary.txt"
+  : > "$out/tests.txt"
+  for t in "$GPU_OUT"/tests/*; do
+    echo "--- $(basename "$t")" >> "$out/tests.txt"
+    # Tests read nothing from the crate folder at run time; one thread keeps GPU memory
+    # numbers per test exact.
+    if ACCEL_TEST_REQUIRE=cuda timeout 300 "$t" --test-threads=1 >> "$out/tests.txt" 2>&1; then
+      echo "ok   $(basename "$t")" >> "$out/summary.txt"
+    else
+      echo "FAIL $(basename "$t")" >> "$out/summary.txt"; failed=1
+    fi
+  done
+
+  echo "== 3. side by side with PyTorch" | tee -a "$out/summary.txt"
+  PYTHONUNBUFFERED=1 timeout 400 "$py" bench/gpu_side_by_side.py --accel "$accel" --rounds 3 \
+    > "$out/side_by_side.txt" 2>&1 || failed=1
+  tail -n 12 "$out/side_by_side.txt" >> "$out/summary.txt"
+
+  echo "== 4. accel bench tables" | tee -a "$out/summary.txt"
+  {
+    for dt in f32 bf16 f16 f64; do
+      "$accel" bench matmul --device cuda:0 --device cpu --size 1024 --size 4096 --dtype "$dt" --explain
+    done
+    "$accel" bench matmul --device cuda:0 --size 8192 --dtype f32 --tf32 --explain
+    "$accel" bench elementwise --device cuda:0 --size 1 --size 1048576 --size 268435456
+    for d in h2d d2h d2d; do
+      "$accel" bench copy --device cuda:0 --direction "$d" --size 1KiB --size 1MiB --size 64MiB --size 1GiB
+    done
+  } > "$out/bench.txt" 2>&1 || failed=1
+  echo "failed=$failed" | tee -a "$out/summary.txt"
+  return $failed
+}
+
+case "${1:-}" in
+  build) build ;;
+  run) run ;;
+  *) echo "usage: $0 build|run" >&2; exit 2 ;;
+esac
