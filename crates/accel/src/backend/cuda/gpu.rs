@@ -271,8 +271,19 @@ impl Gpu {
         self.bind()?;
         let mut module: sys::CUmodule = std::ptr::null_mut();
         // SAFETY: a CUBIN image that lives through the call.
+        let load = |image: &[u8], module: &mut sys::CUmodule| unsafe {
+            sys::cuModuleLoadData(module, image.as_ptr() as *const c_void)
+        };
+        let mut r = load(&cubin, &mut module);
+        if r != sys::CUresult::CUDA_SUCCESS {
+            // A damaged cache file: compile afresh once.
+            let fresh = kernels::compile(&family.source(), family.name(), &self.arch)
+                .map_err(Error::System)?;
+            kernels::store(family, &self.arch, &fresh);
+            r = load(&fresh, &mut module);
+        }
         ck(
-            unsafe { sys::cuModuleLoadData(&mut module, cubin.as_ptr() as *const c_void) },
+            r,
             &format!("loading the {} kernels for {}", family.name(), self.arch),
         )?;
         m.insert(family, module);
@@ -312,8 +323,8 @@ impl Gpu {
         block: (u32, u32, u32),
         args: &mut [*mut c_void],
     ) -> Result<()> {
-        let f = self.function(family, name)?;
         self.bind()?;
+        let f = self.function(family, name)?;
         // SAFETY: the caller passes arguments matching the kernel's C signature.
         let r = unsafe {
             sys::cuLaunchKernel(
@@ -530,7 +541,13 @@ impl Gpu {
                 sys::cuMemcpyPeerAsync(dst, self.ctx, src, src_gpu.ctx, bytes, self.stream)
             }
         };
-        ck(r, "device-to-device copy")
+        ck(r, "device-to-device copy")?;
+        if src_gpu.ordinal != self.ordinal {
+            // The source is freed on its own stream, which does not wait for ours: finish the
+            // copy before the caller may drop it.
+            self.synchronize()?;
+        }
+        Ok(())
     }
 
     // ---- timing ----------------------------------------------------------------------------

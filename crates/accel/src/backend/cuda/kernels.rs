@@ -103,6 +103,16 @@ fn ty(d: DType) -> (&'static str, &'static str, &'static str, &'static str) {
     }
 }
 
+/// CUDA C converting the double expression `x` to `d`'s storage type, rounding once.
+fn from_double(d: DType, x: &str) -> String {
+    let (t, _, _, _) = ty(d);
+    match d {
+        DType::F16 => format!("d2h({x})"),
+        DType::BF16 => format!("d2b({x})"),
+        _ => format!("({t})({x})"),
+    }
+}
+
 const PRELUDE: &str = r#"
 #define MAXR 8
 struct Ix { long long n; int rank; int pad; long long dims[MAXR]; long long s0[MAXR]; long long s1[MAXR]; };
@@ -114,6 +124,13 @@ __device__ __forceinline__ unsigned short f2b(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
   u += 0x7fffu + ((u >> 16) & 1u);
   return (unsigned short)(u >> 16);
+}
+__device__ __forceinline__ unsigned short d2h(double d) { unsigned short h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(d)); return h; }
+// Round to odd into f32, then to nearest-even bf16: one correct rounding from double.
+__device__ __forceinline__ unsigned short d2b(double d) {
+  float f = __double2float_rz(d);
+  if ((double)f != d && f == f) f = __uint_as_float(__float_as_uint(f) | 1u);
+  return f2b(f);
 }
 __device__ __forceinline__ void offs(const Ix& p, long long i, long long& o0, long long& o1) {
   o0 = 0; o1 = 0;
@@ -199,17 +216,19 @@ fn cast(s: &mut String) {
     for src in ALL {
         for dst in ALL {
             let (ts, as_, lds, _) = ty(src);
-            let (td, ad, _, std_) = ty(dst);
+            let (td, ad, _, _) = ty(dst);
             let conv = if src == dst {
                 // A copy: move the bits, convert nothing.
                 "a[oa]".to_string()
             } else {
-                let mid = if !src.is_float() && !dst.is_float() {
-                    "long long"
-                } else {
-                    "double"
-                };
-                format!("{std_}(({ad})({mid})(({as_}){lds}(a[oa])))")
+                // Through double, as the CPU backend converts (saturating, NaN to 0); to a
+                // half type straight from double, rounding once.
+                let x = format!("(double)(({as_}){lds}(a[oa]))");
+                match dst {
+                    DType::F16 => format!("d2h({x})"),
+                    DType::BF16 => format!("d2b({x})"),
+                    _ => format!("({ad})({x})"),
+                }
             };
             let _ = write!(
                 s,
@@ -347,37 +366,41 @@ __device__ __forceinline__ double unit(unsigned long long seed, unsigned long lo
 "#
     );
     for d in ALL {
-        let (t, _, _, st) = ty(d);
-        let (_, a, _, _) = ty(d);
+        let (t, _, _, _) = ty(d);
         let tg = tag(d);
+        let fill = from_double(d, "v");
+        // Multiply and add rounded apart, as the CPU computes start + i * step.
+        let ar = from_double(d, "__dadd_rn(start, __dmul_rn((double)i, step))");
         let _ = write!(
             s,
             r#"
 extern "C" __global__ void fill_{tg}({t}* __restrict__ o, long long n, double v) {{
-  {t} w = {st}(({a})v);
+  {t} w = {fill};
   GRID_LOOP(i, n) o[i] = w;
 }}
 extern "C" __global__ void arange_{tg}({t}* __restrict__ o, long long n, double start, double step) {{
-  GRID_LOOP(i, n) o[i] = {st}(({a})(start + (double)i * step));
+  GRID_LOOP(i, n) o[i] = {ar};
 }}
 "#
         );
     }
     for d in FLOATS {
-        let (t, a, _, st) = ty(d);
+        let (t, _, _, _) = ty(d);
         let tg = tag(d);
+        let u = from_double(d, "lo + (hi - lo) * unit(seed, (unsigned long long)i)");
+        let z = from_double(d, "mean + std * z");
         let _ = write!(
             s,
             r#"
 extern "C" __global__ void uniform_{tg}({t}* __restrict__ o, long long n, unsigned long long seed, double lo, double hi) {{
-  GRID_LOOP(i, n) o[i] = {st}(({a})(lo + (hi - lo) * unit(seed, (unsigned long long)i)));
+  GRID_LOOP(i, n) o[i] = {u};
 }}
 extern "C" __global__ void normal_{tg}({t}* __restrict__ o, long long n, unsigned long long seed, double mean, double std) {{
   // Box-Muller on two numbers of the stream; 1 - u keeps the logarithm finite.
   GRID_LOOP(i, n) {{
     double u1 = 1.0 - unit(seed, 2ULL * i), u2 = unit(seed, 2ULL * i + 1);
     double z = sqrt(-2.0 * log(u1)) * cospi(2.0 * u2);
-    o[i] = {st}(({a})(mean + std * z));
+    o[i] = {z};
   }}
 }}
 "#
@@ -395,13 +418,15 @@ fn imatmul(s: &mut String) {
             s,
             r#"
 extern "C" __global__ void imatmul_{tg}(const {t}* __restrict__ a, const {t}* __restrict__ b, {t}* __restrict__ c,
-    long long m, long long n, long long k,
+    long long batch, long long m, long long n, long long k,
     long long sab, long long sar, long long sac, long long sbb, long long sbr, long long sbc) {{
   __shared__ {t} ta[16][17];
   __shared__ {t} tb[16][17];
-  long long z = blockIdx.z;
+  // Grid-stride over row tiles (y) and batches (z): each is capped at 65535 blocks.
+  for (long long z = blockIdx.z; z < batch; z += gridDim.z) {{
   const {t}* A = a + z * sab; const {t}* B = b + z * sbb; {t}* C = c + z * m * n;
-  long long row = (long long)blockIdx.y * 16 + threadIdx.y, col = (long long)blockIdx.x * 16 + threadIdx.x;
+  for (long long by = blockIdx.y; by * 16 < m; by += gridDim.y) {{
+  long long row = by * 16 + threadIdx.y, col = (long long)blockIdx.x * 16 + threadIdx.x;
   {t} acc = 0;
   for (long long k0 = 0; k0 < k; k0 += 16) {{
     long long ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
@@ -413,6 +438,8 @@ extern "C" __global__ void imatmul_{tg}(const {t}* __restrict__ a, const {t}* __
     __syncthreads();
   }}
   if (row < m && col < n) C[row * n + col] = acc;
+  }}
+  }}
 }}
 "#
         );
@@ -505,35 +532,42 @@ pub fn cache_dir() -> Option<std::path::PathBuf> {
         .or_else(|| var("HOME").map(|p| std::path::PathBuf::from(p).join(".cache/accel")))
 }
 
-/// A CUBIN for `family` and `arch`, from the disk cache or compiled now.
-#[cfg(feature = "cuda")]
-pub fn cubin(family: Family, arch: &str) -> Result<Vec<u8>, String> {
+fn cache_path(family: Family, arch: &str) -> Option<std::path::PathBuf> {
     let src = family.source();
     let nvrtc_version = super::libs::library("nvrtc")
         .and_then(|l| l.version.clone())
         .unwrap_or_default();
     let key = fnv1a(&[src.as_bytes(), arch.as_bytes(), nvrtc_version.as_bytes()]);
-    let path = cache_dir().map(|d| {
+    cache_dir().map(|d| {
         d.join("cuda")
             .join(format!("{}-{arch}-{key:016x}.cubin", family.name()))
-    });
-    if let Some(p) = &path {
+    })
+}
+
+/// Writes a compiled module to the disk cache (a failed write costs a recompilation later).
+pub fn store(family: Family, arch: &str, bytes: &[u8]) {
+    if let Some(p) = cache_path(family, arch) {
+        if let Some(dir) = p.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, bytes).is_ok() {
+            let _ = std::fs::rename(&tmp, p);
+        }
+    }
+}
+
+/// A CUBIN for `family` and `arch`, from the disk cache or compiled now.
+#[cfg(feature = "cuda")]
+pub fn cubin(family: Family, arch: &str) -> Result<Vec<u8>, String> {
+    if let Some(p) = cache_path(family, arch) {
         if let Ok(bytes) = std::fs::read(p) {
             if bytes.starts_with(b"\x7fELF") {
                 return Ok(bytes);
             }
         }
     }
-    let bytes = compile(&src, family.name(), arch)?;
-    if let Some(p) = &path {
-        // A failed write only costs a recompilation next time.
-        if let Some(dir) = p.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
-        if std::fs::write(&tmp, &bytes).is_ok() {
-            let _ = std::fs::rename(&tmp, p);
-        }
-    }
+    let bytes = compile(&family.source(), family.name(), arch)?;
+    store(family, arch, &bytes);
     Ok(bytes)
 }

@@ -213,6 +213,49 @@ fn toolkit_libs(root: &Path) -> Vec<PathBuf> {
     .collect()
 }
 
+/// The `site-packages` folders of every Python environment accel looks in, with why:
+/// `VIRTUAL_ENV` (and conda's), `python3` on PATH, then common places (`.venv`, `~/.local`,
+/// pyenv, `/opt/*/.venv`, `/usr/local`). Shared with the XLA backend's plugin search.
+pub fn python_environments(env: &SearchEnv) -> Vec<(PathBuf, &'static str)> {
+    let mut sps: Vec<(PathBuf, &'static str)> = Vec::new();
+    if let Some(v) = &env.virtual_env {
+        for sp in site_packages(Path::new(v)) {
+            sps.push((sp, "python wheel (VIRTUAL_ENV)"));
+        }
+    }
+    if let Some(v) = &env.conda_prefix {
+        for sp in site_packages(Path::new(v)) {
+            sps.push((sp, "python wheel (CONDA_PREFIX)"));
+        }
+    }
+    if env.ask_python {
+        for sp in python_site_packages() {
+            sps.push((sp, "python wheel (python3 on PATH)"));
+        }
+    }
+    if env.system_dirs {
+        let mut roots: Vec<PathBuf> = vec![PathBuf::from(".venv"), PathBuf::from("venv")];
+        if let Some(h) = &env.home {
+            let h = Path::new(h);
+            roots.extend([h.join(".venv"), h.join("venv"), h.join(".local")]);
+            roots.extend(glob_dirs(&h.join(".pyenv/versions"), ""));
+            roots.extend(glob_dirs(&h.join("miniconda3/envs"), ""));
+        }
+        for opt in glob_dirs(Path::new("/opt"), "") {
+            roots.extend([opt.join(".venv"), opt.join("venv"), opt.clone()]);
+        }
+        roots.extend([PathBuf::from("/usr/local"), PathBuf::from("/usr")]);
+        for r in roots {
+            for sp in site_packages(&r) {
+                sps.push((sp, "python wheel"));
+            }
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    sps.retain(|(p, _)| seen.insert(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())));
+    sps
+}
+
 /// Every folder searched after the loader path, in order. The override comes first and is
 /// searched even before the loader path (see [`find`]).
 pub fn search_dirs(env: &SearchEnv) -> Vec<SearchDir> {
@@ -241,43 +284,8 @@ pub fn search_dirs(env: &SearchEnv) -> Vec<SearchDir> {
     }
     if let Some(v) = &env.conda_prefix {
         push(&mut dirs, Path::new(v).join("lib"), "CONDA_PREFIX");
-        for sp in site_packages(Path::new(v)) {
-            for p in wheel_dirs(&sp) {
-                push(&mut dirs, p, "python wheel (CONDA_PREFIX)");
-            }
-        }
     }
-    let mut envs: Vec<(PathBuf, &str)> = Vec::new();
-    if let Some(v) = &env.virtual_env {
-        envs.push((PathBuf::from(v), "python wheel (VIRTUAL_ENV)"));
-    }
-    let mut sps: Vec<(PathBuf, &str)> = envs
-        .iter()
-        .flat_map(|(root, src)| site_packages(root).into_iter().map(move |s| (s, *src)))
-        .collect();
-    if env.ask_python {
-        for sp in python_site_packages() {
-            sps.push((sp, "python wheel (python3 on PATH)"));
-        }
-    }
-    if env.system_dirs {
-        let mut roots: Vec<PathBuf> = vec![PathBuf::from(".venv"), PathBuf::from("venv")];
-        if let Some(h) = &env.home {
-            let h = Path::new(h);
-            roots.extend([h.join(".venv"), h.join("venv"), h.join(".local")]);
-            roots.extend(glob_dirs(&h.join(".pyenv/versions"), ""));
-            roots.extend(glob_dirs(&h.join("miniconda3/envs"), ""));
-        }
-        for opt in glob_dirs(Path::new("/opt"), "") {
-            roots.extend([opt.join(".venv"), opt.join("venv"), opt.clone()]);
-        }
-        roots.extend([PathBuf::from("/usr/local"), PathBuf::from("/usr")]);
-        for r in roots {
-            for sp in site_packages(&r) {
-                sps.push((sp, "python wheel"));
-            }
-        }
-    }
+    let sps = python_environments(env);
     for (sp, src) in sps {
         for p in wheel_dirs(&sp) {
             push(&mut dirs, p, src);

@@ -296,9 +296,11 @@ impl CudaStorage {
         let tg = tag(self.dtype);
         let (outer_, r_, inner_) = (outer as i64, r as i64, inner as i64);
         let sms = self.gpu.sm_count as usize;
-        if r <= 64 || nout >= 2 * sms || r < 1 << 16 {
+        let coalesced = inner >= 32 && nout >= 64 * sms;
+        if r <= 64 || coalesced || nout >= 2 * sms || r < 1 << 16 {
             // Short rows: a thread per output; else a block per output.
-            let (kernel, grid) = if r <= 64 {
+            // Neighbouring outputs read neighbouring addresses when inner >= 32: coalesced.
+            let (kernel, grid) = if r <= 64 || coalesced {
                 ("redt", self.gpu.grid_for(nout))
             } else {
                 ("red", nout.min(65535 * 16) as u32)
@@ -446,14 +448,14 @@ impl CudaStorage {
         match self.dtype {
             DType::I32 | DType::I64 => {
                 let p = [
-                    m as i64, n as i64, k as i64, a.0 as i64, a.1 as i64, a.2 as i64, b.0 as i64,
-                    b.1 as i64, b.2 as i64,
+                    bsz as i64, m as i64, n as i64, k as i64, a.0 as i64, a.1 as i64, a.2 as i64,
+                    b.0 as i64, b.1 as i64, b.2 as i64,
                 ];
                 let (pa, pb) = (self.at(a.3), rhs.at(b.3));
-                if bsz > 65535 {
+                if n.div_ceil(16) > i32::MAX as usize {
                     return Err(Error::invalid(
                         "matmul",
-                        format!("a batch of {bsz} is more than the 65535 the CUDA integer matmul handles"),
+                        "the result has too many columns for one CUDA grid",
                     ));
                 }
                 let mut args = vec![arg(&pa), arg(&pb), arg(&out.ptr)];
@@ -461,7 +463,11 @@ impl CudaStorage {
                 self.gpu.launch(
                     Family::Matmul,
                     &format!("imatmul_{}", tag(self.dtype)),
-                    (n.div_ceil(16) as u32, m.div_ceil(16) as u32, bsz as u32),
+                    (
+                        n.div_ceil(16) as u32,
+                        m.div_ceil(16).min(65535) as u32,
+                        bsz.min(65535) as u32,
+                    ),
                     (16, 16, 1),
                     &mut args,
                 )?;
@@ -502,7 +508,7 @@ impl CudaStorage {
             i64,
         )> {
             let (bs, rs, cs, off) = st;
-            if cs == 1 && rs >= cols.max(1) {
+            if cs == 1 && rs >= cols.max(1) && rs <= i32::MAX as usize {
                 return Ok((
                     None,
                     s.at(off),
@@ -511,7 +517,7 @@ impl CudaStorage {
                     bs as i64,
                 ));
             }
-            if rs == 1 && cs >= rows.max(1) {
+            if rs == 1 && cs >= rows.max(1) && cs <= i32::MAX as usize {
                 return Ok((
                     None,
                     s.at(off),
