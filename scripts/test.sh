@@ -22,9 +22,15 @@ if ! ls "$VENV"/lib/python3*/site-packages/nvidia/cu13/lib/libnvrtc.so.13 >/dev/
   echo "== installing the CUDA 13 NVRTC wheel into $VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check "nvidia-cuda-nvrtc>=13,<14"
 fi
+# XLA's CPU PJRT plugin: every XLA test runs against it for real (--no-deps: it needs no
+# JAX to be loaded as a plugin).
+if ! ls "$VENV"/lib/python3*/site-packages/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so >/dev/null 2>&1; then
+  echo "== installing XLA's CPU PJRT plugin into $VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "lammps-jax-pjrt-cpu"
+fi
 export VIRTUAL_ENV="$PWD/$VENV"
-# NVRTC must be found: a missing compiler fails the run instead of skipping.
-export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc"
+# NVRTC and the XLA plugin must be found: missing ones fail the run instead of skipping.
+export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,xla"
 # Compiled kernels are cached per user; the tests use a fresh cache so NVRTC really runs.
 export ACCEL_CACHE_DIR="${ACCEL_CACHE_DIR:-$PWD/target/accel-cache}"
 rm -rf "$ACCEL_CACHE_DIR"

@@ -301,7 +301,7 @@ fn series(
 /// The devices asked for, or every available one; each checked before any work starts.
 fn resolve(devices: Vec<Device>) -> anyhow::Result<Vec<Device>> {
     let devices = if devices.is_empty() {
-        accel::available_devices()
+        distinct_hardware(accel::available_devices())
     } else {
         devices
     };
@@ -309,6 +309,19 @@ fn resolve(devices: Vec<Device>) -> anyhow::Result<Vec<Device>> {
         d.check()?;
     }
     Ok(devices)
+}
+
+/// One device per piece of hardware: XLA's CPU plugin, for one, offers several devices of the
+/// same processor, and timing each would only repeat the work. Other XLA platforms keep
+/// every device.
+fn distinct_hardware(devices: Vec<Device>) -> Vec<Device> {
+    let xla_cpu: Vec<Device> = (0..)
+        .map_while(|i| accel::xla::platform_device("cpu", i))
+        .collect();
+    devices
+        .into_iter()
+        .filter(|d| !xla_cpu.contains(d) || xla_cpu.first() == Some(d))
+        .collect()
 }
 
 /// How results are printed.

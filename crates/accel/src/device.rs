@@ -35,6 +35,17 @@ impl Device {
     /// `"cuda" if torch.cuda.is_available() else "mps" if ... else "cpu"`.
     pub fn best() -> Device {
         for name in BEST_ORDER {
+            if name == "xla" {
+                // XLA's own CPU platform is the CPU again, behind a compiler: not an
+                // accelerator. Its devices are numbered after every accelerator's.
+                let cpu: Vec<Device> = (0..)
+                    .map_while(|i| crate::xla::platform_device("cpu", i))
+                    .collect();
+                if let Some(d) = crate::xla::devices().into_iter().find(|d| !cpu.contains(d)) {
+                    return d;
+                }
+                continue;
+            }
             if let Some(d) = backend::first_available(name) {
                 return d;
             }
@@ -123,7 +134,8 @@ impl Serialize for Device {
     }
 }
 
-const ACCEPTED: &str = "expected cpu, cuda, cuda:N, mps, xla, xla:N or wgpu:N";
+const ACCEPTED: &str =
+    "expected cpu, cuda, cuda:N, mps, xla, xla:N, xla:PLATFORM:N (xla:tpu:0, xla:cpu:0) or wgpu:N";
 
 impl FromStr for Device {
     type Err = Error;
@@ -162,7 +174,24 @@ impl FromStr for Device {
                     "there is one mps device (the first Apple GPU); for other GPUs use wgpu:N; {ACCEPTED}"
                 ))),
             },
-            "xla" => Ok(Device::Xla(ordinal(index)?)),
+            "xla" => match index.and_then(|i| i.split_once(':')) {
+                // xla:tpu:0, xla:cpu:1: the n-th device of one PJRT platform.
+                Some((platform, n)) => {
+                    let n = ordinal(Some(n))?;
+                    crate::xla::platform_device(platform, n).ok_or_else(|| {
+                        let have = crate::xla::devices()
+                            .iter()
+                            .map(|d| d.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ");
+                        unknown(format!(
+                            "no {platform} device number {n} among the XLA devices ({}); run `accel devices`",
+                            if have.is_empty() { "none".to_string() } else { have }
+                        ))
+                    })
+                }
+                None => Ok(Device::Xla(ordinal(index)?)),
+            },
             "wgpu" => Ok(Device::Wgpu(ordinal(index)?)),
             "tpu" => Err(unknown(format!(
                 "TPUs are reached through XLA: use xla or xla:N; {ACCEPTED}"

@@ -146,6 +146,31 @@ pub(crate) fn ensure_fits(device: Device, bytes: Option<u64>) -> Result<()> {
                 ),
             ));
         }
+    } else if let Some((free, total)) = crate::backend::Storage::device_memory(device) {
+        let cached = crate::backend::Storage::cached_bytes(device);
+        if bytes > free + cached {
+            return Err(oom(
+                bytes,
+                format!(
+                    "{} free of {} total on {device}; ",
+                    human_bytes(free),
+                    human_bytes(total)
+                ),
+            ));
+        }
+    } else {
+        // The device does not say what it has free; the data is staged in host memory on
+        // its way there, so at least that must fit.
+        let m = crate::system::memory()?;
+        if bytes > m.available_bytes {
+            return Err(oom(
+                bytes,
+                format!(
+                    "{device} does not report its free memory, and the host, which stages the data, has {} available; ",
+                    human_bytes(m.available_bytes)
+                ),
+            ));
+        }
     }
     Ok(())
 }

@@ -41,7 +41,11 @@ fn bad_names_get_helpful_errors() {
         ("", "empty device name"),
         (
             "quantum",
-            "expected cpu, cuda, cuda:N, mps, xla, xla:N or wgpu:N",
+            "expected cpu, cuda, cuda:N, mps, xla, xla:N, xla:PLATFORM:N",
+        ),
+        (
+            "xla:quantum:0",
+            "no quantum device number 0 among the XLA devices",
         ),
     ] {
         let e = text.parse::<Device>().unwrap_err();
@@ -59,17 +63,25 @@ fn bad_names_get_helpful_errors() {
 fn best_follows_the_seeds_order_and_falls_back_to_cpu() {
     let best = Device::best();
     assert!(best.is_available());
-    // The chosen device is the first available in cuda, mps, xla, wgpu, cpu order.
+    // The chosen device is the first available in cuda, mps, xla, wgpu, cpu order, where
+    // XLA's own CPU platform does not count as an accelerator.
+    let xla_cpu: Vec<Device> = (0..)
+        .map_while(|i| accel::xla::platform_device("cpu", i))
+        .collect();
     let order = ["cuda", "mps", "xla", "wgpu", "cpu"];
     let probes = accel::devices();
     let first = order
         .iter()
-        .find(|k| probes.iter().any(|p| p.backend == **k && p.is_available()))
+        .find(|k| {
+            probes.iter().any(|p| {
+                p.backend == **k && p.devices().iter().any(|d| !xla_cpu.contains(&d.device))
+            })
+        })
         .unwrap();
     assert_eq!(best.kind(), *first);
+    assert!(!xla_cpu.contains(&best), "never XLA's CPU platform");
     let list = accel::available_devices();
     assert_eq!(list.last(), Some(&Device::Cpu));
-    assert_eq!(list[0], best);
 }
 
 #[test]

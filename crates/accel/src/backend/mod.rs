@@ -60,6 +60,8 @@ pub(crate) enum Storage {
     Cpu(CpuStorage),
     #[cfg(feature = "cuda")]
     Cuda(cuda::storage::CudaStorage),
+    #[cfg(all(feature = "xla", target_os = "linux"))]
+    Xla(xla::storage::XlaStorage),
 }
 
 /// The `Gpu` of a CUDA device, or the error saying why it cannot be used.
@@ -74,6 +76,8 @@ impl Storage {
             Storage::Cpu(s) => s.dtype(),
             #[cfg(feature = "cuda")]
             Storage::Cuda(s) => s.dtype,
+            #[cfg(all(feature = "xla", target_os = "linux"))]
+            Storage::Xla(s) => s.dtype,
         }
     }
 
@@ -90,6 +94,8 @@ impl Storage {
             // Dropping frees it, stream-ordered.
             #[cfg(feature = "cuda")]
             Storage::Cuda(_) => {}
+            #[cfg(all(feature = "xla", target_os = "linux"))]
+            Storage::Xla(_) => {}
         }
     }
 
@@ -114,6 +120,8 @@ impl Storage {
                     .ok()
                     .and_then(|l| Some((l.memory_free_bytes?, l.memory_total_bytes?))),
             },
+            #[cfg(all(feature = "xla", target_os = "linux"))]
+            Device::Xla(i) => xla::storage::memory(i),
             _ => None,
         }
     }
@@ -137,6 +145,8 @@ impl Storage {
             Storage::Cpu(s) => s.len() * s.dtype().size_in_bytes(),
             #[cfg(feature = "cuda")]
             Storage::Cuda(s) => s.len * s.dtype.size_in_bytes(),
+            #[cfg(all(feature = "xla", target_os = "linux"))]
+            Storage::Xla(s) => s.len * s.dtype.size_in_bytes(),
         }
     }
 
@@ -146,6 +156,8 @@ impl Storage {
             Storage::Cpu(s) => Ok(s.copy_strided(l)),
             #[cfg(feature = "cuda")]
             Storage::Cuda(s) => s.to_cpu(l),
+            #[cfg(all(feature = "xla", target_os = "linux"))]
+            Storage::Xla(s) => s.to_cpu(l),
         }
     }
 
@@ -236,6 +248,11 @@ impl Storage {
     pub fn from_cpu(data: CpuStorage, device: Device) -> Result<Storage> {
         match device {
             Device::Cpu => Ok(Storage::Cpu(data)),
+            #[cfg(all(feature = "xla", target_os = "linux"))]
+            Device::Xla(i) => Ok(Storage::Xla(xla::storage::XlaStorage::from_cpu(
+                &xla::storage::device(i)?,
+                &data,
+            )?)),
             #[cfg(feature = "cuda")]
             Device::Cuda(i) => Ok(Storage::Cuda(cuda::storage::CudaStorage::from_cpu(
                 &cuda_gpu(i)?,
@@ -253,6 +270,8 @@ impl Storage {
             Storage::Cpu(s) => Ok(Storage::Cpu(s.copy_strided(l))),
             #[cfg(feature = "cuda")]
             Storage::Cuda(s) => Ok(Storage::Cuda(s.copy_strided(l)?)),
+            #[cfg(all(feature = "xla", target_os = "linux"))]
+            Storage::Xla(s) => Ok(Storage::Xla(s.copy_strided(l)?)),
         }
     }
 
@@ -261,6 +280,8 @@ impl Storage {
             Storage::Cpu(s) => Ok(Storage::Cpu(s.to_dtype(l, dtype))),
             #[cfg(feature = "cuda")]
             Storage::Cuda(s) => Ok(Storage::Cuda(s.cast(l, dtype)?)),
+            #[cfg(all(feature = "xla", target_os = "linux"))]
+            Storage::Xla(s) => Ok(Storage::Xla(s.cast(l, dtype)?)),
         }
     }
 
@@ -278,7 +299,9 @@ impl Storage {
             (Storage::Cuda(a), Storage::Cuda(b)) => {
                 Ok(Storage::Cuda(a.binary(op, ll, b, rl, out)?))
             }
-            #[cfg(feature = "cuda")]
+            #[cfg(all(feature = "xla", target_os = "linux"))]
+            (Storage::Xla(a), Storage::Xla(b)) => Ok(Storage::Xla(a.binary(op, ll, b, rl, out)?)),
+            #[allow(unreachable_patterns)]
             _ => Err(Error::System(format!(
                 "{}: operands on different backends reached the kernel",
                 op.name()
@@ -291,6 +314,8 @@ impl Storage {
             Storage::Cpu(s) => Ok(Storage::Cpu(s.unary(op, l))),
             #[cfg(feature = "cuda")]
             Storage::Cuda(s) => Ok(Storage::Cuda(s.unary(op, l)?)),
+            #[cfg(all(feature = "xla", target_os = "linux"))]
+            Storage::Xla(s) => Ok(Storage::Xla(s.unary(op, l)?)),
         }
     }
 
@@ -299,6 +324,8 @@ impl Storage {
             Storage::Cpu(s) => Ok(Storage::Cpu(s.reduce(op, l, dim))),
             #[cfg(feature = "cuda")]
             Storage::Cuda(s) => Ok(Storage::Cuda(s.reduce(op, l, dim)?)),
+            #[cfg(all(feature = "xla", target_os = "linux"))]
+            Storage::Xla(s) => Ok(Storage::Xla(s.reduce(op, l, dim)?)),
         }
     }
 
@@ -321,7 +348,11 @@ impl Storage {
             (Storage::Cuda(x), Storage::Cuda(y)) => {
                 Ok(Storage::Cuda(x.matmul(y, bsz, m, n, k, a, b)?))
             }
-            #[cfg(feature = "cuda")]
+            #[cfg(all(feature = "xla", target_os = "linux"))]
+            (Storage::Xla(x), Storage::Xla(y)) => {
+                Ok(Storage::Xla(x.matmul(y, bsz, m, n, k, a, b)?))
+            }
+            #[allow(unreachable_patterns)]
             _ => Err(Error::System(
                 "matmul: operands on different backends reached the kernel".into(),
             )),
@@ -464,6 +495,8 @@ pub(crate) fn synchronize(device: Device) -> Result<()> {
         Device::Cpu => Ok(()),
         #[cfg(feature = "cuda")]
         Device::Cuda(i) => cuda_gpu(i)?.synchronize(),
+        #[cfg(all(feature = "xla", target_os = "linux"))]
+        Device::Xla(i) => xla::storage::synchronize(i),
         _ => Err(unavailable_error(device)),
     }
 }

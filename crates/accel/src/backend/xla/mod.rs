@@ -1,15 +1,99 @@
-//! XLA devices through PJRT plugins: Google TPUs (`libtpu`), GPUs and the CPU (PyTorch's
-//! `torch_xla`).
+//! XLA devices through PJRT plugins: Google TPUs (`libtpu`), GPUs (JAX's CUDA plugin) and the
+//! CPU (PyTorch's `torch_xla`).
 //!
-//! Not implemented in this version: the probe says so, and `xla:N` tensors return an error
-//! value naming it. The XLA issue fills this folder.
+//! - [`sys`]: `#[repr(C)]` bindings for the PJRT C API calls we use, read by slot.
+//! - `pjrt`: the safe layer (client, device, buffer, executable, event) with `Drop`.
+//! - [`hlo`]: StableHLO programs for each op, as MLIR text.
+//! - `storage`: tensors on an XLA device; programs compiled once per (op, shapes, dtypes).
+//!
+//! Plugins are found like the CUDA libraries: `ACCEL_PJRT_PLUGIN` (paths separated by `:`),
+//! `PJRT_NAMES_AND_LIBRARY_PATHS` (`name:path,name:path`), then the plugins pip installs in
+//! any Python environment (`jax_plugins/*/`, `libtpu/libtpu.so`, `*/pjrt_c_api_*plugin.so`).
+//! Each is loaded with a time limit. Devices are numbered `xla:0`, `xla:1`... across plugins,
+//! accelerators first (TPU, then GPU), the CPU platform last; `xla:cpu:0` / `xla:tpu:0` /
+//! `xla:cuda:0` pick the n-th device of one platform.
+
+pub(crate) mod hlo;
+pub mod sys;
+
+#[cfg(all(feature = "xla", target_os = "linux"))]
+pub(crate) mod pjrt;
+#[cfg(all(feature = "xla", target_os = "linux"))]
+pub(crate) mod storage;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
 
 use crate::probe::Probe;
 use crate::{Device, Result};
 
+/// One PJRT plugin as found and loaded (or why it could not be).
+#[derive(Debug, Clone, Serialize)]
+pub struct Plugin {
+    /// The shared library.
+    pub path: PathBuf,
+    /// How it was found (`ACCEL_PJRT_PLUGIN`, `python wheel (VIRTUAL_ENV)`...).
+    pub source: String,
+    /// The client's platform (`cpu`, `cuda`, `tpu`), once loaded.
+    pub platform: Option<String>,
+    /// The platform's version string.
+    pub platform_version: Option<String>,
+    /// The plugin's PJRT C API version (`0.115`).
+    pub pjrt_api_version: Option<String>,
+    /// Addressable devices.
+    pub devices: usize,
+    /// Why it failed to load or start, if it did.
+    pub problem: Option<String>,
+}
+
 /// What this backend's probe found, with the reason when it found nothing.
 pub fn probe() -> Probe {
-    super::not_implemented("xla", cfg!(feature = "xla"), "xla")
+    #[cfg(all(feature = "xla", target_os = "linux"))]
+    {
+        storage::probe()
+    }
+    #[cfg(not(all(feature = "xla", target_os = "linux")))]
+    {
+        super::not_implemented("xla", false, "xla")
+    }
+}
+
+/// Every plugin found, loaded or not (`accel devices` lists them).
+pub fn plugins() -> Vec<Plugin> {
+    #[cfg(all(feature = "xla", target_os = "linux"))]
+    {
+        storage::runtime().plugins.clone()
+    }
+    #[cfg(not(all(feature = "xla", target_os = "linux")))]
+    {
+        Vec::new()
+    }
+}
+
+/// How many programs accel has compiled for XLA devices in this process (a second identical
+/// op does not compile again).
+pub fn compile_count() -> usize {
+    #[cfg(all(feature = "xla", target_os = "linux"))]
+    {
+        storage::compile_count()
+    }
+    #[cfg(not(all(feature = "xla", target_os = "linux")))]
+    {
+        0
+    }
+}
+
+/// Seconds spent compiling XLA programs in this process (kept apart from execution time).
+pub fn compile_seconds() -> f64 {
+    #[cfg(all(feature = "xla", target_os = "linux"))]
+    {
+        storage::compile_seconds()
+    }
+    #[cfg(not(all(feature = "xla", target_os = "linux")))]
+    {
+        0.0
+    }
 }
 
 /// Every usable XLA device (`torch_xla.devices()`); empty when none.
@@ -21,4 +105,78 @@ pub fn devices() -> Vec<Device> {
 pub fn device() -> Result<Device> {
     let d = Device::Xla(0);
     d.check().map(|_| d)
+}
+
+/// The `n`-th XLA device of `platform` (`cpu`, `tpu`, `cuda`), as `xla:N`: what `xla:cpu:0`
+/// means.
+pub fn platform_device(platform: &str, n: usize) -> Option<Device> {
+    super::probe_of("xla")?
+        .devices()
+        .iter()
+        .filter(|d| {
+            d.details
+                .iter()
+                .any(|(k, v)| k == "platform" && v.eq_ignore_ascii_case(platform))
+        })
+        .nth(n)
+        .map(|d| d.device)
+}
+
+/// The plugin files named by the environment or installed in Python environments, in search
+/// order, each with how it was found.
+pub fn plugin_candidates(env: &super::cuda::libs::SearchEnv) -> Vec<(PathBuf, String)> {
+    let mut out: Vec<(PathBuf, String)> = Vec::new();
+    let mut add = |p: PathBuf, src: &str| {
+        let name = p.file_name().map(|n| n.to_os_string());
+        // One copy per plugin file name: two copies of one plugin in a process conflict.
+        if p.is_file()
+            && !out
+                .iter()
+                .any(|(q, _)| q.file_name().map(|n| n.to_os_string()) == name)
+        {
+            out.push((p, src.to_string()));
+        }
+    };
+    if let Ok(v) = std::env::var("ACCEL_PJRT_PLUGIN") {
+        for p in v.split([':', ',']).filter(|s| !s.is_empty()) {
+            add(PathBuf::from(p), "ACCEL_PJRT_PLUGIN");
+        }
+    }
+    if let Ok(v) = std::env::var("PJRT_NAMES_AND_LIBRARY_PATHS") {
+        for pair in v.split(',').filter(|s| !s.is_empty()) {
+            let path = pair.split_once(':').map_or(pair, |(_, p)| p);
+            add(PathBuf::from(path), "PJRT_NAMES_AND_LIBRARY_PATHS");
+        }
+    }
+    for (sp, src) in super::cuda::libs::python_environments(env) {
+        let mut files: Vec<PathBuf> = Vec::new();
+        let read = |d: PathBuf| -> Vec<PathBuf> {
+            std::fs::read_dir(d)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .collect()
+        };
+        for d in read(sp.join("jax_plugins")) {
+            files.extend(read(d).into_iter().filter(|f| {
+                f.extension().is_some_and(|e| e == "so")
+                    && f.file_name()
+                        .is_some_and(|n| n.to_string_lossy().contains("plugin"))
+            }));
+        }
+        files.push(sp.join("libtpu").join("libtpu.so"));
+        for d in read(sp.clone()) {
+            files.extend(read(d).into_iter().filter(|f| {
+                f.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.starts_with("pjrt_c_api_") && n.ends_with("plugin.so")
+                })
+            }));
+        }
+        for f in files {
+            add(f, src);
+        }
+    }
+    out
 }

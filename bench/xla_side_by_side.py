@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""accel on an XLA device against JAX on the same machine, matmul, in one run.
+
+JAX compiles `jnp.dot` with XLA for its default backend (the CPU here, the GPU on a GPU
+machine); accel compiles StableHLO `dot_general` with XLA through a PJRT plugin. Both are
+timed the same way: warm-up (which includes compilation), then timed iterations from dispatch
+to a wait for the result (`block_until_ready` / `Device::synchronize`), median reported.
+Compilation is excluded from both and accel reports its compile time apart.
+
+    python3 bench/xla_side_by_side.py [--accel target/release/accel] [--device xla:0]
+        [--size 2000] [--dtype f32] [--rounds 3]
+
+Needs jax in the Python that runs it, and a PJRT plugin accel can find (for the CPU:
+`pip install lammps-jax-pjrt-cpu`; on a GPU machine JAX's own CUDA plugin).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_ACCEL = os.path.join(HERE, "..", "target", "release", "accel")
+
+
+def jax_matmul(n, dtype, warmup, iters):
+    import jax
+    import jax.numpy as jnp
+    t = {"f32": jnp.float32, "f64": jnp.float64, "bf16": jnp.bfloat16, "f16": jnp.float16}[dtype]
+    ka, kb = jax.random.split(jax.random.PRNGKey(0))
+    a = jax.random.normal(ka, (n, n)).astype(t)
+    b = jax.random.normal(kb, (n, n)).astype(t)
+    f = jax.jit(jnp.dot)
+    for _ in range(warmup):
+        f(a, b).block_until_ready()
+    samples = []
+    for _ in range(iters):
+        s = time.perf_counter()
+        f(a, b).block_until_ready()
+        samples.append(time.perf_counter() - s)
+    return statistics.median(samples)
+
+
+def accel_matmul(accel, device, n, dtype, warmup, iters):
+    out = subprocess.run(
+        [accel, "bench", "matmul", "--device", device, "--size", str(n), "--dtype", dtype,
+         "--warmup", str(warmup), "--iters", str(iters), "--json"],
+        check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["results"][0]["stats"]["median_s"]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--accel", default=DEFAULT_ACCEL)
+    p.add_argument("--device", default="xla:0")
+    p.add_argument("--size", type=int, action="append")
+    p.add_argument("--dtype", default="f32")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--iters", type=int, default=10)
+    args = p.parse_args()
+    sizes = args.size or [2000]
+    if args.dtype == "f64":
+        os.environ["JAX_ENABLE_X64"] = "1"
+
+    import jax
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform} ({jax.devices()[0].device_kind}); "
+          f"accel on {args.device}; rounds {args.rounds}", flush=True)
+    warmup = 3
+    rows = []
+    for n in sizes:
+        j, a = [], []
+        for r in range(args.rounds):
+            j.append(jax_matmul(n, args.dtype, warmup, args.iters))
+            time.sleep(1.0)
+            a.append(accel_matmul(args.accel, args.device, n, args.dtype, warmup, args.iters))
+            time.sleep(1.0)
+            print(f"  N={n} round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+        flops = 2.0 * n ** 3 / 1e9
+        rows.append((n, flops / statistics.median(j), flops / statistics.median(a)))
+    print()
+    print(f"{'workload':<22}{'JAX GFLOP/s':>14}{'accel GFLOP/s':>16}{'accel/JAX':>11}")
+    for n, jr, ar in rows:
+        print(f"{f'matmul {args.dtype} N={n}':<22}{jr:14.1f}{ar:16.1f}{ar / jr:11.2f}")
+    print(f"\nmedian over {args.rounds} interleaved rounds of the median of {args.iters} timed "
+          f"iterations after {warmup} warm-ups; execution only (compilation happens in the warm-up)")
+
+
+if __name__ == "__main__":
+    main()

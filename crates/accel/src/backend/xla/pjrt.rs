@@ -1,0 +1,612 @@
+//! A safe layer over [`super::sys`]: a loaded plugin (`Api`), its client, devices, buffers,
+//! compiled executables and events, each released on `Drop`. Errors carry PJRT's code and
+//! message.
+
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::path::Path;
+use std::sync::Arc;
+
+use super::sys::{self, slot};
+use crate::args_size;
+
+/// A PJRT error: its code (`UNIMPLEMENTED` = 12 ...) and message.
+#[derive(Debug, Clone)]
+pub struct PjrtError {
+    pub code: i32,
+    pub message: String,
+}
+
+impl std::fmt::Display for PjrtError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self.code {
+            1 => "CANCELLED",
+            2 => "UNKNOWN",
+            3 => "INVALID_ARGUMENT",
+            4 => "DEADLINE_EXCEEDED",
+            5 => "NOT_FOUND",
+            8 => "RESOURCE_EXHAUSTED",
+            9 => "FAILED_PRECONDITION",
+            12 => "UNIMPLEMENTED",
+            13 => "INTERNAL",
+            14 => "UNAVAILABLE",
+            _ => "ERROR",
+        };
+        write!(f, "{name}: {}", self.message)
+    }
+}
+
+pub type PResult<T> = std::result::Result<T, PjrtError>;
+
+fn local(message: impl Into<String>) -> PjrtError {
+    PjrtError {
+        code: -1,
+        message: message.into(),
+    }
+}
+
+/// A loaded plugin's function table. The library is never unloaded (plugins do not support
+/// it), so the table lives for the process.
+pub struct Api {
+    table: *const u8,
+    /// `major.minor` of the plugin's PJRT API.
+    pub version: (i32, i32),
+    table_size: usize,
+}
+
+// SAFETY: the table is immutable and PJRT functions are thread safe.
+unsafe impl Send for Api {}
+unsafe impl Sync for Api {}
+
+impl Api {
+    /// dlopens `path` and calls its `GetPjrtApi`, then `PJRT_Plugin_Initialize`.
+    pub fn load(path: &Path) -> PResult<Arc<Api>> {
+        let c =
+            CString::new(path.to_string_lossy().as_bytes()).map_err(|e| local(e.to_string()))?;
+        // SAFETY: a valid C string; the handle is kept for the process.
+        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if h.is_null() {
+            let e = unsafe { libc::dlerror() };
+            let msg = if e.is_null() {
+                "dlopen failed".to_string()
+            } else {
+                unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+            };
+            return Err(local(msg));
+        }
+        let sym = unsafe { libc::dlsym(h, c"GetPjrtApi".as_ptr()) };
+        if sym.is_null() {
+            return Err(local(
+                "the library has no GetPjrtApi symbol: not a PJRT plugin",
+            ));
+        }
+        // SAFETY: GetPjrtApi has the signature `const PJRT_Api* GetPjrtApi(void)`.
+        let get: unsafe extern "C" fn() -> *const sys::ApiHeader =
+            unsafe { std::mem::transmute(sym) };
+        let table = unsafe { get() };
+        if table.is_null() {
+            return Err(local("GetPjrtApi returned null"));
+        }
+        let header = unsafe { &*table };
+        let api = Api {
+            table: table as *const u8,
+            version: (
+                header.pjrt_api_version.major_version,
+                header.pjrt_api_version.minor_version,
+            ),
+            table_size: header.struct_size,
+        };
+        if api.version.0 != 0 {
+            return Err(local(format!(
+                "PJRT API {}.{}: accel speaks major version 0",
+                api.version.0, api.version.1
+            )));
+        }
+        let mut args = sys::PluginInitializeArgs {
+            struct_size: args_size!(sys::PluginInitializeArgs, extension_start),
+            extension_start: std::ptr::null_mut(),
+        };
+        // Older plugins may lack it; that is fine.
+        if api.has(slot::PLUGIN_INITIALIZE) {
+            unsafe { api.call(slot::PLUGIN_INITIALIZE, &mut args)? };
+        }
+        Ok(Arc::new(api))
+    }
+
+    /// Whether the plugin's table reaches function slot `i`.
+    pub fn has(&self, i: usize) -> bool {
+        sys::slot_offset(i) + std::mem::size_of::<usize>() <= self.table_size
+            && self.fn_at(i).is_some()
+    }
+
+    fn fn_at(&self, i: usize) -> Option<sys::Fn> {
+        if sys::slot_offset(i) + std::mem::size_of::<usize>() > self.table_size {
+            return None;
+        }
+        // SAFETY: within the table, which the plugin keeps alive.
+        let p = unsafe { *(self.table.add(sys::slot_offset(i)) as *const *const c_void) };
+        if p.is_null() {
+            None
+        } else {
+            Some(unsafe { std::mem::transmute::<*const c_void, sys::Fn>(p) })
+        }
+    }
+
+    /// Calls function slot `i` with `args`; a returned PJRT_Error becomes ours.
+    ///
+    /// # Safety
+    /// `A` must be the argument struct of that slot, initialised as the header requires.
+    pub unsafe fn call<A>(&self, i: usize, args: &mut A) -> PResult<()> {
+        let f = self
+            .fn_at(i)
+            .ok_or_else(|| local(format!("the plugin lacks PJRT function slot {i}")))?;
+        let err = f(args as *mut A as *mut c_void);
+        if err.is_null() {
+            Ok(())
+        } else {
+            Err(self.take_error(err))
+        }
+    }
+
+    fn take_error(&self, err: *mut sys::Error) -> PjrtError {
+        let mut m = sys::ErrorMessageArgs {
+            struct_size: args_size!(sys::ErrorMessageArgs, message_size),
+            extension_start: std::ptr::null_mut(),
+            error: err,
+            message: std::ptr::null(),
+            message_size: 0,
+        };
+        let mut c = sys::ErrorGetCodeArgs {
+            struct_size: args_size!(sys::ErrorGetCodeArgs, code),
+            extension_start: std::ptr::null_mut(),
+            error: err,
+            code: 2,
+        };
+        let message = unsafe {
+            if let Some(f) = self.fn_at(slot::ERROR_MESSAGE) {
+                f(&mut m as *mut _ as *mut c_void);
+            }
+            if let Some(f) = self.fn_at(slot::ERROR_GET_CODE) {
+                f(&mut c as *mut _ as *mut c_void);
+            }
+            str_of(m.message, m.message_size)
+        };
+        let mut d = sys::ErrorDestroyArgs {
+            struct_size: args_size!(sys::ErrorDestroyArgs, error),
+            extension_start: std::ptr::null_mut(),
+            error: err,
+        };
+        if let Some(f) = self.fn_at(slot::ERROR_DESTROY) {
+            unsafe { f(&mut d as *mut _ as *mut c_void) };
+        }
+        PjrtError {
+            code: c.code,
+            message,
+        }
+    }
+}
+
+unsafe fn str_of(p: *const c_char, n: usize) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    let bytes = std::slice::from_raw_parts(p as *const u8, n);
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// One PJRT client (one per plugin) and its addressable devices.
+pub struct Client {
+    pub api: Arc<Api>,
+    raw: *mut sys::Client,
+    pub devices: Vec<DeviceDesc>,
+    pub platform: String,
+    pub platform_version: String,
+}
+
+// SAFETY: PJRT clients are thread safe.
+unsafe impl Send for Client {}
+unsafe impl Sync for Client {}
+
+/// What a device says about itself.
+#[derive(Debug, Clone)]
+pub struct DeviceDesc {
+    pub raw: usize,
+    pub id: i32,
+    pub kind: String,
+    pub debug: String,
+}
+
+impl Client {
+    /// Starts the plugin's client with boolean creation options (`preallocate`...).
+    pub fn create(api: Arc<Api>, options: &[(&str, bool)]) -> PResult<Client> {
+        let opts: Vec<sys::NamedBool> = options
+            .iter()
+            .map(|(name, v)| sys::NamedBool {
+                struct_size: args_size!(sys::NamedBool, value_size),
+                extension_start: std::ptr::null_mut(),
+                name: name.as_ptr() as *const c_char,
+                name_size: name.len(),
+                type_: sys::NAMED_VALUE_BOOL,
+                value: u64::from(*v),
+                value_size: 1,
+            })
+            .collect();
+        let mut a = sys::ClientCreateArgs {
+            struct_size: args_size!(sys::ClientCreateArgs, kv_try_get_user_arg),
+            extension_start: std::ptr::null_mut(),
+            create_options: if opts.is_empty() {
+                std::ptr::null()
+            } else {
+                opts.as_ptr() as *const c_void
+            },
+            num_options: opts.len(),
+            kv_get_callback: std::ptr::null_mut(),
+            kv_get_user_arg: std::ptr::null_mut(),
+            kv_put_callback: std::ptr::null_mut(),
+            kv_put_user_arg: std::ptr::null_mut(),
+            client: std::ptr::null_mut(),
+            kv_try_get_callback: std::ptr::null_mut(),
+            kv_try_get_user_arg: std::ptr::null_mut(),
+        };
+        unsafe { api.call(slot::CLIENT_CREATE, &mut a)? };
+        let mut c = Client {
+            api,
+            raw: a.client,
+            devices: Vec::new(),
+            platform: String::new(),
+            platform_version: String::new(),
+        };
+        c.platform = c.string(slot::CLIENT_PLATFORM_NAME)?;
+        c.platform_version = c.string(slot::CLIENT_PLATFORM_VERSION).unwrap_or_default();
+        c.devices = c.list_devices()?;
+        Ok(c)
+    }
+
+    fn string(&self, s: usize) -> PResult<String> {
+        let mut a = sys::ClientStringArgs {
+            struct_size: args_size!(sys::ClientStringArgs, value_size),
+            extension_start: std::ptr::null_mut(),
+            client: self.raw,
+            value: std::ptr::null(),
+            value_size: 0,
+        };
+        unsafe {
+            self.api.call(s, &mut a)?;
+            Ok(str_of(a.value, a.value_size))
+        }
+    }
+
+    fn list_devices(&self) -> PResult<Vec<DeviceDesc>> {
+        let mut a = sys::ClientDevicesArgs {
+            struct_size: args_size!(sys::ClientDevicesArgs, num_devices),
+            extension_start: std::ptr::null_mut(),
+            client: self.raw,
+            devices: std::ptr::null(),
+            num_devices: 0,
+        };
+        unsafe { self.api.call(slot::CLIENT_ADDRESSABLE_DEVICES, &mut a)? };
+        let raw: Vec<*mut sys::Device> = if a.devices.is_null() {
+            Vec::new()
+        } else {
+            unsafe { std::slice::from_raw_parts(a.devices, a.num_devices) }.to_vec()
+        };
+        raw.into_iter()
+            .map(|d| {
+                let mut g = sys::DeviceGetDescriptionArgs {
+                    struct_size: args_size!(sys::DeviceGetDescriptionArgs, device_description),
+                    extension_start: std::ptr::null_mut(),
+                    device: d,
+                    device_description: std::ptr::null_mut(),
+                };
+                unsafe { self.api.call(slot::DEVICE_GET_DESCRIPTION, &mut g)? };
+                let desc = g.device_description;
+                let mut id = sys::DeviceDescriptionIdArgs {
+                    struct_size: args_size!(sys::DeviceDescriptionIdArgs, id),
+                    extension_start: std::ptr::null_mut(),
+                    device_description: desc,
+                    id: 0,
+                };
+                unsafe { self.api.call(slot::DEVICE_DESCRIPTION_ID, &mut id)? };
+                let string = |s: usize| -> PResult<String> {
+                    let mut a = sys::DeviceDescriptionStringArgs {
+                        struct_size: args_size!(sys::DeviceDescriptionStringArgs, value_size),
+                        extension_start: std::ptr::null_mut(),
+                        device_description: desc,
+                        value: std::ptr::null(),
+                        value_size: 0,
+                    };
+                    unsafe {
+                        self.api.call(s, &mut a)?;
+                        Ok(str_of(a.value, a.value_size))
+                    }
+                };
+                Ok(DeviceDesc {
+                    raw: d as usize,
+                    id: id.id,
+                    kind: string(slot::DEVICE_DESCRIPTION_KIND)?,
+                    debug: string(slot::DEVICE_DESCRIPTION_DEBUG_STRING).unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+
+    /// (bytes in use, bytes limit) of a device, where the plugin reports them.
+    pub fn memory_stats(&self, device: usize) -> PResult<(i64, Option<i64>)> {
+        let mut a = sys::DeviceMemoryStatsArgs {
+            struct_size: args_size!(sys::DeviceMemoryStatsArgs, peak_allocated_bytes_is_set),
+            extension_start: std::ptr::null_mut(),
+            device: self.devices[device].raw as *mut sys::Device,
+            bytes_in_use: 0,
+            peak_bytes_in_use: Default::default(),
+            num_allocs: Default::default(),
+            largest_alloc_size: Default::default(),
+            bytes_limit: Default::default(),
+            bytes_reserved: Default::default(),
+            peak_bytes_reserved: Default::default(),
+            bytes_reservable_limit: Default::default(),
+            largest_free_block_bytes: Default::default(),
+            pool_bytes: Default::default(),
+            peak_pool_bytes: Default::default(),
+            peak_allocated_bytes_value: 0,
+            peak_allocated_bytes_is_set: false,
+        };
+        unsafe { self.api.call(slot::DEVICE_MEMORY_STATS, &mut a)? };
+        Ok((
+            a.bytes_in_use,
+            a.bytes_limit.is_set.then_some(a.bytes_limit.value),
+        ))
+    }
+
+    /// Compiles StableHLO MLIR text for one device.
+    pub fn compile(&self, mlir: &str) -> PResult<Executable> {
+        // CompileOptionsProto { executable_build_options { num_replicas: 1, num_partitions: 1 },
+        // compile_portable_executable: true }: empty options make some plugins abort the
+        // process; a portable executable runs on whichever device `execute` names.
+        const OPTIONS: [u8; 8] = [0x1a, 0x04, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01];
+        let mut code = mlir.as_bytes().to_vec();
+        let format = b"mlir";
+        let program = sys::Program {
+            struct_size: args_size!(sys::Program, format_size),
+            extension_start: std::ptr::null_mut(),
+            code: code.as_mut_ptr() as *mut c_char,
+            code_size: code.len(),
+            format: format.as_ptr() as *const c_char,
+            format_size: format.len(),
+        };
+        let mut a = sys::ClientCompileArgs {
+            struct_size: args_size!(sys::ClientCompileArgs, executable),
+            extension_start: std::ptr::null_mut(),
+            client: self.raw,
+            program: &program,
+            compile_options: OPTIONS.as_ptr() as *const c_char,
+            compile_options_size: OPTIONS.len(),
+            executable: std::ptr::null_mut(),
+        };
+        unsafe { self.api.call(slot::CLIENT_COMPILE, &mut a)? };
+        Ok(Executable {
+            api: self.api.clone(),
+            raw: a.executable,
+        })
+    }
+
+    /// Copies host data into a new device buffer of `dims`; returns once the host data may
+    /// be reused.
+    pub fn buffer_from_host(
+        &self,
+        data: &[u8],
+        type_: i32,
+        dims: &[i64],
+        device: usize,
+    ) -> PResult<Buffer> {
+        let mut a = sys::BufferFromHostBufferArgs {
+            struct_size: args_size!(sys::BufferFromHostBufferArgs, buffer),
+            extension_start: std::ptr::null_mut(),
+            client: self.raw,
+            data: data.as_ptr() as *const c_void,
+            type_,
+            dims: dims.as_ptr(),
+            num_dims: dims.len(),
+            byte_strides: std::ptr::null(),
+            num_byte_strides: 0,
+            host_buffer_semantics: sys::HOST_BUFFER_IMMUTABLE_ONLY_DURING_CALL,
+            device: self.devices[device].raw as *mut sys::Device,
+            memory: std::ptr::null_mut(),
+            device_layout: std::ptr::null_mut(),
+            done_with_host_buffer: std::ptr::null_mut(),
+            buffer: std::ptr::null_mut(),
+        };
+        unsafe {
+            self.api
+                .call(slot::CLIENT_BUFFER_FROM_HOST_BUFFER, &mut a)?
+        };
+        let done = Event {
+            api: self.api.clone(),
+            raw: a.done_with_host_buffer,
+        };
+        done.wait()?;
+        Ok(Buffer {
+            api: self.api.clone(),
+            raw: a.buffer,
+        })
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let mut a = sys::ClientArgs {
+            struct_size: args_size!(sys::ClientArgs, client),
+            extension_start: std::ptr::null_mut(),
+            client: self.raw,
+        };
+        let _ = unsafe { self.api.call(slot::CLIENT_DESTROY, &mut a) };
+    }
+}
+
+/// A completion event.
+pub struct Event {
+    api: Arc<Api>,
+    raw: *mut sys::Event,
+}
+
+impl Event {
+    /// Blocks until the event fires; its error, if any, is returned.
+    pub fn wait(self) -> PResult<()> {
+        if self.raw.is_null() {
+            return Ok(());
+        }
+        let mut a = sys::EventArgs {
+            struct_size: args_size!(sys::EventArgs, event),
+            extension_start: std::ptr::null_mut(),
+            event: self.raw,
+        };
+        unsafe { self.api.call(slot::EVENT_AWAIT, &mut a) }
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if !self.raw.is_null() {
+            let mut a = sys::EventArgs {
+                struct_size: args_size!(sys::EventArgs, event),
+                extension_start: std::ptr::null_mut(),
+                event: self.raw,
+            };
+            let _ = unsafe { self.api.call(slot::EVENT_DESTROY, &mut a) };
+        }
+    }
+}
+
+/// A device buffer.
+pub struct Buffer {
+    api: Arc<Api>,
+    raw: *mut sys::Buffer,
+}
+
+// SAFETY: PJRT buffers may be used from any thread.
+unsafe impl Send for Buffer {}
+unsafe impl Sync for Buffer {}
+
+impl Buffer {
+    /// Copies the whole buffer into `dst` (exactly its size) and waits.
+    pub fn to_host(&self, dst: &mut [u8]) -> PResult<()> {
+        let mut a = sys::BufferToHostBufferArgs {
+            struct_size: args_size!(sys::BufferToHostBufferArgs, event),
+            extension_start: std::ptr::null_mut(),
+            src: self.raw,
+            host_layout: std::ptr::null_mut(),
+            dst: dst.as_mut_ptr() as *mut c_void,
+            dst_size: dst.len(),
+            event: std::ptr::null_mut(),
+        };
+        unsafe { self.api.call(slot::BUFFER_TO_HOST_BUFFER, &mut a)? };
+        Event {
+            api: self.api.clone(),
+            raw: a.event,
+        }
+        .wait()
+    }
+
+    /// Waits until the buffer's contents are computed.
+    pub fn ready(&self) -> PResult<()> {
+        let mut a = sys::BufferReadyEventArgs {
+            struct_size: args_size!(sys::BufferReadyEventArgs, event),
+            extension_start: std::ptr::null_mut(),
+            buffer: self.raw,
+            event: std::ptr::null_mut(),
+        };
+        unsafe { self.api.call(slot::BUFFER_READY_EVENT, &mut a)? };
+        Event {
+            api: self.api.clone(),
+            raw: a.event,
+        }
+        .wait()
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        let mut a = sys::BufferArgs {
+            struct_size: args_size!(sys::BufferArgs, buffer),
+            extension_start: std::ptr::null_mut(),
+            buffer: self.raw,
+        };
+        let _ = unsafe { self.api.call(slot::BUFFER_DESTROY, &mut a) };
+    }
+}
+
+/// A compiled, loaded program.
+pub struct Executable {
+    api: Arc<Api>,
+    raw: *mut sys::LoadedExecutable,
+}
+
+// SAFETY: PJRT executables may be executed from any thread.
+unsafe impl Send for Executable {}
+unsafe impl Sync for Executable {}
+
+impl Executable {
+    /// Runs on one device with `args`; returns its one output without waiting for it.
+    pub fn execute(
+        &self,
+        args: &[&Buffer],
+        device: Option<usize>,
+        client: &Client,
+    ) -> PResult<Buffer> {
+        let mut opts = sys::ExecuteOptions {
+            struct_size: args_size!(sys::ExecuteOptions, num_hlo_output_callbacks),
+            extension_start: std::ptr::null_mut(),
+            send_callbacks: std::ptr::null_mut(),
+            recv_callbacks: std::ptr::null_mut(),
+            num_send_ops: 0,
+            num_recv_ops: 0,
+            launch_id: 0,
+            non_donatable_input_indices: std::ptr::null(),
+            num_non_donatable_input_indices: 0,
+            context: std::ptr::null_mut(),
+            call_location: std::ptr::null(),
+            num_tasks: 0,
+            task_ids: std::ptr::null_mut(),
+            incarnation_ids: std::ptr::null_mut(),
+            multi_slice_config: std::ptr::null_mut(),
+            use_major_to_minor_data_layout_for_callbacks: false,
+            hlo_output_callbacks: std::ptr::null_mut(),
+            num_hlo_output_callbacks: 0,
+        };
+        let arg_ptrs: Vec<*mut sys::Buffer> = args.iter().map(|b| b.raw).collect();
+        let arg_list: [*const *mut sys::Buffer; 1] = [arg_ptrs.as_ptr()];
+        let mut outputs: [*mut sys::Buffer; 1] = [std::ptr::null_mut()];
+        let output_list: [*mut *mut sys::Buffer; 1] = [outputs.as_mut_ptr()];
+        let mut a = sys::LoadedExecutableExecuteArgs {
+            struct_size: args_size!(sys::LoadedExecutableExecuteArgs, execute_device),
+            extension_start: std::ptr::null_mut(),
+            executable: self.raw,
+            options: &mut opts,
+            argument_lists: arg_list.as_ptr(),
+            num_devices: 1,
+            num_args: args.len(),
+            output_lists: output_list.as_ptr(),
+            device_complete_events: std::ptr::null_mut(),
+            execute_device: device.map_or(std::ptr::null_mut(), |d| {
+                client.devices[d].raw as *mut sys::Device
+            }),
+        };
+        unsafe { self.api.call(slot::LOADED_EXECUTABLE_EXECUTE, &mut a)? };
+        if outputs[0].is_null() {
+            return Err(local("the program produced no output"));
+        }
+        Ok(Buffer {
+            api: self.api.clone(),
+            raw: outputs[0],
+        })
+    }
+}
+
+impl Drop for Executable {
+    fn drop(&mut self) {
+        let mut a = sys::LoadedExecutableDestroyArgs {
+            struct_size: args_size!(sys::LoadedExecutableDestroyArgs, executable),
+            extension_start: std::ptr::null_mut(),
+            executable: self.raw,
+        };
+        let _ = unsafe { self.api.call(slot::LOADED_EXECUTABLE_DESTROY, &mut a) };
+    }
+}

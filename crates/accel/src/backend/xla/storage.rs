@@ -1,0 +1,591 @@
+//! The XLA runtime (plugins loaded, their clients and devices) and tensor data on an XLA
+//! device. Each op builds a StableHLO program ([`super::hlo`]), compiled once per distinct
+//! program text and cached; execution is asynchronous, and `synchronize` waits for every
+//! result produced since the last wait (`torch_xla.sync()`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use super::hlo::{Program, Val};
+use super::pjrt::{self, Client, PjrtError};
+use super::{sys, Plugin};
+use crate::backend::cpu::CpuStorage;
+use crate::backend::{BinaryOp, ReduceOp, UnaryOp};
+use crate::probe::{Availability, DeviceInfo, Probe};
+use crate::shape::Layout;
+use crate::{DType, Device, Error, Result, Shape};
+
+/// One addressable device: which client, which of its devices.
+pub(crate) struct XlaDevice {
+    pub client: Arc<Client>,
+    pub index: usize,
+    pub device: Device,
+    /// Results not yet waited for.
+    pending: Mutex<Vec<Weak<pjrt::Buffer>>>,
+}
+
+pub(crate) struct Runtime {
+    pub plugins: Vec<Plugin>,
+    pub devices: Vec<Arc<XlaDevice>>,
+}
+
+/// How long one plugin may take to load and start its client.
+fn load_limit() -> Duration {
+    let s = std::env::var("ACCEL_PJRT_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(60.0);
+    Duration::from_secs_f64(s.max(0.1))
+}
+
+fn platform_rank(p: &str) -> u8 {
+    match p.to_ascii_lowercase().as_str() {
+        "tpu" => 0,
+        "cuda" | "gpu" | "rocm" => 1,
+        "cpu" => 3,
+        _ => 2,
+    }
+}
+
+/// Loads every plugin once per process.
+pub(crate) fn runtime() -> &'static Runtime {
+    static RT: OnceLock<Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        let env = crate::backend::cuda::libs::SearchEnv::from_process();
+        let mut plugins = Vec::new();
+        let mut clients: Vec<Arc<Client>> = Vec::new();
+        for (path, source) in super::plugin_candidates(&env) {
+            let mut plugin = Plugin {
+                path: path.clone(),
+                source,
+                platform: None,
+                platform_version: None,
+                pjrt_api_version: None,
+                devices: 0,
+                problem: None,
+            };
+            let is_tpu = path.file_name().is_some_and(|n| n == "libtpu.so");
+            if is_tpu && std::env::var_os("TPU_SKIP_MDS_QUERY").is_none() {
+                // Off a TPU VM, libtpu otherwise retries a metadata server for minutes.
+                std::env::set_var("TPU_SKIP_MDS_QUERY", "1");
+            }
+            if is_tpu && std::path::Path::new("/tmp/libtpu_lockfile").exists() {
+                plugin.problem = Some(
+                    "/tmp/libtpu_lockfile exists: another process may hold the TPU (libtpu \
+                     allows one process); stop it, or remove the file if it is stale"
+                        .to_string(),
+                );
+            }
+            let (tx, rx) = std::sync::mpsc::channel();
+            let p = path.clone();
+            let _ = std::thread::Builder::new()
+                .name("accel-pjrt-load".into())
+                .spawn(move || {
+                    // GPU plugins take most of the GPU's memory at start unless told not to;
+                    // accel shares the GPU with its own CUDA backend and other processes.
+                    let gpu = p.to_string_lossy().contains("cuda");
+                    let r = pjrt::Api::load(&p).and_then(|api| {
+                        if gpu {
+                            Client::create(api.clone(), &[("preallocate", false)])
+                                .or_else(|_| Client::create(api, &[]))
+                        } else {
+                            Client::create(api, &[])
+                        }
+                    });
+                    let _ = tx.send(r);
+                });
+            match rx.recv_timeout(load_limit()) {
+                Ok(Ok(c)) => {
+                    plugin.platform = Some(c.platform.clone());
+                    plugin.platform_version = Some(c.platform_version.clone());
+                    plugin.pjrt_api_version =
+                        Some(format!("{}.{}", c.api.version.0, c.api.version.1));
+                    plugin.devices = c.devices.len();
+                    if c.devices.is_empty() {
+                        plugin
+                            .problem
+                            .get_or_insert_with(|| "the plugin started but has no devices".into());
+                    }
+                    clients.push(Arc::new(c));
+                }
+                Ok(Err(e)) => {
+                    plugin.problem = Some(explain(&e, &path));
+                }
+                Err(_) => {
+                    plugin.problem = Some(format!(
+                        "did not start within {:.0} s (set ACCEL_PJRT_TIMEOUT to wait longer)",
+                        load_limit().as_secs_f64()
+                    ))
+                }
+            }
+            plugins.push(plugin);
+        }
+        clients.sort_by_key(|c| platform_rank(&c.platform));
+        let mut devices = Vec::new();
+        for c in clients {
+            for index in 0..c.devices.len() {
+                let device = Device::Xla(devices.len());
+                devices.push(Arc::new(XlaDevice {
+                    client: c.clone(),
+                    index,
+                    device,
+                    pending: Mutex::new(Vec::new()),
+                }));
+            }
+        }
+        Runtime { plugins, devices }
+    })
+}
+
+fn explain(e: &PjrtError, path: &std::path::Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name == "libtpu.so" && e.message.contains("jellyfish") || e.message.contains("TPU") {
+        format!("no TPU on this machine ({e})")
+    } else {
+        e.to_string()
+    }
+}
+
+pub(crate) fn probe() -> Probe {
+    let rt = runtime();
+    if rt.devices.is_empty() {
+        let reason = if rt.plugins.is_empty() {
+            "no PJRT plugin found".to_string()
+        } else {
+            rt.plugins
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}: {}",
+                        p.path.display(),
+                        p.problem.as_deref().unwrap_or("no devices")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        return Probe::unavailable(
+            "xla",
+            true,
+            reason,
+            "install a plugin: `pip install lammps-jax-pjrt-cpu` (XLA on the CPU), \
+             `pip install jax[cuda13]` (NVIDIA GPUs) or `pip install libtpu` (on a TPU VM); \
+             or set ACCEL_PJRT_PLUGIN=/path/to/plugin.so",
+        );
+    }
+    let devices = rt
+        .devices
+        .iter()
+        .map(|d| {
+            let desc = &d.client.devices[d.index];
+            let plugin = rt
+                .plugins
+                .iter()
+                .find(|p| p.platform.as_deref() == Some(d.client.platform.as_str()));
+            let mut details = vec![
+                ("platform".to_string(), d.client.platform.clone()),
+                ("kind".to_string(), desc.kind.clone()),
+                ("id".to_string(), desc.id.to_string()),
+                ("debug".to_string(), desc.debug.clone()),
+            ];
+            if let Some(p) = plugin {
+                details.push(("plugin".to_string(), p.path.display().to_string()));
+                details.push((
+                    "pjrt_api_version".to_string(),
+                    p.pjrt_api_version.clone().unwrap_or_default(),
+                ));
+            }
+            if !d.client.platform_version.is_empty() {
+                details.push((
+                    "platform_version".to_string(),
+                    d.client.platform_version.clone(),
+                ));
+            }
+            let mem = d.client.memory_stats(d.index);
+            let total = match &mem {
+                Ok((_, limit)) => limit.map(|l| l as u64),
+                Err(e) => {
+                    let why = if e.code == sys::ERROR_CODE_UNIMPLEMENTED {
+                        "not available (the plugin does not report it)".to_string()
+                    } else {
+                        format!("not available ({e})")
+                    };
+                    details.push(("memory_stats".to_string(), why));
+                    None
+                }
+            };
+            DeviceInfo {
+                device: d.device,
+                name: format!("{} {}", d.client.platform, desc.kind),
+                memory_total_bytes: total,
+                details,
+            }
+        })
+        .collect();
+    Probe {
+        backend: "xla",
+        compiled: true,
+        availability: Availability::Available { devices },
+    }
+}
+
+pub(crate) fn device(i: usize) -> Result<Arc<XlaDevice>> {
+    crate::backend::check(Device::Xla(i))?;
+    runtime()
+        .devices
+        .get(i)
+        .cloned()
+        .ok_or_else(|| Error::System(format!("xla:{i} vanished")))
+}
+
+// ---- compilation cache ----------------------------------------------------------------------
+
+static COMPILES: AtomicUsize = AtomicUsize::new(0);
+static COMPILE_NANOS: AtomicU64 = AtomicU64::new(0);
+
+pub(crate) fn compile_count() -> usize {
+    COMPILES.load(Ordering::Relaxed)
+}
+
+pub(crate) fn compile_seconds() -> f64 {
+    COMPILE_NANOS.load(Ordering::Relaxed) as f64 / 1e9
+}
+
+type Cache = HashMap<(usize, String), Arc<pjrt::Executable>>;
+
+fn executable(dev: &XlaDevice, mlir: &str) -> Result<Arc<pjrt::Executable>> {
+    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let key = (Arc::as_ptr(&dev.client) as usize, mlir.to_string());
+    if let Some(e) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(e.clone());
+    }
+    let t = Instant::now();
+    let exe = dev.client.compile(mlir).map_err(|e| {
+        Error::System(format!(
+            "XLA could not compile accel's program on {}: {e}\n{mlir}",
+            dev.device
+        ))
+    })?;
+    COMPILE_NANOS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    COMPILES.fetch_add(1, Ordering::Relaxed);
+    let exe = Arc::new(exe);
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, exe.clone());
+    Ok(exe)
+}
+
+// ---- storage --------------------------------------------------------------------------------
+
+/// A dense 1-D buffer of `len` elements on one XLA device.
+pub(crate) struct XlaStorage {
+    pub dev: Arc<XlaDevice>,
+    pub buf: Arc<pjrt::Buffer>,
+    pub len: usize,
+    pub dtype: DType,
+}
+
+impl std::fmt::Debug for XlaStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "XlaStorage({}, {} x {})",
+            self.dev.device, self.len, self.dtype
+        )
+    }
+}
+
+fn buffer_type(d: DType) -> i32 {
+    match d {
+        DType::F16 => sys::BUFFER_TYPE_F16,
+        DType::BF16 => sys::BUFFER_TYPE_BF16,
+        DType::F32 => sys::BUFFER_TYPE_F32,
+        DType::F64 => sys::BUFFER_TYPE_F64,
+        DType::I32 => sys::BUFFER_TYPE_S32,
+        DType::I64 => sys::BUFFER_TYPE_S64,
+    }
+}
+
+fn perr<'a>(dev: &'a XlaDevice, what: &str) -> impl Fn(PjrtError) -> Error + 'a {
+    let what = what.to_string();
+    move |e| {
+        if e.code == 8 {
+            Error::System(format!("out of memory on {} while {what}: {e}", dev.device))
+        } else {
+            Error::System(format!("XLA {what} on {} failed: {e}", dev.device))
+        }
+    }
+}
+
+/// Waits for every result produced on `dev` since the last wait.
+pub(crate) fn synchronize(i: usize) -> Result<()> {
+    let dev = device(i)?;
+    let pending: Vec<Weak<pjrt::Buffer>> =
+        std::mem::take(&mut *dev.pending.lock().unwrap_or_else(|e| e.into_inner()));
+    for b in pending.iter().filter_map(Weak::upgrade) {
+        b.ready().map_err(perr(&dev, "waiting"))?;
+    }
+    Ok(())
+}
+
+impl XlaStorage {
+    pub fn from_cpu(dev: &Arc<XlaDevice>, data: &CpuStorage) -> Result<XlaStorage> {
+        let buf = dev
+            .client
+            .buffer_from_host(
+                data.as_bytes(),
+                buffer_type(data.dtype()),
+                &[data.len() as i64],
+                dev.index,
+            )
+            .map_err(perr(dev, "copying to the device"))?;
+        Ok(XlaStorage {
+            dev: dev.clone(),
+            buf: Arc::new(buf),
+            len: data.len(),
+            dtype: data.dtype(),
+        })
+    }
+
+    /// The whole buffer on the host.
+    fn download(&self) -> Result<CpuStorage> {
+        let mut host = CpuStorage::full(self.dtype, self.len, 0.0);
+        if self.len > 0 {
+            self.buf
+                .to_host(host.as_bytes_mut())
+                .map_err(perr(&self.dev, "copying to the host"))?;
+        }
+        Ok(host)
+    }
+
+    pub fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
+        if l.is_contiguous() && l.offset == 0 && l.shape.elem_count() == self.len {
+            return self.download();
+        }
+        match self.copy_strided(l) {
+            Ok(c) => c.download(),
+            Err(_) => Ok(self.download()?.copy_strided(l)),
+        }
+    }
+
+    /// Runs `prog` (whose arguments are `inputs`' buffers, in order) and wraps its output.
+    fn run(&self, prog: Program, out: &Val, inputs: &[&XlaStorage]) -> Result<XlaStorage> {
+        let (mlir, n) = prog.finish(out);
+        if n == 0 {
+            // Nothing to compute: XLA rejects some zero-sized programs.
+            return XlaStorage::from_cpu(&self.dev, &CpuStorage::full(out.dtype, 0, 0.0));
+        }
+        let exe = executable(&self.dev, &mlir)?;
+        let args: Vec<&pjrt::Buffer> = inputs.iter().map(|s| s.buf.as_ref()).collect();
+        let buf = Arc::new(
+            exe.execute(&args, Some(self.dev.index), &self.dev.client)
+                .map_err(perr(&self.dev, "running a program"))?,
+        );
+        let mut pending = self.dev.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.retain(|w| w.strong_count() > 0);
+        pending.push(Arc::downgrade(&buf));
+        Ok(XlaStorage {
+            dev: self.dev.clone(),
+            buf,
+            len: n,
+            dtype: out.dtype,
+        })
+    }
+
+    /// An operand's view in `p` (callers made it expressible with [`Self::expressible`]).
+    fn operand(&self, p: &mut Program, l: &Layout) -> Result<Val> {
+        let a = p.arg(self.len, self.dtype);
+        p.view(&a, l).ok_or_else(|| {
+            Error::System(format!(
+                "internal: a view of shape {:?} with strides {:?} reached an XLA program",
+                l.shape.dims(),
+                l.strides
+            ))
+        })
+    }
+
+    /// `self` and its layout, made dense through the host when a program cannot express it.
+    fn expressible(&self, l: &Layout) -> Result<Option<XlaStorage>> {
+        let mut p = Program::new();
+        let a = p.arg(self.len, self.dtype);
+        if p.view(&a, l).is_some() {
+            Ok(None)
+        } else {
+            let host = self.download()?.copy_strided(l);
+            Ok(Some(XlaStorage::from_cpu(&self.dev, &host)?))
+        }
+    }
+
+    pub fn copy_strided(&self, l: &Layout) -> Result<XlaStorage> {
+        self.cast(l, self.dtype)
+    }
+
+    pub fn cast(&self, l: &Layout, dtype: DType) -> Result<XlaStorage> {
+        if let Some(d) = self.expressible(l)? {
+            return d.cast(&Layout::contiguous(l.shape.clone()), dtype);
+        }
+        let mut p = Program::new();
+        let v = self.operand(&mut p, l)?;
+        let c = p.convert(&v, dtype);
+        self.run(p, &c, &[self])
+    }
+
+    pub fn binary(
+        &self,
+        op: BinaryOp,
+        ll: &Layout,
+        rhs: &XlaStorage,
+        rl: &Layout,
+        out: &Shape,
+    ) -> Result<XlaStorage> {
+        if let Some(d) = self.expressible(ll)? {
+            return d.binary(op, &Layout::contiguous(ll.shape.clone()), rhs, rl, out);
+        }
+        if let Some(d) = rhs.expressible(rl)? {
+            return self.binary(op, ll, &d, &Layout::contiguous(rl.shape.clone()), out);
+        }
+        let mut p = Program::new();
+        let a = self.operand(&mut p, ll)?;
+        let b = rhs.operand(&mut p, rl)?;
+        let a = p.broadcast_to(&a, out.dims());
+        let b = p.broadcast_to(&b, out.dims());
+        let name = match op {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "subtract",
+            BinaryOp::Mul => "multiply",
+            BinaryOp::Div => "divide",
+            BinaryOp::Maximum => "maximum",
+        };
+        let r = p.elementwise(name, &[&a, &b]);
+        self.run(p, &r, &[self, rhs])
+    }
+
+    pub fn unary(&self, op: UnaryOp, l: &Layout) -> Result<XlaStorage> {
+        if let Some(d) = self.expressible(l)? {
+            return d.unary(op, &Layout::contiguous(l.shape.clone()));
+        }
+        let mut p = Program::new();
+        let x = self.operand(&mut p, l)?;
+        let r = match op {
+            UnaryOp::Neg => p.elementwise("negate", &[&x]),
+            UnaryOp::Exp => p.elementwise("exponential", &[&x]),
+            UnaryOp::Relu => {
+                // max(x, 0) keeps NaN, as the CPU backend and PyTorch do.
+                let z = p.constant(0.0, &x.dims, x.dtype);
+                p.elementwise("maximum", &[&x, &z])
+            }
+        };
+        self.run(p, &r, &[self])
+    }
+
+    pub fn reduce(&self, op: ReduceOp, l: &Layout, dim: Option<usize>) -> Result<XlaStorage> {
+        if let Some(d) = self.expressible(l)? {
+            return d.reduce(op, &Layout::contiguous(l.shape.clone()), dim);
+        }
+        let mut p = Program::new();
+        let x = self.operand(&mut p, l)?;
+        let rank = l.shape.rank();
+        let dims: Vec<usize> = match dim {
+            Some(d) => vec![d],
+            None => (0..rank).collect(),
+        };
+        let count: usize = dims.iter().map(|&d| l.shape.dims()[d]).product();
+        let dt = self.dtype;
+        let r = match op {
+            ReduceOp::Max => {
+                let init = match dt {
+                    DType::I32 => i32::MIN as f64,
+                    DType::I64 => i64::MIN as f64,
+                    _ => f64::NEG_INFINITY,
+                };
+                let m = p.reduce(&x, &dims, "maximum", init);
+                if dt.is_float() {
+                    // XLA's CPU reduction drops NaN; PyTorch and accel propagate it.
+                    let nans = p.isnan(&x);
+                    let any = p.reduce(&nans, &dims, "maximum", 0.0);
+                    p.nan_where(&any, &m)
+                } else {
+                    m
+                }
+            }
+            ReduceOp::Sum | ReduceOp::Mean => {
+                // Integer sums widen to i64; half floats accumulate in f32.
+                let acc = match dt {
+                    DType::I32 | DType::I64 => DType::I64,
+                    DType::F16 | DType::BF16 => DType::F32,
+                    d => d,
+                };
+                let xa = p.convert(&x, acc);
+                let s = p.reduce(&xa, &dims, "add", 0.0);
+                let s = if op == ReduceOp::Mean {
+                    let c = p.constant(count as f64, &s.dims, acc);
+                    p.elementwise("divide", &[&s, &c])
+                } else {
+                    s
+                };
+                let out = if dt.is_float() { dt } else { DType::I64 };
+                p.convert(&s, out)
+            }
+        };
+        self.run(p, &r, &[self])
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul(
+        &self,
+        rhs: &XlaStorage,
+        bsz: usize,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: (usize, usize, usize, usize),
+        b: (usize, usize, usize, usize),
+    ) -> Result<XlaStorage> {
+        let layout = |s: (usize, usize, usize, usize), rows: usize, cols: usize| {
+            if s.0 == 0 || bsz == 1 {
+                Layout {
+                    shape: Shape::from((rows, cols)),
+                    strides: vec![s.1, s.2],
+                    offset: s.3,
+                }
+            } else {
+                Layout {
+                    shape: Shape::from((bsz, rows, cols)),
+                    strides: vec![s.0, s.1, s.2],
+                    offset: s.3,
+                }
+            }
+        };
+        let (la, lb) = (layout(a, m, k), layout(b, k, n));
+        if let Some(d) = self.expressible(&la)? {
+            return d.matmul(rhs, bsz, m, n, k, (m * k, k, 1, 0), b);
+        }
+        if let Some(d) = rhs.expressible(&lb)? {
+            return self.matmul(&d, bsz, m, n, k, a, (k * n, n, 1, 0));
+        }
+        let mut p = Program::new();
+        let mut va = self.operand(&mut p, &la)?;
+        let mut vb = rhs.operand(&mut p, &lb)?;
+        if bsz > 1 {
+            va = p.broadcast_to(&va, &[bsz, m, k]);
+            vb = p.broadcast_to(&vb, &[bsz, k, n]);
+        }
+        let r = p.dot(&va, &vb);
+        self.run(p, &r, &[self, rhs])
+    }
+}
+
+/// Bytes in use and the limit on an XLA device, where its plugin reports them.
+pub(crate) fn memory(i: usize) -> Option<(u64, u64)> {
+    let dev = runtime().devices.get(i)?;
+    let (used, limit) = dev.client.memory_stats(dev.index).ok()?;
+    let limit = limit? as u64;
+    Some((limit.saturating_sub(used as u64), limit))
+}
