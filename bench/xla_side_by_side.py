@@ -25,13 +25,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_ACCEL = os.path.join(HERE, "..", "target", "release", "accel")
 
 
-def jax_matmul(n, dtype, warmup, iters):
+def jax_matmul(n, dtype, warmup, iters, platform=None):
     import jax
     import jax.numpy as jnp
+    dev = jax.devices(platform)[0] if platform else jax.devices()[0]
     t = {"f32": jnp.float32, "f64": jnp.float64, "bf16": jnp.bfloat16, "f16": jnp.float16}[dtype]
     ka, kb = jax.random.split(jax.random.PRNGKey(0))
-    a = jax.random.normal(ka, (n, n)).astype(t)
-    b = jax.random.normal(kb, (n, n)).astype(t)
+    a = jax.device_put(jax.random.normal(ka, (n, n)).astype(t), dev)
+    b = jax.device_put(jax.random.normal(kb, (n, n)).astype(t), dev)
     f = jax.jit(jnp.dot)
     for _ in range(warmup):
         f(a, b).block_until_ready()
@@ -59,30 +60,45 @@ def main():
     p.add_argument("--dtype", default="f32")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--same-plugin", metavar="PLUGIN.so",
+                   help="also time JAX on this PJRT plugin (the one accel uses)")
     args = p.parse_args()
     sizes = args.size or [2000]
     if args.dtype == "f64":
         os.environ["JAX_ENABLE_X64"] = "1"
 
+    same = None
+    if args.same_plugin:
+        # JAX on the very plugin accel uses: registered under its own platform name.
+        from jax._src import xla_bridge
+        xla_bridge.register_plugin("accelsame", library_path=args.same_plugin)
+        same = "accelsame"
     import jax
     print(f"jax {jax.__version__} on {jax.devices()[0].platform} ({jax.devices()[0].device_kind}); "
           f"accel on {args.device}; rounds {args.rounds}", flush=True)
     warmup = 3
     rows = []
     for n in sizes:
-        j, a = [], []
+        j, a, js = [], [], []
         for r in range(args.rounds):
             j.append(jax_matmul(n, args.dtype, warmup, args.iters))
             time.sleep(1.0)
+            if same:
+                js.append(jax_matmul(n, args.dtype, warmup, args.iters, same))
+                time.sleep(1.0)
             a.append(accel_matmul(args.accel, args.device, n, args.dtype, warmup, args.iters))
             time.sleep(1.0)
             print(f"  N={n} round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
         flops = 2.0 * n ** 3 / 1e9
-        rows.append((n, flops / statistics.median(j), flops / statistics.median(a)))
+        rows.append((n, flops / statistics.median(j), flops / statistics.median(a),
+                     flops / statistics.median(js) if js else None))
     print()
-    print(f"{'workload':<22}{'JAX GFLOP/s':>14}{'accel GFLOP/s':>16}{'accel/JAX':>11}")
-    for n, jr, ar in rows:
-        print(f"{f'matmul {args.dtype} N={n}':<22}{jr:14.1f}{ar:16.1f}{ar / jr:11.2f}")
+    print(f"{'workload':<22}{'JAX GFLOP/s':>14}{'JAX same plugin':>17}{'accel GFLOP/s':>16}"
+          f"{'accel/JAX':>11}{'accel/JAX same':>16}")
+    for n, jr, ar, sr in rows:
+        same_cells = (f"{sr:17.1f}", f"{ar / sr:16.2f}") if sr else (f"{'-':>17}", f"{'-':>16}")
+        print(f"{f'matmul {args.dtype} N={n}':<22}{jr:14.1f}{same_cells[0]}{ar:16.1f}"
+              f"{ar / jr:11.2f}{same_cells[1]}")
     print(f"\nmedian over {args.rounds} interleaved rounds of the median of {args.iters} timed "
           f"iterations after {warmup} warm-ups; execution only (compilation happens in the warm-up)")
 

@@ -8,9 +8,11 @@
 # `run` does, in order, each step's output in its own file under $OUT (or .gpu-out/results):
 #   1. accel devices --json and the text listing, with every probe's reason; accel mem
 #      (nothing is put on LD_LIBRARY_PATH: finding pip's CUDA libraries is accel's job);
-#   2. every test executable with ACCEL_TEST_REQUIRE=cuda (a missing GPU is a failure);
+#   2. every test executable with ACCEL_TEST_REQUIRE=cuda,xla (a missing GPU or XLA plugin
+#      is a failure; XLA runs on JAX's CUDA plugin there);
 #   3. bench/gpu_side_by_side.py: accel against PyTorch, same workloads, one run;
-#   4. accel bench matmul/elementwise/copy tables on cuda:0 with --explain (% of peak).
+#   4. bench/xla_side_by_side.py: accel on XLA's CUDA plugin against JAX, bf16 N=8192;
+#   5. accel bench matmul/elementwise/copy tables on cuda:0 with --explain (% of peak).
 # It keeps going after a failed step and exits non-zero if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -54,13 +56,13 @@ run() {
   "$accel" mem >> "$out/summary.txt" 2>&1 || failed=1
   ( time "$accel" ) >> "$out/summary.txt" 2>&1 || failed=1
 
-  echo "== 2. tests (ACCEL_TEST_REQUIRE=cuda)" | tee -a "$out/summary.txt"
+  echo "== 2. tests (ACCEL_TEST_REQUIRE=cuda,xla)" | tee -a "$out/summary.txt"
   : > "$out/tests.txt"
   for t in "$GPU_OUT"/tests/*; do
     echo "--- $(basename "$t")" >> "$out/tests.txt"
     # Tests read nothing from the crate folder at run time; one thread keeps GPU memory
     # numbers per test exact.
-    if ACCEL_TEST_REQUIRE=cuda timeout 300 "$t" --test-threads=1 >> "$out/tests.txt" 2>&1; then
+    if ACCEL_TEST_REQUIRE=cuda,xla timeout 300 "$t" --test-threads=1 >> "$out/tests.txt" 2>&1; then
       echo "ok   $(basename "$t")" >> "$out/summary.txt"
     else
       echo "FAIL $(basename "$t")" >> "$out/summary.txt"; failed=1
@@ -72,7 +74,20 @@ run() {
     > "$out/side_by_side.txt" 2>&1 || failed=1
   tail -n 12 "$out/side_by_side.txt" >> "$out/summary.txt"
 
-  echo "== 4. accel bench tables" | tee -a "$out/summary.txt"
+  echo "== 4. XLA beside JAX" | tee -a "$out/summary.txt"
+  local xdev; xdev=$("$accel" devices --json | "$py" -c '
+import json, sys
+d = json.load(sys.stdin)
+for b in d["backends"]:
+    for x in b.get("devices", []):
+        if b["backend"] == "xla" and x["details"].get("platform") != "cpu":
+            print(x["device"]); sys.exit()
+print("xla:0")')
+  PYTHONUNBUFFERED=1 timeout 300 "$py" bench/xla_side_by_side.py --accel "$accel" --device "$xdev" \
+    --size 8192 --dtype bf16 --rounds 3 > "$out/xla_side_by_side.txt" 2>&1 || failed=1
+  tail -n 5 "$out/xla_side_by_side.txt" >> "$out/summary.txt"
+
+  echo "== 5. accel bench tables" | tee -a "$out/summary.txt"
   {
     for dt in f32 bf16 f16 f64; do
       "$accel" bench matmul --device cuda:0 --device cpu --size 1024 --size 4096 --dtype "$dt" --explain

@@ -11,6 +11,8 @@ struct Report {
     backends: Vec<accel::Probe>,
     /// The CUDA stack as found: driver, NVML, NVRTC, cuBLAS(Lt), cuDNN.
     cuda_libraries: &'static [accel::cuda::libs::Library],
+    /// Every PJRT plugin found: path, platform, versions, or why it failed.
+    xla_plugins: Vec<accel::xla::Plugin>,
 }
 
 pub fn run(json: bool) -> anyhow::Result<()> {
@@ -18,6 +20,7 @@ pub fn run(json: bool) -> anyhow::Result<()> {
         best_device: Device::best(),
         backends: accel::devices(),
         cuda_libraries: accel::cuda::libraries(),
+        xla_plugins: accel::xla::plugins(),
     };
     if json {
         return out::json("devices", &report);
@@ -29,6 +32,23 @@ pub fn run(json: bool) -> anyhow::Result<()> {
         out::line("\nCUDA libraries:")?;
         for l in libraries_text(report.cuda_libraries) {
             out::line(l)?;
+        }
+    }
+    out::line("\nXLA (PJRT) plugins:")?;
+    if report.xla_plugins.is_empty() {
+        out::line("  none found (pip install lammps-jax-pjrt-cpu, jax[cuda13] or libtpu; or set ACCEL_PJRT_PLUGIN)")?;
+    }
+    for p in &report.xla_plugins {
+        match &p.problem {
+            None => out::line(format!(
+                "  {:<9} {} device(s), PJRT {}  {} ({})",
+                p.platform.as_deref().unwrap_or("?"),
+                p.devices,
+                p.pjrt_api_version.as_deref().unwrap_or("?"),
+                p.path.display(),
+                p.source
+            ))?,
+            Some(why) => out::line(format!("  failed    {}: {why}", p.path.display()))?,
         }
     }
     out::line(format!(

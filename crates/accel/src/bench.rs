@@ -273,6 +273,16 @@ pub fn peak(device: &Device, dtype: DType) -> Option<Peak> {
                 crate::cuda::allow_tf32(),
             )
         }
+        // XLA's CPU platform computes on this CPU.
+        Device::Xla(_)
+            if crate::xla::platform_device("cpu", 0).is_some_and(|_| {
+                (0..)
+                    .map_while(|i| crate::xla::platform_device("cpu", i))
+                    .any(|d| d == *device)
+            }) =>
+        {
+            peak(&Device::Cpu, dtype)
+        }
         Device::Mps | Device::Xla(_) | Device::Wgpu(_) => None,
     }
 }

@@ -69,16 +69,9 @@ impl Family {
     }
 }
 
-/// Short dtype names used in kernel names.
+/// Short dtype names used in kernel names (`f32`).
 pub fn tag(d: DType) -> &'static str {
-    match d {
-        DType::F16 => "f16",
-        DType::BF16 => "bf16",
-        DType::F32 => "f32",
-        DType::F64 => "f64",
-        DType::I32 => "i32",
-        DType::I64 => "i64",
-    }
+    d.as_str()
 }
 
 const ALL: [DType; 6] = [

@@ -10,16 +10,9 @@ use std::fmt::Write;
 use crate::shape::Layout;
 use crate::DType;
 
-/// MLIR element type.
+/// MLIR element type: accel's short dtype names are MLIR's (`f32`, `bf16`, `i64`).
 pub fn ty(d: DType) -> &'static str {
-    match d {
-        DType::F16 => "f16",
-        DType::BF16 => "bf16",
-        DType::F32 => "f32",
-        DType::F64 => "f64",
-        DType::I32 => "i32",
-        DType::I64 => "i64",
-    }
+    d.as_str()
 }
 
 /// `tensor<2x3xf32>`; `tensor<f32>` for a scalar.
