@@ -91,11 +91,16 @@ fn the_plugin_reports_its_platform_and_devices() {
     assert!(p.devices >= 1);
     let v = p.pjrt_api_version.as_deref().unwrap();
     assert!(v.starts_with("0."), "{v}");
-    let cpu = accel::xla::platform_device("cpu", 0);
-    assert!(cpu.is_some(), "the CPU plugin's platform is cpu");
-    assert_eq!("xla:cpu:0".parse::<Device>().ok(), cpu);
-    let e = "xla:cpu:99".parse::<Device>().unwrap_err().to_string();
-    assert!(e.contains("xla:cpu:99") && e.contains("xla:0"), "{e}");
+    // `xla:PLATFORM:N` names the n-th device of one platform (cpu here, cuda on a GPU).
+    let platform = p.platform.clone().unwrap();
+    let first = accel::xla::platform_device(&platform, 0);
+    assert!(first.is_some(), "{platform}");
+    assert_eq!(format!("xla:{platform}:0").parse::<Device>().ok(), first);
+    let e = format!("xla:{platform}:99")
+        .parse::<Device>()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(":99") && e.contains("xla:0"), "{e}");
     // Memory: the CPU plugin does not report it; that is data, not an error.
     let info = accel::devices()
         .into_iter()
