@@ -522,23 +522,26 @@ impl BenchRow for ElementwiseRun {
     }
     fn text_row(&self) -> String {
         format!(
-            "{:<8}{:>12}{}{:>10.1}{:>11.1e}",
+            "{:<8}{:>12}{}{:>10.1}{:>8}{:>11.1e}",
             self.device.to_string(),
             self.size,
             timing(&self.stats, self.first_run_s),
             self.gb_per_s,
+            self.percent_of_peak
+                .map_or("-".to_string(), |p| format!("{p:.0}%")),
             self.max_rel_error
         )
     }
     fn csv_row(&self) -> String {
         format!(
-            "{},{},{},{},{},{},{:e}",
+            "{},{},{},{},{},{},{},{:e}",
             format!("{:?}", self.op).to_lowercase(),
             self.device,
             self.dtype,
             self.size,
             csv_timing(self.warmup, &self.stats, self.first_run_s),
             self.gb_per_s,
+            opt(self.percent_of_peak),
             self.max_rel_error
         )
     }
@@ -651,10 +654,12 @@ fn elementwise(
     let table = Table {
         title: format!("{op:?} {dtype}").to_lowercase(),
         text_header: format!(
-            "{:<8}{:>12}{TIMING_HEADER}{:>10}{:>11}",
-            "device", "elements", "GB/s", "max error"
+            "{:<8}{:>12}{TIMING_HEADER}{:>10}{:>8}{:>11}",
+            "device", "elements", "GB/s", "% peak", "max error"
         ),
-        csv_header: format!("op,device,dtype,size,{CSV_TIMING},gb_per_s,max_rel_error"),
+        csv_header: format!(
+            "op,device,dtype,size,{CSV_TIMING},gb_per_s,percent_of_peak,max_rel_error"
+        ),
         axes: ("elements", "GB/s"),
     };
     execute(plan, sizes, table, |d, size| {

@@ -287,6 +287,43 @@ pub fn peak(device: &Device, dtype: DType) -> Option<Peak> {
     }
 }
 
+/// A memory system's peak bandwidth, with the formula that gives it.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryPeak {
+    /// GB/s (10^9 bytes).
+    pub gb_per_s: f64,
+    /// How it was computed, with the numbers.
+    pub formula: String,
+}
+
+/// A GPU's memory bandwidth: bus width x memory clock x 2 transfers per clock (DDR/HBM).
+pub fn gpu_memory_peak(bus_width_bits: u32, memory_clock_mhz: u32) -> MemoryPeak {
+    let g = bus_width_bits as f64 / 8.0 * memory_clock_mhz as f64 * 2.0 / 1000.0;
+    MemoryPeak {
+        gb_per_s: g,
+        formula: format!(
+            "{bus_width_bits}-bit bus / 8 x {memory_clock_mhz} MHz x 2 transfers per clock = {g:.1} GB/s"
+        ),
+    }
+}
+
+/// The peak memory bandwidth of `device`, where it can be derived (CUDA GPUs).
+pub fn memory_peak(device: &Device) -> Option<MemoryPeak> {
+    let Device::Cuda(_) = device else { return None };
+    let p = crate::backend::probe_of("cuda")?;
+    let info = p.devices().iter().find(|d| d.device == *device)?;
+    let get = |k: &str| {
+        info.details
+            .iter()
+            .find(|(key, _)| key == k)
+            .and_then(|(_, v)| v.parse::<u32>().ok())
+    };
+    Some(gpu_memory_peak(
+        get("memory_bus_width_bits")?,
+        get("max_clock_memory_mhz")?,
+    ))
+}
+
 /// An NVIDIA GPU's peak for matmul in `dtype`: SMs x clock x flops per clock per SM, using
 /// the tensor cores' dense rate where cuBLAS uses them (f16, bf16, TF32 when allowed, f64 on
 /// A100/H100-class parts) and the CUDA cores' FMA rate otherwise. Known architectures only:
@@ -507,6 +544,10 @@ pub struct ElementwiseRun {
     pub max_rel_error: f64,
     /// The same iterations by the device's own clock (CUDA events), where it has one.
     pub device_stats: Option<Stats>,
+    /// The device's memory bandwidth peak, where known.
+    pub peak: Option<MemoryPeak>,
+    /// `gb_per_s` as a percentage of `peak`.
+    pub percent_of_peak: Option<f64>,
 }
 
 /// Times an elementwise op over `size` elements on `device`.
@@ -547,7 +588,10 @@ pub fn elementwise(
         max_rel_error = max_rel_error.max((cv[i] - want).abs() / want.abs().max(1e-30));
     }
     let gb_per_s = bytes / stats.median_s / 1e9;
+    let peak = memory_peak(device);
     Ok(ElementwiseRun {
+        percent_of_peak: peak.as_ref().map(|p| 100.0 * gb_per_s / p.gb_per_s),
+        peak,
         gb_per_s,
         device: *device,
         dtype,

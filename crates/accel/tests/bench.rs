@@ -133,6 +133,14 @@ fn gpu_peak_formulas_of_known_chips() {
         "{}",
         p.formula
     );
+    // Memory: H100 SXM's 5120-bit HBM3 at 2619 MHz is its published 3.35 TB/s; H200's
+    // 6144-bit HBM3e at 3201 MHz gives 4.9 TB/s (published: 4.8).
+    assert!(close(bench::gpu_memory_peak(5120, 2619).gb_per_s, 3352.32));
+    assert!(close(bench::gpu_memory_peak(6144, 3201).gb_per_s, 4916.736));
+    assert!(bench::gpu_memory_peak(6144, 3201)
+        .formula
+        .contains("6144-bit"));
+    assert!(bench::memory_peak(&Device::Cpu).is_none());
     // Unknown architectures and integer dtypes have no peak.
     assert!(bench::cuda_peak((7, 0), 80, 1530, DType::F32, false).is_none());
     assert!(bench::cuda_peak((9, 0), 132, 1980, DType::I32, false).is_none());
