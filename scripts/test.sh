@@ -28,9 +28,17 @@ if ! ls "$VENV"/lib/python3*/site-packages/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_pl
   echo "== installing XLA's CPU PJRT plugin into $VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "lammps-jax-pjrt-cpu"
 fi
+# Mesa's lavapipe, a software Vulkan device, and the Vulkan loader: every wgpu test runs its
+# WGSL kernels for real on it.
+if ! ldconfig -p | grep -q libvulkan_lvp; then
+  echo "== installing Debian's mesa-vulkan-drivers (lavapipe) and libvulkan1"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    mesa-vulkan-drivers libvulkan1 >/dev/null
+fi
 export VIRTUAL_ENV="$PWD/$VENV"
-# NVRTC and the XLA plugin must be found: missing ones fail the run instead of skipping.
-export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,xla"
+# NVRTC, the XLA plugin and lavapipe must be found: missing ones fail the run, not skip.
+export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,xla,wgpu"
 # Compiled kernels are cached per user; the tests use a fresh cache so NVRTC really runs.
 export ACCEL_CACHE_DIR="${ACCEL_CACHE_DIR:-$PWD/target/accel-cache}"
 rm -rf "$ACCEL_CACHE_DIR"

@@ -312,8 +312,8 @@ fn resolve(devices: Vec<Device>) -> anyhow::Result<Vec<Device>> {
 }
 
 /// One device per piece of hardware: XLA's CPU plugin, for one, offers several devices of the
-/// same processor, and timing each would only repeat the work. Other XLA platforms keep
-/// every device.
+/// same processor, and timing each would only repeat the work; a software GPU adapter is the
+/// CPU too. Other devices are all kept.
 fn distinct_hardware(devices: Vec<Device>) -> Vec<Device> {
     let xla_cpu: Vec<Device> = (0..)
         .map_while(|i| accel::xla::platform_device("cpu", i))
@@ -321,6 +321,8 @@ fn distinct_hardware(devices: Vec<Device>) -> Vec<Device> {
     devices
         .into_iter()
         .filter(|d| !xla_cpu.contains(d) || xla_cpu.first() == Some(d))
+        // A software GPU (lavapipe) is the CPU again, and slow: only when asked for.
+        .filter(|d| !matches!(d, Device::Wgpu(i) if accel::wgpu::is_software(*i)))
         .collect()
 }
 

@@ -7,6 +7,7 @@ use serde::{Serialize, Serializer};
 
 use crate::backend;
 use crate::probe::Probe;
+use crate::DType;
 use crate::{Error, Result};
 
 /// A device a tensor can live on. Every variant exists in every build; a backend that is not
@@ -46,11 +47,30 @@ impl Device {
                 }
                 continue;
             }
+            if name == "wgpu" {
+                // Never a software adapter (lavapipe, SwiftShader): the CPU does better.
+                if let Some(d) = crate::wgpu::devices()
+                    .into_iter()
+                    .find(|d| d.index().is_some_and(|i| !crate::wgpu::is_software(i)))
+                {
+                    return d;
+                }
+                continue;
+            }
             if let Some(d) = backend::first_available(name) {
                 return d;
             }
         }
         Device::Cpu
+    }
+
+    /// Whether tensors of `dtype` can live on this device in this version: every dtype on the
+    /// CPU, CUDA and XLA; f32 on wgpu and mps.
+    pub fn supports(&self, dtype: DType) -> bool {
+        match self {
+            Device::Cpu | Device::Cuda(_) | Device::Xla(_) => true,
+            Device::Mps | Device::Wgpu(_) => dtype == DType::F32,
+        }
     }
 
     /// `cuda:i` when that GPU is usable, else the CPU.

@@ -207,6 +207,20 @@ impl Layout {
         out
     }
 
+    /// A reduction over `dim` (or everything) seen as (outer, reduced, inner) extents of the
+    /// dense data: element (o, j, i) is at (o * reduced + j) * inner + i.
+    pub fn reduce_split(&self, dim: Option<usize>) -> (usize, usize, usize) {
+        let dims = self.shape.dims();
+        match dim {
+            None => (1, self.shape.elem_count(), 1),
+            Some(d) => (
+                dims[..d].iter().product(),
+                dims[d],
+                dims[d + 1..].iter().product(),
+            ),
+        }
+    }
+
     pub fn transpose(&self, a: usize, b: usize) -> Layout {
         let mut l = self.clone();
         l.shape.0.swap(a, b);

@@ -64,7 +64,7 @@ fn best_follows_the_seeds_order_and_falls_back_to_cpu() {
     let best = Device::best();
     assert!(best.is_available());
     // The chosen device is the first available in cuda, mps, xla, wgpu, cpu order, where
-    // XLA's own CPU platform does not count as an accelerator.
+    // XLA's own CPU platform and software GPU adapters (lavapipe) do not count.
     let xla_cpu: Vec<Device> = (0..)
         .map_while(|i| accel::xla::platform_device("cpu", i))
         .collect();
@@ -74,7 +74,12 @@ fn best_follows_the_seeds_order_and_falls_back_to_cpu() {
         .iter()
         .find(|k| {
             probes.iter().any(|p| {
-                p.backend == **k && p.devices().iter().any(|d| !xla_cpu.contains(&d.device))
+                p.backend == **k
+                    && p.devices().iter().any(|d| {
+                        let software =
+                            matches!(d.device, Device::Wgpu(i) if accel::wgpu::is_software(i));
+                        !xla_cpu.contains(&d.device) && !software
+                    })
             })
         })
         .unwrap();

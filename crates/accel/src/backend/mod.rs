@@ -62,6 +62,8 @@ pub(crate) enum Storage {
     Cuda(cuda::storage::CudaStorage),
     #[cfg(all(feature = "xla", target_os = "linux"))]
     Xla(xla::storage::XlaStorage),
+    #[cfg(feature = "wgpu")]
+    Wgpu(wgpu::storage::WgpuStorage),
 }
 
 /// The `Gpu` of a CUDA device, or the error saying why it cannot be used.
@@ -78,6 +80,8 @@ impl Storage {
             Storage::Cuda(s) => s.dtype,
             #[cfg(all(feature = "xla", target_os = "linux"))]
             Storage::Xla(s) => s.dtype,
+            #[cfg(feature = "wgpu")]
+            Storage::Wgpu(_) => DType::F32,
         }
     }
 
@@ -96,6 +100,8 @@ impl Storage {
             Storage::Cuda(_) => {}
             #[cfg(all(feature = "xla", target_os = "linux"))]
             Storage::Xla(_) => {}
+            #[cfg(feature = "wgpu")]
+            Storage::Wgpu(_) => {}
         }
     }
 
@@ -147,6 +153,8 @@ impl Storage {
             Storage::Cuda(s) => s.len * s.dtype.size_in_bytes(),
             #[cfg(all(feature = "xla", target_os = "linux"))]
             Storage::Xla(s) => s.len * s.dtype.size_in_bytes(),
+            #[cfg(feature = "wgpu")]
+            Storage::Wgpu(s) => s.len * 4,
         }
     }
 
@@ -158,6 +166,8 @@ impl Storage {
             Storage::Cuda(s) => s.to_cpu(l),
             #[cfg(all(feature = "xla", target_os = "linux"))]
             Storage::Xla(s) => s.to_cpu(l),
+            #[cfg(feature = "wgpu")]
+            Storage::Wgpu(s) => s.to_cpu(l),
         }
     }
 
@@ -248,6 +258,20 @@ impl Storage {
     pub fn from_cpu(data: CpuStorage, device: Device) -> Result<Storage> {
         match device {
             Device::Cpu => Ok(Storage::Cpu(data)),
+            #[cfg(feature = "wgpu")]
+            Device::Wgpu(i) => Ok(Storage::Wgpu(wgpu::storage::WgpuStorage::from_cpu(
+                &wgpu::storage::gpu(i)?,
+                &data,
+            )?)),
+            #[cfg(feature = "wgpu")]
+            Device::Mps => {
+                check(device)?;
+                let i = mps::wgpu_ordinal().ok_or_else(|| unavailable_error(device))?;
+                Ok(Storage::Wgpu(wgpu::storage::WgpuStorage::from_cpu(
+                    &wgpu::storage::gpu(i)?,
+                    &data,
+                )?))
+            }
             #[cfg(all(feature = "xla", target_os = "linux"))]
             Device::Xla(i) => Ok(Storage::Xla(xla::storage::XlaStorage::from_cpu(
                 &xla::storage::device(i)?,
@@ -258,10 +282,9 @@ impl Storage {
                 &cuda_gpu(i)?,
                 &data,
             )?)),
-            _ => {
-                // `Device::check` rejects these before any tensor reaches them.
-                Err(unavailable_error(device))
-            }
+            // Backends compiled out: `Device::check` rejects them before any tensor does.
+            #[allow(unreachable_patterns)]
+            _ => Err(unavailable_error(device)),
         }
     }
 
@@ -272,6 +295,8 @@ impl Storage {
             Storage::Cuda(s) => Ok(Storage::Cuda(s.copy_strided(l)?)),
             #[cfg(all(feature = "xla", target_os = "linux"))]
             Storage::Xla(s) => Ok(Storage::Xla(s.copy_strided(l)?)),
+            #[cfg(feature = "wgpu")]
+            Storage::Wgpu(s) => Ok(Storage::Wgpu(s.copy_strided(l)?)),
         }
     }
 
@@ -282,6 +307,8 @@ impl Storage {
             Storage::Cuda(s) => Ok(Storage::Cuda(s.cast(l, dtype)?)),
             #[cfg(all(feature = "xla", target_os = "linux"))]
             Storage::Xla(s) => Ok(Storage::Xla(s.cast(l, dtype)?)),
+            #[cfg(feature = "wgpu")]
+            Storage::Wgpu(s) => Ok(Storage::Wgpu(s.cast(l, dtype)?)),
         }
     }
 
@@ -301,6 +328,10 @@ impl Storage {
             }
             #[cfg(all(feature = "xla", target_os = "linux"))]
             (Storage::Xla(a), Storage::Xla(b)) => Ok(Storage::Xla(a.binary(op, ll, b, rl, out)?)),
+            #[cfg(feature = "wgpu")]
+            (Storage::Wgpu(a), Storage::Wgpu(b)) => {
+                Ok(Storage::Wgpu(a.binary(op, ll, b, rl, out)?))
+            }
             #[allow(unreachable_patterns)]
             _ => Err(Error::System(format!(
                 "{}: operands on different backends reached the kernel",
@@ -316,6 +347,8 @@ impl Storage {
             Storage::Cuda(s) => Ok(Storage::Cuda(s.unary(op, l)?)),
             #[cfg(all(feature = "xla", target_os = "linux"))]
             Storage::Xla(s) => Ok(Storage::Xla(s.unary(op, l)?)),
+            #[cfg(feature = "wgpu")]
+            Storage::Wgpu(s) => Ok(Storage::Wgpu(s.unary(op, l)?)),
         }
     }
 
@@ -326,6 +359,8 @@ impl Storage {
             Storage::Cuda(s) => Ok(Storage::Cuda(s.reduce(op, l, dim)?)),
             #[cfg(all(feature = "xla", target_os = "linux"))]
             Storage::Xla(s) => Ok(Storage::Xla(s.reduce(op, l, dim)?)),
+            #[cfg(feature = "wgpu")]
+            Storage::Wgpu(s) => Ok(Storage::Wgpu(s.reduce(op, l, dim)?)),
         }
     }
 
@@ -351,6 +386,10 @@ impl Storage {
             #[cfg(all(feature = "xla", target_os = "linux"))]
             (Storage::Xla(x), Storage::Xla(y)) => {
                 Ok(Storage::Xla(x.matmul(y, bsz, m, n, k, a, b)?))
+            }
+            #[cfg(feature = "wgpu")]
+            (Storage::Wgpu(x), Storage::Wgpu(y)) => {
+                Ok(Storage::Wgpu(x.matmul(y, bsz, m, n, k, a, b)?))
             }
             #[allow(unreachable_patterns)]
             _ => Err(Error::System(
@@ -497,6 +536,14 @@ pub(crate) fn synchronize(device: Device) -> Result<()> {
         Device::Cuda(i) => cuda_gpu(i)?.synchronize(),
         #[cfg(all(feature = "xla", target_os = "linux"))]
         Device::Xla(i) => xla::storage::synchronize(i),
+        #[cfg(feature = "wgpu")]
+        Device::Wgpu(i) => wgpu::storage::gpu(i)?.synchronize(),
+        #[cfg(feature = "wgpu")]
+        Device::Mps => match mps::wgpu_ordinal() {
+            Some(i) => wgpu::storage::gpu(i)?.synchronize(),
+            None => Err(unavailable_error(device)),
+        },
+        #[allow(unreachable_patterns)]
         _ => Err(unavailable_error(device)),
     }
 }

@@ -42,6 +42,11 @@ pub fn devices() -> Vec<Device> {
     out
 }
 
+/// Whether `d` holds every dtype (wgpu and mps hold f32 only in this version).
+pub fn every_dtype(d: &Device) -> bool {
+    accel::DType::ALL.iter().all(|&t| d.supports(t))
+}
+
 /// Defines a test that runs `body(&device)` on every usable device.
 #[macro_export]
 macro_rules! device_test {

@@ -272,15 +272,7 @@ impl CudaStorage {
 
     pub fn reduce(&self, op: ReduceOp, l: &Layout, dim: Option<usize>) -> Result<CudaStorage> {
         let (_copy, src) = self.dense(l)?;
-        let dims = l.shape.dims();
-        let (outer, r, inner) = match dim {
-            None => (1, l.shape.elem_count(), 1),
-            Some(d) => (
-                dims[..d].iter().product::<usize>(),
-                dims[d],
-                dims[d + 1..].iter().product::<usize>(),
-            ),
-        };
+        let (outer, r, inner) = l.reduce_split(dim);
         let opn = match op {
             ReduceOp::Sum | ReduceOp::Mean => "sum",
             ReduceOp::Max => "max",

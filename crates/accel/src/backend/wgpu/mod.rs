@@ -1,18 +1,41 @@
-//! GPUs through wgpu: Vulkan (AMD, Intel, NVIDIA), Metal (Apple) and DX12.
+//! Any GPU through wgpu: Vulkan on Linux (and Mesa's software lavapipe in tests), Metal on
+//! macOS (the seeds' "mps"), DX12 on Windows. Kernels are WGSL compute shaders, compiled once
+//! per shader text and cached.
 //!
-//! Not implemented in this version: the probe says so, and `wgpu:N` tensors return an error
-//! value naming it. The portable-GPU issue fills this folder.
+//! This version runs f32 tensors (the dtype every adapter has); other dtypes are an
+//! "unsupported on this device" error value. Adapters of CPU type (lavapipe, SwiftShader) are
+//! listed and usable as `wgpu:N` but never chosen by `Device::best()`.
+
+#[cfg(feature = "wgpu")]
+pub(crate) mod storage;
 
 use crate::probe::Probe;
-use crate::Device;
 
 /// What this backend's probe found, with the reason when it found nothing.
 pub fn probe() -> Probe {
-    super::not_implemented("wgpu", cfg!(feature = "wgpu"), "wgpu")
+    #[cfg(feature = "wgpu")]
+    {
+        storage::probe()
+    }
+    #[cfg(not(feature = "wgpu"))]
+    {
+        super::not_implemented("wgpu", false, "wgpu")
+    }
+}
+
+/// Whether `wgpu:N` is a software (CPU-type) adapter, such as lavapipe.
+pub fn is_software(ordinal: usize) -> bool {
+    super::probe_of("wgpu")
+        .and_then(|p| p.devices().get(ordinal))
+        .is_some_and(|d| {
+            d.details
+                .iter()
+                .any(|(k, v)| k == "device_type" && v == "Cpu")
+        })
 }
 
 /// The usable wgpu adapters, by index.
-pub fn devices() -> Vec<Device> {
+pub fn devices() -> Vec<crate::Device> {
     super::probe_of("wgpu")
         .map_or_else(Vec::new, |p| p.devices().iter().map(|d| d.device).collect())
 }

@@ -1,0 +1,791 @@
+//! wgpu adapters, their devices, and f32 tensor data in GPU buffers with WGSL kernels:
+//! a strided map (copies, elementwise ops with broadcasting), a reduction, and a tiled matmul.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use wgpu::util::DeviceExt;
+
+use crate::backend::cpu::CpuStorage;
+use crate::backend::{BinaryOp, ReduceOp, UnaryOp};
+use crate::probe::{Availability, DeviceInfo, Probe};
+use crate::shape::Layout;
+use crate::{DType, Device, Error, Result, Shape};
+
+const MAX_RANK: usize = 8;
+const BLOCK: u32 = 256;
+
+/// One adapter, its device and queue (opened on first use), and the compiled pipelines.
+pub(crate) struct Gpu {
+    pub ordinal: usize,
+    adapter: wgpu::Adapter,
+    opened: OnceLock<std::result::Result<(wgpu::Device, wgpu::Queue), String>>,
+    pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+    /// The last error wgpu reported outside an error scope.
+    uncaptured: Arc<Mutex<Option<String>>>,
+}
+
+struct Registry {
+    gpus: Vec<Arc<Gpu>>,
+    problem: Option<String>,
+}
+
+fn registry() -> &'static Registry {
+    static R: OnceLock<Registry> = OnceLock::new();
+    R.get_or_init(|| {
+        quiet_runtime_dir();
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+        let problem = adapters.is_empty().then(|| {
+            if cfg!(target_os = "linux") {
+                "no Vulkan adapter: no Vulkan loader (libvulkan.so.1) or no driver (ICD) found"
+                    .to_string()
+            } else {
+                "no GPU adapter found".to_string()
+            }
+        });
+        Registry {
+            gpus: adapters
+                .into_iter()
+                .enumerate()
+                .map(|(ordinal, adapter)| {
+                    Arc::new(Gpu {
+                        ordinal,
+                        adapter,
+                        opened: OnceLock::new(),
+                        pipelines: Mutex::new(HashMap::new()),
+                        uncaptured: Arc::new(Mutex::new(None)),
+                    })
+                })
+                .collect(),
+            problem,
+        }
+    })
+}
+
+/// The adapter description `probe` reports, for every adapter (also used by the mps probe,
+/// which must not go through the cached probe list while it is being built).
+pub(crate) fn adapter_infos() -> Vec<DeviceInfo> {
+    registry().gpus.iter().map(|g| info_of(g)).collect()
+}
+
+/// Vulkan's window-system code prints "error: XDG_RUNTIME_DIR is invalid or not set" to
+/// stderr on machines without a desktop session (servers, containers, CI), although accel
+/// opens no window. Give it what a session would have: a private 0700 folder.
+fn quiet_runtime_dir() {
+    #[cfg(target_os = "linux")]
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        use std::os::unix::fs::DirBuilderExt;
+        let uid = unsafe { libc::getuid() };
+        let dir = std::env::temp_dir().join(format!("accel-runtime-{uid}"));
+        let made = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+        if made.is_ok() || dir.is_dir() {
+            std::env::set_var("XDG_RUNTIME_DIR", &dir);
+        }
+    }
+}
+
+pub(crate) fn probe() -> Probe {
+    let r = registry();
+    if r.gpus.is_empty() {
+        return Probe::unavailable(
+            "wgpu",
+            true,
+            r.problem.clone().unwrap_or_default(),
+            "install your GPU's Vulkan driver and the loader (Debian/Ubuntu: `apt install \
+             libvulkan1 mesa-vulkan-drivers` gives AMD/Intel drivers and the lavapipe software \
+             device); on macOS Metal needs nothing",
+        );
+    }
+    let devices = r.gpus.iter().map(|g| info_of(g)).collect();
+    Probe {
+        backend: "wgpu",
+        compiled: true,
+        availability: Availability::Available { devices },
+    }
+}
+
+fn info_of(g: &Gpu) -> DeviceInfo {
+    let info = g.adapter.get_info();
+    let limits = g.adapter.limits();
+    let f16 = g.adapter.features().contains(wgpu::Features::SHADER_F16);
+    DeviceInfo {
+        device: Device::Wgpu(g.ordinal),
+        name: info.name.clone(),
+        memory_total_bytes: None,
+        details: vec![
+            ("backend".to_string(), format!("{:?}", info.backend)),
+            ("device_type".to_string(), format!("{:?}", info.device_type)),
+            ("vendor".to_string(), format!("0x{:04x}", info.vendor)),
+            (
+                "driver".to_string(),
+                format!("{} {}", info.driver, info.driver_info)
+                    .trim()
+                    .to_string(),
+            ),
+            (
+                "max_buffer_bytes".to_string(),
+                limits.max_storage_buffer_binding_size.to_string(),
+            ),
+            (
+                "max_workgroups_per_dimension".to_string(),
+                limits.max_compute_workgroups_per_dimension.to_string(),
+            ),
+            ("shader_f16".to_string(), f16.to_string()),
+            ("dtypes".to_string(), "f32".to_string()),
+        ],
+    }
+}
+
+pub(crate) fn gpu(i: usize) -> Result<Arc<Gpu>> {
+    crate::backend::check(Device::Wgpu(i))?;
+    registry()
+        .gpus
+        .get(i)
+        .cloned()
+        .ok_or_else(|| Error::System(format!("wgpu:{i} vanished")))
+}
+
+impl Gpu {
+    fn device(&self) -> Result<&(wgpu::Device, wgpu::Queue)> {
+        self.opened
+            .get_or_init(|| {
+                // Ask for the adapter's own limits: the defaults cap buffers at 256 MiB.
+                let desc = wgpu::DeviceDescriptor {
+                    label: Some("accel"),
+                    required_limits: self.adapter.limits(),
+                    ..Default::default()
+                };
+                let (d, q) = pollster::block_on(self.adapter.request_device(&desc))
+                    .map_err(|e| format!("requesting a device failed: {e}"))?;
+                let slot = self.uncaptured.clone();
+                d.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+                    *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                }));
+                Ok((d, q))
+            })
+            .as_ref()
+            .map_err(|e| Error::DeviceUnavailable {
+                device: Device::Wgpu(self.ordinal),
+                reason: e.clone(),
+                hint: "check the GPU driver".to_string(),
+                available: String::new(),
+            })
+    }
+
+    /// An error wgpu reported asynchronously, if any (then cleared).
+    fn take_error(&self, what: &str) -> Result<()> {
+        match self
+            .uncaptured
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            Some(e) => Err(Error::System(format!("wgpu:{} {what}: {e}", self.ordinal))),
+            None => Ok(()),
+        }
+    }
+
+    fn buffer(&self, bytes: u64) -> Result<wgpu::Buffer> {
+        let (d, _) = self.device()?;
+        let limit = self.adapter.limits().max_storage_buffer_binding_size;
+        if bytes > limit {
+            return Err(Error::OutOfMemory {
+                device: Device::Wgpu(self.ordinal),
+                requested: bytes,
+                requested_h: crate::memory::human_bytes(bytes),
+                free: format!(
+                    "the adapter binds at most {} per buffer; ",
+                    crate::memory::human_bytes(limit)
+                ),
+                held: crate::memory::stats(&Device::Wgpu(self.ordinal)).allocated_bytes,
+                hint: "use smaller tensors on this device".to_string(),
+            });
+        }
+        let scope = d.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let b = d.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: bytes.max(4).next_multiple_of(4),
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::OutOfMemory {
+                device: Device::Wgpu(self.ordinal),
+                requested: bytes,
+                requested_h: crate::memory::human_bytes(bytes),
+                free: String::new(),
+                held: crate::memory::stats(&Device::Wgpu(self.ordinal)).allocated_bytes,
+                hint: format!("wgpu: {e}"),
+            });
+        }
+        Ok(b)
+    }
+
+    fn pipeline(&self, src: &str) -> Result<Arc<wgpu::ComputePipeline>> {
+        if let Some(p) = self
+            .pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(src)
+        {
+            return Ok(p.clone());
+        }
+        let (d, _) = self.device()?;
+        let scope = d.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: None,
+            source: wgpu::ShaderSource::Wgsl(src.into()),
+        });
+        let p = d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: None,
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::System(format!(
+                "wgpu:{} could not build a kernel: {e}",
+                self.ordinal
+            )));
+        }
+        let p = Arc::new(p);
+        self.pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(src.to_string(), p.clone());
+        Ok(p)
+    }
+
+    /// Runs `src`'s `main` with `buffers` bound at 0, 1, ... over `groups` workgroups.
+    fn dispatch(
+        &self,
+        src: &str,
+        buffers: &[&wgpu::Buffer],
+        groups: (u32, u32, u32),
+    ) -> Result<()> {
+        let (d, q) = self.device()?;
+        let p = self.pipeline(src)?;
+        let layout = p.get_bind_group_layout(0);
+        let entries: Vec<wgpu::BindGroupEntry> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        let bind = d.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &layout,
+            entries: &entries,
+        });
+        let mut enc = d.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&p);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(groups.0, groups.1, groups.2);
+        }
+        q.submit([enc.finish()]);
+        self.take_error("kernel")
+    }
+
+    /// 1-D work of `n` items in 256-wide workgroups, spread over two dimensions when it needs
+    /// more than the per-dimension limit.
+    fn groups_1d(&self, n: usize) -> (u32, u32, u32) {
+        let groups = n.div_ceil(BLOCK as usize).max(1) as u64;
+        let cap = self
+            .adapter
+            .limits()
+            .max_compute_workgroups_per_dimension
+            .max(1) as u64;
+        let x = groups.min(cap);
+        (x as u32, groups.div_ceil(x) as u32, 1)
+    }
+
+    /// Waits for all submitted work.
+    pub fn synchronize(&self) -> Result<()> {
+        let (d, _) = self.device()?;
+        d.poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::System(format!("wgpu:{} wait failed: {e}", self.ordinal)))?;
+        self.take_error("work")
+    }
+
+    fn params(&self, words: &[u32]) -> Result<wgpu::Buffer> {
+        let (d, _) = self.device()?;
+        Ok(d.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: None,
+            contents: bytemuck_u32(words),
+            usage: wgpu::BufferUsages::STORAGE,
+        }))
+    }
+}
+
+fn bytemuck_u32(w: &[u32]) -> &[u8] {
+    // SAFETY: u32 has no padding; any bytes are valid u8.
+    unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, std::mem::size_of_val(w)) }
+}
+
+/// f32 data in one GPU buffer.
+pub(crate) struct WgpuStorage {
+    pub gpu: Arc<Gpu>,
+    pub buf: wgpu::Buffer,
+    pub len: usize,
+}
+
+impl std::fmt::Debug for WgpuStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "WgpuStorage(wgpu:{}, {} x f32)",
+            self.gpu.ordinal, self.len
+        )
+    }
+}
+
+fn unsupported(op: &'static str, dtype: DType) -> Error {
+    Error::unsupported(
+        op,
+        dtype,
+        "this version of the wgpu backend runs f32 tensors only; convert with .to_dtype(DType::F32) first, on the CPU",
+    )
+}
+
+const STRIDED: &str = r#"
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> o: array<f32>;
+@group(0) @binding(3) var<storage, read> p: array<u32>;
+// p: n, rank, offset a, offset b, dims[8], strides a[8], strides b[8]
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+  let i = (wg.y * nw.x + wg.x) * 256u + li;
+  if (i >= p[0]) { return; }
+  var r = i;
+  var oa = p[2];
+  var ob = p[3];
+  for (var d = i32(p[1]) - 1; d >= 0; d = d - 1) {
+    let dim = p[4u + u32(d)];
+    let c = r % dim;
+    r = r / dim;
+    oa = oa + c * p[12u + u32(d)];
+    ob = ob + c * p[20u + u32(d)];
+  }
+  let x = a[oa];
+  let y = b[ob];
+  o[i] = EXPR;
+}
+"#;
+
+fn strided_params(
+    n: usize,
+    dims: &[usize],
+    sa: &[usize],
+    oa: usize,
+    sb: &[usize],
+    ob: usize,
+) -> Result<Vec<u32>> {
+    let too_big = |v: usize| v > u32::MAX as usize;
+    if too_big(n) || too_big(oa) || too_big(ob) || dims.len() > MAX_RANK {
+        return Err(Error::invalid(
+            "wgpu kernel",
+            "tensors above 2^32 elements or 8 dimensions are not supported on wgpu",
+        ));
+    }
+    let mut p = vec![0u32; 4 + 3 * MAX_RANK];
+    p[0] = n as u32;
+    p[1] = dims.len() as u32;
+    p[2] = oa as u32;
+    p[3] = ob as u32;
+    for i in 0..dims.len() {
+        p[4 + i] = dims[i] as u32;
+        p[12 + i] = sa[i] as u32;
+        p[20 + i] = sb[i] as u32;
+    }
+    Ok(p)
+}
+
+impl WgpuStorage {
+    pub fn from_cpu(gpu: &Arc<Gpu>, data: &CpuStorage) -> Result<WgpuStorage> {
+        if data.dtype() != DType::F32 {
+            return Err(unsupported("to_device", data.dtype()));
+        }
+        let buf = gpu.buffer(data.as_bytes().len() as u64)?;
+        let (_, q) = gpu.device()?;
+        if !data.as_bytes().is_empty() {
+            q.write_buffer(&buf, 0, data.as_bytes());
+        }
+        Ok(WgpuStorage {
+            gpu: gpu.clone(),
+            buf,
+            len: data.len(),
+        })
+    }
+
+    fn empty(gpu: &Arc<Gpu>, len: usize) -> Result<WgpuStorage> {
+        Ok(WgpuStorage {
+            gpu: gpu.clone(),
+            buf: gpu.buffer(len as u64 * 4)?,
+            len,
+        })
+    }
+
+    /// The whole buffer on the host (waits).
+    fn download(&self) -> Result<CpuStorage> {
+        let mut host = CpuStorage::full(DType::F32, self.len, 0.0);
+        if self.len == 0 {
+            return Ok(host);
+        }
+        let (d, q) = self.gpu.device()?;
+        let bytes = self.len as u64 * 4;
+        let staging = d.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut enc = d.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(&self.buf, 0, &staging, 0, bytes);
+        q.submit([enc.finish()]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        self.gpu.synchronize()?;
+        rx.recv()
+            .map_err(|e| Error::System(format!("wgpu map: {e}")))?
+            .map_err(|e| Error::System(format!("wgpu map: {e}")))?;
+        {
+            let view = staging
+                .get_mapped_range(..)
+                .map_err(|e| Error::System(format!("wgpu map: {e}")))?;
+            host.as_bytes_mut().copy_from_slice(&view);
+        }
+        staging.unmap();
+        Ok(host)
+    }
+
+    pub fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
+        if l.is_contiguous() && l.offset == 0 && l.shape.elem_count() == self.len {
+            return self.download();
+        }
+        self.copy_strided(l)?.download()
+    }
+
+    fn map(
+        &self,
+        expr: &str,
+        la: &Layout,
+        rhs: Option<(&WgpuStorage, &Layout)>,
+        out: &Shape,
+    ) -> Result<WgpuStorage> {
+        let n = out.elem_count();
+        let o = WgpuStorage::empty(&self.gpu, n)?;
+        if n == 0 {
+            return Ok(o);
+        }
+        let sa = la.broadcast_strides(out);
+        let (b, sb, ob) = match rhs {
+            Some((s, l)) => (s, l.broadcast_strides(out), l.offset),
+            None => (self, sa.clone(), la.offset),
+        };
+        let p = strided_params(n, out.dims(), &sa, la.offset, &sb, ob)?;
+        let pb = self.gpu.params(&p)?;
+        let src = STRIDED.replace("EXPR", expr);
+        self.gpu.dispatch(
+            &src,
+            &[&self.buf, &b.buf, &o.buf, &pb],
+            self.gpu.groups_1d(n),
+        )?;
+        Ok(o)
+    }
+
+    pub fn copy_strided(&self, l: &Layout) -> Result<WgpuStorage> {
+        self.map("x", l, None, &l.shape)
+    }
+
+    pub fn cast(&self, l: &Layout, dtype: DType) -> Result<WgpuStorage> {
+        if dtype != DType::F32 {
+            return Err(unsupported("to_dtype", dtype));
+        }
+        self.copy_strided(l)
+    }
+
+    pub fn binary(
+        &self,
+        op: BinaryOp,
+        ll: &Layout,
+        rhs: &WgpuStorage,
+        rl: &Layout,
+        out: &Shape,
+    ) -> Result<WgpuStorage> {
+        let e = match op {
+            BinaryOp::Add => "x + y",
+            BinaryOp::Sub => "x - y",
+            BinaryOp::Mul => "x * y",
+            BinaryOp::Div => "x / y",
+            // NaN-propagating, as PyTorch's maximum.
+            BinaryOp::Maximum => {
+                "select(select(y, x, x > y), x, (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u)"
+            }
+        };
+        self.map(e, ll, Some((rhs, rl)), out)
+    }
+
+    pub fn unary(&self, op: UnaryOp, l: &Layout) -> Result<WgpuStorage> {
+        let e = match op {
+            UnaryOp::Neg => "-x",
+            UnaryOp::Relu => "select(x, 0.0, x < 0.0)",
+            UnaryOp::Exp => "exp(x)",
+        };
+        self.map(e, l, None, &l.shape)
+    }
+
+    pub fn reduce(&self, op: ReduceOp, l: &Layout, dim: Option<usize>) -> Result<WgpuStorage> {
+        let c = self.copy_strided(l)?;
+        let (outer, r, inner) = l.reduce_split(dim);
+        let nout = outer * inner;
+        if nout == 0 {
+            return WgpuStorage::empty(&self.gpu, 0);
+        }
+        // Some drivers (llvmpipe) stop a shader loop after 65535 iterations: each thread
+        // takes at most CHUNK / 256 elements, and long rows are split into parts that a
+        // second pass combines.
+        const CHUNK: usize = 256 * 8192;
+        let parts = r.div_ceil(CHUNK).max(1);
+        if parts == 1 {
+            return c.reduce_pass(op, outer, r, inner, r, 1, true);
+        }
+        let first = if op == ReduceOp::Max {
+            ReduceOp::Max
+        } else {
+            ReduceOp::Sum
+        };
+        let partial = c.reduce_pass(first, outer, r, inner, CHUNK, parts, false)?;
+        // partial[q * parts + part]: reduce each output's parts; the mean divides by r.
+        partial
+            .reduce_pass(op, nout, parts, 1, parts, 1, true)
+            .and_then(|s| {
+                if op == ReduceOp::Mean {
+                    // reduce_pass divided by `parts`; correct it to r.
+                    let l = Layout::contiguous(Shape::from(nout));
+                    s.map(
+                        &format!("x * {:e}", parts as f64 / r as f64),
+                        &l,
+                        None,
+                        &Shape::from(nout),
+                    )
+                } else {
+                    Ok(s)
+                }
+            })
+    }
+
+    /// One reduction pass over rows of `r` elements (`outer` x `r` x `inner`), each split in
+    /// `parts` of `chunk`; writes `nout * parts` results. `finish`: apply the mean's division.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_pass(
+        &self,
+        op: ReduceOp,
+        outer: usize,
+        r: usize,
+        inner: usize,
+        chunk: usize,
+        parts: usize,
+        finish: bool,
+    ) -> Result<WgpuStorage> {
+        let nout = outer * inner;
+        let o = WgpuStorage::empty(&self.gpu, nout * parts)?;
+        let (init, comb, fin) = match op {
+            ReduceOp::Sum => ("0.0", "acc + v", "acc"),
+            ReduceOp::Mean if finish => ("0.0", "acc + v", "acc / f32(p[1])"),
+            ReduceOp::Mean => ("0.0", "acc + v", "acc"),
+            // NaN wins, as in PyTorch.
+            ReduceOp::Max => ("bitcast<f32>(0xff800000u)", "max(acc, v)", "acc"),
+        };
+        // One workgroup per (output, part): 256 threads stride over the part, then a tree in
+        // workgroup memory. Outputs beyond the per-dimension limit wrap into z.
+        let src = format!(
+            r#"
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read_write> o: array<f32>;
+@group(0) @binding(2) var<storage, read> p: array<u32>;
+// p: outer, r, inner, chunk, parts
+var<workgroup> sh: array<f32, 256>;
+var<workgroup> shn: array<u32, 256>;
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {{
+  let q = wg.z * nw.x + wg.x;
+  let part = wg.y;
+  let inner = p[2];
+  let r = p[1];
+  let live = q < p[0] * inner;
+  let j0 = part * p[3];
+  let j1 = min(r, j0 + p[3]);
+  var acc: f32 = {init};
+  var nan = 0u;
+  if (live) {{
+    let a0 = q / inner;
+    let c = q % inner;
+    for (var j = j0 + li; j < j1; j = j + 256u) {{
+      let v = a[(a0 * r + j) * inner + c];
+      if (is_nan(v)) {{ nan = 1u; }}
+      acc = {comb};
+    }}
+  }}
+  sh[li] = acc;
+  shn[li] = nan;
+  workgroupBarrier();
+  for (var w = 128u; w > 0u; w = w / 2u) {{
+    if (li < w) {{
+      let v = sh[li + w];
+      acc = sh[li];
+      sh[li] = {comb};
+      shn[li] = shn[li] | shn[li + w];
+    }}
+    workgroupBarrier();
+  }}
+  if (live && li == 0u) {{
+    acc = sh[0];
+    var res = {fin};
+    if (shn[0] != 0u && {is_max}) {{ res = bitcast<f32>(0x7fc00000u); }}
+    o[q * p[4] + part] = res;
+  }}
+}}
+fn is_nan(v: f32) -> bool {{ return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u; }}
+"#,
+            is_max = if op == ReduceOp::Max { "true" } else { "false" },
+        );
+        let pb = self.gpu.params(&[
+            outer as u32,
+            r as u32,
+            inner as u32,
+            chunk as u32,
+            parts as u32,
+        ])?;
+        let cap = self
+            .gpu
+            .adapter
+            .limits()
+            .max_compute_workgroups_per_dimension
+            .max(1) as usize;
+        let x = nout.min(cap);
+        let groups = (x as u32, parts as u32, nout.div_ceil(x) as u32);
+        self.gpu.dispatch(&src, &[&self.buf, &o.buf, &pb], groups)?;
+        Ok(o)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul(
+        &self,
+        rhs: &WgpuStorage,
+        bsz: usize,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: (usize, usize, usize, usize),
+        b: (usize, usize, usize, usize),
+    ) -> Result<WgpuStorage> {
+        let out = WgpuStorage::empty(&self.gpu, bsz * m * n)?;
+        if bsz * m * n == 0 {
+            return Ok(out);
+        }
+        // Dense operands: a batch stride of 0 stays 0 (one matrix for every batch).
+        let dense =
+            |s: &WgpuStorage, st: (usize, usize, usize, usize), rows: usize, cols: usize| {
+                let batch = if st.0 == 0 { 1 } else { bsz };
+                let l = Layout {
+                    shape: Shape::from((batch, rows, cols)),
+                    strides: vec![st.0, st.1, st.2],
+                    offset: st.3,
+                };
+                s.copy_strided(&l)
+                    .map(|c| (c, if st.0 == 0 { 0 } else { rows * cols }))
+            };
+        let (da, sa) = dense(self, a, m, k)?;
+        let (db, sb) = dense(rhs, b, k, n)?;
+        let pb = self
+            .gpu
+            .params(&[m as u32, n as u32, k as u32, sa as u32, sb as u32])?;
+        let groups = (n.div_ceil(16) as u32, m.div_ceil(16) as u32, bsz as u32);
+        // Software adapters (llvmpipe) run workgroup barriers very slowly: there, one thread
+        // per output without shared memory is faster (loops stay under its 65535 limit).
+        let kernel = if crate::wgpu::is_software(self.gpu.ordinal) && k < 65535 {
+            MATMUL_SIMPLE
+        } else {
+            MATMUL
+        };
+        self.gpu
+            .dispatch(kernel, &[&da.buf, &db.buf, &out.buf, &pb], groups)?;
+        Ok(out)
+    }
+}
+
+/// Tiled matmul: each 16x16 workgroup computes a 16x16 block of C through shared-memory tiles
+/// of A and B; bounds are checked, so any shape works. `workgroup_id.z` is the batch.
+const MATMUL: &str = r#"
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> c: array<f32>;
+@group(0) @binding(3) var<storage, read> p: array<u32>;
+// p: m, n, k, batch stride of a, batch stride of b
+var<workgroup> ta: array<f32, 256>;
+var<workgroup> tb: array<f32, 256>;
+@compute @workgroup_size(16, 16)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+  let m = p[0]; let n = p[1]; let k = p[2];
+  let z = wg.z;
+  let row = wg.y * 16u + lid.y;
+  let col = wg.x * 16u + lid.x;
+  let ba = z * p[3];
+  let bb = z * p[4];
+  var acc: f32 = 0.0;
+  for (var k0 = 0u; k0 < k; k0 = k0 + 16u) {
+    let ka = k0 + lid.x;
+    let kb = k0 + lid.y;
+    var va: f32 = 0.0;
+    if (row < m && ka < k) { va = a[ba + row * k + ka]; }
+    var vb: f32 = 0.0;
+    if (kb < k && col < n) { vb = b[bb + kb * n + col]; }
+    ta[lid.y * 16u + lid.x] = va;
+    tb[lid.y * 16u + lid.x] = vb;
+    workgroupBarrier();
+    for (var q = 0u; q < 16u; q = q + 1u) {
+      acc = acc + ta[lid.y * 16u + q] * tb[q * 16u + lid.x];
+    }
+    workgroupBarrier();
+  }
+  if (row < m && col < n) { c[z * m * n + row * n + col] = acc; }
+}
+"#;
+
+/// One thread per output, no shared memory: for software adapters.
+const MATMUL_SIMPLE: &str = r#"
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> c: array<f32>;
+@group(0) @binding(3) var<storage, read> p: array<u32>;
+@compute @workgroup_size(16, 16)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+  let m = p[0]; let n = p[1]; let k = p[2];
+  let z = wg.z;
+  let row = wg.y * 16u + lid.y;
+  let col = wg.x * 16u + lid.x;
+  if (row >= m || col >= n) { return; }
+  let ra = z * p[3] + row * k;
+  let cb = z * p[4] + col;
+  var acc: f32 = 0.0;
+  for (var q = 0u; q < k; q = q + 1u) {
+    acc = acc + a[ra + q] * b[cb + q * n];
+  }
+  c[z * m * n + row * n + col] = acc;
+}
+"#;
