@@ -29,19 +29,27 @@ build() {
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+    kinds = m.get("target", {}).get("kind", [])
+    if (m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]
+            and not set(kinds) & {"example", "bench"}):
         print(m["target"]["name"], m["executable"])
 ' | while read -r name exe; do cp "$exe" "$GPU_OUT/tests/$name"; done
   strip "$GPU_OUT"/bin/* "$GPU_OUT"/tests/*
   # The CLI tests run the binary from the path cargo compiled into them.
   echo "$PWD/target/release/accel" > "$GPU_OUT/accel_path"
-  du -sh "$GPU_OUT"
-  ls -la "$GPU_OUT/tests"
+  # One compressed bundle: what travels to the GPU machine must stay under 64 MiB.
+  tar -C "$GPU_OUT" -cJf "$GPU_OUT.tar.xz" bin tests accel_path
+  rm -rf "$GPU_OUT" && mkdir -p "$GPU_OUT" && mv "$GPU_OUT.tar.xz" "$GPU_OUT/bundle.tar.xz"
+  ls -la "$GPU_OUT"
+  echo "carry .gpu-out; on the GPU machine: scripts/gpu_check.sh run"
 }
 
 run() {
   local out="${OUT:-$GPU_OUT/results}"
   mkdir -p "$out"
+  if [ -f "$GPU_OUT/bundle.tar.xz" ] && [ ! -x "$GPU_OUT/bin/accel" ]; then
+    tar -C "$GPU_OUT" -xJf "$GPU_OUT/bundle.tar.xz"
+  fi
   local accel="$GPU_OUT/bin/accel" failed=0
   local py=/opt/torch/.venv/bin/python
   [ -x "$py" ] || py=python3
