@@ -30,16 +30,20 @@ fn main() {
     const ROUNDS: usize = 5;
     let iters = Iterations::Adaptive { min_time_s: 2.0 };
     let mut rows = Vec::new();
-    let mut compare =
-        |name: String, accel_run: &dyn Fn() -> f64, crit_run: &mut dyn FnMut(&mut Criterion)| {
-            let (mut a, mut k) = (Vec::new(), Vec::new());
-            for _ in 0..ROUNDS {
-                a.push(accel_run());
-                crit_run(&mut c);
-                k.extend(criterion_median(&name));
-            }
-            rows.push((name, median(&mut a), median(&mut k)));
-        };
+    let mut compare = |name: String,
+                       accel_run: &dyn Fn() -> f64,
+                       crit_run: &mut dyn FnMut(&mut Criterion, &str)| {
+        let (mut a, mut k) = (Vec::new(), Vec::new());
+        for round in 0..ROUNDS {
+            a.push(accel_run());
+            // Criterion renames a repeated benchmark "NAME #2"...: a name per round keeps
+            // each round's report apart.
+            let id = format!("{name} round {round}");
+            crit_run(&mut c, &id);
+            k.extend(criterion_median(&id));
+        }
+        rows.push((name, median(&mut a), median(&mut k)));
+    };
     for n in [256usize, 1024] {
         let a = Tensor::randn(0.0, 1.0, (n, n), &d).unwrap();
         let b = Tensor::randn(0.0, 1.0, (n, n), &d).unwrap();
@@ -51,9 +55,13 @@ fn main() {
                 .stats
                 .median_s
         };
-        compare(name.clone(), &accel_run, &mut |c: &mut Criterion| {
-            c.bench_function(&name, |bch| bch.iter(|| a.matmul(&b).unwrap()));
-        });
+        compare(
+            name.clone(),
+            &accel_run,
+            &mut |c: &mut Criterion, id: &str| {
+                c.bench_function(id, |bch| bch.iter(|| a.matmul(&b).unwrap()));
+            },
+        );
     }
     let n = 10_000_000;
     let a = Tensor::rand(-1.0, 1.0, n, &d).unwrap();
@@ -65,9 +73,13 @@ fn main() {
             .stats
             .median_s
     };
-    compare(name.clone(), &accel_run, &mut |c: &mut Criterion| {
-        c.bench_function(&name, |bch| bch.iter(|| a.add(&b).unwrap()));
-    });
+    compare(
+        name.clone(),
+        &accel_run,
+        &mut |c: &mut Criterion, id: &str| {
+            c.bench_function(id, |bch| bch.iter(|| a.add(&b).unwrap()));
+        },
+    );
 
     println!("\nmedian over {ROUNDS} alternating rounds: accel's timer against criterion's");
     println!(
