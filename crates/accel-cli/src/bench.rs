@@ -81,8 +81,8 @@ pub struct Common {
     /// An earlier run's --json output: show each run's speed-up against it.
     #[arg(long, value_name = "FILE.json", conflicts_with = "csv")]
     compare: Option<std::path::PathBuf>,
-    /// Draw throughput against size, one line per device, into this SVG file.
-    #[arg(long, value_name = "FILE.svg")]
+    /// Draw throughput against size, one line per device, into this SVG or PNG file.
+    #[arg(long, value_name = "FILE.svg|FILE.png")]
     plot: Option<std::path::PathBuf>,
 }
 

@@ -299,8 +299,45 @@ fn plot_is_an_svg_with_one_series_per_device() {
     );
     std::fs::remove_file(&path).unwrap();
     // Another format is refused before anything runs.
-    let o = accel(&["bench", "matmul", "--size", "16", "--plot", "x.png"]);
+    let o = accel(&["bench", "matmul", "--size", "16", "--plot", "x.jpg"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).is_empty());
-    assert!(stderr(&o).contains("--plot writes SVG"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--plot writes SVG or PNG"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn plot_png_is_a_real_image_with_the_series_drawn() {
+    let path = std::env::temp_dir().join(format!("accel-plot-{}.png", std::process::id()));
+    let p = path.to_str().unwrap();
+    let o = accel(&[
+        "bench", "matmul", "--device", "cpu", "--size", "16", "--size", "32", "--iters", "2",
+        "--plot", p,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let file = std::fs::File::open(&path).unwrap();
+    let mut reader = png::Decoder::new(std::io::BufReader::new(file))
+        .read_info()
+        .unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.width, info.height), (800, 500));
+    assert_eq!(info.color_type, png::ColorType::Rgba);
+    // The first series is drawn in plotters' first palette colour, a strong red: its line
+    // and markers cover many pixels; the background is white.
+    let px: Vec<&[u8]> = buf[..info.buffer_size()].chunks(4).collect();
+    let red = px
+        .iter()
+        .filter(|c| c[0] > 180 && c[1] < 90 && c[2] < 120 && c[3] > 200)
+        .count();
+    let white = px
+        .iter()
+        .filter(|c| c[0] > 250 && c[1] > 250 && c[2] > 250)
+        .count();
+    assert!(red > 200, "series pixels: {red}");
+    assert!(white > px.len() / 2, "mostly white background");
+    std::fs::remove_file(&path).unwrap();
 }
