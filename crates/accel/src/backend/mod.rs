@@ -179,7 +179,10 @@ impl Storage {
             (Storage::Cuda(s), Device::Cuda(i)) => {
                 Ok(Some(Storage::Cuda(s.to_gpu(l, &cuda_gpu(i)?)?)))
             }
-            _ => Ok(None),
+            _ => {
+                let _ = l;
+                Ok(None)
+            }
         }
     }
 
@@ -411,6 +414,8 @@ impl DeviceEvent {
         match (self, start) {
             #[cfg(feature = "cuda")]
             (DeviceEvent::Cuda(e), DeviceEvent::Cuda(s)) => e.elapsed_since(s),
+            #[cfg(not(feature = "cuda"))]
+            _ => unreachable!("no backend records device events in this build"),
         }
     }
 }

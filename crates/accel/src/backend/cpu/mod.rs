@@ -213,17 +213,7 @@ impl CpuStorage {
     /// Reduces over `dim` (all dimensions when `None`). Sums of integers are i64, as in
     /// PyTorch; `Mean` is only called on floats.
     pub(crate) fn reduce(&self, op: ReduceOp, l: &Layout, dim: Option<usize>) -> CpuStorage {
-        let (outer, len, inner) = match dim {
-            None => (1, l.shape.elem_count(), 1),
-            Some(d) => {
-                let dims = l.shape.dims();
-                (
-                    dims[..d].iter().product(),
-                    dims[d],
-                    dims[d + 1..].iter().product(),
-                )
-            }
-        };
+        let (outer, len, inner) = l.reduce_split(dim);
         macro_rules! float {
             ($v:expr, $variant:ident, $t:ty) => {{
                 let x = gather($v, l);

@@ -13,6 +13,7 @@
 //! accelerators first (TPU, then GPU), the CPU platform last; `xla:cpu:0` / `xla:tpu:0` /
 //! `xla:cuda:0` pick the n-th device of one platform.
 
+#[cfg(all(feature = "xla", target_os = "linux"))]
 pub(crate) mod hlo;
 pub mod sys;
 
