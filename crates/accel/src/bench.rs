@@ -228,10 +228,21 @@ fn measure<T>(
     })
 }
 
+fn wgpu_timestamps(i: usize) -> bool {
+    crate::backend::probe_of("wgpu")
+        .and_then(|p| p.devices().get(i))
+        .is_some_and(|d| {
+            d.details
+                .iter()
+                .any(|(k, v)| k == "timestamp_queries" && v == "true")
+        })
+}
+
 /// Which clock `device_stats` comes from, for reports.
 pub fn device_timer_name(device: &Device) -> &'static str {
     match device {
         Device::Cuda(_) => "cuda events",
+        Device::Wgpu(i) if wgpu_timestamps(*i) => "wgpu timestamp queries",
         _ => "none (wall clock after synchronize)",
     }
 }

@@ -90,3 +90,39 @@ fn other_dtypes_are_an_honest_error() {
         assert!(e.contains("f32 tensors only"), "{e}");
     }
 }
+
+#[test]
+fn benchmarks_use_timestamp_queries_where_the_adapter_has_them() -> accel::Result<()> {
+    for d in wgpu_devices() {
+        let p = accel::devices()
+            .into_iter()
+            .find(|p| p.backend == "wgpu")
+            .unwrap();
+        let info = p.devices().iter().find(|x| x.device == d).unwrap();
+        let has = info
+            .details
+            .iter()
+            .any(|(k, v)| k == "timestamp_queries" && v == "true");
+        let (run, _) =
+            accel::bench::matmul(&d, 48, DType::F32, 1, accel::bench::Iterations::Fixed(3))?;
+        match (&run.device_stats, has) {
+            (Some(dev), true) => {
+                // The GPU's clock sees the queued work only: positive, and not more than the
+                // wall clock around it (with a little slack for clock granularity).
+                assert!(dev.median_s > 0.0, "{dev:?}");
+                assert!(
+                    dev.median_s <= run.stats.median_s * 1.05,
+                    "{dev:?} vs {:?}",
+                    run.stats
+                );
+                assert_eq!(
+                    accel::bench::device_timer_name(&d),
+                    "wgpu timestamp queries"
+                );
+            }
+            (None, false) => {}
+            other => panic!("timestamps {has} but device stats {:?}", other.0),
+        }
+    }
+    Ok(())
+}

@@ -406,6 +406,8 @@ impl Storage {
 pub(crate) enum DeviceEvent {
     #[cfg(feature = "cuda")]
     Cuda(cuda::gpu::TimingEvent),
+    #[cfg(feature = "wgpu")]
+    Wgpu(wgpu::storage::Timestamp),
 }
 
 impl DeviceEvent {
@@ -414,8 +416,12 @@ impl DeviceEvent {
         match (self, start) {
             #[cfg(feature = "cuda")]
             (DeviceEvent::Cuda(e), DeviceEvent::Cuda(s)) => e.elapsed_since(s),
-            #[cfg(not(feature = "cuda"))]
-            _ => unreachable!("no backend records device events in this build"),
+            #[cfg(feature = "wgpu")]
+            (DeviceEvent::Wgpu(e), DeviceEvent::Wgpu(s)) => e.seconds_since(s),
+            #[allow(unreachable_patterns)]
+            _ => Err(Error::System(
+                "timing events of two different devices".into(),
+            )),
         }
     }
 }
@@ -426,6 +432,8 @@ pub(crate) fn record_event(device: Device) -> Result<Option<DeviceEvent>> {
     match device {
         #[cfg(feature = "cuda")]
         Device::Cuda(i) => Ok(Some(DeviceEvent::Cuda(cuda_gpu(i)?.record_timing_event()?))),
+        #[cfg(feature = "wgpu")]
+        Device::Wgpu(i) => Ok(wgpu::storage::gpu(i)?.timestamp()?.map(DeviceEvent::Wgpu)),
         _ => Ok(None),
     }
 }

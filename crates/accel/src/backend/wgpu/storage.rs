@@ -13,6 +13,60 @@ use crate::shape::Layout;
 use crate::{DType, Device, Error, Result, Shape};
 
 const MAX_RANK: usize = 8;
+
+/// What device-side timing needs: timestamps written between commands.
+const TIMESTAMPS: wgpu::Features =
+    wgpu::Features::TIMESTAMP_QUERY.union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
+
+/// A timestamp written into the queue, for device-side timing.
+pub(crate) struct Timestamp {
+    gpu: Arc<Gpu>,
+    set: wgpu::QuerySet,
+}
+
+impl Timestamp {
+    /// The GPU clock's reading, in nanoseconds (waits for the queue).
+    fn read_ns(&self) -> Result<f64> {
+        let (d, q) = self.gpu.device()?;
+        let resolve = d.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 8,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let read = d.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 8,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut enc = d.create_command_encoder(&Default::default());
+        enc.resolve_query_set(&self.set, 0..1, &resolve, 0);
+        enc.copy_buffer_to_buffer(&resolve, 0, &read, 0, 8);
+        q.submit([enc.finish()]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        read.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        self.gpu.synchronize()?;
+        rx.recv()
+            .map_err(|e| Error::System(format!("wgpu timestamp: {e}")))?
+            .map_err(|e| Error::System(format!("wgpu timestamp: {e}")))?;
+        let ticks = {
+            let v = read
+                .get_mapped_range(..)
+                .map_err(|e| Error::System(format!("wgpu timestamp: {e}")))?;
+            u64::from_le_bytes(v[..8].try_into().expect("8 bytes"))
+        };
+        read.unmap();
+        Ok(ticks as f64 * q.get_timestamp_period() as f64)
+    }
+
+    /// Seconds from `start` to this timestamp, by the GPU's clock.
+    pub fn seconds_since(&self, start: &Timestamp) -> Result<f64> {
+        Ok((self.read_ns()? - start.read_ns()?) / 1e9)
+    }
+}
 const BLOCK: u32 = 256;
 
 /// One adapter, its device and queue (opened on first use), and the compiled pipelines.
@@ -109,7 +163,10 @@ pub(crate) fn probe() -> Probe {
 fn info_of(g: &Gpu) -> DeviceInfo {
     let info = g.adapter.get_info();
     let limits = g.adapter.limits();
-    let f16 = g.adapter.features().contains(wgpu::Features::SHADER_F16);
+    let features = g.adapter.features();
+    let f16 = features.contains(wgpu::Features::SHADER_F16);
+    let timestamps = features.contains(wgpu::Features::TIMESTAMP_QUERY)
+        && features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
     DeviceInfo {
         device: Device::Wgpu(g.ordinal),
         name: info.name.clone(),
@@ -133,6 +190,7 @@ fn info_of(g: &Gpu) -> DeviceInfo {
                 limits.max_compute_workgroups_per_dimension.to_string(),
             ),
             ("shader_f16".to_string(), f16.to_string()),
+            ("timestamp_queries".to_string(), timestamps.to_string()),
             ("dtypes".to_string(), "f32".to_string()),
         ],
     }
@@ -155,6 +213,7 @@ impl Gpu {
                 let desc = wgpu::DeviceDescriptor {
                     label: Some("accel"),
                     required_limits: self.adapter.limits(),
+                    required_features: self.adapter.features() & TIMESTAMPS,
                     ..Default::default()
                 };
                 let (d, q) = pollster::block_on(self.adapter.request_device(&desc))
@@ -307,6 +366,26 @@ impl Gpu {
             .max(1) as u64;
         let x = groups.min(cap);
         (x as u32, groups.div_ceil(x) as u32, 1)
+    }
+
+    /// Writes a timestamp into the queue, where the adapter can (else None).
+    pub fn timestamp(self: &Arc<Self>) -> Result<Option<Timestamp>> {
+        let (d, q) = self.device()?;
+        if !d.features().contains(TIMESTAMPS) {
+            return Ok(None);
+        }
+        let set = d.create_query_set(&wgpu::QuerySetDescriptor {
+            label: None,
+            ty: wgpu::QueryType::Timestamp,
+            count: 1,
+        });
+        let mut enc = d.create_command_encoder(&Default::default());
+        enc.write_timestamp(&set, 0);
+        q.submit([enc.finish()]);
+        Ok(Some(Timestamp {
+            gpu: self.clone(),
+            set,
+        }))
     }
 
     /// Waits for all submitted work.
