@@ -13,6 +13,7 @@ use crate::shape::Layout;
 use crate::{DType, Device, Error, Result, Shape};
 
 const MAX_RANK: usize = 8;
+const BLOCK: u32 = 256;
 
 /// What device-side timing needs: timestamps written between commands.
 const TIMESTAMPS: wgpu::Features =
@@ -34,32 +35,12 @@ impl Timestamp {
             usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: false,
         });
-        let read = d.create_buffer(&wgpu::BufferDescriptor {
-            label: None,
-            size: 8,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut enc = d.create_command_encoder(&Default::default());
-        enc.resolve_query_set(&self.set, 0..1, &resolve, 0);
-        enc.copy_buffer_to_buffer(&resolve, 0, &read, 0, 8);
-        q.submit([enc.finish()]);
-        let (tx, rx) = std::sync::mpsc::channel();
-        read.map_async(wgpu::MapMode::Read, .., move |r| {
-            let _ = tx.send(r);
-        });
-        self.gpu.synchronize()?;
-        rx.recv()
-            .map_err(|e| Error::System(format!("wgpu timestamp: {e}")))?
-            .map_err(|e| Error::System(format!("wgpu timestamp: {e}")))?;
-        let ticks = {
-            let v = read
-                .get_mapped_range(..)
-                .map_err(|e| Error::System(format!("wgpu timestamp: {e}")))?;
-            u64::from_le_bytes(v[..8].try_into().expect("8 bytes"))
-        };
-        read.unmap();
-        Ok(ticks as f64 * q.get_timestamp_period() as f64)
+        let mut ticks = [0u8; 8];
+        self.gpu.read_back(&mut ticks, |enc, read| {
+            enc.resolve_query_set(&self.set, 0..1, &resolve, 0);
+            enc.copy_buffer_to_buffer(&resolve, 0, read, 0, 8);
+        })?;
+        Ok(u64::from_le_bytes(ticks) as f64 * q.get_timestamp_period() as f64)
     }
 
     /// Seconds from `start` to this timestamp, by the GPU's clock.
@@ -67,7 +48,6 @@ impl Timestamp {
         Ok((self.read_ns()? - start.read_ns()?) / 1e9)
     }
 }
-const BLOCK: u32 = 256;
 
 /// One adapter, its device and queue (opened on first use), and the compiled pipelines.
 pub(crate) struct Gpu {
@@ -368,6 +348,40 @@ impl Gpu {
         (x as u32, groups.div_ceil(x) as u32, 1)
     }
 
+    /// Fills `dst` from the GPU: `encode` copies into the mappable buffer it is given (of
+    /// `dst`'s size); the work is submitted, waited for, and read back.
+    fn read_back(
+        &self,
+        dst: &mut [u8],
+        encode: impl FnOnce(&mut wgpu::CommandEncoder, &wgpu::Buffer),
+    ) -> Result<()> {
+        let (d, q) = self.device()?;
+        let read = d.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: dst.len() as u64,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut enc = d.create_command_encoder(&Default::default());
+        encode(&mut enc, &read);
+        q.submit([enc.finish()]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        read.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        self.synchronize()?;
+        let fail = |e: &dyn std::fmt::Display| {
+            Error::System(format!("wgpu:{} read-back failed: {e}", self.ordinal))
+        };
+        rx.recv().map_err(|e| fail(&e))?.map_err(|e| fail(&e))?;
+        {
+            let view = read.get_mapped_range(..).map_err(|e| fail(&e))?;
+            dst.copy_from_slice(&view);
+        }
+        read.unmap();
+        Ok(())
+    }
+
     /// Writes a timestamp into the queue, where the adapter can (else None).
     pub fn timestamp(self: &Arc<Self>) -> Result<Option<Timestamp>> {
         let (d, q) = self.device()?;
@@ -522,32 +536,10 @@ impl WgpuStorage {
         if self.len == 0 {
             return Ok(host);
         }
-        let (d, q) = self.gpu.device()?;
         let bytes = self.len as u64 * 4;
-        let staging = d.create_buffer(&wgpu::BufferDescriptor {
-            label: None,
-            size: bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut enc = d.create_command_encoder(&Default::default());
-        enc.copy_buffer_to_buffer(&self.buf, 0, &staging, 0, bytes);
-        q.submit([enc.finish()]);
-        let (tx, rx) = std::sync::mpsc::channel();
-        staging.map_async(wgpu::MapMode::Read, .., move |r| {
-            let _ = tx.send(r);
-        });
-        self.gpu.synchronize()?;
-        rx.recv()
-            .map_err(|e| Error::System(format!("wgpu map: {e}")))?
-            .map_err(|e| Error::System(format!("wgpu map: {e}")))?;
-        {
-            let view = staging
-                .get_mapped_range(..)
-                .map_err(|e| Error::System(format!("wgpu map: {e}")))?;
-            host.as_bytes_mut().copy_from_slice(&view);
-        }
-        staging.unmap();
+        self.gpu.read_back(host.as_bytes_mut(), |enc, read| {
+            enc.copy_buffer_to_buffer(&self.buf, 0, read, 0, bytes);
+        })?;
         Ok(host)
     }
 
