@@ -305,8 +305,14 @@ pub fn search_dirs(env: &SearchEnv) -> Vec<SearchDir> {
     dirs
 }
 
-/// `python3 -c ...`'s site-packages, with a short time limit.
+/// `python3 -c ...`'s site-packages, asked once per process (a process start costs tens of
+/// milliseconds, and both the CUDA and the XLA searches want it).
 fn python_site_packages() -> Vec<PathBuf> {
+    static SP: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    SP.get_or_init(ask_python).clone()
+}
+
+fn ask_python() -> Vec<PathBuf> {
     let out = std::process::Command::new("python3")
         .args([
             "-c",
