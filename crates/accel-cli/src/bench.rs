@@ -315,12 +315,10 @@ fn resolve(devices: Vec<Device>) -> anyhow::Result<Vec<Device>> {
 /// same processor, and timing each would only repeat the work; a software GPU adapter is the
 /// CPU too. Other devices are all kept.
 fn distinct_hardware(devices: Vec<Device>) -> Vec<Device> {
-    let xla_cpu: Vec<Device> = (0..)
-        .map_while(|i| accel::xla::platform_device("cpu", i))
-        .collect();
+    let first_xla_cpu = accel::xla::platform_device("cpu", 0);
     devices
         .into_iter()
-        .filter(|d| !xla_cpu.contains(d) || xla_cpu.first() == Some(d))
+        .filter(|d| !accel::xla::is_cpu_platform(*d) || Some(*d) == first_xla_cpu)
         // A software GPU (lavapipe) is the CPU again, and slow: only when asked for.
         .filter(|d| !matches!(d, Device::Wgpu(i) if accel::wgpu::is_software(*i)))
         .collect()

@@ -229,13 +229,7 @@ fn measure<T>(
 }
 
 fn wgpu_timestamps(i: usize) -> bool {
-    crate::backend::probe_of("wgpu")
-        .and_then(|p| p.devices().get(i))
-        .is_some_and(|d| {
-            d.details
-                .iter()
-                .any(|(k, v)| k == "timestamp_queries" && v == "true")
-        })
+    crate::backend::detail(Device::Wgpu(i), "timestamp_queries").as_deref() == Some("true")
 }
 
 /// Which clock `device_stats` comes from, for reports.
@@ -266,14 +260,7 @@ pub fn peak(device: &Device, dtype: DType) -> Option<Peak> {
             dtype,
         ),
         Device::Cuda(_) => {
-            let p = crate::backend::probe_of("cuda")?;
-            let info = p.devices().iter().find(|d| d.device == *device)?;
-            let get = |k: &str| {
-                info.details
-                    .iter()
-                    .find(|(key, _)| key == k)
-                    .map(|(_, v)| v.clone())
-            };
+            let get = |k: &str| crate::backend::detail(*device, k);
             let cc = get("compute_capability")?;
             let (major, minor) = cc.split_once('.')?;
             cuda_peak(
@@ -285,15 +272,7 @@ pub fn peak(device: &Device, dtype: DType) -> Option<Peak> {
             )
         }
         // XLA's CPU platform computes on this CPU.
-        Device::Xla(_)
-            if crate::xla::platform_device("cpu", 0).is_some_and(|_| {
-                (0..)
-                    .map_while(|i| crate::xla::platform_device("cpu", i))
-                    .any(|d| d == *device)
-            }) =>
-        {
-            peak(&Device::Cpu, dtype)
-        }
+        Device::Xla(_) if crate::xla::is_cpu_platform(*device) => peak(&Device::Cpu, dtype),
         Device::Mps | Device::Xla(_) | Device::Wgpu(_) => None,
     }
 }
@@ -321,14 +300,7 @@ pub fn gpu_memory_peak(bus_width_bits: u32, memory_clock_mhz: u32) -> MemoryPeak
 /// The peak memory bandwidth of `device`, where it can be derived (CUDA GPUs).
 pub fn memory_peak(device: &Device) -> Option<MemoryPeak> {
     let Device::Cuda(_) = device else { return None };
-    let p = crate::backend::probe_of("cuda")?;
-    let info = p.devices().iter().find(|d| d.device == *device)?;
-    let get = |k: &str| {
-        info.details
-            .iter()
-            .find(|(key, _)| key == k)
-            .and_then(|(_, v)| v.parse::<u32>().ok())
-    };
+    let get = |k: &str| crate::backend::detail(*device, k)?.parse::<u32>().ok();
     Some(gpu_memory_peak(
         get("memory_bus_width_bits")?,
         get("max_clock_memory_mhz")?,

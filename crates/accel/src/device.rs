@@ -39,10 +39,10 @@ impl Device {
             if name == "xla" {
                 // XLA's own CPU platform is the CPU again, behind a compiler: not an
                 // accelerator. Its devices are numbered after every accelerator's.
-                let cpu: Vec<Device> = (0..)
-                    .map_while(|i| crate::xla::platform_device("cpu", i))
-                    .collect();
-                if let Some(d) = crate::xla::devices().into_iter().find(|d| !cpu.contains(d)) {
+                if let Some(d) = crate::xla::devices()
+                    .into_iter()
+                    .find(|d| !crate::xla::is_cpu_platform(*d))
+                {
                     return d;
                 }
                 continue;

@@ -530,6 +530,18 @@ pub(crate) fn check(device: Device) -> Result<()> {
     }
 }
 
+/// One detail (`"sm_count"`, `"platform"`...) of a probed device, as its probe reported it.
+pub(crate) fn detail(device: Device, key: &str) -> Option<String> {
+    probe_of(device.kind())?
+        .devices()
+        .iter()
+        .find(|d| d.device == device)?
+        .details
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.clone())
+}
+
 pub(crate) fn device_name(device: Device) -> Result<String> {
     probe_of(device.kind())
         .and_then(|p| {

@@ -135,16 +135,8 @@ pub fn utilization(ordinal: usize) -> Result<GpuLoad> {
 
 #[cfg(feature = "cuda")]
 fn utilization_nvml(ordinal: usize) -> Result<GpuLoad> {
-    let info = super::probe_of("cuda")
-        .and_then(|p| p.devices().get(ordinal))
-        .ok_or_else(|| Error::System("the CUDA probe lost this device".into()))?;
-    let get = |k: &str| {
-        info.details
-            .iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.as_str())
-    };
-    nvml::load(get("uuid"), get("pci_bus_id")).map_err(Error::System)
+    let get = |k: &str| super::detail(Device::Cuda(ordinal), k);
+    nvml::load(get("uuid").as_deref(), get("pci_bus_id").as_deref()).map_err(Error::System)
 }
 
 #[cfg(feature = "cuda")]

@@ -25,13 +25,7 @@ pub fn probe() -> Probe {
 
 /// Whether `wgpu:N` is a software (CPU-type) adapter, such as lavapipe.
 pub fn is_software(ordinal: usize) -> bool {
-    super::probe_of("wgpu")
-        .and_then(|p| p.devices().get(ordinal))
-        .is_some_and(|d| {
-            d.details
-                .iter()
-                .any(|(k, v)| k == "device_type" && v == "Cpu")
-        })
+    super::detail(crate::Device::Wgpu(ordinal), "device_type").as_deref() == Some("Cpu")
 }
 
 /// The usable wgpu adapters, by index.

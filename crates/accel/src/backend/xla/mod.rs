@@ -123,6 +123,13 @@ pub fn platform_device(platform: &str, n: usize) -> Option<Device> {
         .map(|d| d.device)
 }
 
+/// Whether `device` is a device of XLA's own CPU platform (the CPU again, behind XLA's
+/// compiler: never "the accelerator", and one piece of hardware however many devices it shows).
+pub fn is_cpu_platform(device: Device) -> bool {
+    matches!(device, Device::Xla(_))
+        && super::detail(device, "platform").is_some_and(|p| p.eq_ignore_ascii_case("cpu"))
+}
+
 /// The plugin files named by the environment or installed in Python environments, in search
 /// order, each with how it was found.
 pub fn plugin_candidates(env: &super::cuda::libs::SearchEnv) -> Vec<(PathBuf, String)> {

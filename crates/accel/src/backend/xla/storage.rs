@@ -256,14 +256,21 @@ pub(crate) fn compile_seconds() -> f64 {
     COMPILE_NANOS.load(Ordering::Relaxed) as f64 / 1e9
 }
 
-type Cache = HashMap<(usize, String), Arc<pjrt::Executable>>;
+/// Per client, per program text. Looked up by `&str`: no copy of the text on a hit.
+type Cache = HashMap<usize, HashMap<String, Arc<pjrt::Executable>>>;
 
 fn executable(dev: &XlaDevice, mlir: &str) -> Result<Arc<pjrt::Executable>> {
     static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    let key = (Arc::as_ptr(&dev.client) as usize, mlir.to_string());
-    if let Some(e) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return Ok(e.clone());
+    let client = Arc::as_ptr(&dev.client) as usize;
+    let hit = cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&client)
+        .and_then(|m| m.get(mlir))
+        .cloned();
+    if let Some(e) = hit {
+        return Ok(e);
     }
     let t = Instant::now();
     let exe = dev.client.compile(mlir).map_err(|e| {
@@ -278,7 +285,9 @@ fn executable(dev: &XlaDevice, mlir: &str) -> Result<Arc<pjrt::Executable>> {
     cache
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(key, exe.clone());
+        .entry(client)
+        .or_default()
+        .insert(mlir.to_string(), exe.clone());
     Ok(exe)
 }
 
