@@ -10,8 +10,9 @@ median over rounds and accel / torch as a throughput ratio (above 1: accel is fa
 
 Needs torch with CUDA in the Python that runs it. Workloads (issue 3's bars):
   matmul N=8192 f32 (TF32 off), tf32, bf16, f16; add of 2^28 f32; 1 GiB copies host->device and
-  device->host (PyTorch from/to pinned memory; accel through its pinned staging); add of two
-  1x1 tensors, synchronised, 1000 times (launch-to-completion latency).
+  device->host, from and to pageable memory (PyTorch's `x.to("cuda")`, `x.cpu()`; accel stages
+  through its own pinned buffers) and pinned memory (`pin_memory()` on both sides: one DMA);
+  add of two 1x1 tensors, synchronised, 1000 times (launch-to-completion latency).
 """
 import argparse
 import json
@@ -56,12 +57,17 @@ def torch_add(torch, n, warmup, iters):
     return sync_timed(torch, lambda: a + b, warmup, iters)
 
 
-def torch_copy(torch, nbytes, direction, warmup, iters):
+def torch_copy(torch, nbytes, direction, host_memory, warmup, iters):
     n = nbytes // 4
+    pinned = host_memory == "pinned"
     if direction == "h2d":
-        host = torch.arange(n, dtype=torch.float32).pin_memory()
-        return sync_timed(torch, lambda: host.to("cuda", non_blocking=True), warmup, iters)
+        host = torch.arange(n, dtype=torch.float32)
+        if pinned:
+            host = host.pin_memory()
+        return sync_timed(torch, lambda: host.to("cuda", non_blocking=pinned), warmup, iters)
     dev = torch.arange(n, dtype=torch.float32, device="cuda")
+    if not pinned:
+        return sync_timed(torch, lambda: dev.cpu(), warmup, iters)
     out = torch.empty(n, dtype=torch.float32).pin_memory()
     return sync_timed(torch, lambda: out.copy_(dev, non_blocking=True), warmup, iters)
 
@@ -108,10 +114,11 @@ def main():
                   ["elementwise", "--op", "add", "--device", dev, "--size", str(add_n),
                    "--warmup", str(warmup), "--iters", str(iters)]))
     for d in ["h2d", "d2h"]:
-        cases.append((f"copy {d} {copy_bytes >> 20} MiB", copy_bytes / 1e9, "GB/s",
-                      lambda d=d: torch_copy(torch, copy_bytes, d, warmup, 10),
-                      ["copy", "--direction", d, "--device", dev, "--size", str(copy_bytes),
-                       "--warmup", str(warmup), "--iters", "10"]))
+        for mem in ["pageable", "pinned"]:
+            cases.append((f"copy {d} {mem} {copy_bytes >> 20} MiB", copy_bytes / 1e9, "GB/s",
+                          lambda d=d, mem=mem: torch_copy(torch, copy_bytes, d, mem, warmup, 10),
+                          ["copy", "--direction", d, "--device", dev, "--size", str(copy_bytes),
+                           "--host-memory", mem, "--warmup", str(warmup), "--iters", "10"]))
     cases.append(("add 1x1 (latency)", None, "us",
                   lambda: torch_add(torch, 1, 10, 1000),
                   ["elementwise", "--op", "add", "--device", dev, "--size", "1",
@@ -129,7 +136,7 @@ def main():
         print(f"  round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
 
     print()
-    print(f"{'workload':<26}{'torch':>16}{'accel':>16}{'accel/torch':>13}{'accel (events)':>18}")
+    print(f"{'workload':<30}{'torch':>16}{'accel':>16}{'accel/torch':>13}{'accel (events)':>18}")
     for label, work, unit, _, _ in cases:
         t = statistics.median(results[label]["torch"])
         a = statistics.median(results[label]["accel"])
@@ -137,9 +144,9 @@ def main():
         evs = f"{statistics.median(ev) * 1e6:15.1f} us" if ev else f"{'-':>18}"
         if work is None:
             # Latency: lower is better; the ratio is still "how many times faster accel is".
-            print(f"{label:<26}{t * 1e6:13.2f} us{a * 1e6:13.2f} us{t / a:13.2f}{evs}")
+            print(f"{label:<30}{t * 1e6:13.2f} us{a * 1e6:13.2f} us{t / a:13.2f}{evs}")
         else:
-            print(f"{label:<26}{work / t:12.1f} {unit.split('/')[0]:<3}{work / a:12.1f} "
+            print(f"{label:<30}{work / t:12.1f} {unit.split('/')[0]:<3}{work / a:12.1f} "
                   f"{unit.split('/')[0]:<3}{t / a:13.2f}{evs}")
     print(f"\nunits: matmul in TFLOP/s, add in GB/s (3 x 4 bytes per element), copies in GB/s; "
           f"median over {args.rounds} interleaved rounds of the median of {iters} timed "

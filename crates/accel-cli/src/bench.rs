@@ -1,7 +1,9 @@
 //! `accel bench`: warmed-up, synchronised benchmarks with their spread, % of peak and a
 //! check of the answer.
 
-use accel::bench::{self, CopyKind, CopyRun, ElementwiseOp, ElementwiseRun, Iterations, MatmulRun};
+use accel::bench::{
+    self, CopyKind, CopyRun, ElementwiseOp, ElementwiseRun, HostMemory, Iterations, MatmulRun,
+};
 use accel::{DType, Device};
 use clap::Subcommand;
 use serde::Serialize;
@@ -38,6 +40,11 @@ pub enum Workload {
         #[arg(long = "size", value_parser = parse_bytes,
               default_values = ["1KiB", "1MiB", "64MiB", "256MiB"])]
         sizes: Vec<usize>,
+        /// The host memory of h2d and d2h copies on CUDA GPUs: pageable (staged through
+        /// pinned buffers), pinned (`pin_memory()`: one DMA), or both. Other devices copy
+        /// pageable memory.
+        #[arg(long, default_value = "both", value_parser = ["pageable", "pinned", "both"])]
+        host_memory: String,
         #[command(flatten)]
         common: Common,
     },
@@ -94,6 +101,16 @@ struct Plan {
     format: Format,
     baseline: Option<Baseline>,
     plot: Option<std::path::PathBuf>,
+}
+
+impl Plan {
+    /// Every size on every device, size by size.
+    fn grid(&self, sizes: &[usize]) -> Vec<(Device, usize)> {
+        sizes
+            .iter()
+            .flat_map(|&s| self.devices.iter().map(move |&d| (d, s)))
+            .collect()
+    }
 }
 
 impl Common {
@@ -235,6 +252,8 @@ impl Baseline {
                 v["dtype"].clone(),
                 v["size"].clone(),
                 v["op"].clone(),
+                v["kind"].clone(),
+                v["host_memory"].clone(),
             )
         };
         let mut out = Vec::new();
@@ -287,13 +306,11 @@ impl Baseline {
 
 /// Throughput points grouped by device, for `--plot`.
 fn series(
-    points: impl Iterator<Item = (Device, usize, f64)>,
+    points: impl Iterator<Item = (String, usize, f64)>,
 ) -> std::collections::BTreeMap<String, Vec<crate::plot::Point>> {
     let mut out = std::collections::BTreeMap::<String, Vec<crate::plot::Point>>::new();
-    for (d, size, rate) in points {
-        out.entry(d.to_string())
-            .or_default()
-            .push((size as f64, rate));
+    for (name, size, rate) in points {
+        out.entry(name).or_default().push((size as f64, rate));
     }
     out
 }
@@ -400,8 +417,16 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
         Workload::Copy {
             direction,
             sizes,
+            host_memory,
             common,
-        } => copy(&common.plan("copy")?, direction, &sizes),
+        } => {
+            let host = match host_memory.as_str() {
+                "pageable" => vec![HostMemory::Pageable],
+                "pinned" => vec![HostMemory::Pinned],
+                _ => vec![HostMemory::Pageable, HostMemory::Pinned],
+            };
+            copy(&common.plan("copy")?, direction, &sizes, &host)
+        }
     }
 }
 
@@ -413,8 +438,14 @@ pub trait BenchRow: Serialize {
     fn label(&self) -> String;
     fn text_row(&self) -> String;
     fn csv_row(&self) -> String;
-    /// (device, size, throughput) for `--plot`.
-    fn point(&self) -> (Device, usize, f64);
+    /// The device it ran on.
+    fn device(&self) -> Device;
+    /// The `--plot` line this run belongs to: its device, by default.
+    fn series(&self) -> String {
+        self.device().to_string()
+    }
+    /// (size, throughput) for `--plot`.
+    fn point(&self) -> (usize, f64);
     fn stats(&self) -> &bench::Stats;
     /// The same iterations by the device's clock, where it has one.
     fn device_stats(&self) -> Option<&bench::Stats>;
@@ -457,8 +488,11 @@ impl BenchRow for MatmulRun {
             self.max_rel_error
         )
     }
-    fn point(&self) -> (Device, usize, f64) {
-        (self.device, self.size, self.gflop_per_s)
+    fn device(&self) -> Device {
+        self.device
+    }
+    fn point(&self) -> (usize, f64) {
+        (self.size, self.gflop_per_s)
     }
     fn stats(&self) -> &bench::Stats {
         &self.stats
@@ -474,15 +508,22 @@ impl BenchRow for MatmulRun {
 impl BenchRow for CopyRun {
     const BENCHMARK: &'static str = "copy";
     fn label(&self) -> String {
-        format!("{} {:?} {} bytes", self.device, self.kind, self.size).to_lowercase()
+        format!(
+            "{} {:?} {:?} {} bytes",
+            self.device, self.kind, self.host_memory, self.size
+        )
+        .to_lowercase()
     }
     fn text_row(&self) -> String {
         format!(
-            "{:<8}{:>12}{}{:>10.2}{:>8}",
+            "{:<8}{:>10}{:>12}{}{:>10.2}{:>8}{:>8}",
             self.device.to_string(),
+            host_column(self),
             accel::memory::human_bytes(self.size as u64),
             timing(&self.stats, self.first_run_s),
             self.gb_per_s,
+            self.percent_of_peak
+                .map_or("-".to_string(), |p| format!("{p:.0}%")),
             if self.max_rel_error == 0.0 {
                 "yes"
             } else {
@@ -492,16 +533,28 @@ impl BenchRow for CopyRun {
     }
     fn csv_row(&self) -> String {
         format!(
-            "{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{}",
             format!("{:?}", self.kind).to_lowercase(),
             self.device,
+            format!("{:?}", self.host_memory).to_lowercase(),
             self.size,
             csv_timing(self.warmup, &self.stats, self.first_run_s),
-            self.gb_per_s
+            self.gb_per_s,
+            opt(self.peak.as_ref().map(|p| p.gb_per_s)),
+            opt(self.percent_of_peak)
         )
     }
-    fn point(&self) -> (Device, usize, f64) {
-        (self.device, self.size, self.gb_per_s)
+    fn device(&self) -> Device {
+        self.device
+    }
+    fn series(&self) -> String {
+        match self.host_memory {
+            HostMemory::Pinned => format!("{} pinned", self.device),
+            HostMemory::Pageable => self.device.to_string(),
+        }
+    }
+    fn point(&self) -> (usize, f64) {
+        (self.size, self.gb_per_s)
     }
     fn stats(&self) -> &bench::Stats {
         &self.stats
@@ -545,8 +598,11 @@ impl BenchRow for ElementwiseRun {
             self.max_rel_error
         )
     }
-    fn point(&self) -> (Device, usize, f64) {
-        (self.device, self.size, self.gb_per_s)
+    fn device(&self) -> Device {
+        self.device
+    }
+    fn point(&self) -> (usize, f64) {
+        (self.size, self.gb_per_s)
     }
     fn stats(&self) -> &bench::Stats {
         &self.stats
@@ -571,11 +627,11 @@ struct Table {
 
 /// Runs `run` for every size and device of the plan and prints the results in the plan's
 /// format, with notes, the comparison and the plot; fails if any answer was wrong.
-fn execute<R: BenchRow>(
+fn execute<R: BenchRow, C: Copy + std::fmt::Display>(
     plan: &Plan,
-    sizes: &[usize],
+    jobs: &[(Device, C)],
     table: Table,
-    run: impl Fn(&Device, usize) -> anyhow::Result<R>,
+    run: impl Fn(&Device, C) -> anyhow::Result<R>,
 ) -> anyhow::Result<()> {
     match plan.format {
         Format::Text => {
@@ -591,29 +647,31 @@ fn execute<R: BenchRow>(
         Format::Json => {}
     }
     let mut runs = Vec::new();
-    let total = sizes.len() * plan.devices.len();
-    for &size in sizes {
-        for d in &plan.devices {
-            if plan.format != Format::Json {
-                let n = runs.len() + 1;
-                out::progress(Some(&format!(
-                    "[{n}/{total}] {} {d} size {size} ...",
-                    table.title
-                )));
-            }
-            let r = run(d, size)?;
-            out::progress(None);
-            match plan.format {
-                Format::Text => out::line(r.text_row())?,
-                Format::Csv => out::line(r.csv_row())?,
-                Format::Json => {}
-            }
-            runs.push(r);
+    for (d, case) in jobs {
+        if plan.format != Format::Json {
+            out::progress(Some(&format!(
+                "[{}/{}] {} {d} {case} ...",
+                runs.len() + 1,
+                jobs.len(),
+                table.title
+            )));
         }
+        let r = run(d, *case)?;
+        out::progress(None);
+        match plan.format {
+            Format::Text => out::line(r.text_row())?,
+            Format::Csv => out::line(r.csv_row())?,
+            Format::Json => {}
+        }
+        runs.push(r);
     }
     if let Some(path) = &plan.plot {
         let (x, y) = table.axes;
-        crate::plot::draw(path, &table.title, x, y, &series(runs.iter().map(R::point)))?;
+        let points = runs.iter().map(|r| {
+            let (size, rate) = r.point();
+            (r.series(), size, rate)
+        });
+        crate::plot::draw(path, &table.title, x, y, &series(points))?;
     }
     let comparison = plan
         .baseline
@@ -662,7 +720,7 @@ fn elementwise(
         ),
         axes: ("elements", "GB/s"),
     };
-    execute(plan, sizes, table, |d, size| {
+    execute(plan, &plan.grid(sizes), table, |d, size| {
         Ok(bench::elementwise(
             d,
             op,
@@ -674,18 +732,61 @@ fn elementwise(
     })
 }
 
-fn copy(plan: &Plan, kind: CopyKind, sizes: &[usize]) -> anyhow::Result<()> {
+/// One copy to time: bytes, and the host memory on the other side.
+#[derive(Clone, Copy)]
+struct CopyCase(usize, HostMemory);
+
+impl std::fmt::Display for CopyCase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {:?}",
+            accel::memory::human_bytes(self.0 as u64),
+            self.1
+        )
+    }
+}
+
+/// The host column of a copy table: "-" where there is no host side (d2d, the CPU).
+fn host_column(r: &CopyRun) -> String {
+    if r.kind == CopyKind::D2d || r.device == Device::Cpu {
+        "-".to_string()
+    } else {
+        format!("{:?}", r.host_memory).to_lowercase()
+    }
+}
+
+fn copy(plan: &Plan, kind: CopyKind, sizes: &[usize], host: &[HostMemory]) -> anyhow::Result<()> {
     let table = Table {
         title: format!("copy {kind:?}").to_lowercase(),
         text_header: format!(
-            "{:<8}{:>12}{TIMING_HEADER}{:>10}{:>8}",
-            "device", "bytes", "GB/s", "intact"
+            "{:<8}{:>10}{:>12}{TIMING_HEADER}{:>10}{:>8}{:>8}",
+            "device", "host", "bytes", "GB/s", "% peak", "intact"
         ),
-        csv_header: format!("direction,device,bytes,{CSV_TIMING},gb_per_s"),
+        csv_header: format!(
+            "direction,device,host_memory,bytes,{CSV_TIMING},gb_per_s,peak_gb_per_s,percent_of_peak"
+        ),
         axes: ("bytes", "GB/s"),
     };
-    execute(plan, sizes, table, |d, size| {
-        Ok(bench::copy(d, kind, size, plan.warmup, plan.iters)?)
+    // Pinned host memory is a CUDA matter, and d2d has no host side.
+    let applies = |d: &Device, h: HostMemory| {
+        h == HostMemory::Pageable || (kind != CopyKind::D2d && matches!(d, Device::Cuda(_)))
+    };
+    let mut jobs = Vec::new();
+    for &size in sizes {
+        for d in &plan.devices {
+            for &h in host.iter().filter(|&&h| applies(d, h)) {
+                jobs.push((*d, CopyCase(size, h)));
+            }
+        }
+    }
+    if jobs.is_empty() {
+        anyhow::bail!(
+            "nothing to time: pinned host memory applies to h2d and d2h copies on CUDA GPUs, and none was chosen"
+        );
+    }
+    execute(plan, &jobs, table, |d, CopyCase(size, h)| {
+        Ok(bench::copy(d, kind, h, size, plan.warmup, plan.iters)?)
     })
 }
 
@@ -698,7 +799,7 @@ fn matmul(plan: &Plan, sizes: &[usize], dtype: DType) -> anyhow::Result<()> {
         ),
         axes: ("N", "GFLOP/s"),
     };
-    execute(plan, sizes, table, |d, size| {
+    execute(plan, &plan.grid(sizes), table, |d, size| {
         Ok(bench::matmul(d, size, dtype, plan.warmup, plan.iters)?.0)
     })
 }
@@ -734,7 +835,7 @@ pub fn notes<R: BenchRow>(runs: &[R]) -> anyhow::Result<()> {
                 "device clock: {}: median {} by {} (wall clock {} includes launch and synchronisation)",
                 r.label(),
                 out::secs(d.median_s),
-                bench::device_timer_name(&r.point().0),
+                bench::device_timer_name(&r.device()),
                 out::secs(r.stats().median_s)
             ))?;
         }

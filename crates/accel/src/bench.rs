@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::{DType, Device, Result, Tensor};
+use crate::{DType, Device, Error, Result, Tensor};
 
 /// Summary statistics of a set of timings, in seconds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -294,6 +294,53 @@ pub fn gpu_memory_peak(bus_width_bits: u32, memory_clock_mhz: u32) -> MemoryPeak
         formula: format!(
             "{bus_width_bits}-bit bus / 8 x {memory_clock_mhz} MHz x 2 transfers per clock = {g:.1} GB/s"
         ),
+    }
+}
+
+/// Bandwidth of one PCIe lane, one direction, after line encoding, GB/s: generations 1-2
+/// use 8b/10b, 3-5 use 128b/130b, 6 sends 242-byte payloads in 256-byte FLITs.
+fn pcie_lane_gb_per_s(generation: u32) -> Option<(f64, &'static str)> {
+    Some(match generation {
+        1 => (2.5 * 8.0 / 10.0 / 8.0, "2.5 GT/s x 8/10"),
+        2 => (5.0 * 8.0 / 10.0 / 8.0, "5 GT/s x 8/10"),
+        3 => (8.0 * 128.0 / 130.0 / 8.0, "8 GT/s x 128/130"),
+        4 => (16.0 * 128.0 / 130.0 / 8.0, "16 GT/s x 128/130"),
+        5 => (32.0 * 128.0 / 130.0 / 8.0, "32 GT/s x 128/130"),
+        6 => (64.0 * 242.0 / 256.0 / 8.0, "64 GT/s x 242/256"),
+        _ => return None,
+    })
+}
+
+/// A PCIe link's peak in one direction: lanes x transfer rate x encoding / 8 bits. Packet
+/// headers take a further 10-20%, so copies reach about 80-90% of it at best.
+pub fn pcie_peak(generation: u32, lanes: u32) -> Option<MemoryPeak> {
+    let (lane, rate) = pcie_lane_gb_per_s(generation)?;
+    let g = lane * lanes as f64;
+    Some(MemoryPeak {
+        gb_per_s: g,
+        formula: format!(
+            "PCIe gen{generation} x{lanes}: {lanes} lanes x {rate} / 8 bits = {g:.1} GB/s per direction"
+        ),
+    })
+}
+
+/// The peak of a copy in direction `kind` on `device`, where it can be derived (CUDA GPUs):
+/// the PCIe link between host and GPU, or the GPU's memory (a copy within it reads and
+/// writes every byte, so its peak in bytes copied is half the memory bandwidth).
+pub fn copy_peak(device: &Device, kind: CopyKind) -> Option<MemoryPeak> {
+    let Device::Cuda(_) = device else { return None };
+    let get = |k: &str| crate::backend::detail(*device, k)?.parse::<u32>().ok();
+    match kind {
+        CopyKind::H2d | CopyKind::D2h => {
+            pcie_peak(get("pcie_max_link_gen")?, get("pcie_max_link_width")?)
+        }
+        CopyKind::D2d => memory_peak(device).map(|m| MemoryPeak {
+            gb_per_s: m.gb_per_s / 2.0,
+            formula: format!(
+                "({}) / 2: each byte copied is read once and written once",
+                m.formula
+            ),
+        }),
     }
 }
 
@@ -600,6 +647,16 @@ pub enum CopyKind {
     D2d,
 }
 
+/// The host side of a copy benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostMemory {
+    /// Ordinary memory (`torch.empty(n)`): CUDA copies stage it through pinned buffers.
+    Pageable,
+    /// Page-locked memory (`pin_memory()`): one DMA, no staging. CUDA devices only.
+    Pinned,
+}
+
 /// One copy benchmark. On the CPU device every direction is a host memcpy, the baseline the
 /// others are compared with.
 #[derive(Debug, Clone, Serialize)]
@@ -608,6 +665,8 @@ pub struct CopyRun {
     pub device: Device,
     /// Direction.
     pub kind: CopyKind,
+    /// The host memory copied from or to (pageable for d2d, which has no host side).
+    pub host_memory: HostMemory,
     /// Bytes per copy.
     pub size: usize,
     /// Always u8 bytes moved as f32 elements (so `--compare` keys match).
@@ -621,22 +680,38 @@ pub struct CopyRun {
     /// Bytes moved / median time, GB/s (10^9 bytes); a device-to-device copy counts the
     /// bytes once (PyTorch and bandwidthTest count them so too).
     pub gb_per_s: f64,
+    /// The link's or memory's peak for this copy, where it can be derived (CUDA GPUs).
+    pub peak: Option<MemoryPeak>,
+    /// `gb_per_s` as a percentage of `peak`.
+    pub percent_of_peak: Option<f64>,
     /// 0 when the copy arrived intact (checked element by element, sampled), else 1.
     pub max_rel_error: f64,
     /// The same iterations by the device's own clock (CUDA events), where it has one.
     pub device_stats: Option<Stats>,
 }
 
-/// Times copies of `bytes` (rounded down to whole f32 elements) in direction `kind`.
+/// Times copies of `bytes` (rounded down to whole f32 elements) in direction `kind`, from or
+/// to `host` memory (pinned host memory needs a CUDA device).
 pub fn copy(
     device: &Device,
     kind: CopyKind,
+    host_memory: HostMemory,
     bytes: usize,
     warmup: usize,
     iters: Iterations,
 ) -> Result<CopyRun> {
+    let pinned = host_memory == HostMemory::Pinned && kind != CopyKind::D2d;
+    if pinned && !matches!(device, Device::Cuda(_)) {
+        return Err(Error::invalid(
+            "copy benchmark",
+            format!("pinned host memory is for CUDA GPUs; {device} copies pageable memory"),
+        ));
+    }
     let n = (bytes / 4).max(1);
-    let host = Tensor::arange(0f32, n as f32, &Device::Cpu)?;
+    let mut host = Tensor::arange(0f32, n as f32, &Device::Cpu)?;
+    if pinned {
+        host = host.pin_memory()?;
+    }
     let on_device = host.to_device(device)?;
     let run = || match kind {
         CopyKind::H2d => host.to_device(device).and_then(|t| {
@@ -646,6 +721,7 @@ pub fn copy(
                 Ok(t)
             }
         }),
+        CopyKind::D2h if pinned => on_device.pin_memory(),
         CopyKind::D2h => on_device.to_device(&Device::Cpu).and_then(|t| {
             if *device == Device::Cpu {
                 t.copy()
@@ -668,15 +744,24 @@ pub fn copy(
             .step_by(step)
             .chain([n - 1])
             .all(|i| got[i] == i as f32);
+    let gb_per_s = (n * 4) as f64 / stats.median_s / 1e9;
+    let peak = copy_peak(device, kind);
     Ok(CopyRun {
         device: *device,
         kind,
+        host_memory: if pinned {
+            HostMemory::Pinned
+        } else {
+            HostMemory::Pageable
+        },
         size: n * 4,
         dtype: DType::F32,
         warmup,
         first_run_s,
-        gb_per_s: (n * 4) as f64 / stats.median_s / 1e9,
+        gb_per_s,
         stats,
+        percent_of_peak: peak.as_ref().map(|p| 100.0 * gb_per_s / p.gb_per_s),
+        peak,
         max_rel_error: if intact { 0.0 } else { 1.0 },
         device_stats,
     })

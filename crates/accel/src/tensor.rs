@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::backend::cpu::{rng, CpuStorage};
-use crate::backend::{BinaryOp, ReduceOp, Storage, UnaryOp};
+use crate::backend::{BinaryOp, PinnedBlock, ReduceOp, Storage, UnaryOp};
 use crate::dtype::WithDType;
 use crate::shape::Layout;
 use crate::{memory, DType, Device, Error, Result, Shape};
@@ -20,6 +20,8 @@ pub(crate) struct Buffer {
     pub storage: Storage,
     pub device: Device,
     bytes: usize,
+    /// For CPU data in page-locked memory (`pin_memory`): the block the storage lives in.
+    pinned: Option<PinnedBlock>,
 }
 
 impl Buffer {
@@ -30,6 +32,7 @@ impl Buffer {
             storage,
             device,
             bytes,
+            pinned: None,
         }
     }
 }
@@ -38,7 +41,14 @@ impl Drop for Buffer {
     fn drop(&mut self) {
         memory::on_free(self.device, self.bytes);
         let storage = std::mem::replace(&mut self.storage, Storage::empty());
-        storage.release();
+        match self.pinned.take() {
+            // The block owns the memory: the storage lets go of it, then the block frees it.
+            Some(block) => {
+                storage.forget();
+                drop(block);
+            }
+            None => storage.release(),
+        }
     }
 }
 
@@ -380,6 +390,17 @@ impl Tensor {
         if let Some(s) = self.buf.storage.to_device_direct(&self.layout, *device)? {
             return Ok(Tensor::from_storage(s, *device, self.shape().clone()));
         }
+        // A whole contiguous CPU buffer is uploaded as it is, without a host copy first.
+        #[allow(irrefutable_let_patterns)] // CPU-only builds
+        if let Storage::Cpu(host) = &self.buf.storage {
+            if self.layout.is_contiguous()
+                && self.layout.offset == 0
+                && host.len() == self.shape().elem_count()
+            {
+                let s = Storage::upload(host, *device)?;
+                return Ok(Tensor::from_storage(s, *device, self.shape().clone()));
+            }
+        }
         let host = self.buf.storage.to_cpu(&self.layout)?;
         Tensor::from_cpu(host, self.shape().clone(), device)
     }
@@ -387,6 +408,87 @@ impl Tensor {
     /// A copy on the CPU (`x.cpu()`).
     pub fn cpu(&self) -> Result<Tensor> {
         self.to_device(&Device::Cpu)
+    }
+
+    /// A copy in page-locked ("pinned") host memory (`x.pin_memory()`), which CUDA GPUs copy
+    /// to and from in one DMA, without staging through another buffer. From a CPU tensor (the
+    /// same handle when it is pinned already) or, as `x.to("cpu", non_blocking=True)` does in
+    /// PyTorch, from a CUDA tensor. Needs a CUDA GPU: pinning is the CUDA driver's job.
+    pub fn pin_memory(&self) -> Result<Tensor> {
+        if self.is_pinned() {
+            return Ok(self.clone());
+        }
+        self.pinned_copy()
+    }
+
+    /// Whether this tensor's data is in pinned host memory (`x.is_pinned()`).
+    pub fn is_pinned(&self) -> bool {
+        self.buf.pinned.is_some()
+    }
+
+    #[cfg(feature = "cuda")]
+    fn pinned_copy(&self) -> Result<Tensor> {
+        let gpu = match self.device() {
+            Device::Cpu => crate::cuda::current_device().map_err(|e| {
+                Error::invalid(
+                    "pin_memory",
+                    format!("pinned memory is made by the CUDA driver, and there is no usable CUDA GPU: {e}"),
+                )
+            })?,
+            Device::Cuda(i) => i,
+            d => {
+                return Err(Error::invalid(
+                    "pin_memory",
+                    format!("pinned memory is for copies to and from CUDA GPUs; this tensor is on {d}: move it to the CPU first"),
+                ))
+            }
+        };
+        let (dtype, n) = (self.dtype(), self.shape().elem_count());
+        memory::ensure_fits(Device::Cpu, Some((n * dtype.size_in_bytes()) as u64))?;
+        let block = PinnedBlock::alloc(gpu, n * dtype.size_in_bytes())?;
+        // SAFETY: the buffer made below holds the block and gives the storage back to it
+        // (`Buffer::drop`) before the block is freed.
+        let mut host = unsafe { block.storage(dtype, n) };
+        let filled = match &self.buf.storage {
+            Storage::Cpu(s) => {
+                let dense = if self.layout.is_contiguous() {
+                    None
+                } else {
+                    Some(s.copy_strided(&self.layout))
+                };
+                let (src, off) = match &dense {
+                    Some(d) => (d, 0),
+                    None => (s, self.layout.offset),
+                };
+                let size = dtype.size_in_bytes();
+                crate::backend::par_copy(
+                    host.as_bytes_mut(),
+                    &src.as_bytes()[off * size..(off + n) * size],
+                );
+                Ok(())
+            }
+            Storage::Cuda(s) => s.to_host(&self.layout, host.as_bytes_mut()),
+            _ => unreachable!("checked above"),
+        };
+        let storage = Storage::Cpu(host);
+        if let Err(e) = filled {
+            storage.forget();
+            return Err(e);
+        }
+        let mut buf = Buffer::new(storage, Device::Cpu);
+        buf.pinned = Some(block);
+        Ok(Tensor {
+            buf: Arc::new(buf),
+            layout: Layout::contiguous(self.shape().clone()),
+        })
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    fn pinned_copy(&self) -> Result<Tensor> {
+        Err(Error::invalid(
+            "pin_memory",
+            "pinned memory is made by the CUDA driver, and this build of accel has no CUDA backend (the `cuda` feature is off)",
+        ))
     }
 
     /// A copy on the first CUDA GPU (`x.cuda()`).

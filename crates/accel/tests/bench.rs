@@ -141,6 +141,32 @@ fn gpu_peak_formulas_of_known_chips() {
         .formula
         .contains("6144-bit"));
     assert!(bench::memory_peak(&Device::Cpu).is_none());
+    // PCIe, one direction: gen3 x16 is 15.75 GB/s (the figure NVIDIA quotes as 16 GB/s),
+    // gen4 x16 31.5, gen5 x16 63.0 (H100/H200 PCIe and SXM hosts), gen6 x16 121.
+    assert!((bench::pcie_peak(3, 16).unwrap().gb_per_s - 15.75).abs() < 0.01);
+    assert!((bench::pcie_peak(5, 16).unwrap().gb_per_s - 63.0).abs() < 0.02);
+    assert!(close(
+        bench::pcie_peak(3, 16).unwrap().gb_per_s,
+        16.0 * 8.0 * 128.0 / 130.0 / 8.0
+    ));
+    assert!(close(
+        bench::pcie_peak(4, 16).unwrap().gb_per_s,
+        16.0 * 16.0 * 128.0 / 130.0 / 8.0
+    ));
+    assert!(close(
+        bench::pcie_peak(5, 16).unwrap().gb_per_s,
+        16.0 * 32.0 * 128.0 / 130.0 / 8.0
+    ));
+    assert!(close(bench::pcie_peak(6, 16).unwrap().gb_per_s, 121.0));
+    assert!(close(bench::pcie_peak(1, 1).unwrap().gb_per_s, 0.25));
+    let p = bench::pcie_peak(5, 16).unwrap();
+    assert!(
+        p.formula.contains("gen5 x16") && p.formula.contains("128/130"),
+        "{}",
+        p.formula
+    );
+    assert!(bench::pcie_peak(0, 16).is_none() && bench::pcie_peak(7, 16).is_none());
+    assert!(bench::copy_peak(&Device::Cpu, bench::CopyKind::H2d).is_none());
     // Unknown architectures and integer dtypes have no peak.
     assert!(bench::cuda_peak((7, 0), 80, 1530, DType::F32, false).is_none());
     assert!(bench::cuda_peak((9, 0), 132, 1980, DType::I32, false).is_none());

@@ -241,6 +241,30 @@ fn probe_reports_a_missing_driver_as_data() {
     assert!(accel::cuda::utilization(0).is_err());
 }
 
+#[test]
+fn pinned_memory_without_a_gpu_is_an_error_value() -> accel::Result<()> {
+    let t = Tensor::arange(0f32, 6.0, &Device::Cpu)?;
+    assert!(!t.is_pinned());
+    if accel::cuda::is_available() {
+        println!("skipped: this machine has a CUDA GPU; gpu_pinned_memory covers it");
+        return Ok(());
+    }
+    let e = t.pin_memory().unwrap_err();
+    assert!(e.to_string().contains("CUDA"), "{e}");
+    // The copy benchmark refuses pinned memory on a device that is not a CUDA GPU.
+    let e = accel::bench::copy(
+        &Device::Cpu,
+        accel::bench::CopyKind::H2d,
+        accel::bench::HostMemory::Pinned,
+        1024,
+        0,
+        accel::bench::Iterations::Fixed(1),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("pinned"), "{e}");
+    Ok(())
+}
+
 // ---- on a GPU ------------------------------------------------------------------------------
 
 /// The CUDA devices to test, or none with a skip line.
@@ -382,5 +406,59 @@ fn gpu_to_gpu_copies() -> accel::Result<()> {
     let u = t.to_device(&g[1])?;
     assert_eq!(u.device(), g[1]);
     assert_eq!(u.to_vec1::<f32>()?, t.to_vec1::<f32>()?);
+    Ok(())
+}
+
+#[test]
+fn gpu_pinned_memory() -> accel::Result<()> {
+    for d in gpus() {
+        // 40 MiB: above the size where pageable copies are staged.
+        let n = 10 << 20;
+        let host = Tensor::arange(0f32, n as f32, &Device::Cpu)?;
+        let before = accel::memory::stats(&Device::Cpu).allocated_bytes;
+        let p = host.pin_memory()?;
+        assert!(p.is_pinned() && !host.is_pinned());
+        assert_eq!(p.device(), Device::Cpu);
+        assert_eq!(
+            accel::memory::stats(&Device::Cpu).allocated_bytes,
+            before + 4 * n as u64
+        );
+        // Pinning a pinned tensor is the same handle; ops on it are CPU ops.
+        assert!(p.pin_memory()?.is_pinned());
+        assert_eq!(p.sum_all()?.to_vec_f64()?, host.sum_all()?.to_vec_f64()?);
+        // One DMA each way, both intact.
+        let g = p.to_device(&d)?;
+        let want = host.to_vec1::<f32>()?;
+        assert_eq!(g.to_vec1::<f32>()?, want);
+        let back = g.pin_memory()?;
+        assert!(back.is_pinned());
+        assert_eq!(back.to_vec1::<f32>()?, want);
+        // A strided view pins its elements in order.
+        let m = Tensor::arange(0f32, 12.0, &Device::Cpu)?.reshape((3, 4))?;
+        let pt = m.t()?.pin_memory()?;
+        assert_eq!(pt.to_vec2::<f32>()?, m.t()?.to_vec2::<f32>()?);
+        assert_eq!(
+            pt.to_device(&d)?.to_vec2::<f32>()?,
+            m.t()?.to_vec2::<f32>()?
+        );
+        drop((p, back, pt));
+        assert_eq!(accel::memory::stats(&Device::Cpu).allocated_bytes, before);
+        // The benchmark runs both kinds of host memory and checks them.
+        for h in [
+            accel::bench::HostMemory::Pageable,
+            accel::bench::HostMemory::Pinned,
+        ] {
+            for k in [accel::bench::CopyKind::H2d, accel::bench::CopyKind::D2h] {
+                let r =
+                    accel::bench::copy(&d, k, h, 64 << 20, 1, accel::bench::Iterations::Fixed(3))?;
+                assert_eq!(r.max_rel_error, 0.0, "{r:?}");
+                assert_eq!(r.host_memory, h);
+                println!(
+                    "{d} {k:?} {h:?} 64 MiB: {:.2} GB/s ({:?}% of PCIe)",
+                    r.gb_per_s, r.percent_of_peak
+                );
+            }
+        }
+    }
     Ok(())
 }

@@ -54,6 +54,28 @@ pub(crate) enum ReduceOp {
     Max,
 }
 
+/// Page-locked host memory that a pinned CPU tensor lives in (CUDA builds only).
+#[cfg(feature = "cuda")]
+pub(crate) use cuda::pinned::PinnedBlock;
+#[cfg(not(feature = "cuda"))]
+#[derive(Debug)]
+pub(crate) enum PinnedBlock {}
+
+/// Copies bytes with several threads when there are many (a single core's memcpy does not
+/// reach the memory's bandwidth).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn par_copy(dst: &mut [u8], src: &[u8]) {
+    use rayon::prelude::*;
+    const PIECE: usize = 2 << 20;
+    if dst.len() <= PIECE {
+        dst.copy_from_slice(src);
+    } else {
+        dst.par_chunks_mut(PIECE)
+            .zip(src.par_chunks(PIECE))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+    }
+}
+
 /// Tensor data on some device.
 #[derive(Debug)]
 pub(crate) enum Storage {
@@ -88,6 +110,15 @@ impl Storage {
     /// A placeholder that owns nothing.
     pub fn empty() -> Storage {
         Storage::Cpu(CpuStorage::F32(Vec::new()))
+    }
+
+    /// Lets go of CPU data that a pinned block owns (see `cuda::pinned`), without freeing it.
+    pub fn forget(self) {
+        match self {
+            Storage::Cpu(s) => s.forget(),
+            #[allow(unreachable_patterns)]
+            other => other.release(),
+        }
     }
 
     /// Hands the memory back to the backend's allocator (called when the last tensor using
@@ -261,10 +292,22 @@ impl Storage {
     pub fn from_cpu(data: CpuStorage, device: Device) -> Result<Storage> {
         match device {
             Device::Cpu => Ok(Storage::Cpu(data)),
+            _ => {
+                let s = Storage::upload(&data, device);
+                data.release();
+                s
+            }
+        }
+    }
+
+    /// A copy of host data on `device` (an accelerator; the CPU copies it).
+    pub fn upload(data: &CpuStorage, device: Device) -> Result<Storage> {
+        match device {
+            Device::Cpu => Ok(Storage::Cpu(data.clone())),
             #[cfg(feature = "wgpu")]
             Device::Wgpu(i) => Ok(Storage::Wgpu(wgpu::storage::WgpuStorage::from_cpu(
                 &wgpu::storage::gpu(i)?,
-                &data,
+                data,
             )?)),
             #[cfg(feature = "wgpu")]
             Device::Mps => {
@@ -272,18 +315,18 @@ impl Storage {
                 let i = mps::wgpu_ordinal().ok_or_else(|| unavailable_error(device))?;
                 Ok(Storage::Wgpu(wgpu::storage::WgpuStorage::from_cpu(
                     &wgpu::storage::gpu(i)?,
-                    &data,
+                    data,
                 )?))
             }
             #[cfg(all(feature = "xla", target_os = "linux"))]
             Device::Xla(i) => Ok(Storage::Xla(xla::storage::XlaStorage::from_cpu(
                 &xla::storage::device(i)?,
-                &data,
+                data,
             )?)),
             #[cfg(feature = "cuda")]
             Device::Cuda(i) => Ok(Storage::Cuda(cuda::storage::CudaStorage::from_cpu(
                 &cuda_gpu(i)?,
-                &data,
+                data,
             )?)),
             // Backends compiled out: `Device::check` rejects them before any tensor does.
             #[allow(unreachable_patterns)]

@@ -110,6 +110,12 @@ impl CpuStorage {
         with_vec!(self, v => alloc::recycle(v))
     }
 
+    /// Lets go of the vector without freeing its memory (which someone else owns: see
+    /// `cuda::pinned`).
+    pub(crate) fn forget(self) {
+        with_vec!(self, v => std::mem::forget(v))
+    }
+
     pub(crate) fn len(&self) -> usize {
         with_vec!(self, v => v.len())
     }

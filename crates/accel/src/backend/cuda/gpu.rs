@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::driver::sys;
 
 use super::kernels::{self, Family};
+use crate::backend::par_copy;
 use crate::memory::human_bytes;
 use crate::{Device, Error, Result};
 
@@ -417,8 +418,12 @@ impl Gpu {
             return Ok(());
         }
         self.bind()?;
-        if src.len() < STAGE_ABOVE {
-            // SAFETY: from pageable memory the call returns once the source was read.
+        let pinned = super::pinned::contains(src.as_ptr(), src.len());
+        if pinned || src.len() < STAGE_ABOVE {
+            // One DMA from pinned memory. From pageable memory the call returns once the
+            // driver has staged the source; from pinned memory it does not, so wait: the
+            // caller may free the source at once.
+            // SAFETY: the source stays borrowed until the call (and the wait) returns.
             let r = unsafe {
                 sys::cuMemcpyHtoDAsync_v2(
                     dst,
@@ -427,7 +432,8 @@ impl Gpu {
                     self.stream,
                 )
             };
-            return ck(r, "copy to device");
+            ck(r, "copy to device")?;
+            return if pinned { self.synchronize() } else { Ok(()) };
         }
         self.with_staging(|st| {
             for (i, chunk) in src.chunks(STAGE_BYTES).enumerate() {
@@ -462,7 +468,8 @@ impl Gpu {
             return Ok(());
         }
         self.bind()?;
-        if dst.len() < STAGE_ABOVE {
+        if dst.len() < STAGE_ABOVE || super::pinned::contains(dst.as_ptr(), dst.len()) {
+            // Small, or pinned (one DMA, no staging).
             // SAFETY: dst is valid for its length; we wait before returning.
             unsafe {
                 ck(
@@ -588,18 +595,5 @@ impl Drop for TimingEvent {
     fn drop(&mut self) {
         // SAFETY: created by cuEventCreate.
         unsafe { sys::cuEventDestroy_v2(self.0) };
-    }
-}
-
-/// memcpy with the rayon pool for large chunks (one core copies ~10 GB/s; the link is faster).
-fn par_copy(dst: &mut [u8], src: &[u8]) {
-    use rayon::prelude::*;
-    const PIECE: usize = 2 << 20;
-    if dst.len() <= PIECE {
-        dst.copy_from_slice(src);
-    } else {
-        dst.par_chunks_mut(PIECE)
-            .zip(src.par_chunks(PIECE))
-            .for_each(|(d, s)| d.copy_from_slice(s));
     }
 }

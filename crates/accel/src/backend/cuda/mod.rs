@@ -5,6 +5,7 @@
 //! - `gpu`: one device in use: context, stream, memory pool, kernels, cuBLAS handle, staging.
 //! - `storage`: tensor data on a GPU and every op on it.
 //! - [`kernels`]: accel's CUDA C kernels, compiled by NVRTC to the device's architecture.
+//! - `pinned`: page-locked host memory (`pin_memory()`), copied without staging.
 //! - `nvml`: load, temperature, power and processes, as nvidia-smi shows them.
 //!
 //! Nothing here panics when the hardware or a library is missing: the probe reports why.
@@ -16,6 +17,8 @@ pub mod libs;
 pub(crate) mod gpu;
 #[cfg(feature = "cuda")]
 pub mod nvml;
+#[cfg(feature = "cuda")]
+pub(crate) mod pinned;
 #[cfg(feature = "cuda")]
 pub(crate) mod storage;
 
@@ -55,6 +58,11 @@ pub struct GpuLoad {
     pub clock_memory_mhz: Option<u32>,
     pub max_clock_sm_mhz: Option<u32>,
     pub max_clock_memory_mhz: Option<u32>,
+    /// The PCIe link the GPU is capable of (generation, lanes); the link may train lower
+    /// at idle to save power.
+    pub pcie_max_link: Option<(u32, u32)>,
+    /// The PCIe link now (generation, lanes).
+    pub pcie_link: Option<(u32, u32)>,
     pub processes: Vec<GpuProcess>,
 }
 
@@ -274,6 +282,10 @@ fn probe_driver() -> Probe {
             }
             if let Some(c) = l.max_clock_memory_mhz {
                 details.push(("max_clock_memory_mhz".to_string(), c.to_string()));
+            }
+            if let Some((g, w)) = l.pcie_max_link {
+                details.push(("pcie_max_link_gen".to_string(), g.to_string()));
+                details.push(("pcie_max_link_width".to_string(), w.to_string()));
             }
         }
         let clock_khz = attr(dev, A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE);

@@ -75,6 +75,14 @@ pub fn load(uuid: Option<&str>, pci_bus_id: Option<&str>) -> Result<GpuLoad, Str
         clock_memory_mhz: dev.clock_info(Clock::Memory).ok(),
         max_clock_sm_mhz: dev.max_clock_info(Clock::SM).ok(),
         max_clock_memory_mhz: dev.max_clock_info(Clock::Memory).ok(),
+        pcie_max_link: dev
+            .max_pcie_link_gen()
+            .ok()
+            .zip(dev.max_pcie_link_width().ok()),
+        pcie_link: dev
+            .current_pcie_link_gen()
+            .ok()
+            .zip(dev.current_pcie_link_width().ok()),
         processes,
     })
 }

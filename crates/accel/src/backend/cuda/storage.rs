@@ -139,11 +139,16 @@ impl CudaStorage {
 
     /// A host copy of the view `l` (waits for the GPU).
     pub fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
-        let (_copy, src) = self.dense(l)?;
-        let n = l.shape.elem_count();
-        let mut host = CpuStorage::full(self.dtype, n, 0.0);
-        self.gpu.dtoh(host.as_bytes_mut(), src)?;
+        let mut host = CpuStorage::full(self.dtype, l.shape.elem_count(), 0.0);
+        self.to_host(l, host.as_bytes_mut())?;
         Ok(host)
+    }
+
+    /// Copies the view `l` into `dst` (its size exactly) and waits.
+    pub fn to_host(&self, l: &Layout, dst: &mut [u8]) -> Result<()> {
+        let (_copy, src) = self.dense(l)?;
+        debug_assert_eq!(dst.len(), l.shape.elem_count() * self.dtype.size_in_bytes());
+        self.gpu.dtoh(dst, src)
     }
 
     /// The view's elements as one dense run: its address, and the copy holding it when the
