@@ -237,6 +237,7 @@ pub fn device_timer_name(device: &Device) -> &'static str {
     match device {
         Device::Cuda(_) => "cuda events",
         Device::Wgpu(i) if wgpu_timestamps(*i) => "wgpu timestamp queries",
+        Device::Xla(_) => "PJRT ready events (host clock at completion)",
         _ => "none (wall clock after synchronize)",
     }
 }

@@ -19,6 +19,7 @@ fn struct_sizes_and_slots_match_the_header() {
     assert_eq!(args_size!(sys::ErrorGetCodeArgs, code), 28);
     assert_eq!(args_size!(sys::PluginInitializeArgs, extension_start), 16);
     assert_eq!(args_size!(sys::EventArgs, event), 24);
+    assert_eq!(args_size!(sys::EventOnReadyArgs, user_arg), 40);
     assert_eq!(args_size!(sys::ClientCreateArgs, kv_try_get_user_arg), 88);
     assert_eq!(args_size!(sys::NamedBool, value_size), 56);
     assert_eq!(args_size!(sys::ClientArgs, client), 24);
@@ -58,6 +59,7 @@ fn struct_sizes_and_slots_match_the_header() {
     assert_eq!(at(slot::ERROR_DESTROY), 40);
     assert_eq!(at(slot::PLUGIN_INITIALIZE), 64);
     assert_eq!(at(slot::EVENT_AWAIT), 104);
+    assert_eq!(at(slot::EVENT_ON_READY), 112);
     assert_eq!(at(slot::CLIENT_CREATE), 120);
     assert_eq!(at(slot::CLIENT_ADDRESSABLE_DEVICES), 168);
     assert_eq!(at(slot::CLIENT_COMPILE), 200);
@@ -148,6 +150,28 @@ fn large_matmul_agrees_with_the_cpu_backend() -> accel::Result<()> {
         let got = a.to_device(&d)?.matmul(&b.to_device(&d)?)?;
         assert_eq!(got.dims(), &[4, 96, 70]);
         common::assert_close(&got.to_vec_f64()?, &want, 1e-4, &format!("batched on {d}"));
+    }
+    Ok(())
+}
+
+#[test]
+fn benchmarks_time_xla_work_by_pjrt_ready_events() -> accel::Result<()> {
+    for d in xla_devices().into_iter().take(1) {
+        let (run, _) =
+            accel::bench::matmul(&d, 192, DType::F32, 1, accel::bench::Iterations::Fixed(5))?;
+        let dev = run
+            .device_stats
+            .as_ref()
+            .expect("XLA runs have ready-event times");
+        // From launch to the runtime's report: positive, and within the wall clock around it
+        // (which adds the waiting thread's wake-up).
+        assert!(dev.median_s > 0.0, "{dev:?}");
+        assert!(
+            dev.max_s <= run.stats.max_s * 1.05 + 1e-4,
+            "{dev:?} vs {:?}",
+            run.stats
+        );
+        assert!(accel::bench::device_timer_name(&d).starts_with("PJRT ready events"));
     }
     Ok(())
 }

@@ -445,12 +445,15 @@ impl Storage {
     }
 }
 
-/// A point in a device's queue with a timestamp (a CUDA event), for device-side timing.
+/// A point in a device's queue with a timestamp, for device-side timing: a CUDA event, a wgpu
+/// timestamp query, or for XLA the moment PJRT reports the queued work done.
 pub(crate) enum DeviceEvent {
     #[cfg(feature = "cuda")]
     Cuda(cuda::gpu::TimingEvent),
     #[cfg(feature = "wgpu")]
     Wgpu(wgpu::storage::Timestamp),
+    #[cfg(all(feature = "xla", target_os = "linux"))]
+    Xla(xla::storage::TimingPoint),
 }
 
 impl DeviceEvent {
@@ -461,6 +464,8 @@ impl DeviceEvent {
             (DeviceEvent::Cuda(e), DeviceEvent::Cuda(s)) => e.elapsed_since(s),
             #[cfg(feature = "wgpu")]
             (DeviceEvent::Wgpu(e), DeviceEvent::Wgpu(s)) => e.seconds_since(s),
+            #[cfg(all(feature = "xla", target_os = "linux"))]
+            (DeviceEvent::Xla(e), DeviceEvent::Xla(s)) => e.seconds_since(s),
             #[allow(unreachable_patterns)]
             _ => Err(Error::System(
                 "timing events of two different devices".into(),
@@ -477,6 +482,10 @@ pub(crate) fn record_event(device: Device) -> Result<Option<DeviceEvent>> {
         Device::Cuda(i) => Ok(Some(DeviceEvent::Cuda(cuda_gpu(i)?.record_timing_event()?))),
         #[cfg(feature = "wgpu")]
         Device::Wgpu(i) => Ok(wgpu::storage::gpu(i)?.timestamp()?.map(DeviceEvent::Wgpu)),
+        #[cfg(all(feature = "xla", target_os = "linux"))]
+        Device::Xla(i) => Ok(Some(DeviceEvent::Xla(xla::storage::TimingPoint::record(
+            i,
+        )?))),
         _ => Ok(None),
     }
 }

@@ -4,7 +4,8 @@
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use super::sys::{self, slot};
 use crate::args_size;
@@ -462,6 +463,74 @@ impl Event {
     }
 }
 
+/// The moment an event fired, by the host's clock, noted by a callback the runtime calls on
+/// its own thread as soon as the work is done (`PJRT_Event_OnReady`): the end of the work
+/// without the waiting thread's wake-up.
+#[derive(Default)]
+pub struct ReadyMark {
+    at: Mutex<Option<Instant>>,
+    fired: Condvar,
+}
+
+impl ReadyMark {
+    /// When the event fired, waiting up to `limit` for it.
+    pub fn wait(&self, limit: Duration) -> Option<Instant> {
+        let g = self.at.lock().unwrap_or_else(|e| e.into_inner());
+        let (g, _) = self
+            .fired
+            .wait_timeout_while(g, limit, |at| at.is_none())
+            .unwrap_or_else(|e| e.into_inner());
+        *g
+    }
+}
+
+/// What the runtime hands back to [`on_ready`].
+struct OnReadyArg {
+    api: Arc<Api>,
+    mark: Arc<ReadyMark>,
+}
+
+unsafe extern "C" fn on_ready(error: *mut sys::Error, user_arg: *mut c_void) {
+    let now = Instant::now();
+    // SAFETY: `user_arg` is the box `Event::mark_ready` leaked for this one call.
+    let arg = unsafe { Box::from_raw(user_arg as *mut OnReadyArg) };
+    if !error.is_null() {
+        // The callback owns the error; its text reaches the caller through the wait.
+        drop(arg.api.take_error(error));
+    }
+    *arg.mark.at.lock().unwrap_or_else(|e| e.into_inner()) = Some(now);
+    arg.mark.fired.notify_all();
+}
+
+impl Event {
+    /// Notes when the event fires (see [`ReadyMark`]).
+    pub fn mark_ready(self) -> PResult<Arc<ReadyMark>> {
+        let mark = Arc::new(ReadyMark::default());
+        if self.raw.is_null() {
+            *mark.at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            return Ok(mark);
+        }
+        let user = Box::into_raw(Box::new(OnReadyArg {
+            api: self.api.clone(),
+            mark: mark.clone(),
+        }));
+        let mut a = sys::EventOnReadyArgs {
+            struct_size: args_size!(sys::EventOnReadyArgs, user_arg),
+            extension_start: std::ptr::null_mut(),
+            event: self.raw,
+            callback: on_ready,
+            user_arg: user as *mut c_void,
+        };
+        // SAFETY: the arguments are valid; on success the runtime calls `on_ready` once,
+        // which frees `user`; on failure it never will, so we free it.
+        if let Err(e) = unsafe { self.api.call(slot::EVENT_ON_READY, &mut a) } {
+            drop(unsafe { Box::from_raw(user) });
+            return Err(e);
+        }
+        Ok(mark)
+    }
+}
+
 impl Drop for Event {
     fn drop(&mut self) {
         if !self.raw.is_null() {
@@ -505,8 +574,8 @@ impl Buffer {
         .wait()
     }
 
-    /// Waits until the buffer's contents are computed.
-    pub fn ready(&self) -> PResult<()> {
+    /// The event that fires when the buffer's contents are computed.
+    pub fn ready_event(&self) -> PResult<Event> {
         let mut a = sys::BufferReadyEventArgs {
             struct_size: args_size!(sys::BufferReadyEventArgs, event),
             extension_start: std::ptr::null_mut(),
@@ -514,11 +583,15 @@ impl Buffer {
             event: std::ptr::null_mut(),
         };
         unsafe { self.api.call(slot::BUFFER_READY_EVENT, &mut a)? };
-        Event {
+        Ok(Event {
             api: self.api.clone(),
             raw: a.event,
-        }
-        .wait()
+        })
+    }
+
+    /// Waits until the buffer's contents are computed.
+    pub fn ready(&self) -> PResult<()> {
+        self.ready_event()?.wait()
     }
 }
 

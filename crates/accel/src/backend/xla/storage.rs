@@ -333,6 +333,57 @@ fn perr<'a>(dev: &'a XlaDevice, what: &str) -> impl Fn(PjrtError) -> Error + 'a 
     }
 }
 
+/// A timing point on XLA device `i`: now, and, when work is still queued, a mark that notes
+/// when the latest result becomes ready (PJRT has no device timestamps; its ready events are
+/// the closest clock: see `pjrt::ReadyMark`).
+pub(crate) struct TimingPoint {
+    recorded: std::time::Instant,
+    latest: Option<Arc<pjrt::ReadyMark>>,
+}
+
+impl TimingPoint {
+    pub fn record(i: usize) -> Result<TimingPoint> {
+        let dev = device(i)?;
+        let recorded = std::time::Instant::now();
+        let latest = dev
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .rev()
+            .find_map(Weak::upgrade);
+        let latest = match latest {
+            Some(b) => Some(
+                b.ready_event()
+                    .and_then(|e| e.mark_ready())
+                    .map_err(perr(&dev, "watching a result"))?,
+            ),
+            None => None,
+        };
+        Ok(TimingPoint { recorded, latest })
+    }
+
+    /// When the work queued before this point was done: the latest result's ready time, or
+    /// the moment of recording when nothing was queued.
+    fn done(&self) -> Result<std::time::Instant> {
+        match &self.latest {
+            None => Ok(self.recorded),
+            Some(m) => m
+                .wait(std::time::Duration::from_secs(60))
+                .map(|t| t.max(self.recorded))
+                .ok_or_else(|| Error::System("an XLA ready event did not fire within 60 s".into())),
+        }
+    }
+
+    /// Seconds from `start` to the end of the work queued before this point.
+    pub fn seconds_since(&self, start: &TimingPoint) -> Result<f64> {
+        Ok(self
+            .done()?
+            .saturating_duration_since(start.recorded)
+            .as_secs_f64())
+    }
+}
+
 /// Waits for every result produced on `dev` since the last wait.
 pub(crate) fn synchronize(i: usize) -> Result<()> {
     let dev = device(i)?;

@@ -61,6 +61,7 @@ pub mod slot {
     pub const PLUGIN_INITIALIZE: usize = 3;
     pub const EVENT_DESTROY: usize = 5;
     pub const EVENT_AWAIT: usize = 8;
+    pub const EVENT_ON_READY: usize = 9;
     pub const CLIENT_CREATE: usize = 10;
     pub const CLIENT_DESTROY: usize = 11;
     pub const CLIENT_PLATFORM_NAME: usize = 12;
@@ -133,6 +134,19 @@ pub struct EventArgs {
     pub struct_size: usize,
     pub extension_start: *mut c_void,
     pub event: *mut Event,
+}
+
+/// `PJRT_Event_OnReadyCallback`: called once with the event's error (owned by the callback,
+/// which must destroy it) and the caller's argument.
+pub type OnReadyCallback = unsafe extern "C" fn(error: *mut Error, user_arg: *mut c_void);
+
+#[repr(C)]
+pub struct EventOnReadyArgs {
+    pub struct_size: usize,
+    pub extension_start: *mut c_void,
+    pub event: *mut Event,
+    pub callback: OnReadyCallback,
+    pub user_arg: *mut c_void,
 }
 
 /// `PJRT_NamedValue` holding a bool (type 4, `kBool`): a client creation option.
