@@ -65,11 +65,20 @@ impl Device {
     }
 
     /// Whether tensors of `dtype` can live on this device in this version: every dtype on the
-    /// CPU, CUDA and XLA; f32 on wgpu and mps.
+    /// CPU, CUDA and XLA; f32 and i32 on wgpu and mps, and f16 where the adapter has
+    /// `shader-f16` (WGSL has no 64-bit or bf16 types).
     pub fn supports(&self, dtype: DType) -> bool {
         match self {
             Device::Cpu | Device::Cuda(_) | Device::Xla(_) => true,
-            Device::Mps | Device::Wgpu(_) => dtype == DType::F32,
+            Device::Mps | Device::Wgpu(_) => {
+                let adapter = match self {
+                    Device::Mps => crate::backend::mps::wgpu_ordinal().map(Device::Wgpu),
+                    d => Some(*d),
+                };
+                let f16 = adapter.and_then(|d| crate::backend::detail(d, "shader_f16"))
+                    == Some("true".to_string());
+                crate::backend::wgpu::holds(f16, dtype)
+            }
         }
     }
 

@@ -136,8 +136,9 @@ pub enum Error {
         hint: String,
     },
 
-    /// The operating system would not say (host memory, CPU load).
-    #[error("cannot read host information: {0}")]
+    /// A driver, runtime or operating-system call failed; the message names the call and
+    /// the device.
+    #[error("{0}")]
     System(String),
 
     /// An I/O or operating-system error while probing.

@@ -8,7 +8,8 @@ use sysinfo::{CpuRefreshKind, MemoryRefreshKind, ProcessesToUpdate, RefreshKind,
 use crate::{Error, Result};
 
 fn system(refresh: RefreshKind) -> Result<System> {
-    System::new_with_specifics(refresh).map_err(|e| Error::System(e.to_string()))
+    System::new_with_specifics(refresh)
+        .map_err(|e| Error::System(format!("cannot read host information: {e}")))
 }
 
 /// Host RAM, in bytes (`psutil.virtual_memory()`).

@@ -103,7 +103,7 @@ impl Storage {
             #[cfg(all(feature = "xla", target_os = "linux"))]
             Storage::Xla(s) => s.dtype,
             #[cfg(feature = "wgpu")]
-            Storage::Wgpu(_) => DType::F32,
+            Storage::Wgpu(s) => s.dtype,
         }
     }
 
@@ -185,7 +185,7 @@ impl Storage {
             #[cfg(all(feature = "xla", target_os = "linux"))]
             Storage::Xla(s) => s.len * s.dtype.size_in_bytes(),
             #[cfg(feature = "wgpu")]
-            Storage::Wgpu(s) => s.len * 4,
+            Storage::Wgpu(s) => s.len * s.dtype.size_in_bytes(),
         }
     }
 

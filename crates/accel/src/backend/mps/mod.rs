@@ -52,7 +52,6 @@ pub(crate) fn metal_adapter() -> Option<DeviceInfo> {
 }
 
 /// The wgpu ordinal that runs `mps` tensors.
-#[cfg(feature = "wgpu")]
 pub(crate) fn wgpu_ordinal() -> Option<usize> {
     metal_adapter().and_then(|d| d.device.index())
 }

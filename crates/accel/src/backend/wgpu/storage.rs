@@ -1,5 +1,6 @@
-//! wgpu adapters, their devices, and f32 tensor data in GPU buffers with WGSL kernels:
-//! a strided map (copies, elementwise ops with broadcasting), a reduction, and a tiled matmul.
+//! wgpu adapters, their devices, and tensor data (f32, i32, and f16 where the adapter has
+//! `shader-f16`) in GPU buffers with WGSL kernels: a strided map (copies, casts, elementwise
+//! ops with broadcasting), a reduction, and a register-blocked matmul.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -171,7 +172,10 @@ fn info_of(g: &Gpu) -> DeviceInfo {
             ),
             ("shader_f16".to_string(), f16.to_string()),
             ("timestamp_queries".to_string(), timestamps.to_string()),
-            ("dtypes".to_string(), "f32".to_string()),
+            (
+                "dtypes".to_string(),
+                if f16 { "f32, i32, f16" } else { "f32, i32" }.to_string(),
+            ),
         ],
     }
 }
@@ -193,7 +197,8 @@ impl Gpu {
                 let desc = wgpu::DeviceDescriptor {
                     label: Some("accel"),
                     required_limits: self.adapter.limits(),
-                    required_features: self.adapter.features() & TIMESTAMPS,
+                    required_features: self.adapter.features()
+                        & (TIMESTAMPS | wgpu::Features::SHADER_F16),
                     ..Default::default()
                 };
                 let (d, q) = pollster::block_on(self.adapter.request_device(&desc))
@@ -425,35 +430,97 @@ fn bytemuck_u32(w: &[u32]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, std::mem::size_of_val(w)) }
 }
 
-/// f32 data in one GPU buffer.
+/// Tensor data in one GPU buffer: f32 and i32 on every adapter, f16 where it has `shader-f16`.
 pub(crate) struct WgpuStorage {
     pub gpu: Arc<Gpu>,
     pub buf: wgpu::Buffer,
     pub len: usize,
+    pub dtype: DType,
 }
 
 impl std::fmt::Debug for WgpuStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "WgpuStorage(wgpu:{}, {} x f32)",
-            self.gpu.ordinal, self.len
+            "WgpuStorage(wgpu:{}, {} x {})",
+            self.gpu.ordinal, self.len, self.dtype
         )
     }
 }
 
 fn unsupported(op: &'static str, dtype: DType) -> Error {
-    Error::unsupported(
-        op,
-        dtype,
-        "this version of the wgpu backend runs f32 tensors only; convert with .to_dtype(DType::F32) first, on the CPU",
-    )
+    let why = match dtype {
+        DType::F16 => {
+            "this adapter lacks `shader-f16`, so it has no f16; use f32 (.to_dtype(DType::F32))"
+        }
+        DType::I64 => {
+            "WGSL has no 64-bit integers; use i32, or keep i64 data on the CPU (an integer sum is i64, as in PyTorch: cast to f32 first to sum on the GPU)"
+        }
+        _ => "WGSL has f32, i32 and (with `shader-f16`) f16 only; convert first on the CPU with .to_dtype(..)",
+    };
+    Error::unsupported(op, dtype, why)
+}
+
+impl Gpu {
+    fn has_f16(&self) -> bool {
+        self.adapter.features().contains(wgpu::Features::SHADER_F16)
+    }
+
+    /// The WGSL type of `dtype`, or the honest error.
+    fn ty(&self, op: &'static str, dtype: DType) -> Result<&'static str> {
+        if !super::holds(self.has_f16(), dtype) {
+            return Err(unsupported(op, dtype));
+        }
+        Ok(match dtype {
+            DType::F16 => "f16",
+            DType::I32 => "i32",
+            _ => "f32",
+        })
+    }
+}
+
+/// What every shader starts with: `enable f16` where used, and conversions as the CPU does
+/// them: f32 -> i32 saturates with NaN -> 0 (Rust's `as`; WGSL leaves NaN undefined), and
+/// f32 -> f16 is the backend's IEEE conversion at run time (beyond f16's range it gives
+/// infinity, as the `half` crate does; a test checks it on the adapter).
+fn prelude(f16: bool) -> String {
+    let mut s = String::from(
+        r#"fn isnan32(v: f32) -> bool { return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u; }
+fn f32_to_i32(v: f32) -> i32 {
+  if (isnan32(v)) { return 0; }
+  if (v >= 2147483648.0) { return 2147483647; }
+  if (v < -2147483648.0) { return bitcast<i32>(0x80000000u); }
+  return i32(v);
+}
+"#,
+    );
+    if f16 {
+        s = format!(
+            r#"enable f16;
+{s}fn to_f16(v: f32) -> f16 {{ return f16(v); }}
+"#
+        );
+    }
+    s
+}
+
+/// The WGSL expression converting `x` (of `from`) to `to`.
+fn convert(x: &str, from: DType, to: DType) -> String {
+    use DType::*;
+    match (from, to) {
+        (a, b) if a == b => x.to_string(),
+        (F32, I32) => format!("f32_to_i32({x})"),
+        (F16, I32) => format!("f32_to_i32(f32({x}))"),
+        (F32, F16) => format!("to_f16({x})"),
+        (I32, F16) => format!("to_f16(f32({x}))"),
+        _ => format!("f32({x})"),
+    }
 }
 
 const STRIDED: &str = r#"
-@group(0) @binding(0) var<storage, read> a: array<f32>;
-@group(0) @binding(1) var<storage, read> b: array<f32>;
-@group(0) @binding(2) var<storage, read_write> o: array<f32>;
+@group(0) @binding(0) var<storage, read> a: array<TA>;
+@group(0) @binding(1) var<storage, read> b: array<TB>;
+@group(0) @binding(2) var<storage, read_write> o: array<TO>;
 @group(0) @binding(3) var<storage, read> p: array<u32>;
 // p: n, rank, offset a, offset b, dims[8], strides a[8], strides b[8]
 @compute @workgroup_size(256)
@@ -507,39 +574,49 @@ fn strided_params(
 
 impl WgpuStorage {
     pub fn from_cpu(gpu: &Arc<Gpu>, data: &CpuStorage) -> Result<WgpuStorage> {
-        if data.dtype() != DType::F32 {
-            return Err(unsupported("to_device", data.dtype()));
-        }
-        let buf = gpu.buffer(data.as_bytes().len() as u64)?;
+        gpu.ty("to_device", data.dtype())?;
+        let bytes = data.as_bytes();
+        let buf = gpu.buffer(bytes.len() as u64)?;
         let (_, q) = gpu.device()?;
-        if !data.as_bytes().is_empty() {
-            q.write_buffer(&buf, 0, data.as_bytes());
+        // Queue writes come in whole 4-byte words: an odd number of f16 gets a padded copy.
+        if bytes.len() % 4 != 0 {
+            let mut padded = bytes.to_vec();
+            padded.resize(bytes.len().next_multiple_of(4), 0);
+            q.write_buffer(&buf, 0, &padded);
+        } else if !bytes.is_empty() {
+            q.write_buffer(&buf, 0, bytes);
         }
         Ok(WgpuStorage {
             gpu: gpu.clone(),
             buf,
             len: data.len(),
+            dtype: data.dtype(),
         })
     }
 
-    fn empty(gpu: &Arc<Gpu>, len: usize) -> Result<WgpuStorage> {
+    fn empty(gpu: &Arc<Gpu>, dtype: DType, len: usize) -> Result<WgpuStorage> {
         Ok(WgpuStorage {
             gpu: gpu.clone(),
-            buf: gpu.buffer(len as u64 * 4)?,
+            buf: gpu.buffer((len * dtype.size_in_bytes()) as u64)?,
             len,
+            dtype,
         })
     }
 
     /// The whole buffer on the host (waits).
     fn download(&self) -> Result<CpuStorage> {
-        let mut host = CpuStorage::full(DType::F32, self.len, 0.0);
-        if self.len == 0 {
+        let mut host = CpuStorage::full(self.dtype, self.len, 0.0);
+        let bytes = self.len * self.dtype.size_in_bytes();
+        if bytes == 0 {
             return Ok(host);
         }
-        let bytes = self.len as u64 * 4;
-        self.gpu.read_back(host.as_bytes_mut(), |enc, read| {
-            enc.copy_buffer_to_buffer(&self.buf, 0, read, 0, bytes);
+        // Buffer copies come in whole 4-byte words (the buffer is padded to them).
+        let words = bytes.next_multiple_of(4);
+        let mut staged = vec![0u8; words];
+        self.gpu.read_back(&mut staged, |enc, read| {
+            enc.copy_buffer_to_buffer(&self.buf, 0, read, 0, words as u64);
         })?;
+        host.as_bytes_mut().copy_from_slice(&staged[..bytes]);
         Ok(host)
     }
 
@@ -550,15 +627,17 @@ impl WgpuStorage {
         self.copy_strided(l)?.download()
     }
 
+    /// Runs the strided kernel: `out[i] = expr(x = self[view i], y = rhs[view i])`.
     fn map(
         &self,
         expr: &str,
         la: &Layout,
         rhs: Option<(&WgpuStorage, &Layout)>,
         out: &Shape,
+        out_dtype: DType,
     ) -> Result<WgpuStorage> {
         let n = out.elem_count();
-        let o = WgpuStorage::empty(&self.gpu, n)?;
+        let o = WgpuStorage::empty(&self.gpu, out_dtype, n)?;
         if n == 0 {
             return Ok(o);
         }
@@ -569,7 +648,13 @@ impl WgpuStorage {
         };
         let p = strided_params(n, out.dims(), &sa, la.offset, &sb, ob)?;
         let pb = self.gpu.params(&p)?;
-        let src = STRIDED.replace("EXPR", expr);
+        let f16 = [self.dtype, b.dtype, out_dtype].contains(&DType::F16);
+        let src = prelude(f16)
+            + &STRIDED
+                .replace("TA", self.gpu.ty("kernel", self.dtype)?)
+                .replace("TB", self.gpu.ty("kernel", b.dtype)?)
+                .replace("TO", self.gpu.ty("kernel", out_dtype)?)
+                .replace("EXPR", expr);
         self.gpu.dispatch(
             &src,
             &[&self.buf, &b.buf, &o.buf, &pb],
@@ -579,14 +664,12 @@ impl WgpuStorage {
     }
 
     pub fn copy_strided(&self, l: &Layout) -> Result<WgpuStorage> {
-        self.map("x", l, None, &l.shape)
+        self.map("x", l, None, &l.shape, self.dtype)
     }
 
     pub fn cast(&self, l: &Layout, dtype: DType) -> Result<WgpuStorage> {
-        if dtype != DType::F32 {
-            return Err(unsupported("to_dtype", dtype));
-        }
-        self.copy_strided(l)
+        self.gpu.ty("to_dtype", dtype)?;
+        self.map(&convert("x", self.dtype, dtype), l, None, &l.shape, dtype)
     }
 
     pub fn binary(
@@ -597,99 +680,111 @@ impl WgpuStorage {
         rl: &Layout,
         out: &Shape,
     ) -> Result<WgpuStorage> {
-        let e = match op {
-            BinaryOp::Add => "x + y",
-            BinaryOp::Sub => "x - y",
-            BinaryOp::Mul => "x * y",
-            BinaryOp::Div => "x / y",
+        let e = match (op, self.dtype) {
+            (BinaryOp::Maximum, DType::I32) => "max(x, y)".to_string(),
             // NaN-propagating, as PyTorch's maximum.
-            BinaryOp::Maximum => {
-                "select(select(y, x, x > y), x, (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u)"
+            (BinaryOp::Maximum, _) => "select(select(y, x, x > y), x, isnan32(f32(x)))".to_string(),
+            (_, dt) => {
+                let sym = match op {
+                    BinaryOp::Add => "+",
+                    BinaryOp::Sub => "-",
+                    BinaryOp::Mul => "*",
+                    _ => "/",
+                };
+                if dt == DType::F16 {
+                    // In f32, rounded once to f16, as the CPU does.
+                    format!("to_f16(f32(x) {sym} f32(y))")
+                } else {
+                    // i32 wraps on overflow in WGSL, as in PyTorch.
+                    format!("x {sym} y")
+                }
             }
         };
-        self.map(e, ll, Some((rhs, rl)), out)
+        self.map(&e, ll, Some((rhs, rl)), out, self.dtype)
     }
 
     pub fn unary(&self, op: UnaryOp, l: &Layout) -> Result<WgpuStorage> {
+        let t = self.gpu.ty("unary op", self.dtype)?;
         let e = match op {
-            UnaryOp::Neg => "-x",
-            UnaryOp::Relu => "select(x, 0.0, x < 0.0)",
-            UnaryOp::Exp => "exp(x)",
+            UnaryOp::Neg => "-x".to_string(),
+            UnaryOp::Relu => format!("select(x, {t}(0), x < {t}(0))"),
+            UnaryOp::Exp if self.dtype == DType::F16 => "to_f16(exp(f32(x)))".to_string(),
+            UnaryOp::Exp => "exp(x)".to_string(),
         };
-        self.map(e, l, None, &l.shape)
+        self.map(&e, l, None, &l.shape, self.dtype)
     }
 
     pub fn reduce(&self, op: ReduceOp, l: &Layout, dim: Option<usize>) -> Result<WgpuStorage> {
+        if op == ReduceOp::Sum && !self.dtype.is_float() {
+            // PyTorch sums integers to i64, which WGSL has not.
+            return Err(unsupported("sum", DType::I64));
+        }
         let c = self.copy_strided(l)?;
         let (outer, r, inner) = l.reduce_split(dim);
         let nout = outer * inner;
         if nout == 0 {
-            return WgpuStorage::empty(&self.gpu, 0);
+            return WgpuStorage::empty(&self.gpu, self.dtype, 0);
         }
+        // Floats accumulate in f32 (f16 too, as on the CPU); i32 (max only) in i32.
+        let acc = if self.dtype.is_float() {
+            DType::F32
+        } else {
+            DType::I32
+        };
         // Some drivers (llvmpipe) stop a shader loop after 65535 iterations: each thread
         // takes at most CHUNK / 256 elements, and long rows are split into parts that a
         // second pass combines.
         const CHUNK: usize = 256 * 8192;
         let parts = r.div_ceil(CHUNK).max(1);
         if parts == 1 {
-            return c.reduce_pass(op, outer, r, inner, r, 1, true);
+            return c.reduce_pass(op, (outer, r, inner), r, 1, r, self.dtype);
         }
         let first = if op == ReduceOp::Max {
             ReduceOp::Max
         } else {
             ReduceOp::Sum
         };
-        let partial = c.reduce_pass(first, outer, r, inner, CHUNK, parts, false)?;
-        // partial[q * parts + part]: reduce each output's parts; the mean divides by r.
-        partial
-            .reduce_pass(op, nout, parts, 1, parts, 1, true)
-            .and_then(|s| {
-                if op == ReduceOp::Mean {
-                    // reduce_pass divided by `parts`; correct it to r.
-                    let l = Layout::contiguous(Shape::from(nout));
-                    s.map(
-                        &format!("x * {:e}", parts as f64 / r as f64),
-                        &l,
-                        None,
-                        &Shape::from(nout),
-                    )
-                } else {
-                    Ok(s)
-                }
-            })
+        // partial[q * parts + part], in the accumulator's type; the last pass combines each
+        // output's parts (the mean divides by r there).
+        let partial = c.reduce_pass(first, (outer, r, inner), CHUNK, parts, 1, acc)?;
+        partial.reduce_pass(op, (nout, parts, 1), parts, 1, r, self.dtype)
     }
 
     /// One reduction pass over rows of `r` elements (`outer` x `r` x `inner`), each split in
-    /// `parts` of `chunk`; writes `nout * parts` results. `finish`: apply the mean's division.
-    #[allow(clippy::too_many_arguments)]
+    /// `parts` of `chunk`; writes `nout * parts` results of `out` dtype. A mean divides by
+    /// `divisor`.
     fn reduce_pass(
         &self,
         op: ReduceOp,
-        outer: usize,
-        r: usize,
-        inner: usize,
+        (outer, r, inner): (usize, usize, usize),
         chunk: usize,
         parts: usize,
-        finish: bool,
+        divisor: usize,
+        out: DType,
     ) -> Result<WgpuStorage> {
         let nout = outer * inner;
-        let o = WgpuStorage::empty(&self.gpu, nout * parts)?;
+        let o = WgpuStorage::empty(&self.gpu, out, nout * parts)?;
+        let float = self.dtype.is_float();
+        let acc = if float { "f32" } else { "i32" };
         let (init, comb, fin) = match op {
             ReduceOp::Sum => ("0.0", "acc + v", "acc"),
-            ReduceOp::Mean if finish => ("0.0", "acc + v", "acc / f32(p[1])"),
-            ReduceOp::Mean => ("0.0", "acc + v", "acc"),
+            ReduceOp::Mean => ("0.0", "acc + v", "acc / f32(p[5])"),
             // NaN wins, as in PyTorch.
-            ReduceOp::Max => ("bitcast<f32>(0xff800000u)", "max(acc, v)", "acc"),
+            ReduceOp::Max if float => ("bitcast<f32>(0xff800000u)", "max(acc, v)", "acc"),
+            ReduceOp::Max => ("bitcast<i32>(0x80000000u)", "max(acc, v)", "acc"),
         };
+        let acc_dtype = if float { DType::F32 } else { DType::I32 };
+        let f16 = self.dtype == DType::F16 || out == DType::F16;
         // One workgroup per (output, part): 256 threads stride over the part, then a tree in
         // workgroup memory. Outputs beyond the per-dimension limit wrap into z.
-        let src = format!(
-            r#"
-@group(0) @binding(0) var<storage, read> a: array<f32>;
-@group(0) @binding(1) var<storage, read_write> o: array<f32>;
+        let src = prelude(f16)
+            + &format!(
+                r#"
+@group(0) @binding(0) var<storage, read> a: array<{t_in}>;
+@group(0) @binding(1) var<storage, read_write> o: array<{t_out}>;
 @group(0) @binding(2) var<storage, read> p: array<u32>;
-// p: outer, r, inner, chunk, parts
-var<workgroup> sh: array<f32, 256>;
+// p: outer, r, inner, chunk, parts, divisor
+var<workgroup> sh: array<{acc}, 256>;
 var<workgroup> shn: array<u32, 256>;
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>,
@@ -701,14 +796,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
   let live = q < p[0] * inner;
   let j0 = part * p[3];
   let j1 = min(r, j0 + p[3]);
-  var acc: f32 = {init};
+  var acc: {acc} = {init};
   var nan = 0u;
   if (live) {{
     let a0 = q / inner;
     let c = q % inner;
     for (var j = j0 + li; j < j1; j = j + 256u) {{
-      let v = a[(a0 * r + j) * inner + c];
-      if (is_nan(v)) {{ nan = 1u; }}
+      let v = {acc}(a[(a0 * r + j) * inner + c]);
+      if ({float} && isnan32(f32(v))) {{ nan = 1u; }}
       acc = {comb};
     }}
   }}
@@ -727,20 +822,24 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
   if (live && li == 0u) {{
     acc = sh[0];
     var res = {fin};
-    if (shn[0] != 0u && {is_max}) {{ res = bitcast<f32>(0x7fc00000u); }}
-    o[q * p[4] + part] = res;
+    if (shn[0] != 0u && {is_max}) {{ res = {acc}(bitcast<f32>(0x7fc00000u)); }}
+    o[q * p[4] + part] = {store};
   }}
 }}
-fn is_nan(v: f32) -> bool {{ return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u; }}
 "#,
-            is_max = if op == ReduceOp::Max { "true" } else { "false" },
-        );
+                t_in = self.gpu.ty("reduction", self.dtype)?,
+                t_out = self.gpu.ty("reduction", out)?,
+                float = float,
+                is_max = op == ReduceOp::Max && float,
+                store = convert("res", acc_dtype, out),
+            );
         let pb = self.gpu.params(&[
             outer as u32,
             r as u32,
             inner as u32,
             chunk as u32,
             parts as u32,
+            divisor as u32,
         ])?;
         let cap = self
             .gpu
@@ -765,9 +864,20 @@ fn is_nan(v: f32) -> bool {{ return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000
         a: (usize, usize, usize, usize),
         b: (usize, usize, usize, usize),
     ) -> Result<WgpuStorage> {
-        let out = WgpuStorage::empty(&self.gpu, bsz * m * n)?;
+        let out = WgpuStorage::empty(&self.gpu, self.dtype, bsz * m * n)?;
         if bsz * m * n == 0 {
             return Ok(out);
+        }
+        let cap = self
+            .gpu
+            .adapter
+            .limits()
+            .max_compute_workgroups_per_dimension as usize;
+        if bsz > cap {
+            return Err(Error::invalid(
+                "matmul",
+                format!("a batch of {bsz} matrices is more than this adapter's {cap} workgroups per dimension; split the batch"),
+            ));
         }
         // Dense operands: a batch stride of 0 stays 0 (one matrix for every batch).
         let dense =
@@ -786,63 +896,120 @@ fn is_nan(v: f32) -> bool {{ return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000
         let pb = self
             .gpu
             .params(&[m as u32, n as u32, k as u32, sa as u32, sb as u32])?;
-        let groups = (n.div_ceil(16) as u32, m.div_ceil(16) as u32, bsz as u32);
-        // Software adapters (llvmpipe) run workgroup barriers very slowly: there, one thread
-        // per output without shared memory is faster (loops stay under its 65535 limit).
-        let kernel = if crate::wgpu::is_software(self.gpu.ordinal) && k < 65535 {
-            MATMUL_SIMPLE
-        } else {
-            MATMUL
-        };
+        let kernel = matmul_kernel(&self.gpu, self.dtype, k)?;
+        let groups = (
+            n.div_ceil(kernel.tile) as u32,
+            m.div_ceil(kernel.tile) as u32,
+            bsz as u32,
+        );
         self.gpu
-            .dispatch(kernel, &[&da.buf, &db.buf, &out.buf, &pb], groups)?;
+            .dispatch(&kernel.src, &[&da.buf, &db.buf, &out.buf, &pb], groups)?;
         Ok(out)
     }
 }
 
-/// Tiled matmul: each 16x16 workgroup computes a 16x16 block of C through shared-memory tiles
-/// of A and B; bounds are checked, so any shape works. `workgroup_id.z` is the batch.
-const MATMUL: &str = r#"
-@group(0) @binding(0) var<storage, read> a: array<f32>;
-@group(0) @binding(1) var<storage, read> b: array<f32>;
-@group(0) @binding(2) var<storage, read_write> c: array<f32>;
+struct MatmulKernel {
+    src: String,
+    /// Rows and columns of C per workgroup.
+    tile: usize,
+}
+
+/// The matmul shader for `dtype`: floats accumulate in f32 (f16 is rounded once at the
+/// end, as on the CPU), i32 in i32 (wrapping).
+fn matmul_kernel(gpu: &Gpu, dtype: DType, k: usize) -> Result<MatmulKernel> {
+    let t = gpu.ty("matmul", dtype)?;
+    let acc = if dtype.is_float() { "f32" } else { "i32" };
+    let acc_dtype = if dtype.is_float() {
+        DType::F32
+    } else {
+        DType::I32
+    };
+    // The register-blocked kernel is faster everywhere, lavapipe included (2.7x at N=256);
+    // the simple one stays for comparisons, within llvmpipe's 65535 loop iterations.
+    let simple = super::matmul_kernel() == "simple" && k < 65535;
+    let (body, tile) = if simple {
+        (MATMUL_SIMPLE, 16)
+    } else {
+        (MATMUL_BLOCKED, 64)
+    };
+    let src = prelude(dtype == DType::F16)
+        + &body
+            .replace("TYPE", t)
+            .replace("ACC", acc)
+            .replace("STORE", &convert("v", acc_dtype, dtype));
+    Ok(MatmulKernel { src, tile })
+}
+
+/// Register-blocked matmul: a 16x16 workgroup computes a 64x64 block of C, each thread a 4x4
+/// block held in four vec4 accumulators. Per step of 16 along k, the workgroup stages a
+/// 64x16 panel of A and a 16x64 panel of B in workgroup memory as vec4s (bounds-checked, zero
+/// outside, so any shape works); each thread then reads one vec4 of A and one of B per k and
+/// does 16 multiply-adds with them. `workgroup_id.z` is the batch.
+const MATMUL_BLOCKED: &str = r#"
+@group(0) @binding(0) var<storage, read> a: array<TYPE>;
+@group(0) @binding(1) var<storage, read> b: array<TYPE>;
+@group(0) @binding(2) var<storage, read_write> c: array<TYPE>;
 @group(0) @binding(3) var<storage, read> p: array<u32>;
 // p: m, n, k, batch stride of a, batch stride of b
-var<workgroup> ta: array<f32, 256>;
-var<workgroup> tb: array<f32, 256>;
+// ta[kk * 16 + i]: rows 4i..4i+3 of the A panel at column kk; tb[kk * 16 + j]: columns
+// 4j..4j+3 of the B panel at row kk.
+var<workgroup> ta: array<vec4<ACC>, 256>;
+var<workgroup> tb: array<vec4<ACC>, 256>;
 @compute @workgroup_size(16, 16)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
   let m = p[0]; let n = p[1]; let k = p[2];
   let z = wg.z;
-  let row = wg.y * 16u + lid.y;
-  let col = wg.x * 16u + lid.x;
   let ba = z * p[3];
   let bb = z * p[4];
-  var acc: f32 = 0.0;
+  let row0 = wg.y * 64u;
+  let col0 = wg.x * 64u;
+  var acc: array<vec4<ACC>, 4>;
   for (var k0 = 0u; k0 < k; k0 = k0 + 16u) {
-    let ka = k0 + lid.x;
-    let kb = k0 + lid.y;
-    var va: f32 = 0.0;
-    if (row < m && ka < k) { va = a[ba + row * k + ka]; }
-    var vb: f32 = 0.0;
-    if (kb < k && col < n) { vb = b[bb + kb * n + col]; }
-    ta[lid.y * 16u + lid.x] = va;
-    tb[lid.y * 16u + lid.x] = vb;
+    for (var s = 0u; s < 4u; s = s + 1u) {
+      // A: consecutive threads read consecutive k of one row.
+      let e = li + s * 256u;
+      let r = e / 16u;
+      let kk = e % 16u;
+      var va = ACC(0);
+      if (row0 + r < m && k0 + kk < k) { va = ACC(a[ba + (row0 + r) * k + k0 + kk]); }
+      ta[kk * 16u + r / 4u][r % 4u] = va;
+      // B: consecutive threads read consecutive columns of one row.
+      let kb = e / 64u;
+      let cb = e % 64u;
+      var vb = ACC(0);
+      if (k0 + kb < k && col0 + cb < n) { vb = ACC(b[bb + (k0 + kb) * n + col0 + cb]); }
+      tb[kb * 16u + cb / 4u][cb % 4u] = vb;
+    }
     workgroupBarrier();
-    for (var q = 0u; q < 16u; q = q + 1u) {
-      acc = acc + ta[lid.y * 16u + q] * tb[q * 16u + lid.x];
+    for (var kk = 0u; kk < 16u; kk = kk + 1u) {
+      let av = ta[kk * 16u + lid.y];
+      let bv = tb[kk * 16u + lid.x];
+      acc[0] = acc[0] + av.x * bv;
+      acc[1] = acc[1] + av.y * bv;
+      acc[2] = acc[2] + av.z * bv;
+      acc[3] = acc[3] + av.w * bv;
     }
     workgroupBarrier();
   }
-  if (row < m && col < n) { c[z * m * n + row * n + col] = acc; }
+  for (var i = 0u; i < 4u; i = i + 1u) {
+    let row = row0 + lid.y * 4u + i;
+    for (var j = 0u; j < 4u; j = j + 1u) {
+      let col = col0 + lid.x * 4u + j;
+      if (row < m && col < n) {
+        let v = acc[i][j];
+        c[z * m * n + row * n + col] = STORE;
+      }
+    }
+  }
 }
 "#;
 
-/// One thread per output, no shared memory: for software adapters.
+/// One thread per output, no shared memory: the plain reference kernel, for comparisons.
 const MATMUL_SIMPLE: &str = r#"
-@group(0) @binding(0) var<storage, read> a: array<f32>;
-@group(0) @binding(1) var<storage, read> b: array<f32>;
-@group(0) @binding(2) var<storage, read_write> c: array<f32>;
+@group(0) @binding(0) var<storage, read> a: array<TYPE>;
+@group(0) @binding(1) var<storage, read> b: array<TYPE>;
+@group(0) @binding(2) var<storage, read_write> c: array<TYPE>;
 @group(0) @binding(3) var<storage, read> p: array<u32>;
 @compute @workgroup_size(16, 16)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -853,10 +1020,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   if (row >= m || col >= n) { return; }
   let ra = z * p[3] + row * k;
   let cb = z * p[4] + col;
-  var acc: f32 = 0.0;
+  var acc = ACC(0);
   for (var q = 0u; q < k; q = q + 1u) {
-    acc = acc + a[ra + q] * b[cb + q * n];
+    acc = acc + ACC(a[ra + q]) * ACC(b[cb + q * n]);
   }
-  c[z * m * n + row * n + col] = acc;
+  let v = acc;
+  c[z * m * n + row * n + col] = STORE;
 }
 "#;
