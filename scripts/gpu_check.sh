@@ -12,7 +12,10 @@
 #      is a failure; XLA runs on JAX's CUDA plugin there);
 #   3. bench/gpu_side_by_side.py: accel against PyTorch, same workloads, one run;
 #   4. bench/xla_side_by_side.py: accel on XLA's CUDA plugin against JAX, bf16 N=8192;
-#   5. accel bench matmul/elementwise/copy tables on cuda:0 with --explain (% of peak).
+#   5. accel bench matmul/elementwise/copy tables on cuda:0 with --explain (% of peak);
+#   6. the wgpu backend on the same GPU through Vulkan: f32 matmul N=4096 beside cuBLAS (TF32
+#      off) in one run (issue 6's bar: 40%). The GPU machine has no Vulkan loader: `build`
+#      downloads Debian's into .gl/ (ignored by git), `run` unpacks it; carry .gl too.
 # It keeps going after a failed step and exits non-zero if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,8 +43,16 @@ for line in sys.stdin:
   # One compressed bundle: what travels to the GPU machine must stay under 64 MiB.
   tar -C "$GPU_OUT" -cJf "$GPU_OUT.tar.xz" bin tests accel_path
   rm -rf "$GPU_OUT" && mkdir -p "$GPU_OUT" && mv "$GPU_OUT.tar.xz" "$GPU_OUT/bundle.tar.xz"
+  # The Vulkan loader for step 6 (the device README's recipe), if apt can fetch it.
+  if [ ! -d .gl ] && command -v apt-get > /dev/null; then
+    local o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+    mkdir -p .gl /tmp/amd64/partial
+    # shellcheck disable=SC2086
+    { apt-get $o update -qq && (cd .gl && apt-get $o download -qq libvulkan1); } \
+      || { echo "could not download the Vulkan loader: step 6 will skip"; rm -rf .gl; }
+  fi
   ls -la "$GPU_OUT"
-  echo "carry .gpu-out; on the GPU machine: scripts/gpu_check.sh run"
+  echo "carry .gpu-out and .gl; on the GPU machine: scripts/gpu_check.sh run"
 }
 
 run() {
@@ -106,6 +117,23 @@ print("xla:0")')
       "$accel" bench copy --device cuda:0 --direction "$d" --size 1KiB --size 1MiB --size 64MiB --size 1GiB
     done
   } > "$out/bench.txt" 2>&1 || failed=1
+  echo "== 6. wgpu through Vulkan beside cuBLAS" | tee -a "$out/summary.txt"
+  if ! ldconfig -p | grep -q libvulkan.so.1 && [ -d .gl ]; then
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+  fi
+  [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] \
+    && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  local wdev; wdev=$("$accel" devices | awk '/^wgpu:/ { d = $1 } /vendor=0x10de/ && d { print d; exit }')
+  if [ -n "$wdev" ]; then
+    "$accel" bench matmul --device "$wdev" --device cuda:0 --size 1024 --size 4096 --dtype f32 \
+      --warmup 3 --iters 10 > "$out/wgpu.txt" 2>&1 || failed=1
+    "$accel" bench matmul --device "$wdev" --size 4096 --dtype f16 --iters 10 >> "$out/wgpu.txt" 2>&1 || failed=1
+    cat "$out/wgpu.txt" >> "$out/summary.txt"
+  else
+    echo "no NVIDIA Vulkan adapter (loader or driver missing):" >> "$out/summary.txt"
+    "$accel" devices | grep -A2 '^wgpu' >> "$out/summary.txt"
+  fi
   echo "failed=$failed" | tee -a "$out/summary.txt"
   return $failed
 }

@@ -19,7 +19,8 @@ pub struct MemoryStats {
     /// The most `allocated_bytes` has been since start (or the last `reset_peak`).
     pub peak_allocated_bytes: u64,
     /// Bytes the allocator holds: live tensors plus freed buffers it keeps for reuse (on the
-    /// CPU, large buffers up to 1 GiB; `empty_cache` returns them).
+    /// CPU, large buffers up to 1 GiB; `empty_cache` returns them). On wgpu, the memory blocks
+    /// wgpu's own allocator reports holding, where it reports them (Vulkan, DX12).
     pub reserved_bytes: u64,
     /// Free memory on the whole device, where known (for the CPU: available RAM).
     pub free_bytes: Option<u64>,
@@ -72,7 +73,10 @@ pub fn stats(device: &Device) -> MemoryStats {
         device: *device,
         allocated_bytes: c.allocated,
         peak_allocated_bytes: c.peak,
-        reserved_bytes: c.allocated + crate::backend::Storage::cached_bytes(*device),
+        reserved_bytes: match crate::backend::Storage::allocator_reserved_bytes(*device) {
+            Some(r) => r.max(c.allocated),
+            None => c.allocated + crate::backend::Storage::cached_bytes(*device),
+        },
         free_bytes: free,
         total_bytes: total,
     }

@@ -146,6 +146,16 @@ impl Storage {
         }
     }
 
+    /// Bytes the device's allocator itself reports holding (live and free blocks), where it
+    /// reports them: wgpu's allocator on Vulkan and DX12, once the device is open.
+    pub fn allocator_reserved_bytes(device: Device) -> Option<u64> {
+        match device {
+            #[cfg(feature = "wgpu")]
+            Device::Wgpu(i) => wgpu::storage::allocator_reserved_bytes(i),
+            _ => None,
+        }
+    }
+
     /// (free, total) bytes of an accelerator's memory, from its driver, where known.
     pub fn device_memory(device: Device) -> Option<(u64, u64)> {
         match device {

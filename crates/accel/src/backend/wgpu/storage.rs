@@ -180,6 +180,15 @@ fn info_of(g: &Gpu) -> DeviceInfo {
     }
 }
 
+/// What wgpu's allocator holds for `wgpu:i` (its memory blocks, including their free space),
+/// if the device is open and the platform reports it (Vulkan and DX12 do).
+pub(crate) fn allocator_reserved_bytes(i: usize) -> Option<u64> {
+    let g = registry().gpus.get(i)?;
+    let (d, _) = g.opened.get()?.as_ref().ok()?;
+    d.generate_allocator_report()
+        .map(|r| r.total_reserved_bytes)
+}
+
 pub(crate) fn gpu(i: usize) -> Result<Arc<Gpu>> {
     crate::backend::check(Device::Wgpu(i))?;
     registry()

@@ -1,0 +1,42 @@
+//! wgpu memory accounting: tensors' bytes per dtype, and reserved from wgpu's allocator
+//! report. One test in its own process, so no other test allocates on the adapter meanwhile.
+#![cfg(feature = "wgpu")]
+
+mod common;
+
+use accel::{DType, Device, Tensor};
+
+#[test]
+fn memory_is_accounted_per_dtype_with_the_allocator_report() -> accel::Result<()> {
+    for d in common::devices()
+        .into_iter()
+        .filter(|d| matches!(d, Device::Wgpu(_)))
+    {
+        let before = accel::memory::stats(&d);
+        let a = Tensor::zeros((1 << 20) + 1, DType::F32, &d)?;
+        let b = Tensor::zeros(1001, DType::I32, &d)?;
+        let mid = accel::memory::stats(&d);
+        assert_eq!(
+            mid.allocated_bytes,
+            before.allocated_bytes + 4 * ((1 << 20) + 1) + 4 * 1001
+        );
+        assert!(mid.peak_allocated_bytes >= mid.allocated_bytes);
+        // Reserved comes from wgpu's allocator report where it has one (Vulkan): at least the
+        // live tensors.
+        assert!(mid.reserved_bytes >= mid.allocated_bytes, "{mid:?}");
+        if d.supports(DType::F16) {
+            let h = Tensor::zeros(3, DType::F16, &d)?;
+            assert_eq!(
+                accel::memory::stats(&d).allocated_bytes,
+                mid.allocated_bytes + 6
+            );
+            drop(h);
+        }
+        drop((a, b));
+        assert_eq!(
+            accel::memory::stats(&d).allocated_bytes,
+            before.allocated_bytes
+        );
+    }
+    Ok(())
+}
