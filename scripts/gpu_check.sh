@@ -112,9 +112,9 @@ print("xla:0")')
       "$accel" bench matmul --device cuda:0 --device cpu --size 1024 --size 4096 --dtype "$dt" --explain
     done
     "$accel" bench matmul --device cuda:0 --size 8192 --dtype f32 --tf32 --explain
-    "$accel" bench elementwise --device cuda:0 --size 1 --size 1048576 --size 268435456
+    "$accel" bench elementwise --device cuda:0 --size 1 --size 1048576 --size 268435456 --explain
     for d in h2d d2h d2d; do
-      "$accel" bench copy --device cuda:0 --direction "$d" --size 1KiB --size 1MiB --size 64MiB --size 1GiB
+      "$accel" bench copy --device cuda:0 --direction "$d" --size 1KiB --size 1MiB --size 64MiB --size 1GiB --explain
     done
   } > "$out/bench.txt" 2>&1 || failed=1
   echo "== 6. wgpu through Vulkan beside cuBLAS" | tee -a "$out/summary.txt"

@@ -45,6 +45,9 @@ pub enum Workload {
         /// pageable memory.
         #[arg(long, default_value = "both", value_parser = ["pageable", "pinned", "both"])]
         host_memory: String,
+        /// Show how each device's peak (the "% peak" column) is computed.
+        #[arg(long)]
+        explain: bool,
         #[command(flatten)]
         common: Common,
     },
@@ -59,6 +62,9 @@ pub enum Workload {
         /// Element type: f32, f64, f16, bf16.
         #[arg(long, default_value = "f32", value_parser = parse_dtype)]
         dtype: DType,
+        /// Show how each device's peak (the "% peak" column) is computed.
+        #[arg(long)]
+        explain: bool,
         #[command(flatten)]
         common: Common,
     },
@@ -412,12 +418,20 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
             op,
             sizes,
             dtype,
+            explain,
             common,
-        } => elementwise(&common.plan("elementwise")?, op, &sizes, dtype),
+        } => {
+            let plan = common.plan("elementwise")?;
+            elementwise(&plan, op, &sizes, dtype)?;
+            explain_peaks(&plan, explain, "memory bandwidth", |d| {
+                bench::memory_peak(d)
+            })
+        }
         Workload::Copy {
             direction,
             sizes,
             host_memory,
+            explain,
             common,
         } => {
             let host = match host_memory.as_str() {
@@ -425,9 +439,33 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
                 "pinned" => vec![HostMemory::Pinned],
                 _ => vec![HostMemory::Pageable, HostMemory::Pinned],
             };
-            copy(&common.plan("copy")?, direction, &sizes, &host)
+            let plan = common.plan("copy")?;
+            copy(&plan, direction, &sizes, &host)?;
+            let what = format!("{direction:?} copies").to_lowercase();
+            explain_peaks(&plan, explain, &what, |d| bench::copy_peak(d, direction))
         }
     }
+}
+
+/// With `--explain`, prints each device's bandwidth peak and how it is computed.
+fn explain_peaks(
+    plan: &Plan,
+    explain: bool,
+    what: &str,
+    peak: impl Fn(&Device) -> Option<bench::MemoryPeak>,
+) -> anyhow::Result<()> {
+    if !explain || plan.format != Format::Text {
+        return Ok(());
+    }
+    for d in &plan.devices {
+        match peak(d) {
+            Some(p) => out::line(format!("peak of {d} for {what}: {}", p.formula))?,
+            None => out::line(format!(
+                "peak of {d} for {what}: not derivable here (known for CUDA GPUs: bus width and memory clock, PCIe generation and lanes)"
+            ))?,
+        }
+    }
+    Ok(())
 }
 
 /// What one benchmark's run looks like in each output format.

@@ -341,3 +341,54 @@ fn plot_png_is_a_real_image_with_the_series_drawn() {
     assert!(white > px.len() / 2, "mostly white background");
     std::fs::remove_file(&path).unwrap();
 }
+
+#[test]
+fn bench_copy_names_its_host_memory_and_explains_its_peak() {
+    let o = accel(&[
+        "bench", "copy", "--device", "cpu", "--size", "4KiB", "--iters", "2", "--csv",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    let lines: Vec<&str> = s.lines().collect();
+    assert_eq!(lines.len(), 2, "{s}");
+    let header: Vec<&str> = lines[0].split(',').collect();
+    assert_eq!(header[..4], ["direction", "device", "host_memory", "bytes"]);
+    assert!(header.contains(&"percent_of_peak"));
+    assert_eq!(
+        lines[1].split(',').take(4).collect::<Vec<_>>(),
+        ["h2d", "cpu", "pageable", "4096"]
+    );
+    let o = accel(&[
+        "bench",
+        "copy",
+        "--device",
+        "cpu",
+        "--size",
+        "4KiB",
+        "--iters",
+        "2",
+        "--explain",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("peak of cpu for h2d copies: not derivable"),
+        "{}",
+        stdout(&o)
+    );
+    // Pinned host memory is a CUDA matter: on the CPU alone there is nothing to time.
+    let o = accel(&[
+        "bench",
+        "copy",
+        "--device",
+        "cpu",
+        "--host-memory",
+        "pinned",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("pinned host memory applies to"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(stderr(&o).trim_end().lines().count(), 1, "{}", stderr(&o));
+}
