@@ -129,6 +129,11 @@ print("xla:0")')
     "$accel" bench matmul --device "$wdev" --device cuda:0 --size 1024 --size 4096 --dtype f32 \
       --warmup 3 --iters 10 > "$out/wgpu.txt" 2>&1 || failed=1
     "$accel" bench matmul --device "$wdev" --size 4096 --dtype f16 --iters 10 >> "$out/wgpu.txt" 2>&1 || failed=1
+    for k in blocked simple; do
+      echo "ACCEL_WGPU_MATMUL=$k" >> "$out/wgpu.txt"
+      ACCEL_WGPU_MATMUL=$k "$accel" bench matmul --device "$wdev" --size 4096 --dtype f32 --iters 5 \
+        >> "$out/wgpu.txt" 2>&1 || failed=1
+    done
     cat "$out/wgpu.txt" >> "$out/summary.txt"
   else
     echo "no NVIDIA Vulkan adapter (loader or driver missing):" >> "$out/summary.txt"

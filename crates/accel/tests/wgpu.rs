@@ -66,8 +66,8 @@ fn dtypes(d: &Device) -> Vec<DType> {
 #[test]
 fn both_matmul_kernels_at_odd_shapes_in_every_dtype() -> accel::Result<()> {
     for d in wgpu_devices() {
-        // Both kernels, whatever the adapter: the register-blocked default and the simple one.
-        for kernel in ["simple", "blocked"] {
+        // Every kernel, whatever the adapter: both register-blocked ones and the simple one.
+        for kernel in ["simple", "blocked", "blocked128"] {
             accel::wgpu::set_matmul_kernel(kernel)?;
             for dt in dtypes(&d) {
                 let shapes = [
@@ -77,6 +77,8 @@ fn both_matmul_kernels_at_odd_shapes_in_every_dtype() -> accel::Result<()> {
                     (1, 65, 1, 66),
                     (1, 64, 16, 64),
                     (1, 130, 47, 129),
+                    (1, 128, 8, 128),
+                    (1, 257, 9, 131),
                     (3, 9, 20, 70),
                 ];
                 for (bsz, m, k, n) in shapes {

@@ -44,15 +44,16 @@ pub fn devices() -> Vec<crate::Device> {
         .map_or_else(Vec::new, |p| p.devices().iter().map(|d| d.device).collect())
 }
 
-/// The matmul kernel wgpu devices run: 0 = chosen per adapter, 1 = blocked, 2 = simple;
-/// u8::MAX = not read from the environment yet.
+/// The matmul kernel wgpu devices run, an index into KERNELS; u8::MAX = not read from the
+/// environment yet.
 static MATMUL_KERNEL: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(u8::MAX);
-const KERNELS: [&str; 3] = ["auto", "blocked", "simple"];
+const KERNELS: [&str; 4] = ["auto", "blocked", "blocked128", "simple"];
 
-/// Chooses the matmul kernel of wgpu devices: "auto" (the default, which is the
-/// register-blocked kernel), "blocked", or "simple" (one thread per output, no workgroup
-/// memory: a reference to compare with). The environment variable `ACCEL_WGPU_MATMUL` sets it
-/// too.
+/// Chooses the matmul kernel of wgpu devices: "auto" (the default: 128x128 blocks of C on
+/// software adapters and for products of at least 1024x1024, else 64x64), "blocked" (64x64 blocks,
+/// 4x4 per thread), "blocked128" (128x128 blocks, 8x8 per thread), or "simple" (one thread
+/// per output, no workgroup memory: a reference to compare with). The environment variable
+/// `ACCEL_WGPU_MATMUL` sets it too.
 pub fn set_matmul_kernel(kernel: &str) -> crate::Result<()> {
     let i = KERNELS.iter().position(|k| *k == kernel).ok_or_else(|| {
         crate::Error::invalid(
@@ -64,7 +65,7 @@ pub fn set_matmul_kernel(kernel: &str) -> crate::Result<()> {
     Ok(())
 }
 
-/// The matmul kernel chosen: "auto", "blocked" or "simple".
+/// The matmul kernel chosen: one of the names [`set_matmul_kernel`] takes.
 pub fn matmul_kernel() -> &'static str {
     use std::sync::atomic::Ordering::Relaxed;
     let mut i = MATMUL_KERNEL.load(Relaxed);

@@ -905,7 +905,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
         let pb = self
             .gpu
             .params(&[m as u32, n as u32, k as u32, sa as u32, sb as u32])?;
-        let kernel = matmul_kernel(&self.gpu, self.dtype, k)?;
+        let kernel = matmul_kernel(&self.gpu, self.dtype, (m, n, k))?;
         let groups = (
             n.div_ceil(kernel.tile) as u32,
             m.div_ceil(kernel.tile) as u32,
@@ -925,7 +925,11 @@ struct MatmulKernel {
 
 /// The matmul shader for `dtype`: floats accumulate in f32 (f16 is rounded once at the
 /// end, as on the CPU), i32 in i32 (wrapping).
-fn matmul_kernel(gpu: &Gpu, dtype: DType, k: usize) -> Result<MatmulKernel> {
+fn matmul_kernel(
+    gpu: &Gpu,
+    dtype: DType,
+    (m, n, k): (usize, usize, usize),
+) -> Result<MatmulKernel> {
     let t = gpu.ty("matmul", dtype)?;
     let acc = if dtype.is_float() { "f32" } else { "i32" };
     let acc_dtype = if dtype.is_float() {
@@ -933,13 +937,23 @@ fn matmul_kernel(gpu: &Gpu, dtype: DType, k: usize) -> Result<MatmulKernel> {
     } else {
         DType::I32
     };
-    // The register-blocked kernel is faster everywhere, lavapipe included (2.7x at N=256);
-    // the simple one stays for comparisons, within llvmpipe's 65535 loop iterations.
-    let simple = super::matmul_kernel() == "simple" && k < 65535;
-    let (body, tile) = if simple {
-        (MATMUL_SIMPLE, 16)
+    // The register-blocked kernels are faster everywhere, lavapipe included (2.7x at N=256);
+    // the simple one stays for comparisons, within llvmpipe's 65535 loop iterations. The
+    // 128x128 kernel does 64 multiply-adds per 4 vec4 reads of workgroup memory (the 64x64
+    // one 16 per 2) but runs a quarter as many workgroups: for large products on hardware
+    // GPUs, which need many workgroups to fill their cores, and everywhere on software ones
+    // (lavapipe: 1.2-1.4x the 64x64 kernel at N=256-512).
+    let big = (m >= 1024 && n >= 1024) || crate::wgpu::is_software(gpu.ordinal);
+    let tile = match super::matmul_kernel() {
+        "simple" if k < 65535 => 16,
+        "blocked128" => 128,
+        "auto" if big => 128,
+        _ => 64,
+    };
+    let body = if tile == 16 {
+        MATMUL_SIMPLE.to_string()
     } else {
-        (MATMUL_BLOCKED, 64)
+        blocked_matmul_wgsl(tile)
     };
     let src = prelude(dtype == DType::F16)
         + &body
@@ -949,70 +963,101 @@ fn matmul_kernel(gpu: &Gpu, dtype: DType, k: usize) -> Result<MatmulKernel> {
     Ok(MatmulKernel { src, tile })
 }
 
-/// Register-blocked matmul: a 16x16 workgroup computes a 64x64 block of C, each thread a 4x4
-/// block held in four vec4 accumulators. Per step of 16 along k, the workgroup stages a
-/// 64x16 panel of A and a 16x64 panel of B in workgroup memory as vec4s (bounds-checked, zero
-/// outside, so any shape works); each thread then reads one vec4 of A and one of B per k and
-/// does 16 multiply-adds with them. `workgroup_id.z` is the batch.
-const MATMUL_BLOCKED: &str = r#"
+/// A register-blocked matmul shader with `tile` x `tile` blocks of C per 16x16 workgroup
+/// (`tile` is 64 or 128). Each thread computes (tile/64)^2 groups of 4x4 outputs, held in vec4
+/// accumulators: rows 64g + 4y .. +3 and columns 64h + 4x .. +3 for its (x, y), so
+/// neighbouring threads read neighbouring vec4s of workgroup memory. Per step along k the
+/// workgroup stages a tile x BK panel of A and a BK x tile panel of B there (BK = 1024 / tile:
+/// four elements per thread each, bounds-checked and zero outside, so any shape works); each
+/// thread then reads 2 * (tile/64) vec4s per k and does 16 * (tile/64)^2 multiply-adds with
+/// them. `workgroup_id.z` is the batch. TYPE, ACC and STORE are filled in per dtype.
+fn blocked_matmul_wgsl(tile: usize) -> String {
+    let g = tile / 64;
+    let bk = 1024 / tile;
+    let vecs = tile / 4;
+    let mut compute = String::new();
+    for gi in 0..g {
+        compute += &format!(
+            "      let a{gi} = ta[kk * {vecs}u + {}u + lid.y];\n",
+            gi * 16
+        );
+    }
+    for gj in 0..g {
+        compute += &format!(
+            "      let b{gj} = tb[kk * {vecs}u + {}u + lid.x];\n",
+            gj * 16
+        );
+    }
+    for gi in 0..g {
+        for gj in 0..g {
+            for (i, c) in ["x", "y", "z", "w"].iter().enumerate() {
+                let q = (gi * g + gj) * 4 + i;
+                compute += &format!("      acc[{q}] = acc[{q}] + a{gi}.{c} * b{gj};\n");
+            }
+        }
+    }
+    format!(
+        r#"
 @group(0) @binding(0) var<storage, read> a: array<TYPE>;
 @group(0) @binding(1) var<storage, read> b: array<TYPE>;
 @group(0) @binding(2) var<storage, read_write> c: array<TYPE>;
 @group(0) @binding(3) var<storage, read> p: array<u32>;
 // p: m, n, k, batch stride of a, batch stride of b
-// ta[kk * 16 + i]: rows 4i..4i+3 of the A panel at column kk; tb[kk * 16 + j]: columns
-// 4j..4j+3 of the B panel at row kk.
+// ta[kk * {vecs} + i]: rows 4i..4i+3 of the A panel at column kk; tb[kk * {vecs} + j]:
+// columns 4j..4j+3 of the B panel at row kk.
 var<workgroup> ta: array<vec4<ACC>, 256>;
 var<workgroup> tb: array<vec4<ACC>, 256>;
 @compute @workgroup_size(16, 16)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>,
-        @builtin(local_invocation_index) li: u32) {
+        @builtin(local_invocation_index) li: u32) {{
   let m = p[0]; let n = p[1]; let k = p[2];
   let z = wg.z;
   let ba = z * p[3];
   let bb = z * p[4];
-  let row0 = wg.y * 64u;
-  let col0 = wg.x * 64u;
-  var acc: array<vec4<ACC>, 4>;
-  for (var k0 = 0u; k0 < k; k0 = k0 + 16u) {
-    for (var s = 0u; s < 4u; s = s + 1u) {
-      // A: consecutive threads read consecutive k of one row.
+  let row0 = wg.y * {tile}u;
+  let col0 = wg.x * {tile}u;
+  // acc[(gi * {g} + gj) * 4 + i]: row 64 gi + 4 lid.y + i, columns 64 gj + 4 lid.x ..
+  var acc: array<vec4<ACC>, {nacc}>;
+  for (var k0 = 0u; k0 < k; k0 = k0 + {bk}u) {{
+    for (var s = 0u; s < 4u; s = s + 1u) {{
       let e = li + s * 256u;
-      let r = e / 16u;
-      let kk = e % 16u;
+      // A: consecutive threads read consecutive k of one row.
+      let r = e / {bk}u;
+      let kk = e % {bk}u;
       var va = ACC(0);
-      if (row0 + r < m && k0 + kk < k) { va = ACC(a[ba + (row0 + r) * k + k0 + kk]); }
-      ta[kk * 16u + r / 4u][r % 4u] = va;
+      if (row0 + r < m && k0 + kk < k) {{ va = ACC(a[ba + (row0 + r) * k + k0 + kk]); }}
+      ta[kk * {vecs}u + r / 4u][r % 4u] = va;
       // B: consecutive threads read consecutive columns of one row.
-      let kb = e / 64u;
-      let cb = e % 64u;
+      let kb = e / {tile}u;
+      let cb = e % {tile}u;
       var vb = ACC(0);
-      if (k0 + kb < k && col0 + cb < n) { vb = ACC(b[bb + (k0 + kb) * n + col0 + cb]); }
-      tb[kb * 16u + cb / 4u][cb % 4u] = vb;
-    }
+      if (k0 + kb < k && col0 + cb < n) {{ vb = ACC(b[bb + (k0 + kb) * n + col0 + cb]); }}
+      tb[kb * {vecs}u + cb / 4u][cb % 4u] = vb;
+    }}
     workgroupBarrier();
-    for (var kk = 0u; kk < 16u; kk = kk + 1u) {
-      let av = ta[kk * 16u + lid.y];
-      let bv = tb[kk * 16u + lid.x];
-      acc[0] = acc[0] + av.x * bv;
-      acc[1] = acc[1] + av.y * bv;
-      acc[2] = acc[2] + av.z * bv;
-      acc[3] = acc[3] + av.w * bv;
-    }
+    for (var kk = 0u; kk < {bk}u; kk = kk + 1u) {{
+{compute}    }}
     workgroupBarrier();
-  }
-  for (var i = 0u; i < 4u; i = i + 1u) {
-    let row = row0 + lid.y * 4u + i;
-    for (var j = 0u; j < 4u; j = j + 1u) {
-      let col = col0 + lid.x * 4u + j;
-      if (row < m && col < n) {
-        let v = acc[i][j];
-        c[z * m * n + row * n + col] = STORE;
-      }
-    }
-  }
+  }}
+  for (var gi = 0u; gi < {g}u; gi = gi + 1u) {{
+    for (var i = 0u; i < 4u; i = i + 1u) {{
+      let row = row0 + gi * 64u + lid.y * 4u + i;
+      for (var gj = 0u; gj < {g}u; gj = gj + 1u) {{
+        for (var j = 0u; j < 4u; j = j + 1u) {{
+          let col = col0 + gj * 64u + lid.x * 4u + j;
+          if (row < m && col < n) {{
+            let v = acc[(gi * {g}u + gj) * 4u + i][j];
+            c[z * m * n + row * n + col] = STORE;
+          }}
+        }}
+      }}
+    }}
+  }}
+}}
+"#,
+        nacc = g * g * 4,
+    )
 }
-"#;
 
 /// One thread per output, no shared memory: the plain reference kernel, for comparisons.
 const MATMUL_SIMPLE: &str = r#"
