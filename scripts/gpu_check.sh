@@ -68,6 +68,14 @@ run() {
   local want; want=$(cat "$GPU_OUT/accel_path")
   if [ ! -x "$want" ]; then mkdir -p "$(dirname "$want")" && cp "$accel" "$want"; fi
 
+  # The Vulkan loader (carried in .gl), so the device listing, the wgpu tests and step 6 reach the GPU too.
+  if ! ldconfig -p | grep -q libvulkan.so.1 && [ -d .gl ]; then
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+  fi
+  [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] \
+    && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+
   echo "== 1. devices" | tee "$out/summary.txt"
   { nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv; } >> "$out/summary.txt" 2>&1
   "$accel" devices --json > "$out/devices.json" 2>&1 || failed=1
@@ -118,12 +126,6 @@ print("xla:0")')
     done
   } > "$out/bench.txt" 2>&1 || failed=1
   echo "== 6. wgpu through Vulkan beside cuBLAS" | tee -a "$out/summary.txt"
-  if ! ldconfig -p | grep -q libvulkan.so.1 && [ -d .gl ]; then
-    for f in .gl/*.deb; do dpkg -x "$f" /; done
-    ldconfig
-  fi
-  [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] \
-    && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   local wdev; wdev=$("$accel" devices | awk '/^wgpu:/ { d = $1 } /vendor=0x10de/ && d { print d; exit }')
   if [ -n "$wdev" ]; then
     "$accel" bench matmul --device "$wdev" --device cuda:0 --size 1024 --size 4096 --dtype f32 \

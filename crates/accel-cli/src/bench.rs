@@ -253,13 +253,18 @@ impl Baseline {
     /// Matches runs on device, dtype, size (and op) and computes the speed-ups.
     fn compare<R: Serialize>(&self, runs: &[R]) -> anyhow::Result<Vec<Comparison>> {
         let key = |v: &serde_json::Value| {
+            // Copy reports from before the host-memory choice were all pageable.
+            let host = match &v["host_memory"] {
+                serde_json::Value::Null if v["kind"].is_string() => "pageable".into(),
+                h => h.clone(),
+            };
             (
                 v["device"].clone(),
                 v["dtype"].clone(),
                 v["size"].clone(),
                 v["op"].clone(),
                 v["kind"].clone(),
-                v["host_memory"].clone(),
+                host,
             )
         };
         let mut out = Vec::new();
@@ -271,13 +276,14 @@ impl Baseline {
                 .iter()
                 .find(|b| key(b) == key(&v))
                 .and_then(|b| b["stats"]["median_s"].as_f64());
-            let op = v["op"]
-                .as_str()
-                .map(|o| format!("{o} "))
-                .unwrap_or_default();
+            // "add cpu f32 size 1000"; copies add their direction and host memory.
+            let word = |k: &str| v[k].as_str().map(|o| format!("{o} ")).unwrap_or_default();
             out.push(Comparison {
                 run: format!(
-                    "{op}{} {} size {}",
+                    "{}{}{}{} {} size {}",
+                    word("op"),
+                    word("kind"),
+                    word("host_memory"),
                     v["device"].as_str().unwrap_or("?"),
                     v["dtype"].as_str().unwrap_or("?"),
                     v["size"]
@@ -574,7 +580,7 @@ impl BenchRow for CopyRun {
             "{},{},{},{},{},{},{},{}",
             format!("{:?}", self.kind).to_lowercase(),
             self.device,
-            format!("{:?}", self.host_memory).to_lowercase(),
+            host_column(self).replace('-', ""),
             self.size,
             csv_timing(self.warmup, &self.stats, self.first_run_s),
             self.gb_per_s,

@@ -444,38 +444,30 @@ impl Tensor {
             }
         };
         let (dtype, n) = (self.dtype(), self.shape().elem_count());
-        memory::ensure_fits(Device::Cpu, Some((n * dtype.size_in_bytes()) as u64))?;
-        let block = PinnedBlock::alloc(gpu, n * dtype.size_in_bytes())?;
-        // SAFETY: the buffer made below holds the block and gives the storage back to it
-        // (`Buffer::drop`) before the block is freed.
-        let mut host = unsafe { block.storage(dtype, n) };
-        let filled = match &self.buf.storage {
+        let bytes = n * dtype.size_in_bytes();
+        memory::ensure_fits(Device::Cpu, Some(bytes as u64))?;
+        let mut block = PinnedBlock::alloc(gpu, bytes)?;
+        // Filled as bytes first: no vector exists over the block until nothing can fail.
+        let dst = &mut block.bytes_mut()[..bytes];
+        match &self.buf.storage {
             Storage::Cpu(s) => {
-                let dense = if self.layout.is_contiguous() {
-                    None
+                let dense;
+                let (src, off) = if self.layout.is_contiguous() {
+                    (s, self.layout.offset)
                 } else {
-                    Some(s.copy_strided(&self.layout))
-                };
-                let (src, off) = match &dense {
-                    Some(d) => (d, 0),
-                    None => (s, self.layout.offset),
+                    dense = s.copy_strided(&self.layout);
+                    (&dense, 0)
                 };
                 let size = dtype.size_in_bytes();
-                crate::backend::par_copy(
-                    host.as_bytes_mut(),
-                    &src.as_bytes()[off * size..(off + n) * size],
-                );
-                Ok(())
+                crate::backend::par_copy(dst, &src.as_bytes()[off * size..off * size + bytes]);
             }
-            Storage::Cuda(s) => s.to_host(&self.layout, host.as_bytes_mut()),
+            Storage::Cuda(s) => s.to_host(&self.layout, dst)?,
             _ => unreachable!("checked above"),
-        };
-        let storage = Storage::Cpu(host);
-        if let Err(e) = filled {
-            storage.forget();
-            return Err(e);
         }
-        let mut buf = Buffer::new(storage, Device::Cpu);
+        // SAFETY: the buffer made here holds the block and gives the storage back to it
+        // (`Buffer::drop`, through `Storage::forget`) before the block is dropped.
+        let host = unsafe { block.storage(dtype, n) };
+        let mut buf = Buffer::new(Storage::Cpu(host), Device::Cpu);
         buf.pinned = Some(block);
         Ok(Tensor {
             buf: Arc::new(buf),

@@ -114,8 +114,17 @@ fn the_plugin_reports_its_platform_and_devices() {
     }
 }
 
+/// Held by the tests here that compile programs: the compile counter is process-wide, and
+/// tests run in parallel.
+static COMPILING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn compiling() -> std::sync::MutexGuard<'static, ()> {
+    COMPILING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn identical_ops_compile_once_and_sync_waits() -> accel::Result<()> {
+    let _one_at_a_time = compiling();
     for d in xla_devices() {
         // A shape no other test uses, so the first op must compile.
         let a = Tensor::arange(0f32, 37.0 * 3.0, &d)?.reshape((37, 3))?;
@@ -142,6 +151,7 @@ fn identical_ops_compile_once_and_sync_waits() -> accel::Result<()> {
 
 #[test]
 fn large_matmul_agrees_with_the_cpu_backend() -> accel::Result<()> {
+    let _one_at_a_time = compiling();
     for d in xla_devices() {
         accel::manual_seed(3);
         let a = Tensor::randn(0.0, 1.0, (4, 96, 130), &Device::Cpu)?;
@@ -156,6 +166,7 @@ fn large_matmul_agrees_with_the_cpu_backend() -> accel::Result<()> {
 
 #[test]
 fn benchmarks_time_xla_work_by_pjrt_ready_events() -> accel::Result<()> {
+    let _one_at_a_time = compiling();
     for d in xla_devices().into_iter().take(1) {
         let (run, _) =
             accel::bench::matmul(&d, 192, DType::F32, 1, accel::bench::Iterations::Fixed(5))?;

@@ -139,6 +139,9 @@ impl Storage {
     /// Bytes cached by the backend's allocator for `device`, beyond live tensors.
     pub fn cached_bytes(device: Device) -> u64 {
         match device {
+            #[cfg(feature = "cuda")]
+            Device::Cpu => cpu::alloc::cached_bytes() + cuda::pinned::cached_bytes(),
+            #[cfg(not(feature = "cuda"))]
             Device::Cpu => cpu::alloc::cached_bytes(),
             #[cfg(feature = "cuda")]
             Device::Cuda(i) => cuda::gpu::opened(i).map_or(0, |g| g.cached_bytes()),
@@ -176,7 +179,11 @@ impl Storage {
     /// Frees what the allocator caches for `device`.
     pub fn empty_cache(device: Device) {
         match device {
-            Device::Cpu => cpu::alloc::empty_cache(),
+            Device::Cpu => {
+                cpu::alloc::empty_cache();
+                #[cfg(feature = "cuda")]
+                cuda::pinned::empty_cache();
+            }
             #[cfg(feature = "cuda")]
             Device::Cuda(i) => {
                 if let Some(g) = cuda::gpu::opened(i) {
@@ -302,11 +309,8 @@ impl Storage {
     pub fn from_cpu(data: CpuStorage, device: Device) -> Result<Storage> {
         match device {
             Device::Cpu => Ok(Storage::Cpu(data)),
-            _ => {
-                let s = Storage::upload(&data, device);
-                data.release();
-                s
-            }
+            // The host data is a temporary: freed, not cached.
+            _ => Storage::upload(&data, device),
         }
     }
 
@@ -493,9 +497,7 @@ pub(crate) fn record_event(device: Device) -> Result<Option<DeviceEvent>> {
         #[cfg(feature = "wgpu")]
         Device::Wgpu(i) => Ok(wgpu::storage::gpu(i)?.timestamp()?.map(DeviceEvent::Wgpu)),
         #[cfg(all(feature = "xla", target_os = "linux"))]
-        Device::Xla(i) => Ok(Some(DeviceEvent::Xla(xla::storage::TimingPoint::record(
-            i,
-        )?))),
+        Device::Xla(i) => Ok(xla::storage::TimingPoint::record(i)?.map(DeviceEvent::Xla)),
         _ => Ok(None),
     }
 }

@@ -5,6 +5,10 @@
 //! driver's below), which costs one extra host memcpy. A pinned tensor is CPU data in memory
 //! from `cuMemHostAlloc` (portable: pinned for every context); `gpu.rs` sees that a copy's host
 //! side lies in such a block and copies it in one DMA, without staging.
+//!
+//! Page-locking memory is slow (the OS pins every page: tens of ms for 1 GiB), so freed
+//! blocks are cached and handed to the next request of the same size, as PyTorch's caching
+//! host allocator does; `memory::empty_cache(&Device::Cpu)` gives them back.
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -16,27 +20,59 @@ use super::gpu::ck;
 use crate::backend::cpu::CpuStorage;
 use crate::{DType, Result};
 
-/// The live pinned blocks: start address -> length in bytes.
+/// Every pinned block, live or cached: start address -> length in bytes.
 static BLOCKS: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
 
-fn blocks() -> std::sync::MutexGuard<'static, BTreeMap<usize, usize>> {
-    BLOCKS.lock().unwrap_or_else(|e| e.into_inner())
+/// Freed blocks kept for reuse: (address, bytes, the device whose context made them).
+static CACHE: Mutex<Vec<(usize, usize, usize)>> = Mutex::new(Vec::new());
+
+/// The most the cache keeps; the oldest blocks are freed beyond it.
+const CACHE_LIMIT_BYTES: usize = 4 << 30;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Whether `len` bytes at `p` lie inside one pinned block.
 pub(crate) fn contains(p: *const u8, len: usize) -> bool {
     let p = p as usize;
-    blocks()
+    lock(&BLOCKS)
         .range(..=p)
         .next_back()
         .is_some_and(|(&start, &n)| p + len <= start + n)
 }
 
-/// One block of pinned host memory, freed (`cuMemFreeHost`) on drop.
+/// Bytes of pinned memory cached for reuse.
+pub(crate) fn cached_bytes() -> u64 {
+    lock(&CACHE).iter().map(|&(_, b, _)| b as u64).sum()
+}
+
+/// Frees every cached block.
+pub(crate) fn empty_cache() {
+    let blocks = std::mem::take(&mut *lock(&CACHE));
+    for (p, _, device) in blocks {
+        free(p, device);
+    }
+}
+
+/// Gives a block back to the driver, through its device's context.
+fn free(p: usize, device: usize) {
+    lock(&BLOCKS).remove(&p);
+    if let Some(g) = super::gpu::opened(device) {
+        // A thread that never used CUDA has no current context; cuMemFreeHost needs one.
+        let _ = g.bind();
+    }
+    // SAFETY: the block came from cuMemHostAlloc and nothing refers to it any more. A failure
+    // leaves the memory pinned until the process ends; there is nothing better to do in a drop.
+    unsafe { sys::cuMemFreeHost(p as *mut c_void) };
+}
+
+/// One block of pinned host memory, given back to the cache on drop.
 #[derive(Debug)]
 pub(crate) struct PinnedBlock {
     ptr: *mut u8,
     bytes: usize,
+    device: usize,
 }
 
 // SAFETY: the block is plain host memory owned by this value.
@@ -44,13 +80,30 @@ unsafe impl Send for PinnedBlock {}
 unsafe impl Sync for PinnedBlock {}
 
 impl PinnedBlock {
-    /// `bytes` (at least 1) of pinned memory, through the context of `cuda:device`.
+    /// `bytes` (at least 1) of pinned memory: a cached block of that size, else a new one made
+    /// through the context of `cuda:device`.
     pub fn alloc(device: usize, bytes: usize) -> Result<PinnedBlock> {
+        let bytes = bytes.max(1);
+        {
+            let mut c = lock(&CACHE);
+            if let Some(i) = c.iter().rposition(|&(_, b, _)| b == bytes) {
+                let (p, _, device) = c.swap_remove(i);
+                return Ok(PinnedBlock {
+                    ptr: p as *mut u8,
+                    bytes,
+                    device,
+                });
+            }
+        }
         let gpu = super::gpu::gpu(device)?;
         gpu.bind()?;
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: out-pointer to a local; CU_MEMHOSTALLOC_PORTABLE = 1.
-        let r = unsafe { sys::cuMemHostAlloc(&mut p, bytes.max(1), 1) };
+        let mut r = unsafe { sys::cuMemHostAlloc(&mut p, bytes, 1) };
+        if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY && cached_bytes() > 0 {
+            empty_cache();
+            r = unsafe { sys::cuMemHostAlloc(&mut p, bytes, 1) };
+        }
         if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
             return Err(crate::Error::OutOfMemory {
                 device: crate::Device::Cpu,
@@ -65,21 +118,27 @@ impl PinnedBlock {
             });
         }
         ck(r, "cuMemHostAlloc (pin_memory)")?;
-        blocks().insert(p as usize, bytes.max(1));
+        lock(&BLOCKS).insert(p as usize, bytes);
         Ok(PinnedBlock {
             ptr: p as *mut u8,
             bytes,
+            device,
         })
     }
 
-    /// A CPU storage of `len` elements of `dtype` in this block (which must hold them). The
-    /// values are unspecified until written.
+    /// The block's bytes, to fill before [`PinnedBlock::storage`] puts a vector over them.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: the block holds `bytes` bytes, owned by this value and borrowed mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
+    }
+
+    /// A CPU storage of `len` elements of `dtype` over this block (which must hold them).
     ///
     /// # Safety
     /// The vector does not own its memory: it must be let go with `CpuStorage::forget` (never
     /// dropped, grown or shrunk) before this block is dropped.
     pub unsafe fn storage(&self, dtype: DType, len: usize) -> CpuStorage {
-        assert!(len * dtype.size_in_bytes() <= self.bytes.max(1));
+        assert!(len * dtype.size_in_bytes() <= self.bytes);
         macro_rules! vec_in {
             ($t:ty) => {
                 // SAFETY: the block is page-aligned (more than any element's alignment) and
@@ -101,9 +160,20 @@ impl PinnedBlock {
 
 impl Drop for PinnedBlock {
     fn drop(&mut self) {
-        blocks().remove(&(self.ptr as usize));
-        // SAFETY: the block came from cuMemHostAlloc; no storage refers to it any more, and
-        // no copy uses it (copies to or from pinned memory finish before their call returns).
-        unsafe { sys::cuMemFreeHost(self.ptr as *mut c_void) };
+        // No copy uses the block: copies to or from pinned memory finish before their call
+        // returns. Keep it for the next request of this size.
+        let mut c = lock(&CACHE);
+        c.push((self.ptr as usize, self.bytes, self.device));
+        let mut total: usize = c.iter().map(|&(_, b, _)| b).sum();
+        let mut evicted = Vec::new();
+        while total > CACHE_LIMIT_BYTES && !c.is_empty() {
+            let (p, b, d) = c.remove(0);
+            total -= b;
+            evicted.push((p, d));
+        }
+        drop(c);
+        for (p, d) in evicted {
+            free(p, d);
+        }
     }
 }

@@ -831,7 +831,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
   if (live && li == 0u) {{
     acc = sh[0];
     var res = {fin};
-    if (shn[0] != 0u && {is_max}) {{ res = {acc}(bitcast<f32>(0x7fc00000u)); }}
+    {nan_wins}
     o[q * p[4] + part] = {store};
   }}
 }}
@@ -839,7 +839,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
                 t_in = self.gpu.ty("reduction", self.dtype)?,
                 t_out = self.gpu.ty("reduction", out)?,
                 float = float,
-                is_max = op == ReduceOp::Max && float,
+                nan_wins = if op == ReduceOp::Max && float {
+                    "if (shn[0] != 0u) { res = bitcast<f32>(0x7fc00000u); }"
+                } else {
+                    ""
+                },
                 store = convert("res", acc_dtype, out),
             );
         let pb = self.gpu.params(&[

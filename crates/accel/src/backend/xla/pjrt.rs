@@ -495,7 +495,8 @@ unsafe extern "C" fn on_ready(error: *mut sys::Error, user_arg: *mut c_void) {
     // SAFETY: `user_arg` is the box `Event::mark_ready` leaked for this one call.
     let arg = unsafe { Box::from_raw(user_arg as *mut OnReadyArg) };
     if !error.is_null() {
-        // The callback owns the error; its text reaches the caller through the wait.
+        // The callback owns the error. A failed computation also fails the wait that follows
+        // (`synchronize`), which reports it; here it is only destroyed.
         drop(arg.api.take_error(error));
     }
     *arg.mark.at.lock().unwrap_or_else(|e| e.into_inner()) = Some(now);
@@ -503,8 +504,9 @@ unsafe extern "C" fn on_ready(error: *mut sys::Error, user_arg: *mut c_void) {
 }
 
 impl Event {
-    /// Notes when the event fires (see [`ReadyMark`]).
-    pub fn mark_ready(self) -> PResult<Arc<ReadyMark>> {
+    /// Notes when the event fires (see [`ReadyMark`]). Keep the event until the mark is set:
+    /// a plugin may keep its callbacks on the event itself.
+    pub fn mark_ready(&self) -> PResult<Arc<ReadyMark>> {
         let mark = Arc::new(ReadyMark::default());
         if self.raw.is_null() {
             *mark.at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());

@@ -338,11 +338,13 @@ fn perr<'a>(dev: &'a XlaDevice, what: &str) -> impl Fn(PjrtError) -> Error + 'a 
 /// the closest clock: see `pjrt::ReadyMark`).
 pub(crate) struct TimingPoint {
     recorded: std::time::Instant,
-    latest: Option<Arc<pjrt::ReadyMark>>,
+    /// The mark, and the event it watches (kept alive until the mark is read).
+    latest: Option<(Arc<pjrt::ReadyMark>, pjrt::Event)>,
 }
 
 impl TimingPoint {
-    pub fn record(i: usize) -> Result<TimingPoint> {
+    /// None when the plugin cannot watch its events (then only the wall clock is left).
+    pub fn record(i: usize) -> Result<Option<TimingPoint>> {
         let dev = device(i)?;
         let recorded = std::time::Instant::now();
         let latest = dev
@@ -353,14 +355,16 @@ impl TimingPoint {
             .rev()
             .find_map(Weak::upgrade);
         let latest = match latest {
-            Some(b) => Some(
-                b.ready_event()
-                    .and_then(|e| e.mark_ready())
-                    .map_err(perr(&dev, "watching a result"))?,
-            ),
             None => None,
+            Some(b) => {
+                let watched = b.ready_event().and_then(|e| Ok((e.mark_ready()?, e)));
+                match watched {
+                    Ok(w) => Some(w),
+                    Err(_) => return Ok(None),
+                }
+            }
         };
-        Ok(TimingPoint { recorded, latest })
+        Ok(Some(TimingPoint { recorded, latest }))
     }
 
     /// When the work queued before this point was done: the latest result's ready time, or
@@ -368,7 +372,7 @@ impl TimingPoint {
     fn done(&self) -> Result<std::time::Instant> {
         match &self.latest {
             None => Ok(self.recorded),
-            Some(m) => m
+            Some((m, _event)) => m
                 .wait(std::time::Duration::from_secs(60))
                 .map(|t| t.max(self.recorded))
                 .ok_or_else(|| Error::System("an XLA ready event did not fire within 60 s".into())),
