@@ -144,7 +144,7 @@ impl Device {
     /// The availability of every backend, as data: which devices exist and, for those that do
     /// not, why and how to fix it.
     pub fn probe_all() -> Vec<Probe> {
-        backend::probe_all().to_vec()
+        backend::probe_all().into_iter().cloned().collect()
     }
 }
 

@@ -502,23 +502,30 @@ pub(crate) fn record_event(device: Device) -> Result<Option<DeviceEvent>> {
     }
 }
 
-/// Every backend's probe, in `Device::best` order after the CPU. Probed once per process:
-/// availability does not change while we run, and probing a driver can be slow.
-pub(crate) fn probe_all() -> &'static [Probe] {
-    static PROBES: OnceLock<Vec<Probe>> = OnceLock::new();
-    PROBES.get_or_init(|| {
-        vec![
-            cpu_probe(),
-            cuda::probe(),
-            mps::probe(),
-            xla::probe(),
-            wgpu::probe(),
-        ]
+/// The backends, in `Device::best` order after the CPU.
+const BACKENDS: [&str; 5] = ["cpu", "cuda", "mps", "xla", "wgpu"];
+
+/// One backend's probe, made on first use and kept: availability does not change while we
+/// run, and probing can be slow (loading PJRT plugins, enumerating Vulkan adapters). Each
+/// backend is probed only when something asks about it, so `--device cpu` loads no plugin.
+fn probe_slot(i: usize) -> &'static Probe {
+    static PROBES: [OnceLock<Probe>; 5] = [const { OnceLock::new() }; 5];
+    PROBES[i].get_or_init(|| match i {
+        0 => cpu_probe(),
+        1 => cuda::probe(),
+        2 => mps::probe(),
+        3 => xla::probe(),
+        _ => wgpu::probe(),
     })
 }
 
+/// Every backend's probe, in `Device::best` order after the CPU.
+pub(crate) fn probe_all() -> Vec<&'static Probe> {
+    (0..BACKENDS.len()).map(probe_slot).collect()
+}
+
 pub(crate) fn probe_of(kind: &str) -> Option<&'static Probe> {
-    probe_all().iter().find(|p| p.backend == kind)
+    BACKENDS.iter().position(|b| *b == kind).map(probe_slot)
 }
 
 pub(crate) fn first_available(kind: &str) -> Option<Device> {
