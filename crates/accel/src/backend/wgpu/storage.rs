@@ -278,7 +278,10 @@ impl Gpu {
         Ok(b)
     }
 
-    fn pipeline(&self, src: &str) -> Result<Arc<wgpu::ComputePipeline>> {
+    /// The compiled pipeline of `src` (cached by its text). `trusted`: compile without naga's
+    /// runtime bounds checks, for kernels whose every index is proven in range (the matmuls;
+    /// their texts are never dispatched untrusted, so the text alone keys the cache).
+    fn pipeline(&self, src: &str, trusted: bool) -> Result<Arc<wgpu::ComputePipeline>> {
         if let Some(p) = self
             .pipelines
             .lock()
@@ -289,10 +292,17 @@ impl Gpu {
         }
         let (d, _) = self.device()?;
         let scope = d.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
+        let desc = wgpu::ShaderModuleDescriptor {
             label: None,
             source: wgpu::ShaderSource::Wgsl(src.into()),
-        });
+        };
+        let module = if trusted {
+            // SAFETY: only for shaders whose indices stay inside their buffers and workgroup
+            // arrays by construction (see `matmul`, which also keeps every index below 2^32).
+            unsafe { d.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
+        } else {
+            d.create_shader_module(desc)
+        };
         let p = d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: None,
             layout: None,
@@ -322,8 +332,19 @@ impl Gpu {
         buffers: &[&wgpu::Buffer],
         groups: (u32, u32, u32),
     ) -> Result<()> {
+        self.dispatch_with(src, false, buffers, groups)
+    }
+
+    /// [`Gpu::dispatch`], with `trusted` as in [`Gpu::pipeline`].
+    fn dispatch_with(
+        &self,
+        src: &str,
+        trusted: bool,
+        buffers: &[&wgpu::Buffer],
+        groups: (u32, u32, u32),
+    ) -> Result<()> {
         let (d, q) = self.device()?;
-        let p = self.pipeline(src)?;
+        let p = self.pipeline(src, trusted)?;
         let layout = p.get_bind_group_layout(0);
         let entries: Vec<wgpu::BindGroupEntry> = buffers
             .iter()
@@ -877,6 +898,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
         a: (usize, usize, usize, usize),
         b: (usize, usize, usize, usize),
     ) -> Result<WgpuStorage> {
+        // The kernels index in u32 (and run without naga's bounds checks, which is safe only
+        // while every index fits).
+        if [bsz * m * k, bsz * k * n, bsz * m * n]
+            .iter()
+            .any(|&e| e > u32::MAX as usize)
+        {
+            return Err(Error::invalid(
+                "matmul",
+                "operands or results above 2^32 elements are not supported on wgpu",
+            ));
+        }
         let out = WgpuStorage::empty(&self.gpu, self.dtype, bsz * m * n)?;
         if bsz * m * n == 0 {
             return Ok(out);
@@ -915,8 +947,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
             m.div_ceil(kernel.tile) as u32,
             bsz as u32,
         );
-        self.gpu
-            .dispatch(&kernel.src, &[&da.buf, &db.buf, &out.buf, &pb], groups)?;
+        self.gpu.dispatch_with(
+            &kernel.src,
+            true,
+            &[&da.buf, &db.buf, &out.buf, &pb],
+            groups,
+        )?;
         Ok(out)
     }
 }
