@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::backend::cpu::{rng, CpuStorage};
-use crate::backend::{BinaryOp, PinnedBlock, ReduceOp, Storage, UnaryOp};
+use crate::backend::{BinaryOp, MatmulSpec, PinnedBlock, ReduceOp, Storage, UnaryOp};
 use crate::dtype::WithDType;
 use crate::shape::Layout;
 use crate::{memory, DType, Device, Error, Result, Shape};
@@ -789,15 +789,15 @@ impl Tensor {
             Shape::from((m, n))
         };
         Tensor::check_alloc(&out, self.dtype(), &self.device())?;
-        let s = self.buf.storage.matmul(
-            &rhs.buf.storage,
+        let spec = MatmulSpec {
             bsz,
             m,
             n,
             k,
-            strides(self, ra, ba),
-            strides(rhs, rb, bb),
-        )?;
+            a: strides(self, ra, ba),
+            b: strides(rhs, rb, bb),
+        };
+        let s = self.buf.storage.matmul(&rhs.buf.storage, &spec)?;
         Ok(Tensor::from_storage(s, self.device(), out))
     }
 

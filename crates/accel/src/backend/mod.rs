@@ -46,6 +46,22 @@ pub(crate) enum UnaryOp {
     Exp,
 }
 
+/// One operand of a batched matmul, in elements: (batch stride, row stride, column stride,
+/// offset). A batch stride of 0 reuses one matrix for every batch.
+pub(crate) type MatView = (usize, usize, usize, usize);
+
+/// A batched matmul as every backend receives it: `bsz` products of (m x k) by (k x n), with
+/// each operand's view of its buffer. The result is dense, `bsz` x m x n.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MatmulSpec {
+    pub bsz: usize,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub a: MatView,
+    pub b: MatView,
+}
+
 /// Reductions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ReduceOp {
@@ -424,33 +440,15 @@ impl Storage {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub fn matmul(
-        &self,
-        rhs: &Storage,
-        bsz: usize,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: (usize, usize, usize, usize),
-        b: (usize, usize, usize, usize),
-    ) -> Result<Storage> {
+    pub fn matmul(&self, rhs: &Storage, spec: &MatmulSpec) -> Result<Storage> {
         match (self, rhs) {
-            (Storage::Cpu(x), Storage::Cpu(y)) => {
-                Ok(Storage::Cpu(x.matmul(y, bsz, m, n, k, a, b)?))
-            }
+            (Storage::Cpu(x), Storage::Cpu(y)) => Ok(Storage::Cpu(x.matmul(y, spec)?)),
             #[cfg(feature = "cuda")]
-            (Storage::Cuda(x), Storage::Cuda(y)) => {
-                Ok(Storage::Cuda(x.matmul(y, bsz, m, n, k, a, b)?))
-            }
+            (Storage::Cuda(x), Storage::Cuda(y)) => Ok(Storage::Cuda(x.matmul(y, spec)?)),
             #[cfg(all(feature = "xla", target_os = "linux"))]
-            (Storage::Xla(x), Storage::Xla(y)) => {
-                Ok(Storage::Xla(x.matmul(y, bsz, m, n, k, a, b)?))
-            }
+            (Storage::Xla(x), Storage::Xla(y)) => Ok(Storage::Xla(x.matmul(y, spec)?)),
             #[cfg(feature = "wgpu")]
-            (Storage::Wgpu(x), Storage::Wgpu(y)) => {
-                Ok(Storage::Wgpu(x.matmul(y, bsz, m, n, k, a, b)?))
-            }
+            (Storage::Wgpu(x), Storage::Wgpu(y)) => Ok(Storage::Wgpu(x.matmul(y, spec)?)),
             #[allow(unreachable_patterns)]
             _ => Err(Error::System(
                 "matmul: operands on different backends reached the kernel".into(),

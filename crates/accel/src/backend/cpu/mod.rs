@@ -10,7 +10,7 @@ pub(crate) mod rng;
 use half::{bf16, f16};
 use rayon::prelude::*;
 
-use crate::backend::{BinaryOp, ReduceOp, UnaryOp};
+use crate::backend::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 use crate::dtype::WithDType;
 use crate::shape::{for_each_run, Layout};
 use crate::{DType, Error, Result, Shape};
@@ -264,17 +264,8 @@ impl CpuStorage {
     /// Batched matmul: `bsz` products of (m x k) by (k x n). Each operand is given as
     /// (batch stride, row stride, column stride, offset) in elements; a batch stride of 0
     /// reuses one matrix for every batch.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn matmul(
-        &self,
-        rhs: &CpuStorage,
-        bsz: usize,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: (usize, usize, usize, usize),
-        b: (usize, usize, usize, usize),
-    ) -> Result<CpuStorage> {
+    pub(crate) fn matmul(&self, rhs: &CpuStorage, spec: &MatmulSpec) -> Result<CpuStorage> {
+        let MatmulSpec { bsz, m, n, k, a, b } = *spec;
         let threads = rayon::current_num_threads();
         fn float<S: matmul::PackInto<D>, D: matmul::Accum>(
             x: &[S],

@@ -10,7 +10,7 @@ use cudarc::driver::sys::CUdeviceptr;
 use super::gpu::Gpu;
 use super::kernels::{self, tag, Family, BLOCK, MAX_RANK};
 use crate::backend::cpu::CpuStorage;
-use crate::backend::{BinaryOp, ReduceOp, UnaryOp};
+use crate::backend::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 use crate::shape::Layout;
 use crate::{DType, Error, Result, Shape};
 
@@ -424,17 +424,8 @@ impl CudaStorage {
     }
 
     /// Batched matmul; `a` and `b` are (batch stride, row stride, column stride, offset).
-    #[allow(clippy::too_many_arguments)]
-    pub fn matmul(
-        &self,
-        rhs: &CudaStorage,
-        bsz: usize,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: (usize, usize, usize, usize),
-        b: (usize, usize, usize, usize),
-    ) -> Result<CudaStorage> {
+    pub fn matmul(&self, rhs: &CudaStorage, spec: &MatmulSpec) -> Result<CudaStorage> {
+        let MatmulSpec { bsz, m, n, k, a, b } = *spec;
         let out = CudaStorage::alloc(&self.gpu, self.dtype, bsz * m * n)?;
         if bsz * m * n == 0 {
             return Ok(out);
@@ -470,26 +461,16 @@ impl CudaStorage {
                 )?;
                 Ok(out)
             }
-            _ => self.gemm(rhs, bsz, m, n, k, a, b, out),
+            _ => self.gemm(rhs, spec, out),
         }
     }
 
     /// Float matmul through cuBLAS. cuBLAS is column-major: a row-major C = A B is the
     /// column-major Cᵀ = Bᵀ Aᵀ, so we pass B first. Each operand must have unit stride along
     /// rows or columns; other views are made contiguous first.
-    #[allow(clippy::too_many_arguments)]
-    fn gemm(
-        &self,
-        rhs: &CudaStorage,
-        bsz: usize,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: (usize, usize, usize, usize),
-        b: (usize, usize, usize, usize),
-        out: CudaStorage,
-    ) -> Result<CudaStorage> {
+    fn gemm(&self, rhs: &CudaStorage, spec: &MatmulSpec, out: CudaStorage) -> Result<CudaStorage> {
         use cudarc::cublas::sys as cb;
+        let MatmulSpec { bsz, m, n, k, a, b } = *spec;
 
         // (pointer, op, leading dimension, batch stride) of one operand seen column-major,
         // rows x cols being its row-major shape.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use wgpu::util::DeviceExt;
 
 use crate::backend::cpu::CpuStorage;
-use crate::backend::{BinaryOp, ReduceOp, UnaryOp};
+use crate::backend::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 use crate::probe::{Availability, DeviceInfo, Probe};
 use crate::shape::Layout;
 use crate::{DType, Device, Error, Result, Shape};
@@ -887,17 +887,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
         Ok(o)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub fn matmul(
-        &self,
-        rhs: &WgpuStorage,
-        bsz: usize,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: (usize, usize, usize, usize),
-        b: (usize, usize, usize, usize),
-    ) -> Result<WgpuStorage> {
+    pub fn matmul(&self, rhs: &WgpuStorage, spec: &MatmulSpec) -> Result<WgpuStorage> {
+        let MatmulSpec { bsz, m, n, k, a, b } = *spec;
         // The kernels index in u32 (and run without naga's bounds checks, which is safe only
         // while every index fits).
         if [bsz * m * k, bsz * k * n, bsz * m * n]

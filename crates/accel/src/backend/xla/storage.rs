@@ -12,7 +12,7 @@ use super::hlo::{Program, Val};
 use super::pjrt::{self, Client, PjrtError};
 use super::{sys, Plugin};
 use crate::backend::cpu::CpuStorage;
-use crate::backend::{BinaryOp, ReduceOp, UnaryOp};
+use crate::backend::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 use crate::probe::{Availability, DeviceInfo, Probe};
 use crate::shape::Layout;
 use crate::{DType, Device, Error, Result, Shape};
@@ -601,17 +601,8 @@ impl XlaStorage {
         self.run(p, &r, &[self])
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub fn matmul(
-        &self,
-        rhs: &XlaStorage,
-        bsz: usize,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: (usize, usize, usize, usize),
-        b: (usize, usize, usize, usize),
-    ) -> Result<XlaStorage> {
+    pub fn matmul(&self, rhs: &XlaStorage, spec: &MatmulSpec) -> Result<XlaStorage> {
+        let MatmulSpec { bsz, m, n, k, a, b } = *spec;
         let layout = |s: (usize, usize, usize, usize), rows: usize, cols: usize| {
             if s.0 == 0 || bsz == 1 {
                 Layout {
@@ -629,10 +620,18 @@ impl XlaStorage {
         };
         let (la, lb) = (layout(a, m, k), layout(b, k, n));
         if let Some(d) = self.expressible(&la)? {
-            return d.matmul(rhs, bsz, m, n, k, (m * k, k, 1, 0), b);
+            let dense = MatmulSpec {
+                a: (m * k, k, 1, 0),
+                ..*spec
+            };
+            return d.matmul(rhs, &dense);
         }
         if let Some(d) = rhs.expressible(&lb)? {
-            return self.matmul(&d, bsz, m, n, k, a, (k * n, n, 1, 0));
+            let dense = MatmulSpec {
+                b: (k * n, n, 1, 0),
+                ..*spec
+            };
+            return self.matmul(&d, &dense);
         }
         let mut p = Program::new();
         let mut va = self.operand(&mut p, &la)?;
