@@ -63,11 +63,26 @@ pub fn text(probes: &[accel::Probe]) -> Vec<String> {
     for p in probes {
         match &p.availability {
             Availability::Available { devices } => {
-                for d in devices {
+                for (i, d) in devices.iter().enumerate() {
                     let mem = d
                         .memory_total_bytes
                         .map(|b| format!(", {} memory", human_bytes(b)))
                         .unwrap_or_default();
+                    // Devices that differ from an earlier one in at most two details (XLA's
+                    // CPU plugin offers several devices of one CPU) get one line.
+                    if let Some((twin, diff)) = devices[..i].iter().find_map(|e| {
+                        let diff = differing(d, e);
+                        (e.name == d.name && diff.len() <= 2).then_some((e, diff))
+                    }) {
+                        lines.push(format!(
+                            "{:<7} {}{mem}, as {} but {}",
+                            d.device.to_string(),
+                            d.name,
+                            twin.device,
+                            diff.join("  ")
+                        ));
+                        continue;
+                    }
                     lines.push(format!("{:<7} {}{mem}", d.device.to_string(), d.name));
                     let details: Vec<String> =
                         d.details.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -85,6 +100,21 @@ pub fn text(probes: &[accel::Probe]) -> Vec<String> {
         }
     }
     lines
+}
+
+/// The details of `d` that `e` lacks or has with another value, as `key=value`.
+fn differing(d: &accel::DeviceInfo, e: &accel::DeviceInfo) -> Vec<String> {
+    let mut diff: Vec<String> = d
+        .details
+        .iter()
+        .filter(|(k, v)| !e.details.iter().any(|(k2, v2)| k2 == k && v2 == v))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if e.details.len() != d.details.len() || e.memory_total_bytes != d.memory_total_bytes {
+        // Not a twin: force the full listing.
+        diff.extend(std::iter::repeat_n("(different)".to_string(), 3));
+    }
+    diff
 }
 
 /// One line per CUDA library: version and path, or why it is missing.
