@@ -474,6 +474,21 @@ fn explain_peaks(
     Ok(())
 }
 
+/// The accessors of [`BenchRow`] that every run type answers from fields of the same names.
+macro_rules! same_fields {
+    () => {
+        fn device(&self) -> Device {
+            self.device
+        }
+        fn stats(&self) -> &bench::Stats {
+            &self.stats
+        }
+        fn device_stats(&self) -> Option<&bench::Stats> {
+            self.device_stats.as_ref()
+        }
+    };
+}
+
 /// What one benchmark's run looks like in each output format.
 pub trait BenchRow: Serialize {
     /// The `benchmark` of the JSON report and of `--compare` files.
@@ -532,17 +547,9 @@ impl BenchRow for MatmulRun {
             self.max_rel_error
         )
     }
-    fn device(&self) -> Device {
-        self.device
-    }
+    same_fields!();
     fn point(&self) -> (usize, f64) {
         (self.size, self.gflop_per_s)
-    }
-    fn stats(&self) -> &bench::Stats {
-        &self.stats
-    }
-    fn device_stats(&self) -> Option<&bench::Stats> {
-        self.device_stats.as_ref()
     }
     fn accuracy(&self) -> (DType, f64) {
         (self.dtype, self.max_rel_error)
@@ -588,9 +595,7 @@ impl BenchRow for CopyRun {
             opt(self.percent_of_peak)
         )
     }
-    fn device(&self) -> Device {
-        self.device
-    }
+    same_fields!();
     fn series(&self) -> String {
         match self.host_memory {
             HostMemory::Pinned => format!("{} pinned", self.device),
@@ -599,12 +604,6 @@ impl BenchRow for CopyRun {
     }
     fn point(&self) -> (usize, f64) {
         (self.size, self.gb_per_s)
-    }
-    fn stats(&self) -> &bench::Stats {
-        &self.stats
-    }
-    fn device_stats(&self) -> Option<&bench::Stats> {
-        self.device_stats.as_ref()
     }
     fn accuracy(&self) -> (DType, f64) {
         // Copies are exact: any difference is a failure.
@@ -642,17 +641,9 @@ impl BenchRow for ElementwiseRun {
             self.max_rel_error
         )
     }
-    fn device(&self) -> Device {
-        self.device
-    }
+    same_fields!();
     fn point(&self) -> (usize, f64) {
         (self.size, self.gb_per_s)
-    }
-    fn stats(&self) -> &bench::Stats {
-        &self.stats
-    }
-    fn device_stats(&self) -> Option<&bench::Stats> {
-        self.device_stats.as_ref()
     }
     fn accuracy(&self) -> (DType, f64) {
         (self.dtype, self.max_rel_error)
