@@ -74,12 +74,15 @@ pub fn text(probes: &[accel::Probe]) -> Vec<String> {
                         let diff = differing(d, e);
                         (e.name == d.name && diff.len() <= 2).then_some((e, diff))
                     }) {
+                        let how = if diff.is_empty() {
+                            format!("identical to {}", twin.device)
+                        } else {
+                            format!("as {} but {}", twin.device, diff.join("  "))
+                        };
                         lines.push(format!(
-                            "{:<7} {}{mem}, as {} but {}",
+                            "{:<7} {}{mem}, {how}",
                             d.device.to_string(),
-                            d.name,
-                            twin.device,
-                            diff.join("  ")
+                            d.name
                         ));
                         continue;
                     }
@@ -110,7 +113,12 @@ fn differing(d: &accel::DeviceInfo, e: &accel::DeviceInfo) -> Vec<String> {
         .filter(|(k, v)| !e.details.iter().any(|(k2, v2)| k2 == k && v2 == v))
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    if e.details.len() != d.details.len() || e.memory_total_bytes != d.memory_total_bytes {
+    fn keys(x: &accel::DeviceInfo) -> Vec<&str> {
+        let mut k: Vec<&str> = x.details.iter().map(|(k, _)| k.as_str()).collect();
+        k.sort_unstable();
+        k
+    }
+    if keys(e) != keys(d) || e.memory_total_bytes != d.memory_total_bytes {
         // Not a twin: force the full listing.
         diff.extend(std::iter::repeat_n("(different)".to_string(), 3));
     }

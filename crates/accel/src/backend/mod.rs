@@ -506,14 +506,22 @@ const BACKENDS: [&str; 5] = ["cpu", "cuda", "mps", "xla", "wgpu"];
 /// One backend's probe, made on first use and kept: availability does not change while we
 /// run, and probing can be slow (loading PJRT plugins, enumerating Vulkan adapters). Each
 /// backend is probed only when something asks about it, so `--device cpu` loads no plugin.
+///
+/// Probes run one at a time: some set environment variables for the drivers they load
+/// (`XDG_RUNTIME_DIR`, `TPU_SKIP_MDS_QUERY`), which must not race with another probe's
+/// driver reading the environment. A probe must therefore not ask about another backend.
 fn probe_slot(i: usize) -> &'static Probe {
     static PROBES: [OnceLock<Probe>; 5] = [const { OnceLock::new() }; 5];
-    PROBES[i].get_or_init(|| match i {
-        0 => cpu_probe(),
-        1 => cuda::probe(),
-        2 => mps::probe(),
-        3 => xla::probe(),
-        _ => wgpu::probe(),
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    PROBES[i].get_or_init(|| {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        match i {
+            0 => cpu_probe(),
+            1 => cuda::probe(),
+            2 => mps::probe(),
+            3 => xla::probe(),
+            _ => wgpu::probe(),
+        }
     })
 }
 

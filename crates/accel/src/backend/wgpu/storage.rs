@@ -278,15 +278,22 @@ impl Gpu {
         Ok(b)
     }
 
-    /// The compiled pipeline of `src` (cached by its text). `trusted`: compile without naga's
-    /// runtime bounds checks, for kernels whose every index is proven in range (the matmuls;
-    /// their texts are never dispatched untrusted, so the text alone keys the cache).
+    /// The compiled pipeline of `src` (cached). `trusted`: compile without naga's runtime
+    /// bounds checks and loop bounding, for kernels whose every index is proven in range and
+    /// whose loops end (the matmuls).
     fn pipeline(&self, src: &str, trusted: bool) -> Result<Arc<wgpu::ComputePipeline>> {
+        // Trusted pipelines are keyed apart, so the same text can never be handed out
+        // compiled the other way.
+        let key: std::borrow::Cow<str> = if trusted {
+            format!("trusted\n{src}").into()
+        } else {
+            src.into()
+        };
         if let Some(p) = self
             .pipelines
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(src)
+            .get(key.as_ref())
         {
             return Ok(p.clone());
         }
@@ -321,7 +328,7 @@ impl Gpu {
         self.pipelines
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(src.to_string(), p.clone());
+            .insert(key.into_owned(), p.clone());
         Ok(p)
     }
 
@@ -889,15 +896,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
 
     pub fn matmul(&self, rhs: &WgpuStorage, spec: &MatmulSpec) -> Result<WgpuStorage> {
         let MatmulSpec { bsz, m, n, k, a, b } = *spec;
-        // The kernels index in u32 (and run without naga's bounds checks, which is safe only
-        // while every index fits).
+        // The kernels index in u32 and run without naga's bounds checks and loop bounding,
+        // which is safe only while every index and loop counter fits with room to spare.
+        const LIMIT: usize = 1 << 31;
         if [bsz * m * k, bsz * k * n, bsz * m * n]
             .iter()
-            .any(|&e| e > u32::MAX as usize)
+            .any(|&e| e > LIMIT)
         {
             return Err(Error::invalid(
                 "matmul",
-                "operands or results above 2^32 elements are not supported on wgpu",
+                "operands or results above 2^31 elements are not supported on wgpu",
             ));
         }
         let out = WgpuStorage::empty(&self.gpu, self.dtype, bsz * m * n)?;
@@ -933,6 +941,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
             .gpu
             .params(&[m as u32, n as u32, k as u32, sa as u32, sb as u32])?;
         let kernel = matmul_kernel(&self.gpu, self.dtype, (m, n, k))?;
+        if n.div_ceil(kernel.tile).max(m.div_ceil(kernel.tile)) > cap {
+            return Err(Error::invalid(
+                "matmul",
+                format!("a {m}x{n} result needs more than this adapter's {cap} workgroups per dimension"),
+            ));
+        }
         let groups = (
             n.div_ceil(kernel.tile) as u32,
             m.div_ceil(kernel.tile) as u32,

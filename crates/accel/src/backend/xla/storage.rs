@@ -620,15 +620,16 @@ impl XlaStorage {
         };
         let (la, lb) = (layout(a, m, k), layout(b, k, n));
         if let Some(d) = self.expressible(&la)? {
+            // The dense copy holds one matrix when the batch stride was 0.
             let dense = MatmulSpec {
-                a: (m * k, k, 1, 0),
+                a: (if a.0 == 0 { 0 } else { m * k }, k, 1, 0),
                 ..*spec
             };
             return d.matmul(rhs, &dense);
         }
         if let Some(d) = rhs.expressible(&lb)? {
             let dense = MatmulSpec {
-                b: (k * n, n, 1, 0),
+                b: (if b.0 == 0 { 0 } else { k * n }, n, 1, 0),
                 ..*spec
             };
             return self.matmul(&d, &dense);
