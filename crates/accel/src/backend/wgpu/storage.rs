@@ -305,7 +305,7 @@ impl Gpu {
         };
         let module = if trusted {
             // SAFETY: only for shaders whose indices stay inside their buffers and workgroup
-            // arrays by construction (see `matmul`, which also keeps every index below 2^32).
+            // arrays by construction, and whose loops end (see `matmul`: sizes up to 2^31).
             unsafe { d.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
         } else {
             d.create_shader_module(desc)
