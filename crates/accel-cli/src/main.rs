@@ -38,10 +38,23 @@ enum Command {
     },
     /// Host CPU and RAM, and what accel holds on each device.
     Mem {
-        /// Machine-readable output.
+        /// Machine-readable output (with --watch: one JSON document per line).
         #[arg(long)]
         json: bool,
+        /// Report again every SECONDS, like `nvidia-smi -l` (until Ctrl-C, or --count).
+        #[arg(long, value_name = "SECONDS", value_parser = parse_interval)]
+        watch: Option<f64>,
+        /// With --watch: stop after this many reports.
+        #[arg(long, requires = "watch", value_parser = clap::value_parser!(u64).range(1..))]
+        count: Option<u64>,
     },
+}
+
+fn parse_interval(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a positive number of seconds")),
+    }
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -49,7 +62,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         None => walkthrough::run(),
         Some(Command::Devices { json }) => devices::run(json),
         Some(Command::Bench { workload }) => bench::run(workload),
-        Some(Command::Mem { json }) => mem::run(json),
+        Some(Command::Mem { json, watch, count }) => mem::run(json, watch, count),
     }
 }
 

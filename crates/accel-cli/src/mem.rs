@@ -19,17 +19,21 @@ pub struct Report {
 }
 
 pub fn report() -> anyhow::Result<Report> {
+    // Devices first: probing them loads drivers and plugins, which the host figures then
+    // include.
+    let devices = accel::available_devices()
+        .iter()
+        .map(accel::memory::stats)
+        .collect();
+    let gpus = (0..accel::cuda::device_count())
+        .filter_map(|i| accel::cuda::utilization(i).ok())
+        .collect();
     Ok(Report {
         cpu_percent: accel::system::cpu_percent(Duration::from_millis(200))?,
         host_memory: accel::system::memory()?,
         process_rss_bytes: accel::system::process_rss_bytes(),
-        devices: accel::available_devices()
-            .iter()
-            .map(accel::memory::stats)
-            .collect(),
-        gpus: (0..accel::cuda::device_count())
-            .filter_map(|i| accel::cuda::utilization(i).ok())
-            .collect(),
+        devices,
+        gpus,
     })
 }
 
@@ -82,13 +86,40 @@ pub fn text(r: &Report) -> Vec<String> {
     lines
 }
 
-pub fn run(json: bool) -> anyhow::Result<()> {
-    let r = report()?;
-    if json {
-        return out::json("mem", &r);
+pub fn run(json: bool, watch: Option<f64>, count: Option<u64>) -> anyhow::Result<()> {
+    let Some(every) = watch else {
+        let r = report()?;
+        if json {
+            return out::json("mem", &r);
+        }
+        for l in text(&r) {
+            out::line(l)?;
+        }
+        return Ok(());
+    };
+    // A report every `every` seconds, from the start of the last one (sampling the CPU takes
+    // 0.2 s of it).
+    let every = Duration::from_secs_f64(every);
+    let t0 = std::time::Instant::now();
+    let mut n = 0u64;
+    loop {
+        let start = std::time::Instant::now();
+        let r = report()?;
+        if json {
+            out::json_line("mem", &r)?;
+        } else {
+            out::line(format!(
+                "--- t = {:.1} s",
+                start.duration_since(t0).as_secs_f64()
+            ))?;
+            for l in text(&r) {
+                out::line(l)?;
+            }
+        }
+        n += 1;
+        if count.is_some_and(|c| n >= c) {
+            return Ok(());
+        }
+        std::thread::sleep(every.saturating_sub(start.elapsed()));
     }
-    for l in text(&r) {
-        out::line(l)?;
-    }
-    Ok(())
 }

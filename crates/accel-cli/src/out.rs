@@ -17,6 +17,18 @@ pub fn line(s: impl AsRef<str>) -> anyhow::Result<()> {
 
 /// Prints `{"schema_version": 1, "kind": kind, ...body}` as pretty JSON.
 pub fn json<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<()> {
+    line(serde_json::to_string_pretty(&envelope(kind, body)?)?)
+}
+
+/// [`json`] on one line: one document per line (JSON Lines), for a stream of reports.
+pub fn json_line<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<()> {
+    line(serde_json::to_string(&envelope(kind, body)?)?)
+}
+
+fn envelope<T: Serialize>(
+    kind: &str,
+    body: &T,
+) -> anyhow::Result<serde_json::Map<String, serde_json::Value>> {
     let mut v = serde_json::to_value(body)?;
     let obj = v
         .as_object_mut()
@@ -25,7 +37,7 @@ pub fn json<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<()> {
     out.insert("schema_version".into(), SCHEMA_VERSION.into());
     out.insert("kind".into(), kind.into());
     out.extend(std::mem::take(obj));
-    line(serde_json::to_string_pretty(&out)?)
+    Ok(out)
 }
 
 /// True when the error is stdout closing under us (`accel devices | head -1`): not a failure.

@@ -394,3 +394,26 @@ fn bench_copy_names_its_host_memory_and_explains_its_peak() {
     );
     assert_eq!(stderr(&o).trim_end().lines().count(), 1, "{}", stderr(&o));
 }
+
+#[test]
+fn mem_watch_reports_again_and_stops_after_count() {
+    let o = accel(&["mem", "--watch", "0.3", "--count", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert_eq!(s.matches("host RAM:").count(), 2, "{s}");
+    assert!(s.starts_with("--- t = 0.0 s"), "{s}");
+    assert_eq!(s.matches("--- t = ").count(), 2, "{s}");
+    // JSON: one document per line.
+    let o = accel(&["mem", "--json", "--watch", "0.3", "--count", "2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines: Vec<String> = stdout(&o).lines().map(String::from).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for l in &lines {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert_eq!(v["kind"], "mem");
+        assert!(v["host_memory"]["total_bytes"].as_u64().unwrap() > 0);
+    }
+    // Usage errors: --count needs --watch; the interval must be positive.
+    assert_eq!(accel(&["mem", "--count", "2"]).status.code(), Some(2));
+    assert_eq!(accel(&["mem", "--watch", "0"]).status.code(), Some(2));
+}
