@@ -219,6 +219,25 @@ fn work_beyond_one_dispatch_dimension() -> accel::Result<()> {
             assert_eq!(y[i], i as f32 + 1.0, "element {i}");
         }
         assert_eq!(x.max_all()?.to_scalar::<f32>()?, (n - 1) as f32);
+        // Rows longer than one pass takes (256 x 8192 elements) are reduced in parts that a
+        // second pass combines: along a strided dimension too, and for the mean in f16.
+        let rows = 2_100_000;
+        let host: Vec<f32> = (0..rows * 2).map(|i| ((i * 7) % 13) as f32 - 6.0).collect();
+        let t = Tensor::from_vec(host, (rows, 2), &Device::Cpu)?;
+        let g = t.to_device(&d)?;
+        for dim in [0isize, -1] {
+            let want = t.sum(dim)?.to_vec_f64()?;
+            common::assert_close(&g.sum(dim)?.to_vec_f64()?, &want, 1e-6, "long sum");
+            let want = t.mean(dim)?.to_vec_f64()?;
+            common::assert_close(&g.mean(dim)?.to_vec_f64()?, &want, 1e-6, "long mean");
+            assert_eq!(g.max(dim)?.to_vec_f64()?, t.max(dim)?.to_vec_f64()?);
+        }
+        if d.supports(DType::F16) {
+            let h = t.to_dtype(DType::F16)?;
+            let want = h.mean(0)?.to_vec_f64()?;
+            let got = h.to_device(&d)?.mean(0)?.to_vec_f64()?;
+            common::assert_close(&got, &want, 2e-3, "long f16 mean");
+        }
     }
     Ok(())
 }

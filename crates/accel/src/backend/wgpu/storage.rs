@@ -801,6 +801,9 @@ impl WgpuStorage {
     ) -> Result<WgpuStorage> {
         let nout = outer * inner;
         let o = WgpuStorage::empty(&self.gpu, out, nout * parts)?;
+        // Short rows, or many outputs with rows a thread can walk alone (within llvmpipe's
+        // 65535 loop iterations): a thread per output.
+        let per_thread = parts == 1 && (r <= 64 || (nout >= 4096 && r <= 4096));
         let float = self.dtype.is_float();
         let acc = if float { "f32" } else { "i32" };
         let (init, comb, fin) = match op {
@@ -812,15 +815,58 @@ impl WgpuStorage {
         };
         let acc_dtype = if float { DType::F32 } else { DType::I32 };
         let f16 = self.dtype == DType::F16 || out == DType::F16;
-        // One workgroup per (output, part): 256 threads stride over the part, then a tree in
-        // workgroup memory. Outputs beyond the per-dimension limit wrap into z.
-        let src = prelude(f16)
-            + &format!(
-                r#"
+        let nan_wins = if op == ReduceOp::Max && float {
+            "if (nan != 0u) { res = bitcast<f32>(0x7fc00000u); }"
+        } else {
+            ""
+        };
+        let head = format!(
+            r#"
 @group(0) @binding(0) var<storage, read> a: array<{t_in}>;
 @group(0) @binding(1) var<storage, read_write> o: array<{t_out}>;
 @group(0) @binding(2) var<storage, read> p: array<u32>;
 // p: outer, r, inner, chunk, parts, divisor
+fn fold(acc: {acc}, v: {acc}) -> {acc} {{ return {comb}; }}
+fn load(i: u32) -> {acc} {{ return {acc}(a[i]); }}
+fn is_nan(v: {acc}) -> bool {{ return {float} && isnan32(f32(v)); }}
+"#,
+            t_in = self.gpu.ty("reduction", self.dtype)?,
+            t_out = self.gpu.ty("reduction", out)?,
+        );
+        let store = convert("res", acc_dtype, out);
+        let (body, groups) = if per_thread {
+            // One thread per output, looping over its short row: for many small rows, where a
+            // workgroup per output would leave most of its 256 threads idle.
+            let body = format!(
+                r#"
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {{
+  let q = (wg.y * nw.x + wg.x) * 256u + li;
+  let inner = p[2];
+  let r = p[1];
+  if (q >= p[0] * inner) {{ return; }}
+  let a0 = q / inner;
+  let c = q % inner;
+  var acc: {acc} = {init};
+  var nan = 0u;
+  for (var j = 0u; j < r; j = j + 1u) {{
+    let v = load((a0 * r + j) * inner + c);
+    if (is_nan(v)) {{ nan = 1u; }}
+    acc = fold(acc, v);
+  }}
+  var res = {fin};
+  {nan_wins}
+  o[q] = {store};
+}}
+"#
+            );
+            (body, self.gpu.groups_1d(nout))
+        } else {
+            // One workgroup per (output, part): 256 threads stride over the part, then a tree
+            // in workgroup memory. Outputs beyond the per-dimension limit wrap into z.
+            let body = format!(
+                r#"
 var<workgroup> sh: array<{acc}, 256>;
 var<workgroup> shn: array<u32, 256>;
 @compute @workgroup_size(256)
@@ -839,9 +885,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
     let a0 = q / inner;
     let c = q % inner;
     for (var j = j0 + li; j < j1; j = j + 256u) {{
-      let v = {acc}(a[(a0 * r + j) * inner + c]);
-      if ({float} && isnan32(f32(v))) {{ nan = 1u; }}
-      acc = {comb};
+      let v = load((a0 * r + j) * inner + c);
+      if (is_nan(v)) {{ nan = 1u; }}
+      acc = fold(acc, v);
     }}
   }}
   sh[li] = acc;
@@ -849,31 +895,31 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
   workgroupBarrier();
   for (var w = 128u; w > 0u; w = w / 2u) {{
     if (li < w) {{
-      let v = sh[li + w];
-      acc = sh[li];
-      sh[li] = {comb};
+      sh[li] = fold(sh[li], sh[li + w]);
       shn[li] = shn[li] | shn[li + w];
     }}
     workgroupBarrier();
   }}
   if (live && li == 0u) {{
     acc = sh[0];
+    nan = shn[0];
     var res = {fin};
     {nan_wins}
     o[q * p[4] + part] = {store};
   }}
 }}
-"#,
-                t_in = self.gpu.ty("reduction", self.dtype)?,
-                t_out = self.gpu.ty("reduction", out)?,
-                float = float,
-                nan_wins = if op == ReduceOp::Max && float {
-                    "if (shn[0] != 0u) { res = bitcast<f32>(0x7fc00000u); }"
-                } else {
-                    ""
-                },
-                store = convert("res", acc_dtype, out),
+"#
             );
+            let cap = self
+                .gpu
+                .adapter
+                .limits()
+                .max_compute_workgroups_per_dimension
+                .max(1) as usize;
+            let x = nout.min(cap);
+            (body, (x as u32, parts as u32, nout.div_ceil(x) as u32))
+        };
+        let src = prelude(f16) + &head + &body;
         let pb = self.gpu.params(&[
             outer as u32,
             r as u32,
@@ -882,14 +928,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
             parts as u32,
             divisor as u32,
         ])?;
-        let cap = self
-            .gpu
-            .adapter
-            .limits()
-            .max_compute_workgroups_per_dimension
-            .max(1) as usize;
-        let x = nout.min(cap);
-        let groups = (x as u32, parts as u32, nout.div_ceil(x) as u32);
         self.gpu.dispatch(&src, &[&self.buf, &o.buf, &pb], groups)?;
         Ok(o)
     }
