@@ -559,7 +559,7 @@ const STRIDED: &str = r#"
 @group(0) @binding(1) var<storage, read> b: array<TB>;
 @group(0) @binding(2) var<storage, read_write> o: array<TO>;
 @group(0) @binding(3) var<storage, read> p: array<u32>;
-// p: n, rank, offset a, offset b, dims[8], strides a[8], strides b[8]
+// p: n, rank, offset a, offset b, dims[8], strides a[8], strides b[8], mode
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
@@ -568,12 +568,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
   var r = i;
   var oa = p[2];
   var ob = p[3];
-  for (var d = i32(p[1]) - 1; d >= 0; d = d - 1) {
-    let dim = p[4u + u32(d)];
-    let c = r % dim;
-    r = r / dim;
-    oa = oa + c * p[12u + u32(d)];
-    ob = ob + c * p[20u + u32(d)];
+  // p[28]: 1 = both operands dense in the output's order, 2 = a dense and b one value
+  // (a scalar), 0 = anything else: the per-dimension index arithmetic.
+  if (p[28] == 1u) {
+    oa = oa + i;
+    ob = ob + i;
+  } else if (p[28] == 2u) {
+    oa = oa + i;
+  } else {
+    for (var d = i32(p[1]) - 1; d >= 0; d = d - 1) {
+      let dim = p[4u + u32(d)];
+      let c = r % dim;
+      r = r / dim;
+      oa = oa + c * p[12u + u32(d)];
+      ob = ob + c * p[20u + u32(d)];
+    }
   }
   let x = a[oa];
   let y = b[ob];
@@ -683,7 +692,27 @@ impl WgpuStorage {
             Some((s, l)) => (s, l.broadcast_strides(out), l.offset),
             None => (self, sa.clone(), la.offset),
         };
-        let p = strided_params(n, out.dims(), &sa, la.offset, &sb, ob)?;
+        let dense = Layout::contiguous(out.clone()).strides;
+        // Both operands dense in the output's order (a dimension of size 1 has no stride that
+        // matters): rank 0 tells the kernel so.
+        let is_dense = |s: &[usize]| {
+            out.dims()
+                .iter()
+                .zip(s.iter().zip(&dense))
+                .all(|(&d, (&x, &y))| d == 1 || x == y)
+        };
+        let mode = if !is_dense(&sa) {
+            0
+        } else if is_dense(&sb) {
+            1
+        } else if sb.iter().all(|&x| x == 0) {
+            2
+        } else {
+            0
+        };
+        let dims = if mode == 0 { out.dims() } else { &[] };
+        let mut p = strided_params(n, dims, &sa, la.offset, &sb, ob)?;
+        p.push(mode);
         let pb = self.gpu.params(&p)?;
         let f16 = [self.dtype, b.dtype, out_dtype].contains(&DType::F16);
         let src = prelude(f16)
