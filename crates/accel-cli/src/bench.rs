@@ -569,7 +569,7 @@ impl BenchRow for CopyRun {
         format!(
             "{:<8}{:>10}{:>12}{}{:>10.2}{:>8}{:>8}",
             self.device.to_string(),
-            host_column(self),
+            host_side(self).unwrap_or_else(|| "-".into()),
             accel::memory::human_bytes(self.size as u64),
             timing(&self.stats, self.first_run_s),
             self.gb_per_s,
@@ -587,7 +587,7 @@ impl BenchRow for CopyRun {
             "{},{},{},{},{},{},{},{}",
             format!("{:?}", self.kind).to_lowercase(),
             self.device,
-            host_column(self).replace('-', ""),
+            host_side(self).unwrap_or_default(),
             self.size,
             csv_timing(self.warmup, &self.stats, self.first_run_s),
             self.gb_per_s,
@@ -782,13 +782,10 @@ impl std::fmt::Display for CopyCase {
     }
 }
 
-/// The host column of a copy table: "-" where there is no host side (d2d, the CPU).
-fn host_column(r: &CopyRun) -> String {
-    if r.kind == CopyKind::D2d || r.device == Device::Cpu {
-        "-".to_string()
-    } else {
-        format!("{:?}", r.host_memory).to_lowercase()
-    }
+/// The host memory of a copy, or None where there is no host side (d2d, the CPU).
+fn host_side(r: &CopyRun) -> Option<String> {
+    (r.kind != CopyKind::D2d && r.device != Device::Cpu)
+        .then(|| format!("{:?}", r.host_memory).to_lowercase())
 }
 
 fn copy(plan: &Plan, kind: CopyKind, sizes: &[usize], host: &[HostMemory]) -> anyhow::Result<()> {

@@ -71,8 +71,8 @@ pub fn text(probes: &[accel::Probe]) -> Vec<String> {
                     // Devices that differ from an earlier one in at most two details (XLA's
                     // CPU plugin offers several devices of one CPU) get one line.
                     if let Some((twin, diff)) = devices[..i].iter().find_map(|e| {
-                        let diff = differing(d, e);
-                        (e.name == d.name && diff.len() <= 2).then_some((e, diff))
+                        let diff = differing(d, e)?;
+                        (diff.len() <= 2).then_some((e, diff))
                     }) {
                         let how = if diff.is_empty() {
                             format!("identical to {}", twin.device)
@@ -105,24 +105,24 @@ pub fn text(probes: &[accel::Probe]) -> Vec<String> {
     lines
 }
 
-/// The details of `d` that `e` lacks or has with another value, as `key=value`.
-fn differing(d: &accel::DeviceInfo, e: &accel::DeviceInfo) -> Vec<String> {
-    let mut diff: Vec<String> = d
-        .details
-        .iter()
-        .filter(|(k, v)| !e.details.iter().any(|(k2, v2)| k2 == k && v2 == v))
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
+/// The details of `d` whose values differ from `e`'s, as `key=value`; None when the two are
+/// not the same kind of device (another name, memory, or set of details).
+fn differing(d: &accel::DeviceInfo, e: &accel::DeviceInfo) -> Option<Vec<String>> {
     fn keys(x: &accel::DeviceInfo) -> Vec<&str> {
         let mut k: Vec<&str> = x.details.iter().map(|(k, _)| k.as_str()).collect();
         k.sort_unstable();
         k
     }
-    if keys(e) != keys(d) || e.memory_total_bytes != d.memory_total_bytes {
-        // Not a twin: force the full listing.
-        diff.extend(std::iter::repeat_n("(different)".to_string(), 3));
+    if e.name != d.name || e.memory_total_bytes != d.memory_total_bytes || keys(e) != keys(d) {
+        return None;
     }
-    diff
+    Some(
+        d.details
+            .iter()
+            .filter(|(k, v)| !e.details.iter().any(|(k2, v2)| k2 == k && v2 == v))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect(),
+    )
 }
 
 /// One line per CUDA library: version and path, or why it is missing.

@@ -16,14 +16,19 @@ fn wgpu_devices() -> Vec<Device> {
         .collect()
 }
 
+/// What the wgpu probe reports about `d`.
+fn probed(d: Device) -> accel::DeviceInfo {
+    accel::devices()
+        .into_iter()
+        .find(|p| p.backend == "wgpu")
+        .and_then(|p| p.devices().iter().find(|x| x.device == d).cloned())
+        .expect("a listed wgpu device")
+}
+
 #[test]
 fn adapters_are_listed_and_software_ones_never_chosen() {
     for d in wgpu_devices() {
-        let p = accel::devices()
-            .into_iter()
-            .find(|p| p.backend == "wgpu")
-            .unwrap();
-        let info = p.devices().iter().find(|x| x.device == d).unwrap();
+        let info = probed(d);
         let keys: Vec<&str> = info.details.iter().map(|(k, _)| k.as_str()).collect();
         for k in [
             "backend",
@@ -260,11 +265,7 @@ fn dtypes_wgsl_lacks_are_an_honest_error() {
 #[test]
 fn benchmarks_use_timestamp_queries_where_the_adapter_has_them() -> accel::Result<()> {
     for d in wgpu_devices() {
-        let p = accel::devices()
-            .into_iter()
-            .find(|p| p.backend == "wgpu")
-            .unwrap();
-        let info = p.devices().iter().find(|x| x.device == d).unwrap();
+        let info = probed(d);
         let has = info
             .details
             .iter()

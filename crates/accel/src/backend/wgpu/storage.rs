@@ -55,7 +55,9 @@ pub(crate) struct Gpu {
     pub ordinal: usize,
     adapter: wgpu::Adapter,
     opened: OnceLock<std::result::Result<(wgpu::Device, wgpu::Queue), String>>,
-    pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+    /// Compiled pipelines by shader text: [checked, trusted] (see `pipeline`), kept apart so
+    /// a text can never be handed out compiled the other way.
+    pipelines: [Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>; 2],
     /// The last error wgpu reported outside an error scope.
     uncaptured: Arc<Mutex<Option<String>>>,
 }
@@ -89,7 +91,7 @@ fn registry() -> &'static Registry {
                         ordinal,
                         adapter,
                         opened: OnceLock::new(),
-                        pipelines: Mutex::new(HashMap::new()),
+                        pipelines: Default::default(),
                         uncaptured: Arc::new(Mutex::new(None)),
                     })
                 })
@@ -282,19 +284,8 @@ impl Gpu {
     /// bounds checks and loop bounding, for kernels whose every index is proven in range and
     /// whose loops end (the matmuls).
     fn pipeline(&self, src: &str, trusted: bool) -> Result<Arc<wgpu::ComputePipeline>> {
-        // Trusted pipelines are keyed apart, so the same text can never be handed out
-        // compiled the other way.
-        let key: std::borrow::Cow<str> = if trusted {
-            format!("trusted\n{src}").into()
-        } else {
-            src.into()
-        };
-        if let Some(p) = self
-            .pipelines
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key.as_ref())
-        {
+        let cache = &self.pipelines[trusted as usize];
+        if let Some(p) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(src) {
             return Ok(p.clone());
         }
         let (d, _) = self.device()?;
@@ -325,10 +316,10 @@ impl Gpu {
             )));
         }
         let p = Arc::new(p);
-        self.pipelines
+        cache
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(key.into_owned(), p.clone());
+            .insert(src.to_string(), p.clone());
         Ok(p)
     }
 
