@@ -14,8 +14,8 @@ use crate::out;
 pub enum Workload {
     /// N x N by N x N matrix multiplication on each device.
     Matmul {
-        /// Matrix size N (repeatable).
-        #[arg(long = "size", default_values_t = [2000])]
+        /// Matrix size N (repeatable), 1 to 1048576.
+        #[arg(long = "size", default_values_t = [2000], value_parser = parse_matrix_size)]
         sizes: Vec<usize>,
         /// Element type: f32, f64, f16, bf16, i32, i64.
         #[arg(long, default_value = "f32", value_parser = parse_dtype)]
@@ -56,8 +56,8 @@ pub enum Workload {
         /// add (a + b) or scale (a * 2).
         #[arg(long, default_value = "add", value_parser = parse_op)]
         op: ElementwiseOp,
-        /// Number of elements (repeatable).
-        #[arg(long = "size", default_values_t = [10_000_000])]
+        /// Number of elements (repeatable), 1 to 2^40.
+        #[arg(long = "size", default_values_t = [10_000_000], value_parser = parse_elements)]
         sizes: Vec<usize>,
         /// Element type: f32, f64, f16, bf16.
         #[arg(long, default_value = "f32", value_parser = parse_dtype)]
@@ -76,13 +76,15 @@ pub struct Common {
     /// Device to run on (repeatable); default: every available device.
     #[arg(long = "device", value_parser = parse_device)]
     devices: Vec<Device>,
-    /// Untimed iterations before timing.
-    #[arg(long, default_value_t = 3)]
+    /// Untimed iterations before timing (0 to 100000).
+    #[arg(long, default_value_t = 3, value_parser = parse_warmup)]
     warmup: usize,
-    /// Timed iterations, exactly (the seeds' way); default: adaptive, see --min-time.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Timed iterations, exactly (the seeds' way), 1 to 10000000; default: adaptive, see
+    /// --min-time.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_ITERS))]
     iters: Option<u64>,
-    /// Without --iters: time at least 5 iterations and at least this many seconds.
+    /// Without --iters: time at least 5 iterations and at least this many seconds (0 to
+    /// 3600).
     #[arg(long, default_value_t = 1.0, value_parser = parse_min_time)]
     min_time: f64,
     /// Machine-readable output.
@@ -137,9 +139,33 @@ impl Common {
 
 fn parse_min_time(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err(format!("'{s}' is not a number of seconds (0 or more)")),
+        Ok(v) if (0.0..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!("'{s}' is not a number of seconds from 0 to 3600")),
     }
+}
+
+/// The most timed iterations `--iters` takes (each keeps a sample).
+const MAX_ITERS: u64 = 10_000_000;
+
+/// An integer option within `lo..=hi`, or a usage error naming the range.
+fn in_range(s: &str, lo: usize, hi: usize, what: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        _ => Err(format!("'{s}' is not {what} from {lo} to {hi}")),
+    }
+}
+
+/// A matrix size N: up to 2^20, so that 2 N^3 (the FLOP count) fits in 64 bits.
+fn parse_matrix_size(s: &str) -> Result<usize, String> {
+    in_range(s, 1, 1 << 20, "a matrix size")
+}
+
+fn parse_elements(s: &str) -> Result<usize, String> {
+    in_range(s, 1, 1 << 40, "an element count")
+}
+
+fn parse_warmup(s: &str) -> Result<usize, String> {
+    in_range(s, 0, 100_000, "a number of warm-up iterations")
 }
 
 /// `--iters N` is a fixed count; otherwise iterate until `--min-time` has been measured.
@@ -194,8 +220,8 @@ fn parse_bytes(s: &str) -> Result<usize, String> {
         _ => return Err(format!("unknown unit in '{s}'; use KiB, MiB or GiB")),
     };
     match n.checked_mul(mult) {
-        Some(b) if b >= 4 => Ok(b),
-        _ => Err(format!("'{s}' must be at least 4 bytes and fit in memory")),
+        Some(b) if (4..=1 << 40).contains(&b) => Ok(b),
+        _ => Err(format!("'{s}' must be from 4 bytes to 1 TiB")),
     }
 }
 

@@ -41,7 +41,8 @@ enum Command {
         /// Machine-readable output (with --watch: one JSON document per line).
         #[arg(long)]
         json: bool,
-        /// Report again every SECONDS, like `nvidia-smi -l` (until Ctrl-C, or --count).
+        /// Report again every SECONDS (above 0, at most 86400), like `nvidia-smi -l` (until
+        /// Ctrl-C, or --count).
         #[arg(long, value_name = "SECONDS", value_parser = parse_interval)]
         watch: Option<f64>,
         /// With --watch: stop after this many reports.
@@ -52,8 +53,10 @@ enum Command {
 
 fn parse_interval(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("'{s}' is not a positive number of seconds")),
+        Ok(v) if v > 0.0 && v <= 86400.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a number of seconds above 0 and at most 86400 (a day)"
+        )),
     }
 }
 

@@ -118,6 +118,18 @@ pub enum Error {
         msg: String,
     },
 
+    /// A shape too large for any memory: its size in bytes overflows what a pointer can
+    /// address (as PyTorch's "storage size calculation overflowed").
+    #[error("the shape {shape} of {dtype} in {op} is too large to exist: its size in bytes overflows what memory can address (at most 2^63 - 1 bytes); check the sizes")]
+    SizeOverflow {
+        /// The operation.
+        op: &'static str,
+        /// The shape asked for.
+        shape: Shape,
+        /// Its element type.
+        dtype: DType,
+    },
+
     // ---- resources -----------------------------------------------------------------------
     /// An allocation that the device cannot satisfy.
     #[error("out of memory on {device}: tried to allocate {requested} bytes ({requested_h}); {free}this process holds {held} bytes on {device}{}", hint_suffix(hint))]

@@ -52,6 +52,8 @@ mod device;
 mod display;
 mod dtype;
 mod error;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod memory;
 pub mod nn;
 pub mod probe;

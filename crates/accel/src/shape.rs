@@ -21,18 +21,46 @@ impl Shape {
         self.0.len()
     }
 
-    /// Number of elements (1 for a scalar).
+    /// Number of elements (1 for a scalar). Exact for the shape of every tensor (each passed
+    /// [`Shape::check_size`]); for a shape whose count overflows `usize` it saturates at
+    /// `usize::MAX` (see [`Shape::checked_elem_count`]).
     pub fn elem_count(&self) -> usize {
-        self.0.iter().product()
+        self.checked_elem_count().unwrap_or(usize::MAX)
     }
 
-    /// Row-major (C order) strides in elements.
+    /// Number of elements, or None when the product of the sizes overflows `usize`.
+    pub fn checked_elem_count(&self) -> Option<usize> {
+        self.0.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+    }
+
+    /// Checks that a tensor of this shape and `dtype` can be described at all: the product of
+    /// the sizes, each counted as at least 1, times the element size fits in `isize::MAX`
+    /// bytes (Rust's and every allocator's limit). Every tensor's shape passes this check
+    /// (`Tensor::from_storage`, `Tensor::view`), so element counts, contiguous strides, byte
+    /// sizes and in-bounds offsets computed from it cannot overflow. Returns the byte size.
+    pub fn check_size(&self, dtype: crate::DType, op: &'static str) -> Result<usize> {
+        let extent = self
+            .0
+            .iter()
+            .try_fold(dtype.size_in_bytes(), |acc, &d| acc.checked_mul(d.max(1)));
+        match extent {
+            Some(b) if b <= isize::MAX as usize => Ok(self.elem_count() * dtype.size_in_bytes()),
+            _ => Err(Error::SizeOverflow {
+                op,
+                shape: self.clone(),
+                dtype,
+            }),
+        }
+    }
+
+    /// Row-major (C order) strides in elements. Exact for every tensor's shape (see
+    /// [`Shape::check_size`]); saturates instead of overflowing for shapes too large to exist.
     pub fn contiguous_strides(&self) -> Vec<usize> {
         let mut strides = vec![0; self.0.len()];
-        let mut acc = 1;
+        let mut acc = 1usize;
         for (s, d) in strides.iter_mut().zip(&self.0).rev() {
             *s = acc;
-            acc *= d;
+            acc = acc.saturating_mul((*d).max(1));
         }
         strides
     }
@@ -183,7 +211,53 @@ impl Layout {
         }
     }
 
+    /// Checks that every element of this view lies inside a storage of `len` elements: the
+    /// largest offset, `offset + sum((size - 1) * stride)`, is below `len` (computed with
+    /// checked arithmetic). An empty view reads nothing and passes when its offset is at most `len`. This is the
+    /// invariant that every kernel's `unsafe` pointer arithmetic relies on; `Tensor::view`
+    /// and `Tensor::from_storage` (tensor.rs) establish it for every tensor.
+    pub fn check_in_bounds(&self, len: usize) -> Result<()> {
+        if self.shape.0.len() != self.strides.len() {
+            return Err(Error::System(format!(
+                "internal error: a layout of shape {} has {} strides",
+                self.shape,
+                self.strides.len()
+            )));
+        }
+        if self.shape.0.contains(&0) {
+            // Reads nothing; a slice at the offset is still in range.
+            if self.offset <= len {
+                return Ok(());
+            }
+            return Err(Error::System(format!(
+                "internal error: an empty view at offset {} of a storage of {len} elements",
+                self.offset
+            )));
+        }
+        let last = self
+            .shape
+            .0
+            .iter()
+            .zip(&self.strides)
+            .try_fold(self.offset, |acc, (&d, &s)| {
+                acc.checked_add((d - 1).checked_mul(s)?)
+            });
+        match last {
+            Some(l) if l < len => Ok(()),
+            _ => Err(Error::System(format!(
+                "internal error: a view of shape {} (strides {:?}, offset {}) reaches past its \
+                 storage of {len} elements; please report this",
+                self.shape, self.strides, self.offset
+            ))),
+        }
+    }
+
+    /// Whether the elements are dense and in row-major order from `offset` (every empty
+    /// view is: it reads nothing).
     pub fn is_contiguous(&self) -> bool {
+        if self.shape.0.contains(&0) {
+            return true;
+        }
         let mut acc = 1;
         for (&d, &s) in self.shape.0.iter().zip(&self.strides).rev() {
             if d != 1 && s != acc {

@@ -147,30 +147,44 @@ fn arange_len(start: f64, end: f64, step: f64) -> Result<usize> {
 impl Tensor {
     // ---- creation ------------------------------------------------------------------------
 
-    fn from_storage(storage: Storage, device: Device, shape: Shape) -> Tensor {
-        Tensor {
-            buf: Arc::new(Buffer::new(storage, device)),
-            layout: Layout::contiguous(shape),
+    /// Wraps a backend's result. Every tensor is made here or by `view`, which together
+    /// establish the invariant every kernel relies on: the shape passed `Shape::check_size`
+    /// and the layout lies inside the storage (`Layout::check_in_bounds`).
+    fn from_storage(storage: Storage, device: Device, shape: Shape) -> Result<Tensor> {
+        shape.check_size(storage.dtype(), "tensor")?;
+        let layout = Layout::contiguous(shape);
+        if storage.len() != layout.shape.elem_count() {
+            return Err(Error::System(format!(
+                "internal error: a backend returned {} elements for shape {}; please report this",
+                storage.len(),
+                layout.shape
+            )));
         }
+        Ok(Tensor {
+            buf: Arc::new(Buffer::new(storage, device)),
+            layout,
+        })
     }
 
     /// Host data of `shape` placed on `device`. All creation goes through here.
     fn from_cpu(data: CpuStorage, shape: Shape, device: &Device) -> Result<Tensor> {
         device.check()?;
-        debug_assert_eq!(data.len(), shape.elem_count());
+        shape.check_size(data.dtype(), "tensor")?;
+        if data.len() != shape.elem_count() {
+            return Err(Error::InvalidData(format!(
+                "{} elements cannot fill shape {shape}, which holds {}",
+                data.len(),
+                shape.elem_count()
+            )));
+        }
         let storage = Storage::from_cpu(data, *device)?;
-        Ok(Tensor::from_storage(storage, *device, shape))
+        Tensor::from_storage(storage, *device, shape)
     }
 
     fn check_alloc(shape: &Shape, dtype: DType, device: &Device) -> Result<()> {
         device.check()?;
-        let bytes = shape
-            .dims()
-            .iter()
-            .try_fold(dtype.size_in_bytes() as u64, |acc, &d| {
-                acc.checked_mul(d as u64)
-            });
-        memory::ensure_fits(*device, bytes)
+        let bytes = shape.check_size(dtype, "allocation")?;
+        memory::ensure_fits(*device, Some(bytes as u64))
     }
 
     /// A tensor from nested arrays, a slice, a vector or a scalar (`torch.tensor(data,
@@ -187,13 +201,7 @@ impl Tensor {
         device: &Device,
     ) -> Result<Tensor> {
         let shape = shape.into();
-        if data.len() != shape.elem_count() {
-            return Err(Error::InvalidData(format!(
-                "{} elements cannot fill shape {shape}, which holds {}",
-                data.len(),
-                shape.elem_count()
-            )));
-        }
+        shape.check_size(T::DTYPE, "from_vec")?;
         Tensor::from_cpu(T::to_storage(data), shape, device)
     }
 
@@ -207,7 +215,7 @@ impl Tensor {
         let shape = shape.into();
         Tensor::check_alloc(&shape, dtype, device)?;
         if let Some(s) = Storage::full(*device, dtype, shape.elem_count(), value)? {
-            return Ok(Tensor::from_storage(s, *device, shape));
+            return Tensor::from_storage(s, *device, shape);
         }
         Tensor::from_cpu(
             CpuStorage::full(dtype, shape.elem_count(), value),
@@ -238,7 +246,7 @@ impl Tensor {
         let shape = Shape::from(n);
         Tensor::check_alloc(&shape, T::DTYPE, device)?;
         if let Some(x) = Storage::arange(*device, T::DTYPE, s, st, n)? {
-            return Ok(Tensor::from_storage(x, *device, shape));
+            return Tensor::from_storage(x, *device, shape);
         }
         Tensor::from_cpu(CpuStorage::arange(T::DTYPE, s, st, n), shape, device)
     }
@@ -263,7 +271,7 @@ impl Tensor {
         if !matches!(device, Device::Cpu) {
             let seed = rng::with_global(|r| r.next_u64());
             if let Some(s) = Storage::random(*device, dtype, n, seed, false, lo, hi)? {
-                return Ok(Tensor::from_storage(s, *device, shape));
+                return Tensor::from_storage(s, *device, shape);
             }
         }
         let vals: Vec<f64> =
@@ -293,7 +301,7 @@ impl Tensor {
             let seed = rng::with_global(|r| r.next_u64());
             let n = shape.elem_count();
             if let Some(s) = Storage::random(*device, dtype, n, seed, true, mean, std)? {
-                return Ok(Tensor::from_storage(s, *device, shape));
+                return Tensor::from_storage(s, *device, shape);
             }
         }
         let mut vals = vec![0.0; shape.elem_count()];
@@ -388,7 +396,7 @@ impl Tensor {
         }
         Tensor::check_alloc(self.shape(), self.dtype(), device)?;
         if let Some(s) = self.buf.storage.to_device_direct(&self.layout, *device)? {
-            return Ok(Tensor::from_storage(s, *device, self.shape().clone()));
+            return Tensor::from_storage(s, *device, self.shape().clone());
         }
         // A whole contiguous CPU buffer is uploaded as it is, without a host copy first.
         #[allow(irrefutable_let_patterns)] // CPU-only builds
@@ -398,7 +406,7 @@ impl Tensor {
                 && host.len() == self.shape().elem_count()
             {
                 let s = Storage::upload(host, *device)?;
-                return Ok(Tensor::from_storage(s, *device, self.shape().clone()));
+                return Tensor::from_storage(s, *device, self.shape().clone());
             }
         }
         let host = self.buf.storage.to_cpu(&self.layout)?;
@@ -495,23 +503,27 @@ impl Tensor {
         }
         Tensor::check_alloc(self.shape(), dtype, &self.device())?;
         let s = self.buf.storage.to_dtype(&self.layout, dtype)?;
-        Ok(Tensor::from_storage(s, self.device(), self.shape().clone()))
+        Tensor::from_storage(s, self.device(), self.shape().clone())
     }
 
     // ---- layout --------------------------------------------------------------------------
 
-    fn view(&self, layout: Layout) -> Tensor {
-        Tensor {
+    /// Another view of this tensor's storage. With `from_storage`, the only way tensors are
+    /// made: the layout is checked to lie inside the storage (see `from_storage`).
+    fn view(&self, layout: Layout) -> Result<Tensor> {
+        layout.shape.check_size(self.dtype(), "view")?;
+        layout.check_in_bounds(self.buf.storage.len())?;
+        Ok(Tensor {
             buf: self.buf.clone(),
             layout,
-        }
+        })
     }
 
     /// Swaps two dimensions (a view: no data moves). Negative dimensions count from the end.
     pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor> {
         let a = self.shape().dim_index(dim0, "transpose")?;
         let b = self.shape().dim_index(dim1, "transpose")?;
-        Ok(self.view(self.layout.transpose(a, b)))
+        self.view(self.layout.transpose(a, b))
     }
 
     /// The transpose of a matrix (`x.t()`); vectors and scalars are returned as they are.
@@ -532,7 +544,7 @@ impl Tensor {
             return Ok(self.clone());
         }
         let s = self.buf.storage.copy_strided(&self.layout)?;
-        Ok(Tensor::from_storage(s, self.device(), self.shape().clone()))
+        Tensor::from_storage(s, self.device(), self.shape().clone())
     }
 
     /// A new tensor with its own copy of the data on the same device (`x.clone()` in
@@ -540,12 +552,13 @@ impl Tensor {
     pub fn copy(&self) -> Result<Tensor> {
         Tensor::check_alloc(self.shape(), self.dtype(), &self.device())?;
         let s = self.buf.storage.copy_strided(&self.layout)?;
-        Ok(Tensor::from_storage(s, self.device(), self.shape().clone()))
+        Tensor::from_storage(s, self.device(), self.shape().clone())
     }
 
     /// The same elements in a new shape with as many elements (a view when contiguous).
     pub fn reshape(&self, shape: impl Into<Shape>) -> Result<Tensor> {
         let shape = shape.into();
+        shape.check_size(self.dtype(), "reshape")?;
         if shape.elem_count() != self.elem_count() {
             return Err(Error::shape(
                 "reshape",
@@ -562,7 +575,7 @@ impl Tensor {
         let offset = c.layout.offset;
         let mut l = Layout::contiguous(shape);
         l.offset = offset;
-        Ok(c.view(l))
+        c.view(l)
     }
 
     // ---- elementwise ---------------------------------------------------------------------
@@ -599,7 +612,7 @@ impl Tensor {
             .buf
             .storage
             .binary(op, &self.layout, &rhs.buf.storage, &rhs.layout, &out)?;
-        Ok(Tensor::from_storage(s, self.device(), out))
+        Tensor::from_storage(s, self.device(), out)
     }
 
     fn scalar_op(&self, v: f64, op: BinaryOp) -> Result<Tensor> {
@@ -659,7 +672,7 @@ impl Tensor {
     fn unary(&self, op: UnaryOp) -> Result<Tensor> {
         Tensor::check_alloc(self.shape(), self.dtype(), &self.device())?;
         let s = self.buf.storage.unary(op, &self.layout)?;
-        Ok(Tensor::from_storage(s, self.device(), self.shape().clone()))
+        Tensor::from_storage(s, self.device(), self.shape().clone())
     }
 
     /// `-self`.
@@ -705,7 +718,7 @@ impl Tensor {
             }
         };
         let s = self.buf.storage.reduce(op, &self.layout, dim)?;
-        Ok(Tensor::from_storage(s, self.device(), out))
+        Tensor::from_storage(s, self.device(), out)
     }
 
     /// Sum of all elements, as a 0-d tensor. Integer sums are i64, as in PyTorch.
@@ -777,7 +790,8 @@ impl Tensor {
                 format!("batch sizes {ba} and {bb} differ (one of them may be 1)"),
             ));
         }
-        let bsz = ba.max(bb);
+        // A batch of 1 is used for every batch of the other side, a batch of 0 included.
+        let bsz = if ba == 1 { bb } else { ba };
         let strides = |t: &Tensor, r: usize, bs: usize| {
             let s = &t.layout.strides;
             let b = if r == 3 && bs > 1 { s[0] } else { 0 };
@@ -789,6 +803,11 @@ impl Tensor {
             Shape::from((m, n))
         };
         Tensor::check_alloc(&out, self.dtype(), &self.device())?;
+        if out.elem_count() == 0 || k == 0 {
+            // Nothing to multiply: an empty result, or sums over k = 0 terms, which are 0 (as
+            // in PyTorch). No kernel sees such a product.
+            return Tensor::zeros(out, self.dtype(), &self.device());
+        }
         let spec = MatmulSpec {
             bsz,
             m,
@@ -798,7 +817,7 @@ impl Tensor {
             b: strides(rhs, rb, bb),
         };
         let s = self.buf.storage.matmul(&rhs.buf.storage, &spec)?;
-        Ok(Tensor::from_storage(s, self.device(), out))
+        Tensor::from_storage(s, self.device(), out)
     }
 
     // ---- to host -------------------------------------------------------------------------

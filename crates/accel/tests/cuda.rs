@@ -13,13 +13,6 @@ use accel::cuda::kernels::{self, Family};
 use accel::cuda::libs::{self, SearchEnv};
 use accel::{DType, Device, Tensor};
 
-fn required(what: &str) -> bool {
-    std::env::var("ACCEL_TEST_REQUIRE")
-        .unwrap_or_default()
-        .split(',')
-        .any(|s| s.trim().eq_ignore_ascii_case(what))
-}
-
 /// The NVRTC library this process loaded, or None with a `skipped:` line (a failure when
 /// ACCEL_TEST_REQUIRE names nvrtc or cuda).
 fn nvrtc() -> Option<&'static libs::Library> {
@@ -29,7 +22,7 @@ fn nvrtc() -> Option<&'static libs::Library> {
             .and_then(|l| l.problem.clone())
             .unwrap_or_default();
         assert!(
-            !required("nvrtc") && !required("cuda"),
+            !common::is_required("nvrtc") && !common::is_required("cuda"),
             "ACCEL_TEST_REQUIRE names nvrtc/cuda but NVRTC is missing: {why}"
         );
         println!("skipped: nvrtc: {why}");
@@ -246,7 +239,7 @@ fn pinned_memory_without_a_gpu_is_an_error_value() -> accel::Result<()> {
     let t = Tensor::arange(0f32, 6.0, &Device::Cpu)?;
     assert!(!t.is_pinned());
     if accel::cuda::is_available() {
-        println!("skipped: this machine has a CUDA GPU; gpu_pinned_memory covers it");
+        println!("skipped: cuda: this machine has a CUDA GPU; gpu_pinned_memory covers pinning");
         return Ok(());
     }
     let e = t.pin_memory().unwrap_err();
@@ -269,10 +262,7 @@ fn pinned_memory_without_a_gpu_is_an_error_value() -> accel::Result<()> {
 
 /// The CUDA devices to test, or none with a skip line.
 fn gpus() -> Vec<Device> {
-    common::devices()
-        .into_iter()
-        .filter(|d| matches!(d, Device::Cuda(_)))
-        .collect()
+    common::devices_of("cuda", "GPU-only CUDA tests")
 }
 
 #[test]
@@ -398,7 +388,7 @@ fn gpu_to_gpu_copies() -> accel::Result<()> {
     let g = gpus();
     if g.len() < 2 {
         if !g.is_empty() {
-            println!("skipped: cuda:1: one GPU only");
+            println!("skipped: cuda: copies between GPUs need two, this machine has one");
         }
         return Ok(());
     }

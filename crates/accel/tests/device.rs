@@ -106,11 +106,20 @@ fn every_backend_reports_itself() {
             }
         }
     }
-    assert_eq!(accel::cuda::is_available(), accel::cuda::device_count() > 0);
-    assert_eq!(accel::cuda::devices().len(), accel::cuda::device_count());
+    // The CUDA API agrees with the probe, device by device: ordinals 0..n, each usable.
+    let cuda: Vec<Device> = probes[1].devices().iter().map(|d| d.device).collect();
     assert_eq!(
-        accel::cuda::current_device().is_ok(),
-        accel::cuda::is_available()
+        cuda,
+        (0..cuda.len()).map(Device::Cuda).collect::<Vec<_>>(),
+        "CUDA ordinals are dense"
+    );
+    assert_eq!(accel::cuda::device_count(), cuda.len());
+    for d in &cuda {
+        assert!(d.check().is_ok(), "{d}");
+    }
+    assert_eq!(
+        accel::cuda::current_device().ok().map(Device::Cuda),
+        cuda.first().copied()
     );
     if !accel::mps::is_available() {
         assert!(!accel::mps::is_built() || cfg!(target_os = "macos"));
@@ -123,17 +132,27 @@ fn every_backend_reports_itself() {
 
 #[test]
 fn a_device_that_does_not_exist_lists_what_does() {
-    let e = Device::Cuda(7).check().unwrap_err();
+    // One past the last GPU, however many this machine has.
+    let n = accel::cuda::device_count();
+    let missing = Device::Cuda(n);
+    let e = missing.check().unwrap_err();
     let msg = e.to_string();
-    assert!(msg.starts_with("device cuda:7 is not available: "), "{msg}");
+    assert!(
+        msg.starts_with(&format!("device cuda:{n} is not available: ")),
+        "{msg}"
+    );
     assert!(
         msg.contains("available devices: ") && msg.contains("cpu"),
         "{msg}"
     );
-    assert!(Device::Cuda(7).synchronize().is_err());
-    assert!(Device::Cuda(7).name().is_err());
-    assert!(accel::Tensor::zeros(3, accel::DType::F32, &Device::Xla(9)).is_err());
+    for i in 0..n {
+        assert!(msg.contains(&format!("cuda:{i}")), "{msg} lists cuda:{i}");
+    }
+    assert!(missing.synchronize().is_err());
+    assert!(missing.name().is_err());
+    let xla_missing = Device::Xla(accel::xla::devices().len());
+    assert!(accel::Tensor::zeros(3, accel::DType::F32, &xla_missing).is_err());
     assert!(Device::Cpu.synchronize().is_ok());
     assert!(!Device::Cpu.name().unwrap().is_empty());
-    assert_eq!(Device::cuda_if_available(7), Device::Cpu);
+    assert_eq!(Device::cuda_if_available(n), Device::Cpu);
 }

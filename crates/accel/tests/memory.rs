@@ -6,11 +6,13 @@ use accel::{memory, nn::Linear, nn::Module, DType, Device, Tensor};
 #[test]
 fn allocation_is_counted_and_returned() -> accel::Result<()> {
     let d = Device::Cpu;
+    memory::reset_peak(&d);
     let before = memory::stats(&d);
     let t = Tensor::zeros((1000, 1000), DType::F32, &d)?;
     let during = memory::stats(&d);
     assert_eq!(during.allocated_bytes - before.allocated_bytes, 4_000_000);
-    assert!(during.peak_allocated_bytes >= during.allocated_bytes);
+    // Peak tracking restarted at `before`: the peak is what is live now.
+    assert_eq!(during.peak_allocated_bytes, during.allocated_bytes);
     assert_eq!(
         during.reserved_bytes, during.allocated_bytes,
         "the CPU caches nothing"
@@ -35,7 +37,13 @@ fn allocation_is_counted_and_returned() -> accel::Result<()> {
         6_000_000
     );
     drop((half, copy));
-    assert_eq!(memory::stats(&d).allocated_bytes, during.allocated_bytes);
+    let now = memory::stats(&d);
+    assert_eq!(now.allocated_bytes, during.allocated_bytes);
+    assert_eq!(
+        now.peak_allocated_bytes,
+        during.allocated_bytes + 6_000_000,
+        "the peak remembers the largest moment"
+    );
 
     // The buffer goes back only when its last user goes.
     drop((t, same, view));

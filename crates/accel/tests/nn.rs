@@ -6,10 +6,6 @@ use accel::nn::{Linear, Module};
 use accel::{DType, Device, Error, Tensor};
 use common::assert_close;
 
-/// Tests that draw from the global generator hold this, so a seed is not consumed by a test
-/// running beside them.
-static RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 device_test!(linear_forward_matches_reference, |d: &Device| {
     let w = Tensor::new(&[[1.0f32, 2.0, 3.0], [-1.0, 0.5, 0.0]], d)?;
     let b = Tensor::new(&[0.5f32, -1.0], d)?;
@@ -31,7 +27,8 @@ device_test!(linear_forward_matches_reference, |d: &Device| {
 
 #[test]
 fn init_is_pytorch_like_and_seedable() -> accel::Result<()> {
-    let _rng = RNG.lock().unwrap_or_else(|e| e.into_inner());
+    // Also keeps a seed from being consumed by a test running beside this one.
+    let _serial = common::lock();
     accel::manual_seed(7);
     let a = Linear::new(100, 50, true, &Device::Cpu)?;
     accel::manual_seed(7);
@@ -55,7 +52,8 @@ fn init_is_pytorch_like_and_seedable() -> accel::Result<()> {
 
 #[test]
 fn moving_a_model_moves_every_parameter() -> accel::Result<()> {
-    let _rng = RNG.lock().unwrap_or_else(|e| e.into_inner());
+    // Also keeps a seed from being consumed by a test running beside this one.
+    let _serial = common::lock();
     let mut lin = Linear::new(4, 3, true, &Device::Cpu)?;
     assert_eq!(lin.device(), Device::Cpu);
     for d in common::devices() {

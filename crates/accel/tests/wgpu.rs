@@ -10,10 +10,7 @@ mod common;
 use accel::{DType, Device, Tensor};
 
 fn wgpu_devices() -> Vec<Device> {
-    common::devices()
-        .into_iter()
-        .filter(|d| matches!(d, Device::Wgpu(_)))
-        .collect()
+    common::devices_of("wgpu", "wgpu adapter tests")
 }
 
 /// What the wgpu probe reports about `d`.

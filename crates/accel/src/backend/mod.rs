@@ -62,6 +62,29 @@ pub(crate) struct MatmulSpec {
     pub b: MatView,
 }
 
+impl MatmulSpec {
+    /// Checks that every element each operand's view reads lies inside a storage of
+    /// `a_len` / `b_len` elements, with checked arithmetic; the kernels' pointer arithmetic
+    /// relies on it. `Tensor::matmul` builds specs from in-bounds layouts (so this holds),
+    /// and never passes an empty product or k = 0.
+    pub fn check_in_bounds(&self, a_len: usize, b_len: usize) -> Result<()> {
+        let last = |v: MatView, rows: usize, cols: usize| -> Option<usize> {
+            let (bs, rs, cs, off) = v;
+            off.checked_add(self.bsz.checked_sub(1)?.checked_mul(bs)?)?
+                .checked_add(rows.checked_sub(1)?.checked_mul(rs)?)?
+                .checked_add(cols.checked_sub(1)?.checked_mul(cs)?)
+        };
+        let ok = |v, rows, cols, len| last(v, rows, cols).is_some_and(|l| l < len);
+        if ok(self.a, self.m, self.k, a_len) && ok(self.b, self.k, self.n, b_len) {
+            Ok(())
+        } else {
+            Err(Error::System(format!(
+                "internal error: matmul operands {self:?} reach past their storage of {a_len} and {b_len} elements; please report this"
+            )))
+        }
+    }
+}
+
 /// Reductions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ReduceOp {
@@ -210,16 +233,21 @@ impl Storage {
         }
     }
 
-    pub fn size_in_bytes(&self) -> usize {
+    /// Number of elements the storage holds.
+    pub fn len(&self) -> usize {
         match self {
-            Storage::Cpu(s) => s.len() * s.dtype().size_in_bytes(),
+            Storage::Cpu(s) => s.len(),
             #[cfg(feature = "cuda")]
-            Storage::Cuda(s) => s.len * s.dtype.size_in_bytes(),
+            Storage::Cuda(s) => s.len,
             #[cfg(all(feature = "xla", target_os = "linux"))]
-            Storage::Xla(s) => s.len * s.dtype.size_in_bytes(),
+            Storage::Xla(s) => s.len,
             #[cfg(feature = "wgpu")]
-            Storage::Wgpu(s) => s.len * s.dtype.size_in_bytes(),
+            Storage::Wgpu(s) => s.len,
         }
+    }
+
+    pub fn size_in_bytes(&self) -> usize {
+        self.len() * self.dtype().size_in_bytes()
     }
 
     /// A host copy of the view `l`, contiguous.

@@ -3,61 +3,147 @@
 
 use accel::{Availability, Device};
 
-/// Every usable device: the CPU, then each accelerator that is available. A backend that is
-/// not available is reported as `skipped: <reason>`; when `ACCEL_TEST_REQUIRE` names it
-/// (e.g. `ACCEL_TEST_REQUIRE=cuda,xla`), that is a failure instead.
-pub fn devices() -> Vec<Device> {
-    let required: Vec<String> = std::env::var("ACCEL_TEST_REQUIRE")
+/// The names `ACCEL_TEST_REQUIRE` accepts: the backends, and `nvrtc` (CUDA's compiler, which
+/// compiles every kernel here without a GPU).
+pub const KNOWN_REQUIREMENTS: [&str; 6] = ["cpu", "cuda", "nvrtc", "mps", "xla", "wgpu"];
+
+/// The backends `ACCEL_TEST_REQUIRE` names (e.g. `ACCEL_TEST_REQUIRE=cuda,xla`): a backend
+/// named there that is unavailable fails its tests instead of skipping them. A name that is
+/// not a backend is refused, so a typo cannot silently require nothing.
+pub fn required() -> Vec<String> {
+    let names: Vec<String> = std::env::var("ACCEL_TEST_REQUIRE")
         .unwrap_or_default()
         .split(',')
         .map(|s| s.trim().to_ascii_lowercase())
         .filter(|s| !s.is_empty())
         .collect();
-    let mut out = vec![Device::Cpu];
-    let mut skipped = Vec::new();
-    for p in accel::devices() {
-        if p.backend == "cpu" {
-            continue;
+    for n in &names {
+        assert!(
+            KNOWN_REQUIREMENTS.contains(&n.as_str()),
+            "ACCEL_TEST_REQUIRE names '{n}', which is not one of {}",
+            KNOWN_REQUIREMENTS.join(", ")
+        );
+    }
+    names
+}
+
+/// Whether `ACCEL_TEST_REQUIRE` names `what`.
+pub fn is_required(what: &str) -> bool {
+    required().iter().any(|r| r == what)
+}
+
+/// The usable devices of one backend (`cpu`, `cuda`, `mps`, `xla`, `wgpu`). When there are
+/// none, prints `skipped: <backend>: <reason> (<test>)` and returns none, or fails when
+/// `ACCEL_TEST_REQUIRE` names the backend.
+pub fn devices_of(backend: &str, test: &str) -> Vec<Device> {
+    let required = is_required(backend);
+    let probe = accel::devices()
+        .into_iter()
+        .find(|p| p.backend == backend)
+        .unwrap_or_else(|| panic!("no backend is called {backend}"));
+    match &probe.availability {
+        // XLA's CPU plugin offers several devices of one CPU: two of them show that programs
+        // run on a chosen device, more would only repeat the work.
+        Availability::Available { devices } if backend == "xla" => {
+            devices.iter().take(2).map(|d| d.device).collect()
         }
-        match &p.availability {
-            // XLA's CPU plugin offers several devices of one CPU: two of them show that
-            // programs run on a chosen device, more would only repeat the work.
-            Availability::Available { devices } if p.backend == "xla" => {
-                out.extend(devices.iter().take(2).map(|d| d.device))
-            }
-            Availability::Available { devices } => out.extend(devices.iter().map(|d| d.device)),
-            Availability::Unavailable { reason, .. } => {
-                assert!(
-                    !required.iter().any(|r| r == p.backend),
-                    "ACCEL_TEST_REQUIRE names {} but it is unavailable: {reason}",
-                    p.backend
-                );
-                skipped.push(format!("skipped: {}: {reason}", p.backend));
-            }
+        Availability::Available { devices } => devices.iter().map(|d| d.device).collect(),
+        Availability::Unavailable { reason, .. } => {
+            assert!(
+                !required,
+                "ACCEL_TEST_REQUIRE names {backend} but it is unavailable: {reason}"
+            );
+            println!("skipped: {backend}: {reason} ({test})");
+            Vec::new()
         }
     }
-    // Said once per test binary, by whichever test asks first.
-    static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| skipped.iter().for_each(|s| println!("{s}")));
+}
+
+/// Every usable device: the CPU, then each accelerator that is available (unavailable ones
+/// are reported once per test binary as `skipped:`, or fail when required).
+pub fn devices() -> Vec<Device> {
+    let mut out = Vec::new();
+    for b in ["cpu", "cuda", "mps", "xla", "wgpu"] {
+        out.extend(devices_of(b, "every device"));
+    }
     out
 }
 
-/// Whether `d` holds every dtype (wgpu and mps hold f32 only in this version).
-pub fn every_dtype(d: &Device) -> bool {
-    accel::DType::ALL.iter().all(|&t| d.supports(t))
+/// Serialises the tests of one binary that allocate tensors: device counters are global,
+/// so a test can only check that it returned every byte while no other test allocates.
+pub fn lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Defines a test that runs `body(&device)` on every usable device.
+/// Runs `body` on every usable device of `backend` (or says why it is skipped), then checks
+/// that the test gave back every byte it allocated on that device.
+pub fn run_on(backend: &str, test: &str, body: impl Fn(&Device) -> accel::Result<()>) {
+    let _serial = lock();
+    for d in devices_of(backend, test) {
+        let before = accel::memory::stats(&d).allocated_bytes;
+        if let Err(e) = body(&d) {
+            panic!("{test} on {d}: {e}");
+        }
+        assert_returns_memory(&d, before, test);
+    }
+}
+
+/// Asserts that `d`'s allocated bytes are back at `before` (every tensor made since is gone).
+pub fn assert_returns_memory(d: &Device, before: u64, what: &str) {
+    let after = accel::memory::stats(d).allocated_bytes;
+    assert_eq!(
+        after, before,
+        "{what} on {d}: {} bytes allocated before, {} after: a tensor's memory was not returned",
+        before, after
+    );
+}
+
+/// Prints that part of a test cannot run on `d` (for example a dtype it does not hold).
+pub fn skip_part(d: &Device, what: &str) {
+    println!("skipped: {}: {what} on {d}", d.kind());
+}
+
+/// The widest integer dtype `d` holds (i64, or i32 on wgpu).
+pub fn int_dtype(d: &Device) -> accel::DType {
+    if d.supports(accel::DType::I64) {
+        accel::DType::I64
+    } else {
+        accel::DType::I32
+    }
+}
+
+/// Defines a test per backend, `NAME::cpu`, `NAME::cuda`, `NAME::mps`, `NAME::xla` and
+/// `NAME::wgpu`, each running `body(&device)` on that backend's usable devices, so each
+/// passes, fails or prints `skipped:` on its own, and `cargo test wgpu` selects one backend.
 #[macro_export]
 macro_rules! device_test {
     ($name:ident, $body:expr) => {
-        #[test]
-        fn $name() {
-            for d in common::devices() {
-                let r: accel::Result<()> = $body(&d);
-                if let Err(e) = r {
-                    panic!("on {d}: {e}");
-                }
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            fn body(d: &accel::Device) -> accel::Result<()> {
+                ($body)(d)
+            }
+            #[test]
+            fn cpu() {
+                common::run_on("cpu", stringify!($name), body)
+            }
+            #[test]
+            fn cuda() {
+                common::run_on("cuda", stringify!($name), body)
+            }
+            #[test]
+            fn mps() {
+                common::run_on("mps", stringify!($name), body)
+            }
+            #[test]
+            fn xla() {
+                common::run_on("xla", stringify!($name), body)
+            }
+            #[test]
+            fn wgpu() {
+                common::run_on("wgpu", stringify!($name), body)
             }
         }
     };

@@ -17,13 +17,24 @@ const HUGE_FROM_BYTES: usize = 4 << 20;
 /// Plain numbers: every bit pattern is a valid value, and all-zero bytes are zero.
 ///
 /// # Safety
-/// Implementors must be plain numbers for which every bit pattern is valid.
+/// Implementors must be plain numbers (no padding, no drop glue, no pointers) for which every
+/// bit pattern, all-zero bytes included, is a valid, initialised value. `output` hands out
+/// zeroed memory and recycled buffers of another element type with the same `Layout` as
+/// values of `Self`, and `CpuStorage::as_bytes_mut` lets devices write arbitrary bytes into
+/// them; both rely on this.
 pub(crate) unsafe trait ZeroBits: Copy {}
+// SAFETY: f32, f64, i32 and i64 are primitive numbers: no padding, every bit pattern valid.
 unsafe impl ZeroBits for f32 {}
+// SAFETY: as for f32.
 unsafe impl ZeroBits for f64 {}
+// SAFETY: as for f32.
 unsafe impl ZeroBits for i32 {}
+// SAFETY: as for f32.
 unsafe impl ZeroBits for i64 {}
+// SAFETY: half::f16 is #[repr(transparent)] over u16: every bit pattern is some f16 (NaNs
+// included).
 unsafe impl ZeroBits for half::f16 {}
+// SAFETY: half::bf16 is #[repr(transparent)] over u16, as f16.
 unsafe impl ZeroBits for half::bf16 {}
 
 /// Buffers from this size up are cached when freed.
@@ -36,7 +47,9 @@ struct Block {
     ptr: *mut u8,
     layout: Layout,
 }
-// SAFETY: a cached block is owned by the cache alone.
+// SAFETY: a Block is an owned, unaliased heap allocation (the Vec it came from was forgotten
+// in `recycle`), reachable only through the CACHE mutex; moving it to another thread moves
+// that ownership, and the global allocator may free it from any thread.
 unsafe impl Send for Block {}
 
 static CACHE: Mutex<Vec<Block>> = Mutex::new(Vec::new());
@@ -54,7 +67,10 @@ pub(crate) fn cached_bytes() -> u64 {
 pub(crate) fn empty_cache() {
     let blocks = std::mem::take(&mut *cache());
     for b in blocks {
-        // SAFETY: the block came from the global allocator with this layout and nobody uses it.
+        // SAFETY: every Block is made only in `recycle`, from a Vec's own allocation (global
+        // allocator, `b.layout` = Layout::array::<T>(capacity), the layout Vec allocated
+        // with); `recycle` forgot that Vec and `mem::take` removed the block from the cache,
+        // so this is the only owner and nothing else can still use or free the pointer.
         unsafe { std::alloc::dealloc(b.ptr, b.layout) };
     }
 }
@@ -78,7 +94,9 @@ pub(crate) fn recycle<T: ZeroBits>(v: Vec<T>) {
     while total > CACHE_LIMIT_BYTES {
         let b = c.remove(0);
         total -= b.layout.size();
-        // SAFETY: as in empty_cache.
+        // SAFETY: as in `empty_cache`: the block came from a forgotten Vec pushed above (or
+        // earlier) with its allocation layout, and `c.remove(0)` took the cache's only
+        // reference to it, under the CACHE lock.
         unsafe { std::alloc::dealloc(b.ptr, b.layout) };
     }
 }
@@ -99,13 +117,20 @@ pub(crate) fn output<T: ZeroBits>(n: usize) -> Vec<T> {
         let mut c = cache();
         if let Some(i) = c.iter().rposition(|b| b.layout == layout) {
             let b = c.swap_remove(i);
-            // SAFETY: the block was a fully initialised Vec allocation with this exact layout;
-            // every bit pattern is a valid value of a ZeroBits type.
+            // SAFETY: `recycle` caches only Vecs with len == capacity (fully initialised) and
+            // records Layout::array::<U>(capacity) of their element type U; `b.layout ==
+            // layout` (= Layout::array::<T>(n)) means same byte size and same alignment, so
+            // the allocation fits exactly n elements of T with T's alignment, as
+            // Vec::from_raw_parts requires. The bytes are initialised and every bit pattern
+            // is a valid T (ZeroBits). `swap_remove` took the only reference out of the cache.
             return unsafe { Vec::from_raw_parts(b.ptr.cast::<T>(), n, n) };
         }
     }
-    // SAFETY: the layout is non-zero; the pointer comes from the global allocator with the
-    // layout Vec will free it with; all-zero bytes are valid values of T (ZeroBits).
+    // SAFETY: layout.size() != 0 (checked above), as alloc_zeroed requires; a null return is
+    // diverted to handle_alloc_error before use. The pointer comes from the global allocator
+    // with Layout::array::<T>(n), exactly what Vec<T> with capacity n deallocates with, and
+    // its n elements are zero bytes, which are valid values of T (ZeroBits). The madvise in
+    // `hint_huge_pages` stays inside this allocation and does not change its contents.
     unsafe {
         let p = std::alloc::alloc_zeroed(layout);
         if p.is_null() {
@@ -126,7 +151,9 @@ fn hint_huge_pages(p: *mut u8, len: usize) {
     let start = (p as usize).next_multiple_of(page);
     let end = (p as usize + len) & !(page - 1);
     if end > start {
-        // SAFETY: the range lies inside a live allocation; the advice changes no contents.
+        // SAFETY: [start, end) is rounded inwards to whole pages of [p, p + len), the live
+        // allocation `output` made just above and still owns; MADV_HUGEPAGE only changes how
+        // the kernel backs those pages, never their contents (unlike MADV_DONTNEED/FREE).
         // Failure (THP disabled) only loses the speed-up.
         unsafe {
             libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);

@@ -23,11 +23,23 @@ pub(crate) struct MatRef<T> {
     pub cs: usize,
 }
 
-// SAFETY: a MatRef is only read, and the tensor storage it points into outlives the call.
+// SAFETY: a MatRef is a shared, read-only view (like `&[T]`, which is Send + Sync for T:
+// Sync): nothing writes through `ptr`. It carries no lifetime, so the pointee's lifetime is
+// the creator's obligation: `CpuStorage::matmul` (cpu/mod.rs) makes MatRefs from `&[S]`
+// borrowed for the whole call, and `gemm`/`gemm_int` join all their rayon tasks before
+// returning, so no thread uses one after the storage is released.
 unsafe impl<T: Sync> Send for MatRef<T> {}
+// SAFETY: as for Send: shared reads of T: Sync data only.
 unsafe impl<T: Sync> Sync for MatRef<T> {}
 
 impl<T: Copy> MatRef<T> {
+    /// Element (i, j).
+    ///
+    /// # Safety
+    /// `ptr + i * rs + j * cs` (in elements, computed without overflow) must lie inside the
+    /// live allocation `ptr` points into and hold an initialised T; for the views built by
+    /// `CpuStorage::matmul` this holds for i < m, j < k (A) or i < k, j < n (B) because
+    /// every tensor layout is in bounds of its storage (Layout::check_in_bounds, shape.rs).
     #[inline(always)]
     unsafe fn at(&self, i: usize, j: usize) -> T {
         *self.ptr.add(i * self.rs + j * self.cs)
@@ -42,8 +54,13 @@ impl<T: Copy> MatRef<T> {
 
 #[derive(Clone, Copy)]
 struct OutPtr<T>(*mut T);
-// SAFETY: threads write disjoint blocks of the output.
+// SAFETY: an OutPtr is only made in `gemm`, from the `&mut [D]` it is given (D: Accum, which
+// is Send + Sync); that borrow is not used otherwise until every task has joined, and the
+// tasks write disjoint blocks of it (rows `t * per..` or columns `t * per..` per thread, see
+// `work` in `gemm`), so sharing the pointer across rayon threads creates no data race.
+// (Bounding these impls by `T: Send` would state that in the type.)
 unsafe impl<T> Send for OutPtr<T> {}
+// SAFETY: as for Send.
 unsafe impl<T> Sync for OutPtr<T> {}
 
 impl<T> OutPtr<T> {
@@ -82,6 +99,13 @@ impl PackInto<f64> for f64 {
     }
 }
 
+/// `(kc, a, b, c, ldc, accumulate, mr, nr)`.
+///
+/// Calling one is unsafe: `a` must point to kc * MR readable packed values (an MR-tall
+/// micro-panel from `pack_a`), `b` to kc * NR (an NR-wide micro-panel from `pack_b`), and
+/// `c` to an mr x nr block (mr <= MR, nr <= NR) of writable, initialised values at row
+/// stride `ldc`, not accessed by anyone else during the call; the AVX2 kernels also require
+/// the CPU to have AVX2 and FMA (checked by `Accum::kernel`).
 type MicroKernel<D> = unsafe fn(usize, *const D, *const D, *mut D, usize, bool, usize, usize);
 
 /// An accumulator type with its blocking parameters and micro-kernel.
@@ -138,6 +162,11 @@ impl Accum for f64 {
 }
 
 /// The portable micro-kernel: the same tile shape in plain Rust, for CPUs without AVX2+FMA.
+///
+/// # Safety
+/// As for [`MicroKernel`]: `a` valid for reads of kc * MR elements, `b` of kc * NR, `c` valid
+/// for reads and writes of rows 0..mr, columns 0..nr at stride `ldc` (mr <= MR, nr <= NR),
+/// with no other access to that block during the call.
 unsafe fn generic_kernel<D: Accum, const MR: usize, const NR: usize>(
     kc: usize,
     a: *const D,
@@ -176,6 +205,12 @@ mod avx2 {
     macro_rules! kernel {
         ($name:ident, $t:ty, $lanes:expr, $zero:ident, $load:ident, $bcast:ident, $fma:ident,
          $add:ident, $store:ident) => {
+            /// # Safety
+            /// The CPU must support AVX2 and FMA (`Accum::kernel` checks with
+            /// `is_x86_feature_detected!` before handing this out). Pointers as for
+            /// [`super::MicroKernel`]: `a` readable for kc * 6 values, `b` for kc * NR, `c`
+            /// readable and writable for rows 0..mr, columns 0..nr at stride `ldc`, and, when
+            /// mr == 6 and nr == NR, the whole 6 x NR tile (full-width vector stores).
             #[target_feature(enable = "avx2,fma")]
             pub(super) unsafe fn $name(
                 kc: usize,
@@ -194,10 +229,13 @@ mod avx2 {
                 let (mut c40, mut c41, mut c50, mut c51) = ($zero(), $zero(), $zero(), $zero());
                 // Bring the C tile towards L1 while the loop runs: it is read at the end,
                 // and its rows are far apart.
+                // Prefetch addresses are computed with `wrapping_add`: for an edge tile (mr < 6
+                // or nr < NR) at the bottom/right of C they can point past C's allocation,
+                // which `add` must not do; a prefetch of any address never faults.
                 for i in 0..6 {
-                    let p = c.add(i * ldc) as *const i8;
+                    let p = c.wrapping_add(i * ldc) as *const i8;
                     _mm_prefetch::<_MM_HINT_T0>(p);
-                    _mm_prefetch::<_MM_HINT_T0>(p.add(NR * std::mem::size_of::<$t>() - 1));
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(NR * std::mem::size_of::<$t>() - 1));
                 }
                 // One k step: two B vectors, six broadcast A values, twelve FMAs.
                 macro_rules! step {
@@ -227,8 +265,11 @@ mod avx2 {
                     }};
                 }
                 // Unrolled by 4, with one prefetch of the A panel per cache line consumed.
+                // PF_A = 384 bytes ahead passes the end of `apack` for the last tiles of a
+                // block: `wrapping_add` (a prefetch never faults); the loads stay inside the
+                // packed panels.
                 for _ in 0..kc / 4 {
-                    _mm_prefetch::<_MM_HINT_T0>((a as *const i8).add(PF_A));
+                    _mm_prefetch::<_MM_HINT_T0>((a as *const i8).wrapping_add(PF_A));
                     step!(0);
                     step!(1);
                     step!(2);
@@ -304,6 +345,10 @@ mod avx2 {
 }
 
 /// Packs the kc x nc block of B starting at `b` into NR-wide micro-panels, zero-padded.
+///
+/// # Safety
+/// `b.at(p, j)` must be valid (see [`MatRef::at`]) for every p < kc, j < nc. `dst` is
+/// indexed with bounds checks (it must hold kc * ceil(nc / NR) * NR values or this panics).
 unsafe fn pack_b<S: PackInto<D>, D: Accum>(kc: usize, nc: usize, b: MatRef<S>, dst: &mut [D]) {
     let nr_ = D::NR;
     let panels = nc.div_ceil(nr_);
@@ -345,6 +390,10 @@ unsafe fn pack_b<S: PackInto<D>, D: Accum>(kc: usize, nc: usize, b: MatRef<S>, d
 }
 
 /// Packs the mc x kc block of A starting at `a` into MR-tall micro-panels, zero-padded.
+///
+/// # Safety
+/// `a.at(i, p)` must be valid (see [`MatRef::at`]) for every i < mc, p < kc. `dst` is indexed
+/// with bounds checks.
 unsafe fn pack_a<S: PackInto<D>, D: Accum>(mc: usize, kc: usize, a: MatRef<S>, dst: &mut [D]) {
     let mr_ = D::MR;
     for (q, panel) in dst.chunks_mut(kc * mr_).take(mc.div_ceil(mr_)).enumerate() {
@@ -378,6 +427,13 @@ unsafe fn pack_a<S: PackInto<D>, D: Accum>(mc: usize, kc: usize, a: MatRef<S>, d
 
 /// Runs the MR x NR micro-kernel over one packed A block (mc rows) and the columns
 /// [j0, j1) of one packed B panel, writing C from (ic, jc).
+///
+/// # Safety
+/// `kernel` must be callable on this CPU (from `D::kernel()`); `apack` must hold the mc x kc
+/// block packed by `pack_a` (ceil(mc / MR) * MR * kc values) and `bpack` the panel packed by
+/// `pack_b` covering columns up to j1 rounded up to NR (ceil(j1 / NR) * NR * kc values), with
+/// j0 a multiple of NR; `c` must be valid for reads and writes of rows 0..mc and columns
+/// j0..j1 at row stride `ldc`, and no other thread may touch that block during the call.
 #[allow(clippy::too_many_arguments)]
 unsafe fn macro_kernel<D: Accum>(
     kernel: MicroKernel<D>,
@@ -398,6 +454,10 @@ unsafe fn macro_kernel<D: Accum>(
         let bp = bpack.as_ptr().add(jr * kc);
         // The next B micro-panel sits in L3; pull it into L2 a slice per tile, so that
         // the next column of tiles does not start by waiting on it.
+        // Pointer arithmetic here stays in bounds: `next` exists only when jr + NR < j1, so
+        // that panel is inside `bpack`, and a panel is kc * NR * size_of::<D>() = kc * 64
+        // bytes for both f32 (16 x 4) and f64 (8 x 8), so l * 64 < panel_lines * 64 is inside
+        // it; `bp`/`ap` are panel starts inside `bpack`/`apack` (# Safety above).
         let next = (jr + D::NR < j1).then(|| bp.add(kc * D::NR) as *const i8);
         for (t, ir) in (0..mc).step_by(D::MR).enumerate() {
             if let Some(nb) = next {
@@ -415,7 +475,9 @@ unsafe fn macro_kernel<D: Accum>(
 #[inline(always)]
 fn prefetch_l2(p: *const i8) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
+    // SAFETY: _mm_prefetch only needs SSE (baseline on x86_64) and is a hint that never
+    // faults or reads memory architecturally, whatever the address. Callers (macro_kernel)
+    // must still have computed `p` without UB: see the note there.
     unsafe {
         std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(p)
     };
@@ -434,8 +496,11 @@ const PARALLEL_MIN_FLOPS: usize = 1 << 21;
 /// the rows of C, or its columns when C has too few rows to share.
 ///
 /// # Safety
-/// `a` and `b` must be valid for reads over m x k and k x n elements at their strides, and
-/// `c` must hold m * n elements.
+/// `a.at(i, p)` must be valid (see [`MatRef::at`]) for all i < m, p < k, and `b.at(p, j)`
+/// for all p < k, j < n: every element address, computed without overflow, inside the live
+/// allocation its pointer came from, for the whole call. `c` must hold at least m * n
+/// elements (this is not checked; the micro-kernels write through a raw pointer). The
+/// memory behind `a` and `b` must not be written during the call.
 pub(crate) unsafe fn gemm<S: PackInto<D>, D: Accum>(
     m: usize,
     n: usize,
@@ -487,7 +552,11 @@ pub(crate) unsafe fn gemm<S: PackInto<D>, D: Accum>(
                     .for_each(|(t, dst)| {
                         let j0 = t * per * D::NR;
                         let w = (per * D::NR).min(nc - j0);
-                        // SAFETY: columns [j0, j0 + w) of this slice of B exist.
+                        // SAFETY: pack_b reads b.at(pc + p, jc + j0 + j) for p < kc, j < w;
+                        // j0 + w <= nc (w is clamped to nc - j0 above, and j0 < nc because
+                        // par_chunks_mut makes only ceil(panels / per) chunks), so these are
+                        // elements of the k x n operand that gemm's caller promised valid
+                        // (# Safety of gemm). `dst` is this task's own disjoint chunk.
                         unsafe { pack_b(kc, w, bsrc.offset(0, j0), dst) };
                     });
             }
@@ -502,8 +571,15 @@ pub(crate) unsafe fn gemm<S: PackInto<D>, D: Accum>(
                 };
                 for ic in rows.clone().step_by(mcb) {
                     let mc = mcb.min(rows.end - ic);
-                    // SAFETY: the block lies inside A; each thread writes its own rows or
-                    // columns of C.
+                    // SAFETY: pack_a reads A rows ic..ic + mc (< m, since mc <= rows.end -
+                    // ic) and columns pc..pc + kc (<= k), valid by gemm's # Safety. apack
+                    // has ceil(min(MC, m) / MR) * MR * kc_max >= the packed size. `cblk` is
+                    // C + ic * n + jc, inside `c` (m * n elements by gemm's # Safety);
+                    // macro_kernel writes rows ic..ic + mc and columns jc + cols.0 ..
+                    // jc + cols.1 of C, and the `rows`/`cols` ranges of different `t` are
+                    // disjoint (each thread's own MR- or NR-aligned share), so no two
+                    // threads write one element. bpack was fully packed (and the packing
+                    // tasks joined) before `work` runs.
                     unsafe {
                         pack_a(mc, kc, a.offset(ic, pc), apack);
                         let cblk = cp.get().add(ic * n + jc);
@@ -522,7 +598,11 @@ pub(crate) unsafe fn gemm<S: PackInto<D>, D: Accum>(
 
 /// Integer matmul: C = A * B with wrapping arithmetic (PyTorch's integer matmul wraps too).
 /// B must be contiguous row-major; rows of C are computed in parallel.
-pub(crate) fn gemm_int<T>(m: usize, n: usize, k: usize, a: MatRef<T>, b: &[T], c: &mut [T])
+///
+/// # Safety
+/// `a.at(i, p)` must be valid (see [`MatRef::at`]) for every i < m, p < k. `b` and `c` are
+/// indexed with bounds checks.
+pub(crate) unsafe fn gemm_int<T>(m: usize, n: usize, k: usize, a: MatRef<T>, b: &[T], c: &mut [T])
 where
     T: super::num::Num,
 {
@@ -532,7 +612,8 @@ where
     let row = |(i, crow): (usize, &mut [T])| {
         crow.fill(T::ZERO);
         for p in 0..k {
-            // SAFETY: i < m and p < k, inside the operand by the caller's contract.
+            // SAFETY: i < m (chunks_mut(n).take(m)) and p < k, and the caller guarantees
+            // a.at(i, p) is valid for those (this function's # Safety).
             let av = unsafe { a.at(i, p) };
             let brow = &b[p * n..(p + 1) * n];
             for (cv, &bv) in crow.iter_mut().zip(brow) {

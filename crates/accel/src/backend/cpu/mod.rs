@@ -123,7 +123,11 @@ impl CpuStorage {
     /// The elements' bytes, for copies to a device.
     #[allow(dead_code)]
     pub(crate) fn as_bytes(&self) -> &[u8] {
-        // SAFETY: every element type is plain data without padding.
+        // SAFETY: the pointer and length come from a live Vec<T> borrowed for the returned
+        // lifetime (size_of_val = len * size_of::<T>() bytes, all initialised); every T here
+        // (f16, bf16, f32, f64, i32, i64: the CpuStorage variants) is plain data without
+        // padding, so all those bytes are initialised u8s; u8 has alignment 1. For an empty
+        // Vec the pointer is dangling but non-null and aligned, which a 0-length slice allows.
         with_vec!(self, v => unsafe {
             std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v.as_slice()))
         })
@@ -132,7 +136,9 @@ impl CpuStorage {
     /// The elements' bytes, writable, for copies from a device.
     #[allow(dead_code)]
     pub(crate) fn as_bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: every bit pattern is a valid value of every element type.
+        // SAFETY: as in `as_bytes`, over a Vec borrowed mutably for the returned lifetime (so
+        // no other access aliases it); every element type is ZeroBits (alloc.rs), so any bytes
+        // a device copy writes leave valid values behind.
         with_vec!(self, v => unsafe {
             std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v.as_slice()))
         })
@@ -162,6 +168,21 @@ impl CpuStorage {
     pub(crate) fn to_dtype(&self, l: &Layout, dtype: DType) -> CpuStorage {
         if dtype == self.dtype() {
             return self.copy_strided(l);
+        }
+        // Integer to integer keeps the low bits (two's complement wrap, as C and PyTorch),
+        // and i64 to f32 rounds once: going through f64 would saturate the first and round
+        // the second twice.
+        match (self, dtype) {
+            (CpuStorage::I64(v), DType::I32) => {
+                return CpuStorage::I32(gather(v, l).iter().map(|&x| x as i32).collect())
+            }
+            (CpuStorage::I32(v), DType::I64) => {
+                return CpuStorage::I64(gather(v, l).iter().map(|&x| i64::from(x)).collect())
+            }
+            (CpuStorage::I64(v), DType::F32) => {
+                return CpuStorage::F32(gather(v, l).iter().map(|&x| x as f32).collect())
+            }
+            _ => {}
         }
         with_vec!(self, v => {
             let src = gather(v, l);
@@ -266,6 +287,9 @@ impl CpuStorage {
     /// reuses one matrix for every batch.
     pub(crate) fn matmul(&self, rhs: &CpuStorage, spec: &MatmulSpec) -> Result<CpuStorage> {
         let MatmulSpec { bsz, m, n, k, a, b } = *spec;
+        // Establishes what the unsafe GEMM below relies on: every element each view reads is
+        // inside `self` and `rhs`, and the product is not empty.
+        spec.check_in_bounds(self.len(), rhs.len())?;
         let threads = rayon::current_num_threads();
         fn float<S: matmul::PackInto<D>, D: matmul::Accum>(
             x: &[S],
@@ -291,7 +315,14 @@ impl CpuStorage {
                     cs: b.2,
                 };
                 let t = if per_matrix_parallel { 1 } else { threads };
-                // SAFETY: the tensor layer checked that both views lie inside their storage.
+                // SAFETY: gemm needs x[a.3 + i*a.0 + r*a.1 + c*a.2] for r < m, c < k, and
+                // y[b.3 + i*b.0 + r*b.1 + c*b.2] for r < k, c < n, inside x and y, for this
+                // batch i < bsz: MatmulSpec::check_in_bounds at the top of
+                // CpuStorage::matmul checked exactly that, with checked arithmetic, for the
+                // last batch, row and column (it also refuses m, n or k = 0, which
+                // Tensor::matmul never passes). `c` is one m * n chunk of `out`, allocated by
+                // alloc::output(bsz * m * n) above, as gemm requires. x and y are only read
+                // (shared borrows for the whole call).
                 unsafe { matmul::gemm(m, n, k, ar, br, c, t) };
             };
             if m * n == 0 {
@@ -329,7 +360,9 @@ impl CpuStorage {
                     offset: b.3 + i * b.0,
                 };
                 let bm = gather(y, &bl);
-                matmul::gemm_int(m, n, k, ar, &bm, c);
+                // SAFETY: a.at(i, p) for i < m, p < k is x[a.3 + batch * a.0 + i * a.1 +
+                // p * a.2], inside x: MatmulSpec::check_in_bounds at the top of this function.
+                unsafe { matmul::gemm_int(m, n, k, ar, &bm, c) };
             }
             out
         }
@@ -508,6 +541,10 @@ fn binary_map<T: Num>(
 
 /// Sums of a contiguous [outer, len, inner] array over the middle axis, accumulated in f64.
 fn reduce_sum<T: WithDType>(x: &[T], outer: usize, len: usize, inner: usize) -> Vec<f64> {
+    // Empty outputs, and sums over nothing (0, as in PyTorch): no rows to walk.
+    if outer * inner == 0 || len == 0 {
+        return vec![0.0; outer * inner];
+    }
     if inner == 1 {
         let sum_row = |row: &[T]| -> f64 {
             // Several accumulators let the compiler vectorise and keep the error small.
@@ -540,6 +577,9 @@ fn reduce_sum<T: WithDType>(x: &[T], outer: usize, len: usize, inner: usize) -> 
 
 fn reduce_int_sum(x: &[i64], outer: usize, len: usize, inner: usize) -> Vec<i64> {
     let mut out = vec![0i64; outer * inner];
+    if out.is_empty() {
+        return out;
+    }
     for (o, acc) in out.chunks_mut(inner).enumerate() {
         for j in 0..len {
             let row = &x[(o * len + j) * inner..(o * len + j + 1) * inner];
@@ -553,6 +593,10 @@ fn reduce_int_sum(x: &[i64], outer: usize, len: usize, inner: usize) -> Vec<i64>
 
 fn reduce_max<T: Num>(x: &[T], outer: usize, len: usize, inner: usize) -> Vec<T> {
     let mut out = vec![T::LOWEST; outer * inner];
+    // The tensor layer refuses a max over an empty dimension; an empty output has no rows.
+    if out.is_empty() {
+        return out;
+    }
     if outer == 1 && inner == 1 && len >= CHUNK {
         out[0] = x
             .par_chunks(CHUNK)

@@ -30,9 +30,13 @@ pub(crate) fn ck(r: sys::CUresult, what: &str) -> Result<()> {
 
 pub(crate) fn err_name(r: sys::CUresult) -> String {
     let mut p: *const std::ffi::c_char = std::ptr::null();
-    // SAFETY: the driver is loaded; cuGetErrorName writes a static string.
+    // SAFETY: err_name is only called with a result some driver call returned, so libcuda is
+    // loaded (cuda::probe in cuda/mod.rs checks that `libs` loaded it before any driver call);
+    // `p` is a local out-pointer. cuGetErrorName accepts any CUresult value.
     let ok = unsafe { sys::cuGetErrorName(r, &mut p) } == sys::CUresult::CUDA_SUCCESS;
     if ok && !p.is_null() {
+        // SAFETY: on success cuGetErrorName sets `p` to a static NUL-terminated string owned
+        // by the driver (never freed); null is excluded just above.
         unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
     } else {
         format!("{r:?}")
@@ -63,9 +67,17 @@ pub(crate) struct Gpu {
     staging: Mutex<Option<Staging>>,
 }
 
-// SAFETY: the raw handles are only used through the driver, which is thread safe; the maps
-// and the staging buffers are behind mutexes.
+// SAFETY: the raw handles (primary context, stream, pool, modules, functions, cuBLAS handle)
+// are process-wide driver objects that the driver API allows any thread to use once the
+// context is current, and every method that needs a context calls `bind` first. The mutable
+// parts (module/function maps, the cuBLAS handle slot, the staging buffers and events) are
+// behind mutexes, and the staging buffers are used only while `staging` is locked
+// (`with_staging`). The Gpu is never dropped (kept in GPUS for the process), so no handle is
+// destroyed while another thread uses it. cuBLAS allows one handle on several threads as
+// long as its configuration is not changed concurrently: `blas` sets the stream once, under
+// the `blas` mutex, before the handle is published.
 unsafe impl Send for Gpu {}
+// SAFETY: as for Send.
 unsafe impl Sync for Gpu {}
 
 impl std::fmt::Debug for Gpu {
@@ -100,7 +112,8 @@ pub(crate) fn gpu(i: usize) -> Result<Arc<Gpu>> {
 /// Device attribute, or 0 when the driver does not know it.
 pub(crate) fn attr(dev: sys::CUdevice, a: sys::CUdevice_attribute) -> i32 {
     let mut v = 0;
-    // SAFETY: plain query.
+    // SAFETY: callers pass a CUdevice from cuDeviceGet (Gpu::open, cuda::probe), so libcuda is
+    // loaded and initialised; `v` is a local out-pointer. On error `v` keeps 0.
     unsafe { sys::cuDeviceGetAttribute(&mut v, a, dev) };
     v
 }
@@ -112,7 +125,10 @@ impl Gpu {
         let mut ctx: sys::CUcontext = std::ptr::null_mut();
         let mut stream: sys::CUstream = std::ptr::null_mut();
         let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
-        // SAFETY: driver calls with out-pointers to locals.
+        // SAFETY: libcuda is loaded (cuda::probe in cuda/mod.rs checks `libs` found it before any Gpu exists, and `gpu()` calls backend::check first); every call gets
+        // out-pointers to locals of the right types, each later call uses only handles the
+        // earlier ones returned successfully (`?` stops at the first failure), and
+        // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD takes a cuuint64_t, which `keep` is.
         unsafe {
             ck(sys::cuInit(0), "cuInit")?;
             ck(sys::cuDeviceGet(&mut dev, ordinal as i32), "cuDeviceGet")?;
@@ -161,14 +177,16 @@ impl Gpu {
 
     /// Makes this device's context current on the calling thread.
     pub fn bind(&self) -> Result<()> {
-        // SAFETY: a context we retained.
+        // SAFETY: `self.ctx` is the primary context Gpu::open retained and never releases (the
+        // Gpu lives for the process in GPUS), so it is valid on every thread.
         ck(unsafe { sys::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")
     }
 
     /// Waits for every op queued on the stream (`torch.cuda.synchronize`).
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
-        // SAFETY: our stream.
+        // SAFETY: `self.stream` was created by Gpu::open in this context (bound just above)
+        // and is never destroyed.
         let r = unsafe { sys::cuStreamSynchronize(self.stream) };
         ck(r, "synchronize (an earlier kernel may have failed)")
     }
@@ -183,10 +201,12 @@ impl Gpu {
         }
         self.bind()?;
         let mut p: sys::CUdeviceptr = 0;
-        // SAFETY: out-pointer to a local; our stream.
+        // SAFETY: context bound above; `p` is a local out-pointer; `self.stream` lives for the
+        // process (Gpu::open). bytes > 0 (checked above).
         let mut r = unsafe { sys::cuMemAllocAsync(&mut p, bytes, self.stream) };
         if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
             self.empty_cache();
+            // SAFETY: as above.
             r = unsafe { sys::cuMemAllocAsync(&mut p, bytes, self.stream) };
         }
         if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
@@ -214,7 +234,11 @@ impl Gpu {
     /// Frees stream-ordered: the memory returns to the pool once queued work is done.
     pub fn free(&self, p: sys::CUdeviceptr) {
         if p != 0 && self.bind().is_ok() {
-            // SAFETY: p came from alloc on this stream.
+            // SAFETY: callers pass only pointers from `Gpu::alloc` of this Gpu (CudaStorage::drop,
+            // the one owner of each allocation, calls this once); the free is ordered after
+            // all work queued on `self.stream`, the only stream accel queues work on, so
+            // kernels and copies still using `p` finish first. Cross-device readers synchronise
+            // before returning (`dtod`).
             unsafe { sys::cuMemFreeAsync(p, self.stream) };
         }
     }
@@ -223,8 +247,9 @@ impl Gpu {
     pub fn mem_info(&self) -> Result<(usize, usize)> {
         self.bind()?;
         let (mut f, mut t) = (0usize, 0usize);
-        // SAFETY: out-pointers to locals.
         ck(
+            // SAFETY: context bound above (cuMemGetInfo reports for the current context's
+            // device); out-pointers to local usizes (size_t).
             unsafe { sys::cuMemGetInfo_v2(&mut f, &mut t) },
             "cuMemGetInfo",
         )?;
@@ -233,7 +258,9 @@ impl Gpu {
 
     fn pool_attr(&self, a: sys::CUmemPool_attribute) -> u64 {
         let mut v: u64 = 0;
-        // SAFETY: these attributes are 64-bit values.
+        // SAFETY: `self.pool` is the device's default pool from Gpu::open (never destroyed);
+        // callers pass only the RESERVED_MEM_CURRENT / USED_MEM_CURRENT attributes, which the
+        // driver writes as a cuuint64_t, i.e. into the 8 bytes of the local `v`.
         unsafe { sys::cuMemPoolGetAttribute(self.pool, a, &mut v as *mut u64 as *mut c_void) };
         v
     }
@@ -249,7 +276,8 @@ impl Gpu {
     /// Returns the pool's unused memory to the driver.
     pub fn empty_cache(&self) {
         if self.synchronize().is_ok() {
-            // SAFETY: our pool.
+            // SAFETY: `self.pool` is the device's default pool (Gpu::open); trimming releases
+            // only memory not backing live allocations, so nothing in use is affected.
             unsafe { sys::cuMemPoolTrimTo(self.pool, 0) };
         }
     }
@@ -271,7 +299,10 @@ impl Gpu {
         })?;
         self.bind()?;
         let mut module: sys::CUmodule = std::ptr::null_mut();
-        // SAFETY: a CUBIN image that lives through the call.
+        // SAFETY: context bound above; `image` is a borrowed byte buffer alive for the call
+        // (cuModuleLoadData copies it); `module` is a valid out-pointer. The driver parses the
+        // image and rejects a damaged one with an error (kernels::cubin only accepts cached
+        // files that start with the ELF magic, keyed by a hash of the source and arch).
         let load = |image: &[u8], module: &mut sys::CUmodule| unsafe {
             sys::cuModuleLoadData(module, image.as_ptr() as *const c_void)
         };
@@ -303,8 +334,10 @@ impl Gpu {
         let module = self.module(family)?;
         let c = CString::new(name).map_err(|e| Error::System(e.to_string()))?;
         let mut f: sys::CUfunction = std::ptr::null_mut();
-        // SAFETY: a loaded module and a C string.
         ck(
+            // SAFETY: `module` was loaded by `self.module` in this context and is never
+            // unloaded; `c` is a NUL-terminated CString alive for the call; `f` is a local
+            // out-pointer.
             unsafe { sys::cuModuleGetFunction(&mut f, module, c.as_ptr()) },
             &format!("finding kernel {name}"),
         )?;
@@ -326,7 +359,13 @@ impl Gpu {
     ) -> Result<()> {
         self.bind()?;
         let f = self.function(family, name)?;
-        // SAFETY: the caller passes arguments matching the kernel's C signature.
+        // SAFETY: context bound above; `f` is a function of a module loaded in it; `args`
+        // outlives the call (the driver copies the values during cuLaunchKernel). That each
+        // pointer in `args` points at a value of the type the kernel's C signature (kernels.rs)
+        // expects, and that every device pointer/size passed covers what the kernel touches,
+        // is the CALLER's obligation; `launch` is a safe fn, so it is not enforced (see audit):
+        // the callers in cuda/storage.rs pass `arg(&x)` of CUdeviceptr/i64/Ix values built
+        // from layouts in bounds of their storage (Layout::check_in_bounds, shape.rs).
         let r = unsafe {
             sys::cuLaunchKernel(
                 f,
@@ -375,7 +414,9 @@ impl Gpu {
         self.bind()?;
         let h = cudarc::cublas::result::create_handle()
             .map_err(|e| Error::System(format!("cublasCreate failed: {e:?}")))?;
-        // SAFETY: a fresh handle and our stream (the two bindings name the same C type).
+        // SAFETY: `h` was just created (no other thread has it: it is published only below,
+        // under the `blas` lock) in this context; `self.stream` lives for the process; the
+        // cublas and driver bindings' CUstream types are both pointers to the same C struct.
         unsafe { cudarc::cublas::result::set_stream(h, self.stream as *mut _) }
             .map_err(|e| Error::System(format!("cublasSetStream failed: {e:?}")))?;
         *b = Some(h as usize);
@@ -392,7 +433,9 @@ impl Gpu {
             let mut events = [std::ptr::null_mut(); 2];
             for i in 0..2 {
                 let mut p: *mut c_void = std::ptr::null_mut();
-                // SAFETY: out-pointers to locals.
+                // SAFETY: context bound above; `p` and `events[i]` are local out-pointers;
+                // the event is recorded on `self.stream` (Gpu::open) only after it was created
+                // (the `?` stops otherwise).
                 unsafe {
                     ck(
                         sys::cuMemHostAlloc(&mut p, STAGE_BYTES, 0),
@@ -423,7 +466,14 @@ impl Gpu {
             // One DMA from pinned memory. From pageable memory the call returns once the
             // driver has staged the source; from pinned memory it does not, so wait: the
             // caller may free the source at once.
-            // SAFETY: the source stays borrowed until the call (and the wait) returns.
+            // SAFETY: `dst` must cover src.len() bytes of a live device allocation (the
+            // callers pass CudaStorage::alloc'd memory of the same byte size, e.g.
+            // CudaStorage::from_cpu); `src` is a live borrowed slice. The source must stay
+            // valid until the DMA has read it: from pageable memory cuMemcpyHtoDAsync returns
+            // only once the driver has staged it; from a pinned block (pinned::contains) the
+            // DMA is asynchronous, so we `synchronize` before returning. AUDIT: memory pinned
+            // by someone other than accel (cuMemHostRegister elsewhere) is not in BLOCKS and
+            // would be treated as pageable.
             let r = unsafe {
                 sys::cuMemcpyHtoDAsync_v2(
                     dst,
@@ -438,7 +488,16 @@ impl Gpu {
         self.with_staging(|st| {
             for (i, chunk) in src.chunks(STAGE_BYTES).enumerate() {
                 let b = i % 2;
-                // SAFETY: the event marks the end of the last copy out of this buffer.
+                // SAFETY: the staging mutex is held (with_staging), so only this thread uses
+                // bufs/events. `st.events[b]` was recorded after the last copy out of
+                // bufs[b] (or at creation), so after cuEventSynchronize no DMA reads bufs[b]
+                // and we may overwrite it. bufs[b] is a cuMemHostAlloc block of STAGE_BYTES
+                // >= chunk.len() (chunks(STAGE_BYTES)). The async copy reads the staging
+                // buffer, not `src`, so `src` may be freed on return; the event recorded
+                // after it guards the next reuse. `dst + i*STAGE_BYTES .. + chunk.len()` lies
+                // inside dst's src.len() bytes (caller's obligation, as above).
+                // AUDIT: the first from_raw_parts_mut over a fresh (possibly uninitialised)
+                // pinned buffer is formally UB for &mut [u8]; zero the buffers at creation.
                 unsafe {
                     ck(sys::cuEventSynchronize(st.events[b]), "staging wait")?;
                     let stage = std::slice::from_raw_parts_mut(st.bufs[b], chunk.len());
@@ -470,7 +529,11 @@ impl Gpu {
         self.bind()?;
         if dst.len() < STAGE_ABOVE || super::pinned::contains(dst.as_ptr(), dst.len()) {
             // Small, or pinned (one DMA, no staging).
-            // SAFETY: dst is valid for its length; we wait before returning.
+            // SAFETY: `dst` is a live &mut slice, valid for writes of dst.len() bytes and not
+            // accessed by anyone else until we return, and we `synchronize` before returning
+            // (also on the error path nothing was queued). `src` must cover dst.len() bytes of
+            // live device memory: callers (CudaStorage::to_host) pass a dense view's address
+            // with dst sized to that view (in bounds by Layout::check_in_bounds, shape.rs).
             unsafe {
                 ck(
                     sys::cuMemcpyDtoHAsync_v2(
@@ -490,7 +553,12 @@ impl Gpu {
             let issue = |i: usize| -> Result<()> {
                 let b = i % 2;
                 let len = STAGE_BYTES.min(total - i * STAGE_BYTES);
-                // SAFETY: the buffer's previous contents were consumed (copied out) already.
+                // SAFETY: staging mutex held (with_staging). Chunk i lands in bufs[i % 2]; the
+                // loop below issues chunk i + 1 only after it has copied chunk i - 1 out of
+                // that same buffer (par_copy of the previous iteration), so the DMA never
+                // overwrites unread data. `len` <= STAGE_BYTES (buffer size) and
+                // src + i * STAGE_BYTES + len <= src + total, inside the device range the
+                // caller guarantees.
                 unsafe {
                     ck(
                         sys::cuMemcpyDtoHAsync_v2(
@@ -513,7 +581,10 @@ impl Gpu {
                     issue(i + 1)?;
                 }
                 let b = i % 2;
-                // SAFETY: after the event, the pinned buffer holds chunk i.
+                // SAFETY: staging mutex held; events[b] was recorded right after chunk i's copy
+                // into bufs[b] (issue(i)), so after cuEventSynchronize the DMA has written
+                // out.len() <= STAGE_BYTES initialised bytes there, and chunk i + 2 (the next
+                // write into bufs[b]) is issued only after this read.
                 unsafe {
                     ck(sys::cuEventSynchronize(st.events[b]), "staging wait")?;
                     let stage = std::slice::from_raw_parts(st.bufs[b], out.len());
@@ -540,7 +611,12 @@ impl Gpu {
             src_gpu.synchronize()?;
         }
         self.bind()?;
-        // SAFETY: both ranges are live allocations of at least `bytes`.
+        // SAFETY: callers (CudaStorage::to_gpu) pass `src` = a dense view of a live
+        // CudaStorage of src_gpu with `bytes` = its element count * dtype size (in bounds by
+        // Layout::check_in_bounds, shape.rs), and `dst` = a fresh CudaStorage::alloc of that
+        // size; both stay alive until the copy is done: a same-device copy is on the same
+        // stream as the stream-ordered free (Gpu::free), and a peer copy is waited for below
+        // before returning. This Gpu's context is bound; `src_gpu.ctx` is its retained context.
         let r = unsafe {
             if src_gpu.ordinal == self.ordinal {
                 sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, self.stream)
@@ -563,7 +639,8 @@ impl Gpu {
     pub fn record_timing_event(&self) -> Result<TimingEvent> {
         self.bind()?;
         let mut e: sys::CUevent = std::ptr::null_mut();
-        // SAFETY: out-pointer; our stream.
+        // SAFETY: context bound above; `e` is a local out-pointer, recorded only after
+        // cuEventCreate succeeded (`?`); `self.stream` lives for the process (Gpu::open).
         unsafe {
             ck(sys::cuEventCreate(&mut e, 0), "cuEventCreate")?;
             ck(sys::cuEventRecord(e, self.stream), "cuEventRecord")?;
@@ -579,7 +656,10 @@ impl TimingEvent {
     /// Seconds between two recorded events (waits for the later one).
     pub fn elapsed_since(&self, start: &TimingEvent) -> Result<f64> {
         let mut ms = 0f32;
-        // SAFETY: two recorded events of one context.
+        // SAFETY: both are TimingEvents, which only `record_timing_event` makes: created with
+        // timing enabled (flags 0) and recorded on a Gpu's stream, alive while borrowed here.
+        // AUDIT: nothing checks that `start` comes from the same context (device) as `self`;
+        // the driver then returns an error (not UB).
         unsafe {
             ck(sys::cuEventSynchronize(self.0), "cuEventSynchronize")?;
             ck(
@@ -593,7 +673,9 @@ impl TimingEvent {
 
 impl Drop for TimingEvent {
     fn drop(&mut self) {
-        // SAFETY: created by cuEventCreate.
+        // SAFETY: self.0 was created by cuEventCreate in `record_timing_event` and is
+        // destroyed only here, once; the driver defers the release if the event is still
+        // pending.
         unsafe { sys::cuEventDestroy_v2(self.0) };
     }
 }

@@ -461,9 +461,14 @@ pub fn compile(src: &str, name: &str, arch: &str) -> Result<Vec<u8>, String> {
         "--std=c++17".to_string(),
         "--fmad=true".to_string(),
     ];
-    // SAFETY: prog comes from create_program and is destroyed once below.
+    // SAFETY: libnvrtc is loaded (checked at the top: `library("nvrtc")` is_loaded, dlopened
+    // for good by libs.rs, so cudarc's lazy loader does not panic); `prog` comes from
+    // create_program above, is used only on this thread and destroyed once, at the end.
     let compiled = unsafe { result::compile_program(prog, &opts) };
     let out = match compiled {
+        // SAFETY: `prog` is the live program compiled just above; `size` is a local
+        // out-pointer; nvrtcGetCUBIN writes exactly the `size` bytes nvrtcGetCUBINSize
+        // reported, into `buf`, which holds `size` bytes (size > 0 checked).
         Ok(()) => unsafe {
             let mut size = 0usize;
             let r = sys::nvrtcGetCUBINSize(prog, &mut size);
@@ -482,8 +487,14 @@ pub fn compile(src: &str, name: &str, arch: &str) -> Result<Vec<u8>, String> {
             }
         },
         Err(e) => {
+            // SAFETY: `prog` is live (destroyed only below); cudarc sizes the buffer with
+            // nvrtcGetProgramLogSize before filling it.
             let log = unsafe { result::get_program_log(prog) }
                 .map(|l| {
+                    // SAFETY: NVRTC's log size includes the terminating NUL (at least 1), so
+                    // `l` holds a NUL-terminated string. AUDIT: if NVRTC ever reported a
+                    // log size of 0, `l.as_ptr()` would be dangling; CStr::from_bytes_until_nul
+                    // would check instead of trusting that.
                     unsafe { CStr::from_ptr(l.as_ptr()) }
                         .to_string_lossy()
                         .into_owned()
@@ -495,6 +506,8 @@ pub fn compile(src: &str, name: &str, arch: &str) -> Result<Vec<u8>, String> {
             ))
         }
     };
+    // SAFETY: `prog` from create_program, not destroyed before; nothing uses it after this
+    // (the CUBIN and log were copied into owned buffers above).
     unsafe {
         let _ = result::destroy_program(prog);
     }

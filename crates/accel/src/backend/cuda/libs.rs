@@ -359,16 +359,22 @@ mod dl {
     use std::path::{Path, PathBuf};
 
     pub struct Handle(*mut c_void);
-    // The handle is only used to look up symbols; the loader is thread safe.
+    // SAFETY: a Handle is a dlopen handle that is never dlclosed (see `open`), so it stays
+    // valid for the process on every thread; it is only passed to dlsym/dladdr, which glibc
+    // makes thread safe (the loader takes its own lock).
     unsafe impl Send for Handle {}
+    // SAFETY: as for Send; no method mutates through the handle.
     unsafe impl Sync for Handle {}
 
     fn last_error() -> String {
-        // SAFETY: dlerror returns a thread-local C string or null.
+        // SAFETY: dlerror takes no arguments; glibc keeps its message per thread, so this reads
+        // the error of the dlopen/dlsym this thread just made.
         let e = unsafe { libc::dlerror() };
         if e.is_null() {
             "unknown error".to_string()
         } else {
+            // SAFETY: non-null (checked); dlerror returns a NUL-terminated string that stays
+            // valid until the next dl* call on this thread, and we copy it out immediately.
             unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
         }
     }
@@ -376,7 +382,10 @@ mod dl {
     /// Loads a library for good (never closed: cudarc keeps using it).
     pub fn open(name: &str) -> Result<Handle, String> {
         let c = CString::new(name).map_err(|_| "the name holds a NUL byte".to_string())?;
-        // SAFETY: a valid C string; RTLD_GLOBAL so later lookups by SONAME find this copy.
+        // SAFETY: `c` is a NUL-terminated CString alive for the call. Loading runs the
+        // library's initialisers: we only open the NVIDIA libraries `locate` found by file
+        // name in the search folders (libs.rs), and trust them as the process's CUDA stack.
+        // RTLD_GLOBAL so later lookups by SONAME (cudarc's) find this copy. Never dlclosed.
         let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
         if h.is_null() {
             Err(last_error())
@@ -388,7 +397,8 @@ mod dl {
     impl Handle {
         pub fn sym(&self, name: &str) -> Option<*mut c_void> {
             let c = CString::new(name).ok()?;
-            // SAFETY: valid handle and C string.
+            // SAFETY: self.0 is a live dlopen handle (never closed, see `open`); `c` is a
+            // NUL-terminated CString alive for the call.
             let p = unsafe { libc::dlsym(self.0, c.as_ptr()) };
             (!p.is_null()).then_some(p)
         }
@@ -396,11 +406,17 @@ mod dl {
         /// The file the loader picked, found through one of its symbols.
         pub fn path_of(&self, symbol: &str) -> Option<PathBuf> {
             let p = self.sym(symbol)?;
+            // SAFETY: Dl_info is a #[repr(C)] struct of raw pointers, for which all-zero
+            // (null) is a valid value.
             let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-            // SAFETY: p is an address inside a loaded object.
+            // SAFETY: `p` is a symbol address dlsym returned from a library that is never
+            // unloaded; `info` is a local out-pointer.
             if unsafe { libc::dladdr(p, &mut info) } == 0 || info.dli_fname.is_null() {
                 return None;
             }
+            // SAFETY: dladdr succeeded and dli_fname is non-null (checked): it points to the
+            // NUL-terminated path of the object, owned by the loader and valid while the
+            // object stays loaded (forever: never dlclosed); we copy it at once.
             let s = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy();
             let path = Path::new(s.as_ref());
             Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
@@ -426,7 +442,14 @@ fn probe_symbol(name: &str) -> &'static str {
 fn version_of(name: &str, h: &dl::Handle) -> Option<String> {
     use std::ffi::c_int;
     let p = h.sym(probe_symbol(name))?;
-    // SAFETY: each symbol has the C signature written beside it in NVIDIA's headers.
+    // SAFETY: `p` is the non-null address of `probe_symbol(name)` in library `name`, loaded
+    // for good (dl::open never closes), and each transmute gives it the C signature NVIDIA's
+    // headers declare for that symbol: cuDriverGetVersion(int*) -> CUresult,
+    // nvrtcVersion(int*, int*) -> nvrtcResult, cublasLtGetVersion(void) -> size_t,
+    // cudnnGetVersion(void) -> size_t, cublasGetProperty(libraryPropertyType (a C enum,
+    // int-sized), int*) -> cublasStatus_t (all status types are int-sized C enums). Function
+    // and data pointers have the same size on the supported (Linux) targets. The out-pointers
+    // are locals.
     unsafe {
         match name {
             "cuda" => {

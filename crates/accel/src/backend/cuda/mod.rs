@@ -166,8 +166,10 @@ fn probe_driver() -> Probe {
             cuda.hint.clone().unwrap_or_default(),
         );
     }
-    // SAFETY: libcuda is loaded (checked above), so cudarc's bindings will not panic.
     let mut version = 0;
+    // SAFETY: libcuda is loaded (`cuda.is_loaded()` checked above; libs.rs dlopened it by
+    // absolute path, so cudarc's lazy loader finds it and does not panic); cuDriverGetVersion
+    // needs no cuInit and writes one int into the local out-pointer.
     unsafe { sys::cuDriverGetVersion(&mut version) };
     if version < (libs::CUDA_MAJOR * 1000) as i32 {
         return un(
@@ -180,6 +182,8 @@ fn probe_driver() -> Probe {
             "update the NVIDIA driver to 580 or newer".to_string(),
         );
     }
+    // SAFETY: libcuda is loaded (checked above); cuInit takes flags 0 and may be called any
+    // number of times, from any thread.
     let r = unsafe { sys::cuInit(0) };
     let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
     let no_device = |why: String| {
@@ -209,6 +213,7 @@ fn probe_driver() -> Probe {
         );
     }
     let mut count = 0;
+    // SAFETY: cuInit succeeded just above; `count` is a local out-pointer (left 0 on error).
     unsafe { sys::cuDeviceGetCount(&mut count) };
     if count <= 0 {
         return no_device("the driver is installed but finds no CUDA GPU".to_string());
@@ -224,17 +229,29 @@ fn probe_driver() -> Probe {
     let mut devices = Vec::new();
     for i in 0..count {
         let mut dev: sys::CUdevice = 0;
+        // SAFETY: cuInit succeeded above; 0 <= i < count; `dev` is a local out-pointer.
         if unsafe { sys::cuDeviceGet(&mut dev, i) } != sys::CUresult::CUDA_SUCCESS {
             continue;
         }
         let mut name = [0 as std::ffi::c_char; 256];
+        // SAFETY: `dev` came from cuDeviceGet above; the driver writes at most 256 bytes (the
+        // length we pass, the buffer's size), NUL-terminated.
         unsafe { sys::cuDeviceGetName(name.as_mut_ptr(), 256, dev) };
+        // SAFETY: `name` is a zero-initialised 256-byte buffer that cuDeviceGetName fills with
+        // a NUL-terminated string of at most 256 bytes; if the call failed it is still all
+        // zeros, i.e. the empty string. Either way a NUL lies inside the buffer.
+        // (CStr::from_bytes_until_nul would check that instead of trusting the driver.)
         let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
             .to_string_lossy()
             .into_owned();
         let mut total = 0usize;
+        // SAFETY: `dev` from cuDeviceGet; `total` is a local usize (size_t) out-pointer.
         unsafe { sys::cuDeviceTotalMem_v2(&mut total, dev) };
+        // SAFETY: CUuuid is a #[repr(C)] struct of 16 c_chars, for which all-zero bytes are
+        // a valid value.
         let mut uuid: sys::CUuuid = unsafe { std::mem::zeroed() };
+        // SAFETY: `dev` from cuDeviceGet; `uuid` is a local CUuuid out-pointer (left zero on
+        // error).
         unsafe { sys::cuDeviceGetUuid_v2(&mut uuid, dev) };
         let b: Vec<u8> = uuid.bytes.iter().map(|&c| c as u8).collect();
         let hex =

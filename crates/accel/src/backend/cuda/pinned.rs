@@ -62,8 +62,12 @@ fn free(p: usize, device: usize) {
         // A thread that never used CUDA has no current context; cuMemFreeHost needs one.
         let _ = g.bind();
     }
-    // SAFETY: the block came from cuMemHostAlloc and nothing refers to it any more. A failure
-    // leaves the memory pinned until the process ends; there is nothing better to do in a drop.
+    // SAFETY: `p` is a block start that `PinnedBlock::alloc` got from cuMemHostAlloc (only
+    // those enter CACHE), taken out of CACHE by the caller (`empty_cache` or
+    // `PinnedBlock::drop`), so no PinnedBlock and hence no pinned tensor's vector uses it, and
+    // it is freed once. Removing it from BLOCKS first means `contains` no longer treats it as
+    // pinned. A failure leaves the memory pinned until the process ends; there is nothing
+    // better to do in a drop.
     unsafe { sys::cuMemFreeHost(p as *mut c_void) };
 }
 
@@ -75,8 +79,12 @@ pub(crate) struct PinnedBlock {
     device: usize,
 }
 
-// SAFETY: the block is plain host memory owned by this value.
+// SAFETY: the block is plain host memory owned by this value alone (taken out of CACHE or
+// freshly allocated in `alloc`); cuMemFreeHost/the cache accept it from any thread (`free`
+// binds the owning device's context first). Through `&PinnedBlock` only `storage` (unsafe,
+// whose caller owns the aliasing) reads the pointer; writes need `&mut` (`bytes_mut`).
 unsafe impl Send for PinnedBlock {}
+// SAFETY: as for Send.
 unsafe impl Sync for PinnedBlock {}
 
 impl PinnedBlock {
@@ -98,10 +106,14 @@ impl PinnedBlock {
         let gpu = super::gpu::gpu(device)?;
         gpu.bind()?;
         let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: out-pointer to a local; CU_MEMHOSTALLOC_PORTABLE = 1.
+        // SAFETY: libcuda is loaded and initialised (`gpu::gpu` above returned a Gpu, which
+        // only `Gpu::open` makes, after cuInit), its context is current (`bind` above), and
+        // `p` is a local out-pointer; CU_MEMHOSTALLOC_PORTABLE = 1.
         let mut r = unsafe { sys::cuMemHostAlloc(&mut p, bytes, 1) };
         if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY && cached_bytes() > 0 {
             empty_cache();
+            // SAFETY: as above (empty_cache may have bound another device's context, which
+            // is fine: the allocation is portable).
             r = unsafe { sys::cuMemHostAlloc(&mut p, bytes, 1) };
         }
         if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
@@ -128,22 +140,40 @@ impl PinnedBlock {
 
     /// The block's bytes, to fill before [`PinnedBlock::storage`] puts a vector over them.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: the block holds `bytes` bytes, owned by this value and borrowed mutably.
+        // SAFETY: `ptr` is non-null (cuMemHostAlloc succeeded in `alloc`, or it came from
+        // CACHE, which holds only such blocks) and valid for `self.bytes` bytes (the size it
+        // was allocated with; cached blocks are reused only for an equal size), owned by this
+        // value and borrowed mutably, so no vector from `storage` can be alive over it (that
+        // needs `&self` for as long as the vector lives: see `Buffer` in tensor.rs).
+        // AUDIT: a fresh cuMemHostAlloc block is not documented to be initialised, and
+        // from_raw_parts_mut requires initialised u8s; zeroing new blocks once in `alloc`
+        // (or returning &mut [MaybeUninit<u8>]) would make this airtight.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
     }
 
     /// A CPU storage of `len` elements of `dtype` over this block (which must hold them).
     ///
     /// # Safety
-    /// The vector does not own its memory: it must be let go with `CpuStorage::forget` (never
-    /// dropped, grown or shrunk) before this block is dropped.
+    /// - The first `len * dtype.size_in_bytes()` bytes of the block must be initialised (the
+    ///   caller fills them through `bytes_mut` first, as `Tensor::pinned_copy` does).
+    /// - The vector does not own its memory (it is not from the global allocator): it must be
+    ///   let go with `CpuStorage::forget` before this block is dropped and must never be
+    ///   dropped, recycled (`CpuStorage::release`), grown or shrunk, not even on a panic
+    ///   path. `Buffer::drop` (tensor.rs) does this once `Buffer::pinned` holds the block.
+    /// - No `&mut` to the block (`bytes_mut`) may be used while the vector is alive.
     pub unsafe fn storage(&self, dtype: DType, len: usize) -> CpuStorage {
         assert!(len * dtype.size_in_bytes() <= self.bytes);
         macro_rules! vec_in {
             ($t:ty) => {
-                // SAFETY: the block is page-aligned (more than any element's alignment) and
-                // holds `len` elements; every bit pattern is a valid number. The caller keeps
-                // the vector from freeing or reallocating foreign memory.
+                // SAFETY: the pointer is non-null (see `bytes_mut`), and cuMemHostAlloc
+                // returns page-aligned memory (not promised by the docs, but true of its
+                // mmap-backed allocations), more than any element's alignment; the assert
+                // above checks the block holds `len` elements, initialised by the caller
+                // (# Safety) and valid for every bit pattern (ZeroBits types). The caller
+                // keeps the vector from freeing or reallocating this foreign memory.
+                // AUDIT: Vec::from_raw_parts documents memory from the global allocator as
+                // a requirement, so this relies on the Vec never touching its allocator;
+                // see the audit notes on panic safety in `Tensor::pinned_copy`.
                 unsafe { Vec::from_raw_parts(self.ptr as *mut $t, len, len) }
             };
         }

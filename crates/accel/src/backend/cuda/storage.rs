@@ -561,7 +561,20 @@ impl CudaStorage {
         };
         let h = self.gpu.blas()?;
         self.gpu.bind()?;
-        // SAFETY: pointers address live allocations large enough for these strides.
+        // SAFETY: cuBLAS reads, for batch z < bsz, B at pb + z*sb + (r*ldb + c) [OP_N] or
+        // (c*ldb + r) [OP_T] for the k x n operand, A likewise for m x k, and writes
+        // out.ptr + z*m*n + (i*n + j). `plan` passes an operand's own buffer only when its view
+        // is exactly such a strided matrix (unit stride along rows or columns, leading
+        // dimension >= the other extent), with the view's offset and batch stride (0 for a
+        // single matrix) from Tensor::matmul (tensor.rs); every Tensor layout is in bounds of
+        // its storage (Layout::check_in_bounds, shape.rs, called by Tensor::from_storage and
+        // Tensor::view), so every element cuBLAS reads is inside `self`/`rhs`. Other views are
+        // first copied dense (`_keep_a`/`_keep_b`, batch*rows*cols elements). `out` was
+        // allocated above for bsz*m*n elements. The copies and `out` stay alive until the
+        // call has queued the work, and their stream-ordered free (Gpu::free) comes after it
+        // on the same stream that the handle is bound to (Gpu::blas). m, n, k, bsz, lda, ldb
+        // fit in i32 (checked above); alpha/beta point at host scalars of the compute type's
+        // scale type (f64 for COMPUTE_64F, f32 otherwise), alive until the call returns.
         let r = unsafe {
             cudarc::cublas::result::gemm_strided_batched_ex(
                 h,

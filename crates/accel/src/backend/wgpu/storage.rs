@@ -114,6 +114,7 @@ fn quiet_runtime_dir() {
     #[cfg(target_os = "linux")]
     if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
         use std::os::unix::fs::DirBuilderExt;
+        // SAFETY: getuid takes no arguments, cannot fail and touches no memory of ours.
         let uid = unsafe { libc::getuid() };
         let dir = std::env::temp_dir().join(format!("accel-runtime-{uid}"));
         let made = std::fs::DirBuilder::new().mode(0o700).create(&dir);
@@ -295,8 +296,17 @@ impl Gpu {
             source: wgpu::ShaderSource::Wgsl(src.into()),
         };
         let module = if trusted {
-            // SAFETY: only for shaders whose indices stay inside their buffers and workgroup
-            // arrays by construction, and whose loops end (see `matmul`: sizes up to 2^31).
+            // SAFETY: wgpu requires that a module without runtime checks never indexes out of
+            // bounds and that its loops terminate. `trusted` is true only from
+            // WgpuStorage::matmul, for `blocked_matmul_wgsl`/MATMUL_SIMPLE: every global
+            // read is guarded (row < m, col < n, k0 + kk < k) and indexes the dense copies made
+            // by `copy_strided` in `matmul` (batch*rows*cols elements, batch stride 0 or
+            // rows*cols), the write is guarded by row < m && col < n into the bsz*m*n output;
+            // workgroup indices are < 256 by construction (kk * tile/4 + r/4 with
+            // kk < 1024/tile, r < tile); loops run to k <= 2^31 in steps of at least 1, so the
+            // u32 counters cannot wrap. `matmul` rejects bsz*m*k, bsz*k*n, bsz*m*n > 2^31
+            // (AUDIT: those products are unchecked usize multiplications; checked_mul would
+            // keep a wrapped product from passing that test).
             unsafe { d.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
         } else {
             d.create_shader_module(desc)
@@ -454,7 +464,9 @@ impl Gpu {
 }
 
 fn bytemuck_u32(w: &[u32]) -> &[u8] {
-    // SAFETY: u32 has no padding; any bytes are valid u8.
+    // SAFETY: `w` is a live borrowed &[u32]: its pointer is non-null and valid for
+    // size_of_val(w) = 4 * len initialised bytes (u32 has no padding), u8 has alignment 1 and
+    // every byte is a valid u8, and the result borrows `w` for the same lifetime.
     unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, std::mem::size_of_val(w)) }
 }
 

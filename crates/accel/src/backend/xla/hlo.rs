@@ -185,6 +185,11 @@ impl Program {
 
     /// Reduces `dims` of `x` with `op` (`add` or `maximum`) from `init`.
     pub fn reduce(&mut self, x: &Val, dims: &[usize], op: &str, init: f64) -> Val {
+        // Reducing over no dimension (a 0-d tensor) is the identity; StableHLO's parser also
+        // rejects an empty `array<i64: >`.
+        if dims.is_empty() {
+            return x.clone();
+        }
         let init = self.constant(init, &[], x.dtype);
         let out: Vec<usize> = (0..x.dims.len())
             .filter(|d| !dims.contains(d))

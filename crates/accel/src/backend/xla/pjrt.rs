@@ -54,8 +54,11 @@ pub struct Api {
     table_size: usize,
 }
 
-// SAFETY: the table is immutable and PJRT functions are thread safe.
+// SAFETY: `table` points into the plugin's static PJRT_Api, which the plugin never changes
+// and never frees (the library is never dlclosed: `load` keeps the handle), so reading it
+// from any thread is fine; the PJRT C API requires its functions to be thread safe.
 unsafe impl Send for Api {}
+// SAFETY: as for Send; Api has no interior mutability.
 unsafe impl Sync for Api {}
 
 impl Api {
@@ -63,30 +66,45 @@ impl Api {
     pub fn load(path: &Path) -> PResult<Arc<Api>> {
         let c =
             CString::new(path.to_string_lossy().as_bytes()).map_err(|e| local(e.to_string()))?;
-        // SAFETY: a valid C string; the handle is kept for the process.
+        // SAFETY: `c` is a NUL-terminated CString alive for the call; loading runs the
+        // plugin's initialisers (we trust the plugin files `plugin_candidates` found, in
+        // xla/mod.rs). The handle is never dlclosed, so code and data stay mapped for the
+        // process.
         let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         if h.is_null() {
+            // SAFETY: no arguments; glibc keeps the message per thread, so it is the error of
+            // the dlopen just above.
             let e = unsafe { libc::dlerror() };
             let msg = if e.is_null() {
                 "dlopen failed".to_string()
             } else {
+                // SAFETY: non-null (checked); a NUL-terminated string valid until the next dl*
+                // call on this thread; copied at once.
                 unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
             };
             return Err(local(msg));
         }
+        // SAFETY: `h` is the live handle from dlopen above; the name is a C string literal.
         let sym = unsafe { libc::dlsym(h, c"GetPjrtApi".as_ptr()) };
         if sym.is_null() {
             return Err(local(
                 "the library has no GetPjrtApi symbol: not a PJRT plugin",
             ));
         }
-        // SAFETY: GetPjrtApi has the signature `const PJRT_Api* GetPjrtApi(void)`.
         let get: unsafe extern "C" fn() -> *const sys::ApiHeader =
+            // SAFETY: `sym` is non-null (checked) and is the PJRT plugin entry point, declared
+            // in pjrt_c_api.h as `const PJRT_Api* GetPjrtApi(void)`, the type transmuted to
+            // here (a data pointer and a function pointer have the same size on Linux).
             unsafe { std::mem::transmute(sym) };
+        // SAFETY: calling it with its declared signature (above); it takes no arguments.
         let table = unsafe { get() };
         if table.is_null() {
             return Err(local("GetPjrtApi returned null"));
         }
+        // SAFETY: non-null (checked); GetPjrtApi returns a pointer to the plugin's static,
+        // suitably aligned PJRT_Api, which begins with the header sys::ApiHeader mirrors
+        // (struct_size, extension_start, pjrt_api_version) and lives for the process (never
+        // dlclosed). Only read.
         let header = unsafe { &*table };
         let api = Api {
             table: table as *const u8,
@@ -108,6 +126,9 @@ impl Api {
         };
         // Older plugins may lack it; that is fine.
         if api.has(slot::PLUGIN_INITIALIZE) {
+            // SAFETY: PLUGIN_INITIALIZE takes PJRT_Plugin_Initialize_Args, which
+            // sys::PluginInitializeArgs mirrors, with struct_size from args_size! (Api::call's
+            // # Safety).
             unsafe { api.call(slot::PLUGIN_INITIALIZE, &mut args)? };
         }
         Ok(Arc::new(api))
@@ -123,11 +144,19 @@ impl Api {
         if sys::slot_offset(i) + std::mem::size_of::<usize>() > self.table_size {
             return None;
         }
-        // SAFETY: within the table, which the plugin keeps alive.
+        // SAFETY: slot_offset(i) + size_of::<usize>() <= table_size (checked above), and
+        // table_size is the table's own struct_size (Api::load), so the read is inside the
+        // plugin's static PJRT_Api, which lives for the process; the slot is a function
+        // pointer field of a C struct of pointers, hence pointer-aligned (the table pointer
+        // is aligned for PJRT_Api).
         let p = unsafe { *(self.table.add(sys::slot_offset(i)) as *const *const c_void) };
         if p.is_null() {
             None
         } else {
+            // SAFETY: non-null (checked); every PJRT_Api function slot has the C type
+            // `PJRT_Error* (*)(Args*)`, which sys::Fn mirrors with `*mut c_void` for the
+            // args; fn pointers and data pointers have the same size on Linux. The slot
+            // numbers in sys::slot match pjrt_c_api.h 0.114.
             Some(unsafe { std::mem::transmute::<*const c_void, sys::Fn>(p) })
         }
     }
@@ -135,11 +164,19 @@ impl Api {
     /// Calls function slot `i` with `args`; a returned PJRT_Error becomes ours.
     ///
     /// # Safety
-    /// `A` must be the argument struct of that slot, initialised as the header requires.
+    /// - `A` must be the `#[repr(C)]` argument struct that sys.rs declares for slot `i` (the
+    ///   `PJRT_*_Args` of that function in pjrt_c_api.h 0.114), with `struct_size` set by
+    ///   `args_size!` and `extension_start` null or valid.
+    /// - Every input field must be valid as the header requires: handles (client, device,
+    ///   buffer, event, executable) alive and from this plugin; pointer/length pairs covering
+    ///   live memory that stays valid for as long as the plugin may use it (for the call,
+    ///   unless the header says longer); out-fields may be anything.
+    /// - Handles the call destroys must not be used again.
     pub unsafe fn call<A>(&self, i: usize, args: &mut A) -> PResult<()> {
         let f = self
             .fn_at(i)
             .ok_or_else(|| local(format!("the plugin lacks PJRT function slot {i}")))?;
+        // (Inside an unsafe fn: the caller's # Safety obligations make this call sound.)
         let err = f(args as *mut A as *mut c_void);
         if err.is_null() {
             Ok(())
@@ -162,6 +199,11 @@ impl Api {
             error: err,
             code: 2,
         };
+        // SAFETY: `err` is a non-null PJRT_Error the plugin returned (Api::call) or handed to
+        // `on_ready`, not yet destroyed (we destroy it below, once). ERROR_MESSAGE and
+        // ERROR_GET_CODE take sys::ErrorMessageArgs / sys::ErrorGetCodeArgs, built above with
+        // args_size!; ERROR_MESSAGE sets `message`/`message_size` to a buffer owned by the
+        // error, which `str_of` copies before ERROR_DESTROY frees it (or leaves it null).
         let message = unsafe {
             if let Some(f) = self.fn_at(slot::ERROR_MESSAGE) {
                 f(&mut m as *mut _ as *mut c_void);
@@ -177,6 +219,8 @@ impl Api {
             error: err,
         };
         if let Some(f) = self.fn_at(slot::ERROR_DESTROY) {
+            // SAFETY: ERROR_DESTROY takes sys::ErrorDestroyArgs (built above); `err` is live
+            // and destroyed only here; its message was already copied into `message`.
             unsafe { f(&mut d as *mut _ as *mut c_void) };
         }
         PjrtError {
@@ -186,6 +230,12 @@ impl Api {
     }
 }
 
+/// A copy of the `n` bytes at `p` as text (lossy UTF-8); empty when `p` is null.
+///
+/// # Safety
+/// When `p` is non-null it must be valid for reads of `n` initialised bytes (in one
+/// allocation, n <= isize::MAX) for the duration of the call: PJRT out-strings satisfy this
+/// while the object that owns them (error, client, device description) is alive.
 unsafe fn str_of(p: *const c_char, n: usize) -> String {
     if p.is_null() {
         return String::new();
@@ -203,8 +253,11 @@ pub struct Client {
     pub platform_version: String,
 }
 
-// SAFETY: PJRT clients are thread safe.
+// SAFETY: the PJRT C API requires a client (and the device handles in `devices`, owned by
+// it) to be usable from any thread concurrently; `raw` is destroyed only in Drop, which
+// needs ownership. The other fields are ordinary Send + Sync data.
 unsafe impl Send for Client {}
+// SAFETY: as for Send.
 unsafe impl Sync for Client {}
 
 /// What a device says about itself.
@@ -248,6 +301,10 @@ impl Client {
             kv_try_get_callback: std::ptr::null_mut(),
             kv_try_get_user_arg: std::ptr::null_mut(),
         };
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `create_options` points to `opts.len()` PJRT_NamedValue
+        // mirrors (NamedBool, struct_size from args_size!) whose names point into the caller's
+        // &str values, all alive until the call returns (the plugin copies options); the
+        // key-value callbacks are null (single process).
         unsafe { api.call(slot::CLIENT_CREATE, &mut a)? };
         let mut c = Client {
             api,
@@ -270,6 +327,10 @@ impl Client {
             value: std::ptr::null(),
             value_size: 0,
         };
+        // SAFETY: callers pass s = CLIENT_PLATFORM_NAME or CLIENT_PLATFORM_VERSION, both of
+        // which take PJRT_Client_Platform{Name,Version}_Args = sys::ClientStringArgs (built
+        // above with args_size!); `self.raw` is the live client (destroyed only in Drop). The
+        // returned string is owned by the client, alive while `self` is, and copied by str_of.
         unsafe {
             self.api.call(s, &mut a)?;
             Ok(str_of(a.value, a.value_size))
@@ -284,10 +345,14 @@ impl Client {
             devices: std::ptr::null(),
             num_devices: 0,
         };
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` is the live client.
         unsafe { self.api.call(slot::CLIENT_ADDRESSABLE_DEVICES, &mut a)? };
         let raw: Vec<*mut sys::Device> = if a.devices.is_null() {
             Vec::new()
         } else {
+            // SAFETY: non-null (checked: from_raw_parts needs that even for 0 elements); on
+            // success PJRT sets `devices` to an array of `num_devices` device pointers owned
+            // by the client, alive while it is; we copy them out at once.
             unsafe { std::slice::from_raw_parts(a.devices, a.num_devices) }.to_vec()
         };
         raw.into_iter()
@@ -298,6 +363,7 @@ impl Client {
                     device: d,
                     device_description: std::ptr::null_mut(),
                 };
+                // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `d` is a device of this live client (just listed).
                 unsafe { self.api.call(slot::DEVICE_GET_DESCRIPTION, &mut g)? };
                 let desc = g.device_description;
                 let mut id = sys::DeviceDescriptionIdArgs {
@@ -306,6 +372,8 @@ impl Client {
                     device_description: desc,
                     id: 0,
                 };
+                // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `desc` is the description the device returned,
+                // owned by the device (alive with the client).
                 unsafe { self.api.call(slot::DEVICE_DESCRIPTION_ID, &mut id)? };
                 let string = |s: usize| -> PResult<String> {
                     let mut a = sys::DeviceDescriptionStringArgs {
@@ -315,6 +383,9 @@ impl Client {
                         value: std::ptr::null(),
                         value_size: 0,
                     };
+                    // SAFETY: s is DEVICE_DESCRIPTION_KIND or _DEBUG_STRING, both taking
+                    // sys::DeviceDescriptionStringArgs (args_size! above) with the live `desc`;
+                    // the string is owned by the description and copied by str_of.
                     unsafe {
                         self.api.call(s, &mut a)?;
                         Ok(str_of(a.value, a.value_size))
@@ -350,6 +421,8 @@ impl Client {
             peak_allocated_bytes_value: 0,
             peak_allocated_bytes_is_set: false,
         };
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; the device handle is one of this live client's
+        // (`self.devices[device]`, bounds-checked indexing); the rest are out-fields.
         unsafe { self.api.call(slot::DEVICE_MEMORY_STATS, &mut a)? };
         Ok((
             a.bytes_in_use,
@@ -382,6 +455,8 @@ impl Client {
             compile_options_size: OPTIONS.len(),
             executable: std::ptr::null_mut(),
         };
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `program` (with `code` and `format`) and OPTIONS live
+        // until the call returns, which is all PJRT_Client_Compile needs; `self.raw` is live.
         unsafe { self.api.call(slot::CLIENT_COMPILE, &mut a)? };
         Ok(Executable {
             api: self.api.clone(),
@@ -415,6 +490,14 @@ impl Client {
             done_with_host_buffer: std::ptr::null_mut(),
             buffer: std::ptr::null_mut(),
         };
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!. `data` must hold the product of `dims` elements of
+        // `type_` (the caller, XlaStorage::from_cpu, passes a whole CpuStorage's bytes with
+        // dims = [len] and its dtype's buffer type; AUDIT: this safe fn does not check
+        // data.len() against dims and type_, so another caller could make the plugin read
+        // past `data`). With HOST_BUFFER_IMMUTABLE_ONLY_DURING_CALL the plugin is done with
+        // `data` when the call returns, and we also wait for `done_with_host_buffer` below
+        // before the borrow ends. `dims` and the device handle (this client's) live through
+        // the call.
         unsafe {
             self.api
                 .call(slot::CLIENT_BUFFER_FROM_HOST_BUFFER, &mut a)?
@@ -438,6 +521,11 @@ impl Drop for Client {
             extension_start: std::ptr::null_mut(),
             client: self.raw,
         };
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` was created by CLIENT_CREATE and is destroyed
+        // only here. Its buffers and executables must already be gone: they hold only
+        // Arc<Api>, so this relies on every XlaStorage/compile-cache entry keeping the Client
+        // alive (XlaDevice holds Arc<Client>, and clients live in the static Runtime in
+        // xla/storage.rs, dropped only when they have no devices, i.e. no buffers).
         let _ = unsafe { self.api.call(slot::CLIENT_DESTROY, &mut a) };
     }
 }
@@ -459,6 +547,8 @@ impl Event {
             extension_start: std::ptr::null_mut(),
             event: self.raw,
         };
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` is a live event (non-null, checked above),
+        // destroyed only by Drop after this returns (`wait` takes `self`).
         unsafe { self.api.call(slot::EVENT_AWAIT, &mut a) }
     }
 }
@@ -490,9 +580,19 @@ struct OnReadyArg {
     mark: Arc<ReadyMark>,
 }
 
+/// The `PJRT_Event_OnReadyCallback` that `Event::mark_ready` registers.
+///
+/// # Safety
+/// Only the PJRT runtime may call it, once per registration: `user_arg` must be the
+/// `Box<OnReadyArg>` pointer `mark_ready` leaked for that registration (ownership passes to
+/// this call), and `error` null or a live PJRT_Error of the same plugin that this call then
+/// owns.
 unsafe extern "C" fn on_ready(error: *mut sys::Error, user_arg: *mut c_void) {
     let now = Instant::now();
-    // SAFETY: `user_arg` is the box `Event::mark_ready` leaked for this one call.
+    // SAFETY: `user_arg` is the Box<OnReadyArg> that `Event::mark_ready` leaked for this
+    // registration (# Safety above); the runtime calls the callback once, so the box is
+    // reclaimed exactly once (mark_ready reclaims it itself only when registration failed, in
+    // which case this never runs).
     let arg = unsafe { Box::from_raw(user_arg as *mut OnReadyArg) };
     if !error.is_null() {
         // The callback owns the error. A failed computation also fails the wait that follows
@@ -523,9 +623,13 @@ impl Event {
             callback: on_ready,
             user_arg: user as *mut c_void,
         };
-        // SAFETY: the arguments are valid; on success the runtime calls `on_ready` once,
-        // which frees `user`; on failure it never will, so we free it.
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` is a live event (non-null, checked above);
+        // `on_ready` has the PJRT_Event_OnReadyCallback C signature, and `user` is a leaked
+        // Box<OnReadyArg> whose contents (Arc<Api>, Arc<ReadyMark>) are Send + Sync, so the
+        // runtime may call back on any thread.
         if let Err(e) = unsafe { self.api.call(slot::EVENT_ON_READY, &mut a) } {
+            // SAFETY: registration failed, so the runtime will never call `on_ready` with
+            // `user`: we are its only owner and reclaim the Box leaked just above, once.
             drop(unsafe { Box::from_raw(user) });
             return Err(e);
         }
@@ -541,6 +645,8 @@ impl Drop for Event {
                 extension_start: std::ptr::null_mut(),
                 event: self.raw,
             };
+            // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` is non-null, from the plugin, and destroyed
+            // only here (Event is not Clone).
             let _ = unsafe { self.api.call(slot::EVENT_DESTROY, &mut a) };
         }
     }
@@ -552,8 +658,11 @@ pub struct Buffer {
     raw: *mut sys::Buffer,
 }
 
-// SAFETY: PJRT buffers may be used from any thread.
+// SAFETY: the PJRT C API requires buffer functions (to-host copies, ready events, destroy) to
+// be thread safe, so `raw` may be used from any thread and from several at once; it is
+// destroyed only in Drop (needs ownership). `api` is Send + Sync.
 unsafe impl Send for Buffer {}
+// SAFETY: as for Send.
 unsafe impl Sync for Buffer {}
 
 impl Buffer {
@@ -568,6 +677,12 @@ impl Buffer {
             dst_size: dst.len(),
             event: std::ptr::null_mut(),
         };
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` is live; `dst` is a live &mut slice of
+        // dst.len() bytes and dst_size says so, so the plugin writes at most that (it fails the
+        // call if the buffer needs more). The write is asynchronous: the returned event is
+        // awaited below before the `dst` borrow ends (AUDIT: a plugin returning a null event
+        // would make `wait` return at once; treating null as "copy already done" relies on
+        // the plugin).
         unsafe { self.api.call(slot::BUFFER_TO_HOST_BUFFER, &mut a)? };
         Event {
             api: self.api.clone(),
@@ -584,6 +699,8 @@ impl Buffer {
             buffer: self.raw,
             event: std::ptr::null_mut(),
         };
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` is a live buffer; the returned event is
+        // owned by the Event made below and destroyed in its Drop.
         unsafe { self.api.call(slot::BUFFER_READY_EVENT, &mut a)? };
         Ok(Event {
             api: self.api.clone(),
@@ -604,6 +721,10 @@ impl Drop for Buffer {
             extension_start: std::ptr::null_mut(),
             buffer: self.raw,
         };
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` came from the plugin (buffer_from_host or
+        // execute) and is destroyed only here. PJRT frees the device memory only after queued
+        // computations reading it finish, so dropping an input of an in-flight execute is
+        // fine. The client is still alive (see Client's Drop).
         let _ = unsafe { self.api.call(slot::BUFFER_DESTROY, &mut a) };
     }
 }
@@ -614,8 +735,10 @@ pub struct Executable {
     raw: *mut sys::LoadedExecutable,
 }
 
-// SAFETY: PJRT executables may be executed from any thread.
+// SAFETY: the PJRT C API requires loaded executables to be executable from any thread,
+// concurrently; `raw` is destroyed only in Drop (needs ownership). `api` is Send + Sync.
 unsafe impl Send for Executable {}
+// SAFETY: as for Send.
 unsafe impl Sync for Executable {}
 
 impl Executable {
@@ -664,6 +787,13 @@ impl Executable {
                 client.devices[d].raw as *mut sys::Device
             }),
         };
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size! (ExecuteOptions likewise). `opts`, `arg_ptrs`, `arg_list`,
+        // `outputs` and `output_list` are locals alive until the call returns, which is as
+        // long as PJRT needs them; the argument buffers are live (`&Buffer` borrows) and of
+        // this plugin; `outputs` has room for the one output every accel program has (hlo.rs
+        // builds single-result programs); the device, when given, is one of `client`'s
+        // (bounds-checked index). AUDIT: nothing checks that `client` is the client that
+        // compiled this executable.
         unsafe { self.api.call(slot::LOADED_EXECUTABLE_EXECUTE, &mut a)? };
         if outputs[0].is_null() {
             return Err(local("the program produced no output"));
@@ -682,6 +812,8 @@ impl Drop for Executable {
             extension_start: std::ptr::null_mut(),
             executable: self.raw,
         };
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` came from CLIENT_COMPILE and is destroyed only
+        // here; executions already queued keep what they need alive inside the runtime.
         let _ = unsafe { self.api.call(slot::LOADED_EXECUTABLE_DESTROY, &mut a) };
     }
 }

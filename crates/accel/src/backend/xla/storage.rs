@@ -527,7 +527,13 @@ impl XlaStorage {
             BinaryOp::Div => "divide",
             BinaryOp::Maximum => "maximum",
         };
-        let r = p.elementwise(name, &[&a, &b]);
+        let mut r = p.elementwise(name, &[&a, &b]);
+        if op == BinaryOp::Maximum && self.dtype.is_float() {
+            // XLA's CPU maximum may drop a NaN operand; PyTorch and accel propagate it.
+            let (na, nb) = (p.isnan(&a), p.isnan(&b));
+            let any = p.elementwise("add", &[&na, &nb]);
+            r = p.nan_where(&any, &r);
+        }
         self.run(p, &r, &[self, rhs])
     }
 

@@ -27,7 +27,9 @@ macro_rules! args_size {
     ($t:ty, $last:ident) => {{
         let probe = std::mem::MaybeUninit::<$t>::uninit();
         let base = probe.as_ptr();
-        // SAFETY: only the field's address is computed, never read.
+        // SAFETY: `base` points to a live (uninitialised) MaybeUninit<$t> on the stack, so
+        // the place `(*base).$last` is in bounds; addr_of! takes its address without creating
+        // a reference or reading the uninitialised memory.
         let field = unsafe { std::ptr::addr_of!((*base).$last) };
         fn size_of_pointee<T>(_: *const T) -> usize {
             std::mem::size_of::<T>()
@@ -86,6 +88,9 @@ pub const fn slot_offset(i: usize) -> usize {
     std::mem::size_of::<ApiHeader>() + i * std::mem::size_of::<usize>()
 }
 
+/// A PJRT function slot. Calling one is unsafe: the argument must point to the slot's own
+/// `*_Args` struct, with `struct_size` set by [`args_size!`] and every input field valid as
+/// the PJRT header describes; see `pjrt::Api::call`.
 pub type Fn = unsafe extern "C" fn(*mut c_void) -> *mut Error;
 
 // PJRT_Buffer_Type values.
@@ -137,7 +142,8 @@ pub struct EventArgs {
 }
 
 /// `PJRT_Event_OnReadyCallback`: called once with the event's error (owned by the callback,
-/// which must destroy it) and the caller's argument.
+/// which must destroy it) and the caller's argument. Unsafe to call: `user_arg` must be what
+/// the callback's registrant passed (see `pjrt::on_ready`).
 pub type OnReadyCallback = unsafe extern "C" fn(error: *mut Error, user_arg: *mut c_void);
 
 #[repr(C)]

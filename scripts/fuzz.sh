@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Fuzz accel with cargo-fuzz (libFuzzer + AddressSanitizer), every target for a bounded time.
+#
+#   scripts/fuzz.sh            20 s per target (part of the test command)
+#   scripts/fuzz.sh 600        the long run
+#   FUZZ_TARGETS="device_name tensor_views" scripts/fuzz.sh 60
+#
+# Each target starts from its kept corpus in fuzz/corpus/NAME (new inputs land there too;
+# prune with `cargo fuzz cmin NAME` before committing). Crashes are written to
+# fuzz/artifacts/NAME/. Exits non-zero when any target crashed (or failed to build).
+set -uo pipefail
+
+SECONDS_PER_TARGET="${1:-20}"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT/fuzz"
+
+if ! cargo +nightly --version >/dev/null 2>&1; then
+    echo "fuzz.sh: needs a nightly toolchain (rustup toolchain install nightly)" >&2
+    exit 2
+fi
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+    echo "fuzz.sh: installing cargo-fuzz" >&2
+    cargo +nightly install cargo-fuzz --locked || exit 2
+fi
+
+# target:extra cargo-fuzz flags. hlo_text needs accel's xla backend code (no extra deps).
+ALL="device_name: tensor_construct: tensor_views: hlo_text:--features=hlo"
+TARGETS="${FUZZ_TARGETS:-$(for t in $ALL; do printf '%s ' "${t%%:*}"; done)}"
+
+flags_of() {
+    for t in $ALL; do
+        [ "${t%%:*}" = "$1" ] && { printf '%s' "${t#*:}" | tr ',' ' '; return; }
+    done
+}
+
+failed=0
+summary=""
+for name in $TARGETS; do
+    flags="$(flags_of "$name")"
+    mkdir -p "corpus/$name" "artifacts/$name"
+    log="$(mktemp)"
+    echo "== $name: building (ASan)"
+    # shellcheck disable=SC2086
+    if ! cargo +nightly fuzz build -s address $flags "$name" >"$log" 2>&1; then
+        tail -30 "$log"
+        summary+="$(printf '%-18s BUILD FAILED' "$name")"$'\n'
+        failed=1
+        continue
+    fi
+    echo "== $name: fuzzing for ${SECONDS_PER_TARGET}s"
+    start=$(date +%s)
+    # shellcheck disable=SC2086
+    cargo +nightly fuzz run -s address $flags "$name" "corpus/$name" -- \
+        -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=4096 -timeout=30 \
+        -print_final_stats=1 >"$log" 2>&1
+    rc=$?
+    secs=$(( $(date +%s) - start ))
+    execs="$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' | tail -1)"
+    [ -z "$execs" ] && execs="$(grep -Eo '^#[0-9]+' "$log" | tail -1 | tr -d '#')"
+    if [ $rc -eq 0 ]; then
+        verdict="no crash"
+    else
+        failed=1
+        artifact="$(grep -Eo 'Test unit written to [^ ]+' "$log" | tail -1 | sed 's/Test unit written to //')"
+        verdict="CRASH (exit $rc) ${artifact:-see log}"
+        grep -E -m1 -A1 'panicked at|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)' "$log" | sed 's/^/    /'
+        echo "    reproduce: (cd fuzz && cargo +nightly fuzz run $flags $name ${artifact:-ARTIFACT})"
+    fi
+    summary+="$(printf '%-18s %10s execs %5ss  %s' "$name" "${execs:-?}" "$secs" "$verdict")"$'\n'
+    rm -f "$log"
+done
+
+echo
+echo "target                  executions   time  result"
+printf '%s' "$summary"
+exit $failed
