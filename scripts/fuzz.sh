@@ -5,8 +5,9 @@
 #   scripts/fuzz.sh 600        the long run
 #   FUZZ_TARGETS="device_name tensor_views" scripts/fuzz.sh 60
 #
-# Each target starts from its kept corpus in fuzz/corpus/NAME (new inputs land there too;
-# prune with `cargo fuzz cmin NAME` before committing). Crashes are written to
+# Each target starts from its kept corpus in fuzz/corpus/NAME; new inputs go to a scratch
+# folder, or into the kept corpus with FUZZ_KEEP=1 (prune with `cargo fuzz cmin NAME` before
+# committing). Crashes are written to
 # fuzz/artifacts/NAME/. Exits non-zero when any target crashed (or failed to build).
 set -uo pipefail
 
@@ -50,7 +51,15 @@ for name in $TARGETS; do
     echo "== $name: fuzzing for ${SECONDS_PER_TARGET}s"
     start=$(date +%s)
     # shellcheck disable=SC2086
-    cargo +nightly fuzz run -s address $flags "$name" "corpus/$name" -- \
+    # New inputs go to a scratch folder unless FUZZ_KEEP=1 (then into the kept corpus, to
+    # be pruned with `cargo fuzz cmin` before committing); the kept corpus is read as seeds.
+    if [ "${FUZZ_KEEP:-0}" = 1 ]; then
+        dirs=("corpus/$name")
+    else
+        scratch="$(mktemp -d)"
+        dirs=("$scratch" "corpus/$name")
+    fi
+    cargo +nightly fuzz run -s address $flags "$name" "${dirs[@]}" -- \
         -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=4096 -timeout=30 \
         -print_final_stats=1 >"$log" 2>&1
     rc=$?
@@ -68,6 +77,7 @@ for name in $TARGETS; do
     fi
     summary+="$(printf '%-18s %10s execs %5ss  %s' "$name" "${execs:-?}" "$secs" "$verdict")"$'\n'
     rm -f "$log"
+    [ -n "${scratch:-}" ] && rm -rf "$scratch"
 done
 
 echo

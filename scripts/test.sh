@@ -51,3 +51,7 @@ echo "== tests"
 # --nocapture lets each test binary's `skipped:` lines through (tests print nothing else).
 cargo test --workspace --release --all-targets -- --nocapture
 cargo test --workspace --release --doc
+
+echo "== fuzzing: every cargo-fuzz target, ${ACCEL_FUZZ_SECONDS:-15} s each, with AddressSanitizer"
+# The short run; `scripts/fuzz.sh 600` is the long one (RELIABILITY.md).
+scripts/fuzz.sh "${ACCEL_FUZZ_SECONDS:-15}"

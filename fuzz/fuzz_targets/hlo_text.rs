@@ -39,7 +39,8 @@ impl V {
         View {
             dims: self.dims.iter().take(4).map(|&d| (d % 6) as usize).collect(),
             swaps: self.swaps.iter().take(4).map(|&(a, b)| (a as usize, b as usize)).collect(),
-            offset: (self.offset % 8) as usize,
+            // The public API makes no view with an offset yet (no slicing op): 0, as it does.
+            offset: { let _ = self.offset; 0 },
             extra: (self.extra % 4) as usize,
         }
     }

@@ -132,6 +132,16 @@ fn usage_errors_exit_2_with_one_clear_line() {
         &["bench", "matmul", "--dtype", "f8"],
         &["bench", "matmul", "--iters", "0"],
         &["frobnicate"],
+        // "internal error in accel" (a panic in Duration::from_secs_f64) before numeric
+        // options were range-checked at parse time; the rest are the ranges now checked.
+        &["mem", "--watch", "1e20"],
+        &["bench", "matmul", "--size", "0", "--device", "cpu"],
+        &["bench", "matmul", "--size", "18446744073709551615"],
+        &["bench", "elementwise", "--size", "99999999999999"],
+        &["bench", "copy", "--size", "2TiB"],
+        &["bench", "matmul", "--warmup", "100001"],
+        &["bench", "matmul", "--iters", "99999999999"],
+        &["bench", "matmul", "--min-time", "1e300"],
     ] {
         let o = accel(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));

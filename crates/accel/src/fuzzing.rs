@@ -186,6 +186,9 @@ pub mod hlo {
                     return None;
                 }
                 let bsz = if ba == 1 { bb } else { ba }; // as Tensor::matmul (fixed: was ba.max(bb))
+                if bsz * m * n == 0 || k == 0 {
+                    return None; // Tensor::matmul makes zeros without a kernel
+                }
                 let strides = |l: &Layout, r: usize, bs: usize| {
                     let s = &l.strides;
                     let b = if r == 3 && bs > 1 { s[0] } else { 0 };

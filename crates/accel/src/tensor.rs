@@ -470,13 +470,27 @@ impl Tensor {
                 crate::backend::par_copy(dst, &src.as_bytes()[off * size..off * size + bytes]);
             }
             Storage::Cuda(s) => s.to_host(&self.layout, dst)?,
-            _ => unreachable!("checked above"),
+            #[allow(unreachable_patterns)]
+            _ => {
+                return Err(Error::System(
+                    "internal error: pin_memory of a tensor that is neither on the CPU nor on a CUDA GPU".into(),
+                ))
+            }
         }
-        // SAFETY: the buffer made here holds the block and gives the storage back to it
-        // (`Buffer::drop`, through `Storage::forget`) before the block is dropped.
+        // SAFETY: the first n * size bytes were filled just above (`bytes_mut` covers the
+        // whole block, initialised by PinnedBlock::alloc), n elements fit (the block was
+        // allocated with n * size bytes). The vector is put into a Buffer that holds the
+        // block in the same expression, with nothing between that could panic, so
+        // `Buffer::drop` gives the storage back to the block (Storage::forget) before the
+        // block is dropped, on every path.
         let host = unsafe { block.storage(dtype, n) };
-        let mut buf = Buffer::new(Storage::Cpu(host), Device::Cpu);
-        buf.pinned = Some(block);
+        let buf = Buffer {
+            storage: Storage::Cpu(host),
+            device: Device::Cpu,
+            bytes,
+            pinned: Some(block),
+        };
+        memory::on_alloc(Device::Cpu, bytes);
         Ok(Tensor {
             buf: Arc::new(buf),
             layout: Layout::contiguous(self.shape().clone()),

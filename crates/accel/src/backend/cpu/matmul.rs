@@ -58,10 +58,9 @@ struct OutPtr<T>(*mut T);
 // is Send + Sync); that borrow is not used otherwise until every task has joined, and the
 // tasks write disjoint blocks of it (rows `t * per..` or columns `t * per..` per thread, see
 // `work` in `gemm`), so sharing the pointer across rayon threads creates no data race.
-// (Bounding these impls by `T: Send` would state that in the type.)
-unsafe impl<T> Send for OutPtr<T> {}
+unsafe impl<T: Send> Send for OutPtr<T> {}
 // SAFETY: as for Send.
-unsafe impl<T> Sync for OutPtr<T> {}
+unsafe impl<T: Send> Sync for OutPtr<T> {}
 
 impl<T> OutPtr<T> {
     /// A method, so closures capture the `Send` wrapper rather than the raw pointer field.

@@ -404,8 +404,15 @@ extern "C" __global__ void normal_{tg}({t}* __restrict__ o, long long n, unsigne
 fn imatmul(s: &mut String) {
     // Integer matmul (cuBLAS has none that matches PyTorch's wrapping semantics): 16x16 tiles
     // through shared memory; blockIdx.z is the batch. Strides in elements.
+    // Products and sums accumulate in the unsigned type of the same width: signed overflow is
+    // undefined in C++, unsigned arithmetic wraps, and converting back gives two's complement.
     for d in [DType::I32, DType::I64] {
         let (t, _, _, _) = ty(d);
+        let u = if d == DType::I32 {
+            "unsigned int"
+        } else {
+            "unsigned long long"
+        };
         let tg = tag(d);
         let _ = write!(
             s,
@@ -420,17 +427,17 @@ extern "C" __global__ void imatmul_{tg}(const {t}* __restrict__ a, const {t}* __
   const {t}* A = a + z * sab; const {t}* B = b + z * sbb; {t}* C = c + z * m * n;
   for (long long by = blockIdx.y; by * 16 < m; by += gridDim.y) {{
   long long row = by * 16 + threadIdx.y, col = (long long)blockIdx.x * 16 + threadIdx.x;
-  {t} acc = 0;
+  {u} acc = 0;
   for (long long k0 = 0; k0 < k; k0 += 16) {{
     long long ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
     ta[threadIdx.y][threadIdx.x] = (row < m && ka < k) ? A[row * sar + ka * sac] : ({t})0;
     tb[threadIdx.y][threadIdx.x] = (kb < k && col < n) ? B[kb * sbr + col * sbc] : ({t})0;
     __syncthreads();
     #pragma unroll
-    for (int q = 0; q < 16; ++q) acc += ta[threadIdx.y][q] * tb[q][threadIdx.x];
+    for (int q = 0; q < 16; ++q) acc += ({u})ta[threadIdx.y][q] * ({u})tb[q][threadIdx.x];
     __syncthreads();
   }}
-  if (row < m && col < n) C[row * n + col] = acc;
+  if (row < m && col < n) C[row * n + col] = ({t})acc;
   }}
   }}
 }}
@@ -491,13 +498,12 @@ pub fn compile(src: &str, name: &str, arch: &str) -> Result<Vec<u8>, String> {
             // nvrtcGetProgramLogSize before filling it.
             let log = unsafe { result::get_program_log(prog) }
                 .map(|l| {
-                    // SAFETY: NVRTC's log size includes the terminating NUL (at least 1), so
-                    // `l` holds a NUL-terminated string. AUDIT: if NVRTC ever reported a
-                    // log size of 0, `l.as_ptr()` would be dangling; CStr::from_bytes_until_nul
-                    // would check instead of trusting that.
-                    unsafe { CStr::from_ptr(l.as_ptr()) }
-                        .to_string_lossy()
-                        .into_owned()
+                    // Up to the first NUL, checked (an empty log is just empty).
+                    let bytes: Vec<u8> = l.iter().map(|&c| c as u8).collect();
+                    match CStr::from_bytes_until_nul(&bytes) {
+                        Ok(c) => c.to_string_lossy().into_owned(),
+                        Err(_) => String::from_utf8_lossy(&bytes).into_owned(),
+                    }
                 })
                 .unwrap_or_default();
             Err(format!(

@@ -130,6 +130,11 @@ impl PinnedBlock {
             });
         }
         ck(r, "cuMemHostAlloc (pin_memory)")?;
+        // Initialised once, so every later `&mut [u8]` over the block (`bytes_mut`) is over
+        // initialised bytes: the driver does not promise zeroed memory.
+        // SAFETY: cuMemHostAlloc succeeded, so `p` is valid for writes of `bytes` bytes, and
+        // nothing else refers to the new block yet.
+        unsafe { std::ptr::write_bytes(p as *mut u8, 0, bytes) };
         lock(&BLOCKS).insert(p as usize, bytes);
         Ok(PinnedBlock {
             ptr: p as *mut u8,
@@ -145,9 +150,8 @@ impl PinnedBlock {
         // was allocated with; cached blocks are reused only for an equal size), owned by this
         // value and borrowed mutably, so no vector from `storage` can be alive over it (that
         // needs `&self` for as long as the vector lives: see `Buffer` in tensor.rs).
-        // AUDIT: a fresh cuMemHostAlloc block is not documented to be initialised, and
-        // from_raw_parts_mut requires initialised u8s; zeroing new blocks once in `alloc`
-        // (or returning &mut [MaybeUninit<u8>]) would make this airtight.
+        // Its bytes are initialised: `alloc` zeroes every new block, and cached blocks keep
+        // the bytes they were last given.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
     }
 
@@ -162,7 +166,9 @@ impl PinnedBlock {
     ///   path. `Buffer::drop` (tensor.rs) does this once `Buffer::pinned` holds the block.
     /// - No `&mut` to the block (`bytes_mut`) may be used while the vector is alive.
     pub unsafe fn storage(&self, dtype: DType, len: usize) -> CpuStorage {
-        assert!(len * dtype.size_in_bytes() <= self.bytes);
+        assert!(len
+            .checked_mul(dtype.size_in_bytes())
+            .is_some_and(|b| b <= self.bytes));
         macro_rules! vec_in {
             ($t:ty) => {
                 // SAFETY: the pointer is non-null (see `bytes_mut`), and cuMemHostAlloc

@@ -146,8 +146,14 @@ impl CudaStorage {
 
     /// Copies the view `l` into `dst` (its size exactly) and waits.
     pub fn to_host(&self, l: &Layout, dst: &mut [u8]) -> Result<()> {
+        let want = l.shape.elem_count() * self.dtype.size_in_bytes();
+        if dst.len() != want {
+            return Err(Error::System(format!(
+                "internal error: a {}-byte host buffer for a {want}-byte copy from the GPU",
+                dst.len()
+            )));
+        }
         let (_copy, src) = self.dense(l)?;
-        debug_assert_eq!(dst.len(), l.shape.elem_count() * self.dtype.size_in_bytes());
         self.gpu.dtoh(dst, src)
     }
 

@@ -305,8 +305,7 @@ impl Gpu {
             // workgroup indices are < 256 by construction (kk * tile/4 + r/4 with
             // kk < 1024/tile, r < tile); loops run to k <= 2^31 in steps of at least 1, so the
             // u32 counters cannot wrap. `matmul` rejects bsz*m*k, bsz*k*n, bsz*m*n > 2^31
-            // (AUDIT: those products are unchecked usize multiplications; checked_mul would
-            // keep a wrapped product from passing that test).
+            // (products computed with checked_mul, so a wrapped one cannot pass).
             unsafe { d.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
         } else {
             d.create_shader_module(desc)
@@ -969,9 +968,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
         // The kernels index in u32 and run without naga's bounds checks and loop bounding,
         // which is safe only while every index and loop counter fits with room to spare.
         const LIMIT: usize = 1 << 31;
-        if [bsz * m * k, bsz * k * n, bsz * m * n]
+        let size = |x: usize, y: usize| bsz.checked_mul(x)?.checked_mul(y);
+        if [size(m, k), size(k, n), size(m, n)]
             .iter()
-            .any(|&e| e > LIMIT)
+            .any(|e| e.is_none_or(|e| e > LIMIT))
         {
             return Err(Error::invalid(
                 "matmul",

@@ -331,6 +331,12 @@ fn literal(value: f64, dtype: DType) -> String {
             DType::F32 => "0xFF800000".into(),
             _ => "0xFFF0000000000000".into(),
         },
+        _ if value == f64::INFINITY => match dtype {
+            DType::F16 => "0x7C00".into(),
+            DType::BF16 => "0x7F80".into(),
+            DType::F32 => "0x7F800000".into(),
+            _ => "0x7FF0000000000000".into(),
+        },
         _ => format!("{value:.17e}"),
     }
 }

@@ -466,13 +466,28 @@ impl Client {
 
     /// Copies host data into a new device buffer of `dims`; returns once the host data may
     /// be reused.
+    /// A device buffer of `dims` elements of `type_` (`elem_size` bytes each) copied from
+    /// `data`, which must hold exactly that many bytes.
     pub fn buffer_from_host(
         &self,
         data: &[u8],
         type_: i32,
+        elem_size: usize,
         dims: &[i64],
         device: usize,
     ) -> PResult<Buffer> {
+        let want = dims.iter().try_fold(elem_size, |acc, &d| {
+            acc.checked_mul(usize::try_from(d).ok()?)
+        });
+        if want != Some(data.len()) {
+            return Err(local(format!(
+                "{} bytes of host data for a buffer of dims {dims:?} of {elem_size}-byte elements",
+                data.len()
+            )));
+        }
+        if device >= self.devices.len() {
+            return Err(local(format!("no device {device} in this client")));
+        }
         let mut a = sys::BufferFromHostBufferArgs {
             struct_size: args_size!(sys::BufferFromHostBufferArgs, buffer),
             extension_start: std::ptr::null_mut(),
@@ -490,11 +505,9 @@ impl Client {
             done_with_host_buffer: std::ptr::null_mut(),
             buffer: std::ptr::null_mut(),
         };
-        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!. `data` must hold the product of `dims` elements of
-        // `type_` (the caller, XlaStorage::from_cpu, passes a whole CpuStorage's bytes with
-        // dims = [len] and its dtype's buffer type; AUDIT: this safe fn does not check
-        // data.len() against dims and type_, so another caller could make the plugin read
-        // past `data`). With HOST_BUFFER_IMMUTABLE_ONLY_DURING_CALL the plugin is done with
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!. `data` holds the product of `dims` elements of
+        // `type_` (checked at the top of this function, given the caller's `elem_size` for
+        // `type_`). With HOST_BUFFER_IMMUTABLE_ONLY_DURING_CALL the plugin is done with
         // `data` when the call returns, and we also wait for `done_with_host_buffer` below
         // before the borrow ends. `dims` and the device handle (this client's) live through
         // the call.
@@ -680,10 +693,14 @@ impl Buffer {
         // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` is live; `dst` is a live &mut slice of
         // dst.len() bytes and dst_size says so, so the plugin writes at most that (it fails the
         // call if the buffer needs more). The write is asynchronous: the returned event is
-        // awaited below before the `dst` borrow ends (AUDIT: a plugin returning a null event
-        // would make `wait` return at once; treating null as "copy already done" relies on
-        // the plugin).
+        // awaited below before the `dst` borrow ends (a null event, with which nothing could
+        // be awaited, is refused below).
         unsafe { self.api.call(slot::BUFFER_TO_HOST_BUFFER, &mut a)? };
+        if a.event.is_null() {
+            return Err(local(
+                "the plugin started a copy to the host without an event to wait for",
+            ));
+        }
         Event {
             api: self.api.clone(),
             raw: a.event,

@@ -406,6 +406,7 @@ impl XlaStorage {
             .buffer_from_host(
                 data.as_bytes(),
                 buffer_type(data.dtype()),
+                data.dtype().size_in_bytes(),
                 &[data.len() as i64],
                 dev.index,
             )
