@@ -84,7 +84,23 @@ fn check(t: &Tensor, dims: Option<&[usize]>) {
     assert!(s.dims().is_empty());
     let _ = s.to_vec_f64().expect("to_vec_f64 of a sum");
     for d in DTYPES {
-        let c = t.to_dtype(d).expect("to_dtype of an accepted tensor");
+        // A cast to a wider dtype is refused when its byte size could not exist: the sizes,
+        // each counted as at least 1, times the element size beyond isize::MAX bytes.
+        let fits = t
+            .dims()
+            .iter()
+            .try_fold(d.size_in_bytes() as u128, |acc, &x| acc.checked_mul(x.max(1) as u128))
+            .is_some_and(|b| b <= isize::MAX as u128);
+        let c = t.to_dtype(d);
+        if !fits {
+            assert!(
+                matches!(c, Err(accel::Error::SizeOverflow { .. })),
+                "a cast of {:?} to {d} that cannot exist was not refused",
+                t.dims()
+            );
+            continue;
+        }
+        let c = c.expect("to_dtype of an accepted tensor");
         assert_eq!(c.dims(), t.dims());
         assert_eq!(c.dtype(), d);
         assert_eq!(c.to_vec_f64().expect("to_vec_f64 after to_dtype").len(), n);

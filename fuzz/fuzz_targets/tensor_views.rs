@@ -646,10 +646,19 @@ fuzz_target!(|input: Input| {
     }
 });
 
+/// Whether a tensor of `shape` and `dtype` can exist: the sizes, each counted as at least
+/// 1, times the element size fit in isize::MAX bytes (so every stride is representable).
+fn exists(shape: &[usize], dtype: DType) -> bool {
+    shape
+        .iter()
+        .try_fold(dtype.size_in_bytes() as u128, |acc, &d| acc.checked_mul(d.max(1) as u128))
+        .is_some_and(|b| b <= isize::MAX as u128)
+}
+
 fn reshape(what: &str, t: &Tensor, m: &Model, shape: Vec<usize>) -> Option<(Tensor, Model)> {
     let n = count(&m.dims).unwrap();
     let r = t.reshape(shape.clone());
-    let valid = count(&shape) == Some(n);
+    let valid = count(&shape) == Some(n) && exists(&shape, t.dtype());
     match (r, valid) {
         (Ok(r), true) => {
             let got = read(&r, what);

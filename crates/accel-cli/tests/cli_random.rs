@@ -17,6 +17,8 @@ const BASES: &[&[&str]] = &[
     &["devices", "--json"],
     &["mem"],
     &["mem", "--json"],
+    &["mem", "--watch", "0.2", "--count", "2"],
+    &["mem", "--count", "3"],
     &[
         "bench",
         "matmul",
@@ -145,7 +147,9 @@ const OPTIONS: &[(&str, &[&str])] = &[
     ),
     (
         "--watch",
-        &["0", "-1", "1e20", "86401", "nan", "inf", "0.0", "abc", ""],
+        &[
+            "0.01", "0.3", "0", "-1", "1e20", "86401", "nan", "inf", "0.0", "abc", "",
+        ],
     ),
     (
         "--count",
@@ -300,7 +304,7 @@ fn random_argument_vectors_exit_0_1_or_2_without_a_panic() {
                 s.spawn(move || {
                     c.iter()
                         .map(|v| {
-                            let limit = if endless(v) { 2 } else { 60 };
+                            let limit = if endless(v) { 8 } else { 60 };
                             (v.clone(), run(v, Duration::from_secs(limit)))
                         })
                         .collect()
@@ -329,6 +333,11 @@ fn random_argument_vectors_exit_0_1_or_2_without_a_panic() {
         }
         if o.timed_out {
             assert!(endless(v), "did not finish within 60 s: {what}");
+            // Stopped by the test: it must have been a valid watch, reporting already.
+            assert!(
+                o.stdout.contains("host RAM") || o.stdout.contains("\"kind\""),
+                "stopped before its first report: {what}"
+            );
             stopped += 1;
             continue;
         }

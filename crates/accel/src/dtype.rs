@@ -118,6 +118,28 @@ pub trait WithDType:
     fn from_storage(s: &CpuStorage) -> Option<&[Self]>;
 }
 
+/// `x` in f32 rounded to odd: truncated toward zero, with the last bit set when anything was
+/// cut off. Rounding that to a format of at most 22 significant bits (f16, bf16) to nearest
+/// even gives the same as rounding `x` there directly, so f64 -> f16/bf16 rounds once.
+/// (`half`'s own `from_f64` drops the low 29 bits of the f64 significand first, which can
+/// turn a value just above a tie into a tie: f32 1 + 2^-8 + 2^-23 became bf16 1.0.)
+fn f32_round_to_odd(x: f64) -> f32 {
+    let f = x as f32;
+    if x.is_nan() || x.is_infinite() || f as f64 == x {
+        return f;
+    }
+    // Inexact: one step toward zero if rounding went away from it, then mark it odd.
+    let mut t = if f.is_infinite() {
+        f32::MAX.copysign(f)
+    } else {
+        f
+    };
+    if (t as f64).abs() > x.abs() {
+        t = f32::from_bits(t.to_bits() - 1);
+    }
+    f32::from_bits(t.to_bits() | 1)
+}
+
 mod sealed {
     pub trait Sealed {}
 }
@@ -146,8 +168,12 @@ macro_rules! with_dtype {
     };
 }
 
-with_dtype!(f16, F16, |v: f16| v.to_f64(), f16::from_f64);
-with_dtype!(bf16, BF16, |v: bf16| v.to_f64(), bf16::from_f64);
+with_dtype!(f16, F16, |v: f16| v.to_f64(), |v: f64| f16::from_f32(
+    f32_round_to_odd(v)
+));
+with_dtype!(bf16, BF16, |v: bf16| v.to_f64(), |v: f64| bf16::from_f32(
+    f32_round_to_odd(v)
+));
 with_dtype!(f32, F32, |v: f32| v as f64, |v: f64| v as f32);
 with_dtype!(f64, F64, |v: f64| v, |v: f64| v);
 with_dtype!(i32, I32, |v: i32| v as f64, |v: f64| v as i32);

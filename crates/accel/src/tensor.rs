@@ -557,6 +557,7 @@ impl Tensor {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
+        Tensor::check_alloc(self.shape(), self.dtype(), &self.device())?;
         let s = self.buf.storage.copy_strided(&self.layout)?;
         Tensor::from_storage(s, self.device(), self.shape().clone())
     }
@@ -630,6 +631,24 @@ impl Tensor {
     }
 
     fn scalar_op(&self, v: f64, op: BinaryOp) -> Result<Tensor> {
+        let dtype = self.dtype();
+        if matches!(dtype, DType::F16 | DType::BF16) && self.device().supports(DType::F32) {
+            // As PyTorch: half tensors compute with the scalar in f32 and round once at the
+            // end, so `x * 1e5` of a small f16 x is not x * inf.
+            return self.to_dtype(DType::F32)?.scalar_op(v, op)?.to_dtype(dtype);
+        }
+        let (lo, hi) = match dtype {
+            DType::I32 => (f64::from(i32::MIN), f64::from(i32::MAX)),
+            // i64's limits as f64: -2^63 is exact, 2^63 is one past the largest.
+            DType::I64 => (-(2f64.powi(63)), 2f64.powi(63) - 1024.0),
+            _ => (f64::NEG_INFINITY, f64::INFINITY),
+        };
+        if !dtype.is_float() && !(lo..=hi).contains(&v) {
+            return Err(Error::invalid(
+                op.name(),
+                format!("the scalar {v} does not fit in the tensor's dtype {dtype}; convert first with .to_dtype(DType::F64)"),
+            ));
+        }
         if !self.dtype().is_float() && v.fract() != 0.0 && op != BinaryOp::Div {
             return Err(Error::invalid(
                 op.name(),
@@ -731,6 +750,9 @@ impl Tensor {
                 Shape::from(v)
             }
         };
+        // The output, as 8-byte accumulators (the CPU sums in f64 or i64), must fit: an empty
+        // input can still have a huge output ([2^40, 0] summed over dim 1).
+        Tensor::check_alloc(&out, DType::F64, &self.device())?;
         let s = self.buf.storage.reduce(op, &self.layout, dim)?;
         Tensor::from_storage(s, self.device(), out)
     }
@@ -889,9 +911,16 @@ impl Tensor {
         self.typed("to_vec1", Some(1))
     }
 
+    /// Checks that `rows` row vectors (of a possibly empty tensor) fit in host memory.
+    fn check_rows<T>(rows: usize) -> Result<()> {
+        let bytes = rows.checked_mul(std::mem::size_of::<Vec<T>>());
+        memory::ensure_fits(Device::Cpu, bytes.map(|b| b as u64))
+    }
+
     /// A 2-d tensor's rows.
     pub fn to_vec2<T: WithDType>(&self) -> Result<Vec<Vec<T>>> {
         let v = self.typed::<T>("to_vec2", Some(2))?;
+        Tensor::check_rows::<T>(self.dims()[0])?;
         let cols = self.dims()[1];
         Ok((0..self.dims()[0])
             .map(|i| v[i * cols..(i + 1) * cols].to_vec())
@@ -902,6 +931,8 @@ impl Tensor {
     pub fn to_vec3<T: WithDType>(&self) -> Result<Vec<Vec<Vec<T>>>> {
         let v = self.typed::<T>("to_vec3", Some(3))?;
         let (a, b, c) = (self.dims()[0], self.dims()[1], self.dims()[2]);
+        Tensor::check_rows::<Vec<T>>(a)?;
+        Tensor::check_rows::<T>(a.saturating_mul(b))?;
         Ok((0..a)
             .map(|i| {
                 (0..b)

@@ -14,12 +14,12 @@ fn tensor(vals: &[f64], shape: &[usize], dtype: DType, d: &Device) -> accel::Res
         .to_device(d)
 }
 
-/// Asserts `got` holds `want` exactly, NaN matching NaN.
+/// Asserts `got` holds `want` exactly, bit for bit (so -0.0 is not 0.0), NaN matching NaN.
 fn same(got: &[f64], want: &[f64], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: length of {got:?}");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         assert!(
-            (g.is_nan() && w.is_nan()) || g == w,
+            (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits(),
             "{what}: element {i} is {g}, expected {w} (all: {got:?})"
         );
     }
@@ -360,9 +360,25 @@ device_test!(casts_round_to_nearest_even_and_saturate, |d: &Device| {
             &format!("casts to f16 on {d}"),
         );
     }
+    // Just above a tie, by a bit that only a wide source holds: rounds up (a conversion that
+    // drops low bits first sees a tie and rounds to even, down). Both values are f32s.
+    if held.contains(&DType::BF16) {
+        same(
+            &cast(&[1.0 + 2f64.powi(-8) + 2f64.powi(-23)], DType::BF16)?,
+            &[1.0078125],
+            &format!("a cast to bf16 just above a tie on {d}"),
+        );
+    }
+    if held.contains(&DType::F16) {
+        same(
+            &cast(&[2049.0 + 2f64.powi(-12)], DType::F16)?,
+            &[2050.0],
+            &format!("a cast to f16 just above a tie on {d}"),
+        );
+    }
     if held.contains(&DType::BF16) {
         // bf16: 8-bit significands, so 1 + 2^-8 ties to 1 and 1 + 3 * 2^-8 ties to 1 + 2^-6;
-        // 3e38 is 225.68 units of 2^120, so 226 of them; 3.4e38 passes the largest finite.
+        // 3e38 is 225.695 units of 2^120, so 226 of them; 3.4e38 passes the largest finite.
         same(
             &cast(
                 &[

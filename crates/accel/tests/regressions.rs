@@ -107,3 +107,56 @@ device_test!(
         Ok(())
     }
 );
+
+// Found by the second review: an empty input can have a huge output. Summing [2^40, 0] over
+// dim 1 allocated 2^40 accumulators (an abort), and to_vec2 of [2^60, 0] asked for 2^60 row
+// vectors (a capacity-overflow panic). Both are out-of-memory error values now.
+device_test!(
+    reducing_or_reading_an_empty_tensor_with_a_huge_output_aborted,
+    |d: &Device| {
+        let t = Tensor::zeros((1 << 40, 0), DType::F32, d)?;
+        assert!(matches!(t.sum(1), Err(Error::OutOfMemory { .. })));
+        assert!(matches!(t.mean(1), Err(Error::OutOfMemory { .. })));
+        assert_eq!(t.sum(0)?.dims(), [0]);
+        let t = Tensor::zeros((1 << 60, 0), DType::F32, d)?;
+        assert!(matches!(t.to_vec2::<f32>(), Err(Error::OutOfMemory { .. })));
+        let t = Tensor::zeros((1 << 30, 1 << 30, 0), DType::F32, d)?;
+        assert!(matches!(t.to_vec3::<f32>(), Err(Error::OutOfMemory { .. })));
+        Ok(())
+    }
+);
+
+// Found by the second review: f64 -> bf16 dropped the low 29 bits of the significand before
+// rounding, so f32 1 + 2^-8 + 2^-23 (just above a tie) became bf16 1.0 instead of 1.0078125.
+device_test!(
+    a_cast_to_bf16_just_above_a_tie_rounded_down,
+    |d: &Device| {
+        if !d.supports(DType::BF16) {
+            common::skip_part(d, "bf16 casts (no bf16 on this device)");
+            return Ok(());
+        }
+        let x = Tensor::new(&[1.0f32 + 2f32.powi(-8) + 2f32.powi(-23)], d)?;
+        assert_eq!(x.to_dtype(DType::BF16)?.to_vec_f64()?, vec![1.0078125]);
+        Ok(())
+    }
+);
+
+// Found by the second review: scalars were rounded to the tensor's dtype first, so an f16
+// tensor times 1e5 was times infinity, and an i32 tensor plus 3e9 added i32::MAX.
+device_test!(
+    scalars_were_rounded_to_the_tensors_dtype_first,
+    |d: &Device| {
+        if d.supports(DType::F16) {
+            let h = Tensor::new(&[0.01f32], d)?.to_dtype(DType::F16)?;
+            let y = h.mul_scalar(1e5)?.to_vec_f64()?[0];
+            assert!((y - 1000.0).abs() < 2.0, "0.01 (in f16) * 1e5 = {y}");
+        } else {
+            common::skip_part(d, "f16 scalar ops (no f16 on this device)");
+        }
+        let i = Tensor::new(&[1i32], d)?;
+        let e = i.add_scalar(3e9).unwrap_err().to_string();
+        assert!(e.contains("does not fit") && e.contains("i32"), "{e}");
+        assert!(i.mul_scalar(f64::NAN).is_err());
+        Ok(())
+    }
+);

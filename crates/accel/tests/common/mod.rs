@@ -172,19 +172,41 @@ pub fn values(n: usize, seed: u64) -> Vec<f64> {
         .collect()
 }
 
-/// Rounds values the way storing them in `dtype` does, so references start from the same
-/// inputs as the tensor.
+/// Rounds values the way storing them in `dtype` does (IEEE 754 round to nearest, ties to
+/// even; integers toward zero), so references start from the same inputs as the tensor.
+/// Written here from the formats' definitions, not with accel's or `half`'s conversions.
 pub fn round_to(v: &[f64], dtype: accel::DType) -> Vec<f64> {
     use accel::DType::*;
     v.iter()
         .map(|&x| match dtype {
-            F16 => accel::f16::from_f64(x).to_f64(),
-            BF16 => accel::bf16::from_f64(x).to_f64(),
+            // 11 significant bits, exponents down to -14, largest finite 65504.
+            F16 => round_binary(x, 11, -14, 65504.0),
+            // 8 significant bits, f32's exponent range.
+            BF16 => round_binary(x, 8, -126, 3.389_531_389_251_535_5e38),
             F32 => x as f32 as f64,
             F64 => x,
             I32 | I64 => x.trunc(),
         })
         .collect()
+}
+
+/// `x` rounded to nearest even in a binary format with `p` significant bits, smallest normal
+/// exponent `emin` (subnormals below it) and largest finite value `max`.
+pub fn round_binary(x: f64, p: i32, emin: i32, max: f64) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    // The exponent of x, from its bits (exact, unlike log2), for normal f64 values.
+    let e = ((x.to_bits() >> 52) & 0x7ff) as i32 - 1023;
+    let ulp = 2f64.powi(e.max(emin) - (p - 1));
+    // x / ulp is exact (a power of two); its integer part has at most p + 1 bits.
+    let r = (x / ulp).round_ties_even() * ulp;
+    // Past the largest finite value by half an ulp or more, rounding gives infinity.
+    if r.abs() > max {
+        f64::INFINITY.copysign(x)
+    } else {
+        r
+    }
 }
 
 /// Relative tolerance of one rounding in `dtype`.

@@ -146,12 +146,12 @@ impl CpuStorage {
 
     /// `n` copies of `value` (converted to the dtype).
     pub(crate) fn full(dtype: DType, n: usize, value: f64) -> CpuStorage {
-        with_type!(dtype, T => T::to_storage(filled(n, T::from_f64(value))))
+        with_type!(dtype, T => T::to_storage(filled(n, <T as WithDType>::from_f64(value))))
     }
 
     /// `start, start + step, ...` below `end` (above it for a negative step).
     pub(crate) fn arange(dtype: DType, start: f64, step: f64, n: usize) -> CpuStorage {
-        with_type!(dtype, T => T::to_storage((0..n).map(|i| T::from_f64(start + step * i as f64)).collect()))
+        with_type!(dtype, T => T::to_storage((0..n).map(|i| <T as WithDType>::from_f64(start + step * i as f64)).collect()))
     }
 
     /// Element `i` of a contiguous storage as f64 (for display and tests).
@@ -254,7 +254,7 @@ impl CpuStorage {
                         };
                         reduce_sum(&x, outer, len, inner)
                             .into_iter()
-                            .map(|s| <$t>::from_f64(s * scale))
+                            .map(|s| <$t as WithDType>::from_f64(s * scale))
                             .collect()
                     }
                 })
@@ -302,7 +302,8 @@ impl CpuStorage {
             let (bsz, m, n, k) = dims;
             let mut out = alloc::output::<D>(bsz * m * n);
             // Many small matrices: one thread per matrix beats splitting each.
-            let per_matrix_parallel = bsz >= threads && m * n * k < (1 << 24);
+            let per_matrix_parallel =
+                bsz >= threads && m.saturating_mul(n).saturating_mul(k) < (1 << 24);
             let run = |(i, c): (usize, &mut [D])| {
                 let ar = MatRef {
                     ptr: x.as_ptr().wrapping_add(a.3 + i * a.0),
@@ -404,7 +405,9 @@ fn filled<T: alloc::ZeroBits>(n: usize, value: T) -> Vec<T> {
 /// source but i64 beyond 2^53). Large vectors convert in parallel.
 fn cast_vec<S: WithDType>(src: &[S], to: DType) -> CpuStorage {
     with_type!(to, T => {
-        let conv = |s: &S| -> T { T::from_f64(s.to_f64()) };
+        // The trait's conversion, not `half`'s inherent `from_f64` (which the concrete type
+        // would pick): it rounds f64 to f16/bf16 once.
+        let conv = |s: &S| -> T { <T as WithDType>::from_f64(s.to_f64()) };
         let v: Vec<T> = if src.len() >= CHUNK {
             src.par_iter().map(conv).collect()
         } else {
