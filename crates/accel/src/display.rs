@@ -145,7 +145,12 @@ impl fmt::Display for Tensor {
         if dims.is_empty() {
             out.push_str(&f.fmt(vals[0]));
         } else if vals.is_empty() {
+            // As PyTorch: the shape is said unless it is [0].
             out.push_str("[]");
+            if dims != [0] {
+                let sizes: Vec<String> = dims.iter().map(usize::to_string).collect();
+                out.push_str(&format!(", size=({})", sizes.join(", ")));
+            }
         } else {
             let p = Printer {
                 vals: &vals,

@@ -116,6 +116,16 @@ pub trait WithDType:
     fn to_storage(data: Vec<Self>) -> CpuStorage;
     #[doc(hidden)]
     fn from_storage(s: &CpuStorage) -> Option<&[Self]>;
+    /// The exact value of an integer element (None for floats).
+    #[doc(hidden)]
+    fn to_i128(self) -> Option<i128> {
+        None
+    }
+    /// An integer element from an i128 that fits (floats: None).
+    #[doc(hidden)]
+    fn from_i128(_v: i128) -> Option<Self> {
+        None
+    }
 }
 
 /// `x` in f32 rounded to odd: truncated toward zero, with the last bit set when anything was
@@ -146,6 +156,19 @@ mod sealed {
 
 macro_rules! with_dtype {
     ($t:ty, $variant:ident, $to:expr, $from:expr) => {
+        with_dtype!($t, $variant, $to, $from, {});
+    };
+    ($t:ty, $variant:ident, $to:expr, $from:expr, int) => {
+        with_dtype!($t, $variant, $to, $from, {
+            fn to_i128(self) -> Option<i128> {
+                Some(i128::from(self))
+            }
+            fn from_i128(v: i128) -> Option<Self> {
+                <$t>::try_from(v).ok()
+            }
+        });
+    };
+    ($t:ty, $variant:ident, $to:expr, $from:expr, {$($extra:tt)*}) => {
         impl sealed::Sealed for $t {}
         impl WithDType for $t {
             const DTYPE: DType = DType::$variant;
@@ -164,6 +187,7 @@ macro_rules! with_dtype {
                     _ => None,
                 }
             }
+            $($extra)*
         }
     };
 }
@@ -176,5 +200,5 @@ with_dtype!(bf16, BF16, |v: bf16| v.to_f64(), |v: f64| bf16::from_f32(
 ));
 with_dtype!(f32, F32, |v: f32| v as f64, |v: f64| v as f32);
 with_dtype!(f64, F64, |v: f64| v, |v: f64| v);
-with_dtype!(i32, I32, |v: i32| v as f64, |v: f64| v as i32);
-with_dtype!(i64, I64, |v: i64| v as f64, |v: f64| v as i64);
+with_dtype!(i32, I32, |v: i32| v as f64, |v: f64| v as i32, int);
+with_dtype!(i64, I64, |v: i64| v as f64, |v: f64| v as i64, int);

@@ -241,6 +241,9 @@ impl Tensor {
 
     /// `start, start + step, ...` up to but excluding `end` (`torch.arange(start, end, step)`).
     pub fn arange_step<T: WithDType>(start: T, end: T, step: T, device: &Device) -> Result<Tensor> {
+        if let (Some(s), Some(e), Some(st)) = (start.to_i128(), end.to_i128(), step.to_i128()) {
+            return Tensor::arange_int::<T>(s, e, st, device);
+        }
         let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
         let n = arange_len(s, e, st)?;
         let shape = Shape::from(n);
@@ -249,6 +252,40 @@ impl Tensor {
             return Tensor::from_storage(x, *device, shape);
         }
         Tensor::from_cpu(CpuStorage::arange(T::DTYPE, s, st, n), shape, device)
+    }
+
+    /// An integer range, counted and computed in integers (through f64, values beyond 2^53
+    /// would be lost). Small ranges are made on the device where it can.
+    fn arange_int<T: WithDType>(s: i128, e: i128, st: i128, device: &Device) -> Result<Tensor> {
+        if st == 0 {
+            return Err(Error::invalid(
+                "arange",
+                format!("start {s}, end {e} and step {st}: the step must not be 0"),
+            ));
+        }
+        let n = if (st > 0 && e > s) || (st < 0 && e < s) {
+            ((e - s).abs() + st.abs() - 1) / st.abs()
+        } else {
+            0
+        };
+        let shape = Shape::from(usize::try_from(n).unwrap_or(usize::MAX));
+        Tensor::check_alloc(&shape, T::DTYPE, device)?;
+        let n = shape.elem_count();
+        const EXACT: i128 = 1 << 53;
+        if s.abs() < EXACT && e.abs() < EXACT && st.abs() < EXACT {
+            if let Some(x) = Storage::arange(*device, T::DTYPE, s as f64, st as f64, n)? {
+                return Tensor::from_storage(x, *device, shape);
+            }
+        }
+        // Every value lies between start and end, so it fits T.
+        let vals = (0..n)
+            .map(|i| {
+                T::from_i128(s + st * i as i128).ok_or_else(|| {
+                    Error::System("internal error: an arange value outside its range".into())
+                })
+            })
+            .collect::<Result<Vec<T>>>()?;
+        Tensor::from_cpu(T::to_storage(vals), shape, device)
     }
 
     /// Uniform random f32 values in `[lo, hi)` (`torch.rand`, scaled). Reproducible after

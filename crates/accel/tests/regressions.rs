@@ -160,3 +160,36 @@ device_test!(
         Ok(())
     }
 );
+
+// Found by the second review: integer ranges were counted and computed through f64, so
+// arange(2^60, 2^60 + 3) was empty and values beyond 2^53 repeated.
+device_test!(integer_arange_beyond_2_pow_53_lost_values, |d: &Device| {
+    if !d.supports(DType::I64) {
+        common::skip_part(d, "i64 ranges (no i64 on this device)");
+        return Ok(());
+    }
+    let b = 1i64 << 60;
+    assert_eq!(
+        Tensor::arange(b, b + 3, d)?.to_vec1::<i64>()?,
+        vec![b, b + 1, b + 2]
+    );
+    let m = i64::MAX;
+    assert_eq!(
+        Tensor::arange_step(m - 2, m, 1, d)?.to_vec1::<i64>()?,
+        vec![m - 2, m - 1]
+    );
+    assert_eq!(
+        Tensor::arange_step(i64::MIN, m, m, d)?.to_vec1::<i64>()?,
+        vec![i64::MIN, -1, m - 1]
+    );
+    assert!(matches!(
+        Tensor::arange(0i64, m, d),
+        Err(Error::SizeOverflow { .. })
+    ));
+    assert!(Tensor::arange_step(0i64, 5, 0, d).is_err());
+    assert_eq!(
+        Tensor::arange_step(5i32, 0, -2, d)?.to_vec1::<i32>()?,
+        vec![5, 3, 1]
+    );
+    Ok(())
+});
