@@ -7,8 +7,9 @@
 
 use std::fmt::Write;
 
+use crate::backend::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 use crate::shape::Layout;
-use crate::DType;
+use crate::{DType, Shape};
 
 /// MLIR element type: accel's short dtype names are MLIR's (`f32`, `bf16`, `i64`).
 pub fn ty(d: DType) -> &'static str {
@@ -339,4 +340,123 @@ fn literal(value: f64, dtype: DType) -> String {
         },
         _ => format!("{value:.17e}"),
     }
+}
+
+// ---- accel's ops as programs ----------------------------------------------------------------
+// One definition of each op's program, used by `XlaStorage` and by the fuzz target
+// (`crate::fuzzing::hlo`), so what is fuzzed is what runs.
+
+impl Program {
+    /// `op` of `a` and `b`, each broadcast to `out` (NumPy's rule).
+    pub fn binary_op(&mut self, op: BinaryOp, a: &Val, b: &Val, out: &[usize]) -> Val {
+        let a = self.broadcast_to(a, out);
+        let b = self.broadcast_to(b, out);
+        let name = match op {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "subtract",
+            BinaryOp::Mul => "multiply",
+            BinaryOp::Div => "divide",
+            BinaryOp::Maximum => "maximum",
+        };
+        let r = self.elementwise(name, &[&a, &b]);
+        if op == BinaryOp::Maximum && a.dtype.is_float() {
+            // XLA's CPU maximum may drop a NaN operand; PyTorch and accel propagate it.
+            let (na, nb) = (self.isnan(&a), self.isnan(&b));
+            let any = self.elementwise("add", &[&na, &nb]);
+            return self.nan_where(&any, &r);
+        }
+        r
+    }
+
+    /// `op` of `x`, elementwise.
+    pub fn unary_op(&mut self, op: UnaryOp, x: &Val) -> Val {
+        match op {
+            UnaryOp::Neg => self.elementwise("negate", &[x]),
+            UnaryOp::Exp => self.elementwise("exponential", &[x]),
+            UnaryOp::Relu => {
+                // max(x, 0) keeps NaN, as the CPU backend and PyTorch do.
+                let z = self.constant(0.0, &x.dims, x.dtype);
+                self.elementwise("maximum", &[x, &z])
+            }
+        }
+    }
+
+    /// `op` of `x` over `dim` (every dimension when None). Sums of integers are i64 and half
+    /// floats accumulate in f32; a max over nothing is refused before any program is built.
+    pub fn reduce_op(&mut self, op: ReduceOp, x: &Val, dim: Option<usize>) -> Val {
+        let dims: Vec<usize> = match dim {
+            Some(d) => vec![d],
+            None => (0..x.dims.len()).collect(),
+        };
+        let count: usize = dims.iter().map(|&d| x.dims[d]).product();
+        let dt = x.dtype;
+        match op {
+            ReduceOp::Max => {
+                let init = match dt {
+                    DType::I32 => i32::MIN as f64,
+                    DType::I64 => i64::MIN as f64,
+                    _ => f64::NEG_INFINITY,
+                };
+                let m = self.reduce(x, &dims, "maximum", init);
+                if dt.is_float() {
+                    // XLA's CPU reduction drops NaN; PyTorch and accel propagate it.
+                    let nans = self.isnan(x);
+                    let any = self.reduce(&nans, &dims, "maximum", 0.0);
+                    self.nan_where(&any, &m)
+                } else {
+                    m
+                }
+            }
+            ReduceOp::Sum | ReduceOp::Mean => {
+                let acc = match dt {
+                    DType::I32 | DType::I64 => DType::I64,
+                    DType::F16 | DType::BF16 => DType::F32,
+                    d => d,
+                };
+                let xa = self.convert(x, acc);
+                let s = self.reduce(&xa, &dims, "add", 0.0);
+                let s = if op == ReduceOp::Mean {
+                    let c = self.constant(count as f64, &s.dims, acc);
+                    self.elementwise("divide", &[&s, &c])
+                } else {
+                    s
+                };
+                self.convert(&s, if dt.is_float() { dt } else { DType::I64 })
+            }
+        }
+    }
+
+    /// The product of `a` (m x k, or a batch) and `b` (k x n, or a batch), broadcasting a
+    /// single matrix to the `bsz` of the other side.
+    pub fn matmul_op(&mut self, spec: &MatmulSpec, a: &Val, b: &Val) -> Val {
+        let MatmulSpec { bsz, m, n, k, .. } = *spec;
+        if bsz > 1 {
+            let a = self.broadcast_to(a, &[bsz, m, k]);
+            let b = self.broadcast_to(b, &[bsz, k, n]);
+            return self.dot(&a, &b);
+        }
+        self.dot(a, b)
+    }
+}
+
+/// The views of a matmul's operands in their buffers: (rows, cols), or (bsz, rows, cols)
+/// when the operand has a batch of its own (a batch stride of 0 is one matrix for all).
+pub fn matmul_layouts(spec: &MatmulSpec) -> (Layout, Layout) {
+    let MatmulSpec { bsz, m, n, k, a, b } = *spec;
+    let layout = |s: (usize, usize, usize, usize), rows: usize, cols: usize| {
+        if s.0 == 0 || bsz == 1 {
+            Layout {
+                shape: Shape::from((rows, cols)),
+                strides: vec![s.1, s.2],
+                offset: s.3,
+            }
+        } else {
+            Layout {
+                shape: Shape::from((bsz, rows, cols)),
+                strides: vec![s.0, s.1, s.2],
+                offset: s.3,
+            }
+        }
+    };
+    (layout(a, m, k), layout(b, k, n))
 }

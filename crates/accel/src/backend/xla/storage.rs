@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use super::hlo::{Program, Val};
+use super::hlo::{self, Program, Val};
 use super::pjrt::{self, Client, PjrtError};
 use super::{sys, Plugin};
 use crate::backend::cpu::CpuStorage;
@@ -519,22 +519,7 @@ impl XlaStorage {
         let mut p = Program::new();
         let a = self.operand(&mut p, ll)?;
         let b = rhs.operand(&mut p, rl)?;
-        let a = p.broadcast_to(&a, out.dims());
-        let b = p.broadcast_to(&b, out.dims());
-        let name = match op {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "subtract",
-            BinaryOp::Mul => "multiply",
-            BinaryOp::Div => "divide",
-            BinaryOp::Maximum => "maximum",
-        };
-        let mut r = p.elementwise(name, &[&a, &b]);
-        if op == BinaryOp::Maximum && self.dtype.is_float() {
-            // XLA's CPU maximum may drop a NaN operand; PyTorch and accel propagate it.
-            let (na, nb) = (p.isnan(&a), p.isnan(&b));
-            let any = p.elementwise("add", &[&na, &nb]);
-            r = p.nan_where(&any, &r);
-        }
+        let r = p.binary_op(op, &a, &b, out.dims());
         self.run(p, &r, &[self, rhs])
     }
 
@@ -544,15 +529,7 @@ impl XlaStorage {
         }
         let mut p = Program::new();
         let x = self.operand(&mut p, l)?;
-        let r = match op {
-            UnaryOp::Neg => p.elementwise("negate", &[&x]),
-            UnaryOp::Exp => p.elementwise("exponential", &[&x]),
-            UnaryOp::Relu => {
-                // max(x, 0) keeps NaN, as the CPU backend and PyTorch do.
-                let z = p.constant(0.0, &x.dims, x.dtype);
-                p.elementwise("maximum", &[&x, &z])
-            }
-        };
+        let r = p.unary_op(op, &x);
         self.run(p, &r, &[self])
     }
 
@@ -562,70 +539,13 @@ impl XlaStorage {
         }
         let mut p = Program::new();
         let x = self.operand(&mut p, l)?;
-        let rank = l.shape.rank();
-        let dims: Vec<usize> = match dim {
-            Some(d) => vec![d],
-            None => (0..rank).collect(),
-        };
-        let count: usize = dims.iter().map(|&d| l.shape.dims()[d]).product();
-        let dt = self.dtype;
-        let r = match op {
-            ReduceOp::Max => {
-                let init = match dt {
-                    DType::I32 => i32::MIN as f64,
-                    DType::I64 => i64::MIN as f64,
-                    _ => f64::NEG_INFINITY,
-                };
-                let m = p.reduce(&x, &dims, "maximum", init);
-                if dt.is_float() {
-                    // XLA's CPU reduction drops NaN; PyTorch and accel propagate it.
-                    let nans = p.isnan(&x);
-                    let any = p.reduce(&nans, &dims, "maximum", 0.0);
-                    p.nan_where(&any, &m)
-                } else {
-                    m
-                }
-            }
-            ReduceOp::Sum | ReduceOp::Mean => {
-                // Integer sums widen to i64; half floats accumulate in f32.
-                let acc = match dt {
-                    DType::I32 | DType::I64 => DType::I64,
-                    DType::F16 | DType::BF16 => DType::F32,
-                    d => d,
-                };
-                let xa = p.convert(&x, acc);
-                let s = p.reduce(&xa, &dims, "add", 0.0);
-                let s = if op == ReduceOp::Mean {
-                    let c = p.constant(count as f64, &s.dims, acc);
-                    p.elementwise("divide", &[&s, &c])
-                } else {
-                    s
-                };
-                let out = if dt.is_float() { dt } else { DType::I64 };
-                p.convert(&s, out)
-            }
-        };
+        let r = p.reduce_op(op, &x, dim);
         self.run(p, &r, &[self])
     }
 
     pub fn matmul(&self, rhs: &XlaStorage, spec: &MatmulSpec) -> Result<XlaStorage> {
-        let MatmulSpec { bsz, m, n, k, a, b } = *spec;
-        let layout = |s: (usize, usize, usize, usize), rows: usize, cols: usize| {
-            if s.0 == 0 || bsz == 1 {
-                Layout {
-                    shape: Shape::from((rows, cols)),
-                    strides: vec![s.1, s.2],
-                    offset: s.3,
-                }
-            } else {
-                Layout {
-                    shape: Shape::from((bsz, rows, cols)),
-                    strides: vec![s.0, s.1, s.2],
-                    offset: s.3,
-                }
-            }
-        };
-        let (la, lb) = (layout(a, m, k), layout(b, k, n));
+        let MatmulSpec { m, n, k, a, b, .. } = *spec;
+        let (la, lb) = hlo::matmul_layouts(spec);
         if let Some(d) = self.expressible(&la)? {
             // The dense copy holds one matrix when the batch stride was 0.
             let dense = MatmulSpec {
@@ -642,13 +562,9 @@ impl XlaStorage {
             return self.matmul(&d, &dense);
         }
         let mut p = Program::new();
-        let mut va = self.operand(&mut p, &la)?;
-        let mut vb = rhs.operand(&mut p, &lb)?;
-        if bsz > 1 {
-            va = p.broadcast_to(&va, &[bsz, m, k]);
-            vb = p.broadcast_to(&vb, &[bsz, k, n]);
-        }
-        let r = p.dot(&va, &vb);
+        let va = self.operand(&mut p, &la)?;
+        let vb = rhs.operand(&mut p, &lb)?;
+        let r = p.matmul_op(spec, &va, &vb);
         self.run(p, &r, &[self, rhs])
     }
 }
