@@ -37,6 +37,12 @@ if ! ldconfig -p | grep -q libvulkan_lvp; then
     mesa-vulkan-drivers libvulkan1 >/dev/null
 fi
 export VIRTUAL_ENV="$PWD/$VENV"
+# Vulkan's window-system code complains on stderr without a runtime folder; the accel command
+# makes one itself (accel::prepare_environment), the multi-threaded tests cannot.
+if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+  XDG_RUNTIME_DIR="$(mktemp -d)"
+  export XDG_RUNTIME_DIR
+fi
 # NVRTC, the XLA plugin and lavapipe must be found: missing ones fail the run, not skip.
 export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,xla,wgpu"
 # Compiled kernels are cached per user; the tests use a fresh cache so NVRTC really runs.

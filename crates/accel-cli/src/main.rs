@@ -70,6 +70,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
+    // SAFETY: the first statement of main: no other thread exists yet to read the
+    // environment while it changes.
+    unsafe { accel::prepare_environment() };
     // A bug must still read as one line, not a panic message and a backtrace.
     std::panic::set_hook(Box::new(|info| {
         let msg = info

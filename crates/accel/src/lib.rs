@@ -70,6 +70,34 @@ pub use probe::{Availability, DeviceInfo, Probe};
 pub use shape::Shape;
 pub use tensor::{NdArray, Tensor};
 
+/// Sets, where they are unset, the environment variables that make accelerator libraries
+/// behave on servers: `TPU_SKIP_MDS_QUERY=1` (off a TPU VM, libtpu otherwise retries a
+/// metadata server for minutes) and, on Linux, `XDG_RUNTIME_DIR` (a private 0700 folder:
+/// Vulkan's window-system code prints "XDG_RUNTIME_DIR is invalid or not set" without one,
+/// although accel opens no window). accel's probes read the environment but never change it;
+/// the `accel` command calls this first, and a program of yours may too.
+///
+/// # Safety
+/// Changing the environment races with every other thread that reads it (C's `getenv` is
+/// not synchronised with `setenv`), drivers' threads included: call this at the start of
+/// `main`, before any thread has started (rayon's pool and accel's probes start threads).
+pub unsafe fn prepare_environment() {
+    if std::env::var_os("TPU_SKIP_MDS_QUERY").is_none() {
+        std::env::set_var("TPU_SKIP_MDS_QUERY", "1");
+    }
+    #[cfg(target_os = "linux")]
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        use std::os::unix::fs::DirBuilderExt;
+        // SAFETY: getuid takes no arguments, cannot fail and touches no memory of ours.
+        let uid = unsafe { libc::getuid() };
+        let dir = std::env::temp_dir().join(format!("accel-runtime-{uid}"));
+        let made = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+        if made.is_ok() || dir.is_dir() {
+            std::env::set_var("XDG_RUNTIME_DIR", &dir);
+        }
+    }
+}
+
 /// Seeds the generator behind `rand`, `randn` and parameter initialisation, so a program
 /// draws the same numbers on every run (`torch.manual_seed`).
 pub fn manual_seed(seed: u64) {

@@ -535,9 +535,9 @@ const BACKENDS: [&str; 5] = ["cpu", "cuda", "mps", "xla", "wgpu"];
 /// run, and probing can be slow (loading PJRT plugins, enumerating Vulkan adapters). Each
 /// backend is probed only when something asks about it, so `--device cpu` loads no plugin.
 ///
-/// Probes run one at a time: some set environment variables for the drivers they load
-/// (`XDG_RUNTIME_DIR`, `TPU_SKIP_MDS_QUERY`), which must not race with another probe's
-/// driver reading the environment. A probe must therefore not ask about another backend.
+/// Probes run one at a time (drivers' own initialisation is not always safe to run beside
+/// another's); they read the environment but never change it (`crate::prepare_environment`
+/// does, once, before threads start). A probe must therefore not ask about another backend.
 fn probe_slot(i: usize) -> &'static Probe {
     static PROBES: [OnceLock<Probe>; 5] = [const { OnceLock::new() }; 5];
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());

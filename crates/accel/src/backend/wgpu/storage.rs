@@ -70,7 +70,6 @@ struct Registry {
 fn registry() -> &'static Registry {
     static R: OnceLock<Registry> = OnceLock::new();
     R.get_or_init(|| {
-        quiet_runtime_dir();
         let instance =
             wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
@@ -105,23 +104,6 @@ fn registry() -> &'static Registry {
 /// which must not go through the cached probe list while it is being built).
 pub(crate) fn adapter_infos() -> Vec<DeviceInfo> {
     registry().gpus.iter().map(|g| info_of(g)).collect()
-}
-
-/// Vulkan's window-system code prints "error: XDG_RUNTIME_DIR is invalid or not set" to
-/// stderr on machines without a desktop session (servers, containers, CI), although accel
-/// opens no window. Give it what a session would have: a private 0700 folder.
-fn quiet_runtime_dir() {
-    #[cfg(target_os = "linux")]
-    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
-        use std::os::unix::fs::DirBuilderExt;
-        // SAFETY: getuid takes no arguments, cannot fail and touches no memory of ours.
-        let uid = unsafe { libc::getuid() };
-        let dir = std::env::temp_dir().join(format!("accel-runtime-{uid}"));
-        let made = std::fs::DirBuilder::new().mode(0o700).create(&dir);
-        if made.is_ok() || dir.is_dir() {
-            std::env::set_var("XDG_RUNTIME_DIR", &dir);
-        }
-    }
 }
 
 pub(crate) fn probe() -> Probe {

@@ -67,10 +67,9 @@ pub(crate) fn runtime() -> &'static Runtime {
                 problem: None,
             };
             let is_tpu = path.file_name().is_some_and(|n| n == "libtpu.so");
-            if is_tpu && std::env::var_os("TPU_SKIP_MDS_QUERY").is_none() {
-                // Off a TPU VM, libtpu otherwise retries a metadata server for minutes.
-                std::env::set_var("TPU_SKIP_MDS_QUERY", "1");
-            }
+            // Off a TPU VM, libtpu retries a metadata server for minutes unless
+            // TPU_SKIP_MDS_QUERY is set: `accel::prepare_environment` sets it (the accel
+            // command does, before any thread starts); the load's time limit bounds the rest.
             if is_tpu && std::path::Path::new("/tmp/libtpu_lockfile").exists() {
                 plugin.problem = Some(
                     "/tmp/libtpu_lockfile exists: another process may hold the TPU (libtpu \
