@@ -125,7 +125,8 @@ impl Gpu {
         let mut ctx: sys::CUcontext = std::ptr::null_mut();
         let mut stream: sys::CUstream = std::ptr::null_mut();
         let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
-        // SAFETY: libcuda is loaded (cuda::probe in cuda/mod.rs checks `libs` found it before any Gpu exists, and `gpu()` calls backend::check first); every call gets
+        // SAFETY: libcuda is loaded (cuda::probe in cuda/mod.rs checks `libs` found it before any
+        // Gpu exists, and `gpu()` calls backend::check first); every call gets
         // out-pointers to locals of the right types, each later call uses only handles the
         // earlier ones returned successfully (`?` stops at the first failure), and
         // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD takes a cuuint64_t, which `keep` is.
@@ -349,7 +350,13 @@ impl Gpu {
     }
 
     /// Queues kernel `name` of `family`. `args` point at each argument's value.
-    pub fn launch(
+    ///
+    /// # Safety
+    /// Each pointer in `args` must point at a live value of the type the kernel's C
+    /// signature (kernels.rs) has at that position, and every device pointer and size among
+    /// them must cover all the memory the kernel reads and writes for this grid: allocations
+    /// of this GPU that stay alive until the kernel has run (stream-ordered frees do).
+    pub unsafe fn launch(
         &self,
         family: Family,
         name: &str,
@@ -361,11 +368,9 @@ impl Gpu {
         let f = self.function(family, name)?;
         // SAFETY: context bound above; `f` is a function of a module loaded in it; `args`
         // outlives the call (the driver copies the values during cuLaunchKernel). That each
-        // pointer in `args` points at a value of the type the kernel's C signature (kernels.rs)
-        // expects, and that every device pointer/size passed covers what the kernel touches,
-        // is the CALLER's obligation; `launch` is a safe fn, so it is not enforced (see audit):
-        // the callers in cuda/storage.rs pass `arg(&x)` of CUdeviceptr/i64/Ix values built
-        // from layouts in bounds of their storage (Layout::check_in_bounds, shape.rs).
+        // pointer in `args` points at a value of the type the kernel's C signature expects,
+        // and that every device pointer/size covers what the kernel touches, is this unsafe
+        // fn's contract (# Safety), stated at each call in cuda/storage.rs.
         let r = unsafe {
             sys::cuLaunchKernel(
                 f,
@@ -446,6 +451,10 @@ impl Gpu {
                         "cuEventCreate",
                     )?;
                     ck(sys::cuEventRecord(events[i], self.stream), "cuEventRecord")?;
+                    // Initialised once, so the `&mut [u8]` views of it below are over
+                    // initialised bytes (the driver does not promise zeroed memory); `p` is
+                    // valid for STAGE_BYTES bytes (cuMemHostAlloc succeeded above).
+                    std::ptr::write_bytes(p as *mut u8, 0, STAGE_BYTES);
                 }
                 bufs[i] = p as *mut u8;
             }
@@ -456,7 +465,10 @@ impl Gpu {
 
     /// Copies host bytes to device memory. Large copies go through two pinned buffers: the CPU
     /// fills one while the copy engine drains the other.
-    pub fn htod(&self, dst: sys::CUdeviceptr, src: &[u8]) -> Result<()> {
+    ///
+    /// # Safety
+    /// `dst` must be device memory of this GPU, alive and writable for `src.len()` bytes.
+    pub unsafe fn htod(&self, dst: sys::CUdeviceptr, src: &[u8]) -> Result<()> {
         if src.is_empty() {
             return Ok(());
         }
@@ -496,8 +508,7 @@ impl Gpu {
                 // buffer, not `src`, so `src` may be freed on return; the event recorded
                 // after it guards the next reuse. `dst + i*STAGE_BYTES .. + chunk.len()` lies
                 // inside dst's src.len() bytes (caller's obligation, as above).
-                // AUDIT: the first from_raw_parts_mut over a fresh (possibly uninitialised)
-                // pinned buffer is formally UB for &mut [u8]; zero the buffers at creation.
+                // The buffer's bytes are initialised: zeroed when it was made (with_staging).
                 unsafe {
                     ck(sys::cuEventSynchronize(st.events[b]), "staging wait")?;
                     let stage = std::slice::from_raw_parts_mut(st.bufs[b], chunk.len());
@@ -522,7 +533,10 @@ impl Gpu {
     }
 
     /// Copies device memory to the host and waits for it (`x.cpu()` is synchronous).
-    pub fn dtoh(&self, dst: &mut [u8], src: sys::CUdeviceptr) -> Result<()> {
+    ///
+    /// # Safety
+    /// `src` must be device memory of this GPU, alive and readable for `dst.len()` bytes.
+    pub unsafe fn dtoh(&self, dst: &mut [u8], src: sys::CUdeviceptr) -> Result<()> {
         if dst.is_empty() {
             return Ok(());
         }
@@ -596,7 +610,11 @@ impl Gpu {
     }
 
     /// Copies between two devices' memory (or within one), queued on this device's stream.
-    pub fn dtod(
+    ///
+    /// # Safety
+    /// `dst` must be memory of this GPU writable for `bytes` bytes and `src` memory of
+    /// `src_gpu` readable for `bytes` bytes, both alive until the copy has run.
+    pub unsafe fn dtod(
         &self,
         dst: sys::CUdeviceptr,
         src_gpu: &Gpu,

@@ -465,7 +465,8 @@ fn version_of(name: &str, h: &dl::Handle) -> Option<String> {
             "cublaslt" | "cudnn" => {
                 let f: extern "C" fn() -> usize = std::mem::transmute(p);
                 let v = f();
-                // cuBLASLt: major*10000 + minor*100 + patch; cuDNN 9: major*10000 + minor*100 + patch.
+                // cuBLASLt: major*10000 + minor*100 + patch; cuDNN 9: major*10000 + minor*100 +
+                // patch.
                 Some(format!("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100))
             }
             "cublas" => {

@@ -133,7 +133,9 @@ impl CudaStorage {
 
     pub fn from_cpu(gpu: &Arc<Gpu>, data: &CpuStorage) -> Result<CudaStorage> {
         let out = CudaStorage::alloc(gpu, data.dtype(), data.len())?;
-        gpu.htod(out.ptr, data.as_bytes())?;
+        // SAFETY: `out` was allocated just above with data.len() elements of data's dtype: exactly
+        // the bytes `htod` writes.
+        unsafe { gpu.htod(out.ptr, data.as_bytes()) }?;
         Ok(out)
     }
 
@@ -154,7 +156,10 @@ impl CudaStorage {
             )));
         }
         let (_copy, src) = self.dense(l)?;
-        self.gpu.dtoh(dst, src)
+        // SAFETY: `src` is the view's dense run of n elements (`dense`: the view itself when
+        // contiguous, in bounds by Layout::check_in_bounds, else a fresh copy), and dst.len() was
+        // checked above to be those n elements' bytes.
+        unsafe { self.gpu.dtoh(dst, src) }
     }
 
     /// The view's elements as one dense run: its address, and the copy holding it when the
@@ -179,7 +184,9 @@ impl CudaStorage {
         let (_copy, src) = self.dense(l)?;
         let n = l.shape.elem_count();
         let out = CudaStorage::alloc(dst, self.dtype, n)?;
-        dst.dtod(out.ptr, &self.gpu, src, n * self.dtype.size_in_bytes())?;
+        // SAFETY: `out` was allocated just above with n elements on `dst`, and `src` is the view's
+        // dense run of n elements on this GPU (`dense`, in bounds by Layout::check_in_bounds).
+        unsafe { dst.dtod(out.ptr, &self.gpu, src, n * self.dtype.size_in_bytes()) }?;
         Ok(out)
     }
 
@@ -193,13 +200,19 @@ impl CudaStorage {
         let ix = merged(l.shape.dims(), [&l.strides, &l.strides])?;
         let a = self.at(l.offset);
         let name = format!("cast_{}_{}", tag(self.dtype), tag(dtype));
-        self.gpu.launch(
-            Family::Cast,
-            &name,
-            (self.gpu.grid_for(n), 1, 1),
-            (BLOCK, 1, 1),
-            &mut [arg(&a), arg(&out.ptr), arg(&ix)],
-        )?;
+        // SAFETY: `a` is the view's first element and `ix` its merged shape and strides, so every
+        // index the kernel forms for i < n is an element of the view (in bounds:
+        // Layout::check_in_bounds); `out` holds n elements of `dtype` (allocated above); the
+        // arguments match `cast_*` in kernels.rs.
+        unsafe {
+            self.gpu.launch(
+                Family::Cast,
+                &name,
+                (self.gpu.grid_for(n), 1, 1),
+                (BLOCK, 1, 1),
+                &mut [arg(&a), arg(&out.ptr), arg(&ix)],
+            )
+        }?;
         Ok(out)
     }
 
@@ -224,37 +237,52 @@ impl CudaStorage {
             let aligned = [a, b, o.ptr].iter().all(|p| p % 16 == 0);
             if self.dtype == DType::F32 && n % 4 == 0 && aligned {
                 let n4 = (n / 4) as i64;
-                return self
-                    .gpu
-                    .launch(
+                // SAFETY: `a`, `b` and `o.ptr` are n contiguous elements (the operands are dense
+                // views of their storage, in bounds by Layout::check_in_bounds; `o` was allocated
+                // above for n), 16-byte aligned (checked above) and n % 4 == 0, so the float4
+                // kernel's n / 4 vector loads and stores stay inside them; the arguments match
+                // `binc4_*` in kernels.rs.
+                return unsafe {
+                    self.gpu.launch(
                         Family::Elementwise,
                         &format!("binc4_{opn}_f32"),
                         (self.gpu.grid_for(n / 4), 1, 1),
                         (BLOCK, 1, 1),
                         &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&n4)],
                     )
-                    .map(|_| o);
+                }
+                .map(|_| o);
             }
             let nn = n as i64;
-            self.gpu.launch(
-                Family::Elementwise,
-                &format!("binc_{opn}_{tg}"),
-                (self.gpu.grid_for(n), 1, 1),
-                (BLOCK, 1, 1),
-                &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&nn)],
-            )?;
+            // SAFETY: `a`/`b` are the operands' first elements, and their strides (0 where
+            // broadcast) keep every index for i < n inside each view (Layout::check_in_bounds); `o`
+            // holds the n outputs (allocated above); the arguments match the kernel in kernels.rs.
+            unsafe {
+                self.gpu.launch(
+                    Family::Elementwise,
+                    &format!("binc_{opn}_{tg}"),
+                    (self.gpu.grid_for(n), 1, 1),
+                    (BLOCK, 1, 1),
+                    &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&nn)],
+                )
+            }?;
             return Ok(o);
         }
         let sa = ll.broadcast_strides(out);
         let sb = rl.broadcast_strides(out);
         let ix = merged(out.dims(), [&sa, &sb])?;
-        self.gpu.launch(
-            Family::Elementwise,
-            &format!("bin_{opn}_{tg}"),
-            (self.gpu.grid_for(n), 1, 1),
-            (BLOCK, 1, 1),
-            &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&ix)],
-        )?;
+        // SAFETY: `a`/`b` are the operands' first elements, and their strides (0 where broadcast)
+        // keep every index for i < n inside each view (Layout::check_in_bounds); `o` holds the n
+        // outputs (allocated above); the arguments match the kernel in kernels.rs.
+        unsafe {
+            self.gpu.launch(
+                Family::Elementwise,
+                &format!("bin_{opn}_{tg}"),
+                (self.gpu.grid_for(n), 1, 1),
+                (BLOCK, 1, 1),
+                &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&ix)],
+            )
+        }?;
         Ok(o)
     }
 
@@ -271,13 +299,18 @@ impl CudaStorage {
         };
         let ix = merged(l.shape.dims(), [&l.strides, &l.strides])?;
         let a = self.at(l.offset);
-        self.gpu.launch(
-            Family::Elementwise,
-            &format!("un_{name}_{}", tag(self.dtype)),
-            (self.gpu.grid_for(n), 1, 1),
-            (BLOCK, 1, 1),
-            &mut [arg(&a), arg(&o.ptr), arg(&ix)],
-        )?;
+        // SAFETY: `a` is the view's first element and `ix` its shape and strides (in bounds:
+        // Layout::check_in_bounds); `o` holds the n outputs (allocated above); the arguments match
+        // `un_*` in kernels.rs.
+        unsafe {
+            self.gpu.launch(
+                Family::Elementwise,
+                &format!("un_{name}_{}", tag(self.dtype)),
+                (self.gpu.grid_for(n), 1, 1),
+                (BLOCK, 1, 1),
+                &mut [arg(&a), arg(&o.ptr), arg(&ix)],
+            )
+        }?;
         Ok(o)
     }
 
@@ -308,20 +341,25 @@ impl CudaStorage {
             } else {
                 ("red", nout.min(65535 * 16) as u32)
             };
-            self.gpu.launch(
-                Family::Reduce,
-                &format!("{kernel}_{opn}_{tg}"),
-                (grid, 1, 1),
-                (BLOCK, 1, 1),
-                &mut [
-                    arg(&x),
-                    arg(&o.ptr),
-                    arg(&outer_),
-                    arg(&r_),
-                    arg(&inner_),
-                    arg(&mean),
-                ],
-            )?;
+            // SAFETY: `x` is the view's dense run of outer * r * inner elements (`dense`); the
+            // output it writes (`o`: outer * inner elements, or `part`: nout * parts) was allocated
+            // above; the arguments match the kernel in kernels.rs.
+            unsafe {
+                self.gpu.launch(
+                    Family::Reduce,
+                    &format!("{kernel}_{opn}_{tg}"),
+                    (grid, 1, 1),
+                    (BLOCK, 1, 1),
+                    &mut [
+                        arg(&x),
+                        arg(&o.ptr),
+                        arg(&outer_),
+                        arg(&r_),
+                        arg(&inner_),
+                        arg(&mean),
+                    ],
+                )
+            }?;
         } else {
             // Few outputs, long rows: split each row into parts over the whole GPU.
             let parts = (4 * sms).div_ceil(nout).clamp(1, 65535);
@@ -332,35 +370,45 @@ impl CudaStorage {
                 (_, d) => d,
             };
             let part = CudaStorage::alloc(&self.gpu, acc_dtype, nout * parts)?;
-            self.gpu.launch(
-                Family::Reduce,
-                &format!("redp_{opn}_{tg}"),
-                (nout as u32, parts as u32, 1),
-                (BLOCK, 1, 1),
-                &mut [
-                    arg(&x),
-                    arg(&part.ptr),
-                    arg(&outer_),
-                    arg(&r_),
-                    arg(&inner_),
-                    arg(&chunk),
-                ],
-            )?;
+            // SAFETY: `x` is the view's dense run of outer * r * inner elements (`dense`); the
+            // output it writes (`o`: outer * inner elements, or `part`: nout * parts) was allocated
+            // above; the arguments match the kernel in kernels.rs.
+            unsafe {
+                self.gpu.launch(
+                    Family::Reduce,
+                    &format!("redp_{opn}_{tg}"),
+                    (nout as u32, parts as u32, 1),
+                    (BLOCK, 1, 1),
+                    &mut [
+                        arg(&x),
+                        arg(&part.ptr),
+                        arg(&outer_),
+                        arg(&r_),
+                        arg(&inner_),
+                        arg(&chunk),
+                    ],
+                )
+            }?;
             let (nout_, parts_) = (nout as i64, parts as i64);
-            self.gpu.launch(
-                Family::Reduce,
-                &format!("redf_{opn}_{tg}"),
-                (self.gpu.grid_for(nout), 1, 1),
-                (BLOCK, 1, 1),
-                &mut [
-                    arg(&part.ptr),
-                    arg(&o.ptr),
-                    arg(&nout_),
-                    arg(&parts_),
-                    arg(&r_),
-                    arg(&mean),
-                ],
-            )?;
+            // SAFETY: `x` is the view's dense run of outer * r * inner elements (`dense`); the
+            // output it writes (`o`: outer * inner elements, or `part`: nout * parts) was allocated
+            // above; the arguments match the kernel in kernels.rs.
+            unsafe {
+                self.gpu.launch(
+                    Family::Reduce,
+                    &format!("redf_{opn}_{tg}"),
+                    (self.gpu.grid_for(nout), 1, 1),
+                    (BLOCK, 1, 1),
+                    &mut [
+                        arg(&part.ptr),
+                        arg(&o.ptr),
+                        arg(&nout_),
+                        arg(&parts_),
+                        arg(&r_),
+                        arg(&mean),
+                    ],
+                )
+            }?;
         }
         Ok(o)
     }
@@ -370,13 +418,17 @@ impl CudaStorage {
         let o = CudaStorage::alloc(gpu, dtype, n)?;
         if n > 0 {
             let nn = n as i64;
-            gpu.launch(
-                Family::Fill,
-                &format!("fill_{}", tag(dtype)),
-                (gpu.grid_for(n), 1, 1),
-                (BLOCK, 1, 1),
-                &mut [arg(&o.ptr), arg(&nn), arg(&value)],
-            )?;
+            // SAFETY: `o` holds n elements of `dtype` (allocated above); the arguments match
+            // `fill_*` in kernels.rs.
+            unsafe {
+                gpu.launch(
+                    Family::Fill,
+                    &format!("fill_{}", tag(dtype)),
+                    (gpu.grid_for(n), 1, 1),
+                    (BLOCK, 1, 1),
+                    &mut [arg(&o.ptr), arg(&nn), arg(&value)],
+                )
+            }?;
         }
         Ok(o)
     }
@@ -392,13 +444,17 @@ impl CudaStorage {
         let o = CudaStorage::alloc(gpu, dtype, n)?;
         if n > 0 {
             let nn = n as i64;
-            gpu.launch(
-                Family::Fill,
-                &format!("arange_{}", tag(dtype)),
-                (gpu.grid_for(n), 1, 1),
-                (BLOCK, 1, 1),
-                &mut [arg(&o.ptr), arg(&nn), arg(&start), arg(&step)],
-            )?;
+            // SAFETY: `o` holds n elements of `dtype` (allocated above); the arguments match
+            // `arange_*` in kernels.rs.
+            unsafe {
+                gpu.launch(
+                    Family::Fill,
+                    &format!("arange_{}", tag(dtype)),
+                    (gpu.grid_for(n), 1, 1),
+                    (BLOCK, 1, 1),
+                    &mut [arg(&o.ptr), arg(&nn), arg(&start), arg(&step)],
+                )
+            }?;
         }
         Ok(o)
     }
@@ -418,13 +474,17 @@ impl CudaStorage {
         if n > 0 {
             let nn = n as i64;
             let kind = if normal { "normal" } else { "uniform" };
-            gpu.launch(
-                Family::Fill,
-                &format!("{kind}_{}", tag(dtype)),
-                (gpu.grid_for(n), 1, 1),
-                (BLOCK, 1, 1),
-                &mut [arg(&o.ptr), arg(&nn), arg(&seed), arg(&a), arg(&b)],
-            )?;
+            // SAFETY: `o` holds n elements of `dtype` (allocated above); the arguments match the
+            // generator kernels in kernels.rs.
+            unsafe {
+                gpu.launch(
+                    Family::Fill,
+                    &format!("{kind}_{}", tag(dtype)),
+                    (gpu.grid_for(n), 1, 1),
+                    (BLOCK, 1, 1),
+                    &mut [arg(&o.ptr), arg(&nn), arg(&seed), arg(&a), arg(&b)],
+                )
+            }?;
         }
         Ok(o)
     }
@@ -454,17 +514,24 @@ impl CudaStorage {
                 }
                 let mut args = vec![arg(&pa), arg(&pb), arg(&out.ptr)];
                 args.extend(p.iter().map(arg));
-                self.gpu.launch(
-                    Family::Matmul,
-                    &format!("imatmul_{}", tag(self.dtype)),
-                    (
-                        n.div_ceil(16) as u32,
-                        m.div_ceil(16).min(65535) as u32,
-                        bsz.min(65535) as u32,
-                    ),
-                    (16, 16, 1),
-                    &mut args,
-                )?;
+                // SAFETY: `pa`/`pb` start the operands' views, and every (batch, row, column) index
+                // the kernel forms is inside their storage (the MatmulSpec comes from
+                // Tensor::matmul over layouts checked by Layout::check_in_bounds); `out` holds bsz
+                // * m * n elements (allocated above); the arguments match `imatmul_*` in
+                // kernels.rs.
+                unsafe {
+                    self.gpu.launch(
+                        Family::Matmul,
+                        &format!("imatmul_{}", tag(self.dtype)),
+                        (
+                            n.div_ceil(16) as u32,
+                            m.div_ceil(16).min(65535) as u32,
+                            bsz.min(65535) as u32,
+                        ),
+                        (16, 16, 1),
+                        &mut args,
+                    )
+                }?;
                 Ok(out)
             }
             _ => self.gemm(rhs, spec, out),

@@ -301,7 +301,9 @@ impl Client {
             kv_try_get_callback: std::ptr::null_mut(),
             kv_try_get_user_arg: std::ptr::null_mut(),
         };
-        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `create_options` points to `opts.len()` PJRT_NamedValue
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs
+        // declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!;
+        // `create_options` points to `opts.len()` PJRT_NamedValue
         // mirrors (NamedBool, struct_size from args_size!) whose names point into the caller's
         // &str values, all alive until the call returns (the plugin copies options); the
         // key-value callbacks are null (single process).
@@ -345,7 +347,9 @@ impl Client {
             devices: std::ptr::null(),
             num_devices: 0,
         };
-        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` is the live client.
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs
+        // declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!;
+        // `self.raw` is the live client.
         unsafe { self.api.call(slot::CLIENT_ADDRESSABLE_DEVICES, &mut a)? };
         let raw: Vec<*mut sys::Device> = if a.devices.is_null() {
             Vec::new()
@@ -363,7 +367,9 @@ impl Client {
                     device: d,
                     device_description: std::ptr::null_mut(),
                 };
-                // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `d` is a device of this live client (just listed).
+                // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one
+                // sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set
+                // by args_size!; `d` is a device of this live client (just listed).
                 unsafe { self.api.call(slot::DEVICE_GET_DESCRIPTION, &mut g)? };
                 let desc = g.device_description;
                 let mut id = sys::DeviceDescriptionIdArgs {
@@ -372,7 +378,9 @@ impl Client {
                     device_description: desc,
                     id: 0,
                 };
-                // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `desc` is the description the device returned,
+                // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one
+                // sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set
+                // by args_size!; `desc` is the description the device returned,
                 // owned by the device (alive with the client).
                 unsafe { self.api.call(slot::DEVICE_DESCRIPTION_ID, &mut id)? };
                 let string = |s: usize| -> PResult<String> {
@@ -421,7 +429,9 @@ impl Client {
             peak_allocated_bytes_value: 0,
             peak_allocated_bytes_is_set: false,
         };
-        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; the device handle is one of this live client's
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs
+        // declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!;
+        // the device handle is one of this live client's
         // (`self.devices[device]`, bounds-checked indexing); the rest are out-fields.
         unsafe { self.api.call(slot::DEVICE_MEMORY_STATS, &mut a)? };
         Ok((
@@ -455,7 +465,9 @@ impl Client {
             compile_options_size: OPTIONS.len(),
             executable: std::ptr::null_mut(),
         };
-        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `program` (with `code` and `format`) and OPTIONS live
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs
+        // declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!;
+        // `program` (with `code` and `format`) and OPTIONS live
         // until the call returns, which is all PJRT_Client_Compile needs; `self.raw` is live.
         unsafe { self.api.call(slot::CLIENT_COMPILE, &mut a)? };
         Ok(Executable {
@@ -505,7 +517,9 @@ impl Client {
             done_with_host_buffer: std::ptr::null_mut(),
             buffer: std::ptr::null_mut(),
         };
-        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!. `data` holds the product of `dims` elements of
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs
+        // declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!.
+        // `data` holds the product of `dims` elements of
         // `type_` (checked at the top of this function, given the caller's `elem_size` for
         // `type_`). With HOST_BUFFER_IMMUTABLE_ONLY_DURING_CALL the plugin is done with
         // `data` when the call returns, and we also wait for `done_with_host_buffer` below
@@ -534,7 +548,9 @@ impl Drop for Client {
             extension_start: std::ptr::null_mut(),
             client: self.raw,
         };
-        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` was created by CLIENT_CREATE and is destroyed
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs
+        // declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!;
+        // `self.raw` was created by CLIENT_CREATE and is destroyed
         // only here. Its buffers and executables must already be gone: they hold only
         // Arc<Api>, so this relies on every XlaStorage/compile-cache entry keeping the Client
         // alive (XlaDevice holds Arc<Client>, and clients live in the static Runtime in
@@ -560,7 +576,9 @@ impl Event {
             extension_start: std::ptr::null_mut(),
             event: self.raw,
         };
-        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` is a live event (non-null, checked above),
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs
+        // declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!;
+        // `self.raw` is a live event (non-null, checked above),
         // destroyed only by Drop after this returns (`wait` takes `self`).
         unsafe { self.api.call(slot::EVENT_AWAIT, &mut a) }
     }
@@ -636,7 +654,9 @@ impl Event {
             callback: on_ready,
             user_arg: user as *mut c_void,
         };
-        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` is a live event (non-null, checked above);
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs
+        // declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!;
+        // `self.raw` is a live event (non-null, checked above);
         // `on_ready` has the PJRT_Event_OnReadyCallback C signature, and `user` is a leaked
         // Box<OnReadyArg> whose contents (Arc<Api>, Arc<ReadyMark>) are Send + Sync, so the
         // runtime may call back on any thread.
@@ -658,7 +678,9 @@ impl Drop for Event {
                 extension_start: std::ptr::null_mut(),
                 event: self.raw,
             };
-            // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` is non-null, from the plugin, and destroyed
+            // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs
+            // declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by
+            // args_size!; `self.raw` is non-null, from the plugin, and destroyed
             // only here (Event is not Clone).
             let _ = unsafe { self.api.call(slot::EVENT_DESTROY, &mut a) };
         }
@@ -690,7 +712,9 @@ impl Buffer {
             dst_size: dst.len(),
             event: std::ptr::null_mut(),
         };
-        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` is live; `dst` is a live &mut slice of
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs
+        // declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!;
+        // `self.raw` is live; `dst` is a live &mut slice of
         // dst.len() bytes and dst_size says so, so the plugin writes at most that (it fails the
         // call if the buffer needs more). The write is asynchronous: the returned event is
         // awaited below before the `dst` borrow ends (a null event, with which nothing could
@@ -716,7 +740,9 @@ impl Buffer {
             buffer: self.raw,
             event: std::ptr::null_mut(),
         };
-        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` is a live buffer; the returned event is
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs
+        // declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!;
+        // `self.raw` is a live buffer; the returned event is
         // owned by the Event made below and destroyed in its Drop.
         unsafe { self.api.call(slot::BUFFER_READY_EVENT, &mut a)? };
         Ok(Event {
@@ -738,7 +764,9 @@ impl Drop for Buffer {
             extension_start: std::ptr::null_mut(),
             buffer: self.raw,
         };
-        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` came from the plugin (buffer_from_host or
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs
+        // declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!;
+        // `self.raw` came from the plugin (buffer_from_host or
         // execute) and is destroyed only here. PJRT frees the device memory only after queued
         // computations reading it finish, so dropping an input of an in-flight execute is
         // fine. The client is still alive (see Client's Drop).
@@ -804,7 +832,9 @@ impl Executable {
                 client.devices[d].raw as *mut sys::Device
             }),
         };
-        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size! (ExecuteOptions likewise). `opts`, `arg_ptrs`, `arg_list`,
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs
+        // declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!
+        // (ExecuteOptions likewise). `opts`, `arg_ptrs`, `arg_list`,
         // `outputs` and `output_list` are locals alive until the call returns, which is as
         // long as PJRT needs them; the argument buffers are live (`&Buffer` borrows) and of
         // this plugin; `outputs` has room for the one output every accel program has (hlo.rs
@@ -829,7 +859,9 @@ impl Drop for Executable {
             extension_start: std::ptr::null_mut(),
             executable: self.raw,
         };
-        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!; `self.raw` came from CLIENT_COMPILE and is destroyed only
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs
+        // declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!;
+        // `self.raw` came from CLIENT_COMPILE and is destroyed only
         // here; executions already queued keep what they need alive inside the runtime.
         let _ = unsafe { self.api.call(slot::LOADED_EXECUTABLE_DESTROY, &mut a) };
     }
