@@ -14,7 +14,7 @@ use accel::DType;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 
-const DTYPES: [DType; 6] = [DType::F16, DType::BF16, DType::F32, DType::F64, DType::I32, DType::I64];
+const DTYPES: [DType; 6] = DType::ALL;
 
 #[derive(Arbitrary, Debug)]
 struct In {

@@ -8,14 +8,7 @@ use accel::{DType, Device, Tensor};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 
-const DTYPES: [DType; 6] = [
-    DType::F16,
-    DType::BF16,
-    DType::F32,
-    DType::F64,
-    DType::I32,
-    DType::I64,
-];
+const DTYPES: [DType; 6] = DType::ALL;
 
 /// Allocations above this are skipped (not called): a correct library may accept them, and
 /// they would only hit the fuzzer's memory limit. Shapes whose byte size overflows are always

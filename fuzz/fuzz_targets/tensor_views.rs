@@ -719,25 +719,19 @@ fn transpose(what: &str, t: &Tensor, m: &Model, a: isize, b: isize) -> Option<(T
     out.swap(x, y);
     let n = count(&out).unwrap();
     let src_st = strides(&m.dims);
+    // Output element i is input element at i's coordinates with x and y swapped back.
+    fn gather<T: Copy>(v: &[T], n: usize, out: &[usize], st: &[usize], x: usize, y: usize) -> Vec<T> {
+        (0..n)
+            .map(|i| {
+                let mut idx = unravel(i, out);
+                idx.swap(x, y);
+                v[idx.iter().zip(st).map(|(a, b)| a * b).sum::<usize>()]
+            })
+            .collect()
+    }
     let want = match &m.vals {
-        Vals::F(v) => Vals::F(
-            (0..n)
-                .map(|i| {
-                    let mut idx = unravel(i, &out);
-                    idx.swap(x, y);
-                    v[idx.iter().zip(&src_st).map(|(a, b)| a * b).sum::<usize>()]
-                })
-                .collect(),
-        ),
-        Vals::I(v) => Vals::I(
-            (0..n)
-                .map(|i| {
-                    let mut idx = unravel(i, &out);
-                    idx.swap(x, y);
-                    v[idx.iter().zip(&src_st).map(|(a, b)| a * b).sum::<usize>()]
-                })
-                .collect(),
-        ),
+        Vals::F(v) => Vals::F(gather(v, n, &out, &src_st, x, y)),
+        Vals::I(v) => Vals::I(gather(v, n, &out, &src_st, x, y)),
         Vals::Unchecked => Vals::Unchecked,
     };
     let got = read(&r, what);

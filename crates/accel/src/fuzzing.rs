@@ -3,8 +3,9 @@
 //!
 //! - [`hlo`] (with `xla`): the StableHLO text of each op, built with the backend's own
 //!   `hlo::Program` from the layouts the `Tensor` API makes (contiguous, then transposed).
-//!   Each op's program comes from the same `Program` methods `XlaStorage` calls; only the
-//!   tensor layer's checks (which operands reach a program at all) are restated here.
+//!   Each op's program comes from the same `Program` methods `XlaStorage` calls, and a
+//!   matmul's operands from the same `MatmulSpec::plan` as `Tensor::matmul`; the other ops'
+//!   tensor-layer checks (broadcasting, empty max, integer mean) are restated here.
 #![doc(hidden)]
 #![allow(missing_docs)]
 
@@ -135,39 +136,10 @@ pub mod hlo {
                 p.reduce_op(op, &x, dim)
             }
             Op::Matmul => {
-                // Tensor::matmul's checks and MatmulSpec, then XlaStorage::matmul.
-                let (ra, rb) = (a.dims.len(), b.dims.len());
-                if !(2..=3).contains(&ra) || !(2..=3).contains(&rb) {
+                // Tensor::matmul's plan (None: an error value or zeros, no program), then
+                // XlaStorage::matmul.
+                let Ok((_, Some(spec))) = MatmulSpec::plan(&a.layout(), &b.layout()) else {
                     return None;
-                }
-                let (la, lb) = (a.layout(), b.layout());
-                let (da, db) = (la.shape.dims().to_vec(), lb.shape.dims().to_vec());
-                let (m, k) = (da[ra - 2], da[ra - 1]);
-                let (k2, n) = (db[rb - 2], db[rb - 1]);
-                if k != k2 {
-                    return None;
-                }
-                let batch = |r: usize, d: &[usize]| if r == 3 { d[0] } else { 1 };
-                let (ba, bb) = (batch(ra, &da), batch(rb, &db));
-                if ba != bb && ba != 1 && bb != 1 {
-                    return None;
-                }
-                let bsz = if ba == 1 { bb } else { ba };
-                if bsz * m * n == 0 || k == 0 {
-                    return None; // Tensor::matmul makes zeros without a kernel
-                }
-                let strides = |l: &Layout, r: usize, bs: usize| {
-                    let s = &l.strides;
-                    let b = if r == 3 && bs > 1 { s[0] } else { 0 };
-                    (b, s[r - 2], s[r - 1], l.offset)
-                };
-                let spec = MatmulSpec {
-                    bsz,
-                    m,
-                    n,
-                    k,
-                    a: strides(&la, ra, ba),
-                    b: strides(&lb, rb, bb),
                 };
                 let (ma, mb) = hlo::matmul_layouts(&spec);
                 let va = operand_at(&mut p, &ma, a.buffer_len(), dtype);

@@ -833,61 +833,12 @@ impl Tensor {
                 rhs: rhs.dtype(),
             });
         }
-        let (ra, rb) = (self.rank(), rhs.rank());
-        if !(2..=3).contains(&ra) || !(2..=3).contains(&rb) {
-            return Err(Error::shape(
-                OP,
-                self.shape(),
-                rhs.shape(),
-                "both operands must be 2-d matrices or 3-d batches of matrices",
-            ));
-        }
-        let (da, db) = (self.dims(), rhs.dims());
-        let (m, k) = (da[ra - 2], da[ra - 1]);
-        let (k2, n) = (db[rb - 2], db[rb - 1]);
-        if k != k2 {
-            return Err(Error::shape(
-                OP,
-                self.shape(),
-                rhs.shape(),
-                format!("the left operand has {k} columns but the right one has {k2} rows"),
-            ));
-        }
-        let batch = |r: usize, d: &[usize]| if r == 3 { d[0] } else { 1 };
-        let (ba, bb) = (batch(ra, da), batch(rb, db));
-        if ba != bb && ba != 1 && bb != 1 {
-            return Err(Error::shape(
-                OP,
-                self.shape(),
-                rhs.shape(),
-                format!("batch sizes {ba} and {bb} differ (one of them may be 1)"),
-            ));
-        }
-        // A batch of 1 is used for every batch of the other side, a batch of 0 included.
-        let bsz = if ba == 1 { bb } else { ba };
-        let strides = |t: &Tensor, r: usize, bs: usize| {
-            let s = &t.layout.strides;
-            let b = if r == 3 && bs > 1 { s[0] } else { 0 };
-            (b, s[r - 2], s[r - 1], t.layout.offset)
-        };
-        let out = if ra == 3 || rb == 3 {
-            Shape::from((bsz, m, n))
-        } else {
-            Shape::from((m, n))
-        };
+        let (out, spec) = MatmulSpec::plan(&self.layout, &rhs.layout)?;
         Tensor::check_alloc(&out, self.dtype(), &self.device())?;
-        if out.elem_count() == 0 || k == 0 {
+        let Some(spec) = spec else {
             // Nothing to multiply: an empty result, or sums over k = 0 terms, which are 0 (as
             // in PyTorch). No kernel sees such a product.
             return Tensor::zeros(out, self.dtype(), &self.device());
-        }
-        let spec = MatmulSpec {
-            bsz,
-            m,
-            n,
-            k,
-            a: strides(self, ra, ba),
-            b: strides(rhs, rb, bb),
         };
         let s = self.buf.storage.matmul(&rhs.buf.storage, &spec)?;
         Tensor::from_storage(s, self.device(), out)

@@ -80,15 +80,7 @@ mod cuda {
             .flat_map(|f| kernel_names(&f.source()))
             .collect();
         let has = |n: &str| all.iter().any(|k| k == n);
-        let dtypes = [
-            DType::F16,
-            DType::BF16,
-            DType::F32,
-            DType::F64,
-            DType::I32,
-            DType::I64,
-        ];
-        for d in dtypes {
+        for d in DType::ALL {
             let t = kernels::tag(d);
             for op in kernels::BINARY_OPS {
                 assert!(has(&format!("bin_{op}_{t}")) && has(&format!("binc_{op}_{t}")));
@@ -98,7 +90,7 @@ mod cuda {
                     assert!(has(&format!("{k}_{op}_{t}")), "{k}_{op}_{t}");
                 }
             }
-            for d2 in dtypes {
+            for d2 in DType::ALL {
                 assert!(has(&format!("cast_{t}_{}", kernels::tag(d2))));
             }
             assert!(has(&format!("fill_{t}")) && has(&format!("arange_{t}")));

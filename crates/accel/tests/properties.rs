@@ -368,7 +368,6 @@ fn check(c: &Case, d: &Device) -> Result<(), TestCaseError> {
             )?;
         }
         Op::Sum(dim) | Op::Mean(dim) | Op::Max(dim) => {
-            let rank = c.a.dims.len();
             let (outer, len, inner, out_dims) = match dim {
                 None => (1, av.len(), 1, vec![]),
                 Some(k) => {
@@ -382,7 +381,6 @@ fn check(c: &Case, d: &Device) -> Result<(), TestCaseError> {
                     )
                 }
             };
-            let _ = rank;
             let got = match (c.op, dim) {
                 (Op::Sum(_), None) => a.sum_all(),
                 (Op::Sum(_), Some(k)) => a.sum(k as isize),

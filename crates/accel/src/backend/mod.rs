@@ -63,6 +63,67 @@ pub(crate) struct MatmulSpec {
 }
 
 impl MatmulSpec {
+    /// The product of views `a` and `b` as `Tensor::matmul` defines it: 2-d or 3-d operands,
+    /// matching inner sizes, batches equal or one of them 1 (a batch of 1 is used for every
+    /// batch of the other side, a batch of 0 included). Returns the output shape and the spec,
+    /// or None for the spec when there is nothing to multiply (an empty output, or k = 0).
+    pub fn plan(a: &Layout, b: &Layout) -> Result<(Shape, Option<MatmulSpec>)> {
+        const OP: &str = "matmul";
+        let (ra, rb) = (a.shape.rank(), b.shape.rank());
+        if !(2..=3).contains(&ra) || !(2..=3).contains(&rb) {
+            return Err(Error::shape(
+                OP,
+                &a.shape,
+                &b.shape,
+                "both operands must be 2-d matrices or 3-d batches of matrices",
+            ));
+        }
+        let (da, db) = (a.shape.dims(), b.shape.dims());
+        let (m, k) = (da[ra - 2], da[ra - 1]);
+        let (k2, n) = (db[rb - 2], db[rb - 1]);
+        if k != k2 {
+            return Err(Error::shape(
+                OP,
+                &a.shape,
+                &b.shape,
+                format!("the left operand has {k} columns but the right one has {k2} rows"),
+            ));
+        }
+        let batch = |r: usize, d: &[usize]| if r == 3 { d[0] } else { 1 };
+        let (ba, bb) = (batch(ra, da), batch(rb, db));
+        if ba != bb && ba != 1 && bb != 1 {
+            return Err(Error::shape(
+                OP,
+                &a.shape,
+                &b.shape,
+                format!("batch sizes {ba} and {bb} differ (one of them may be 1)"),
+            ));
+        }
+        let bsz = if ba == 1 { bb } else { ba };
+        let out = if ra == 3 || rb == 3 {
+            Shape::from((bsz, m, n))
+        } else {
+            Shape::from((m, n))
+        };
+        if out.elem_count() == 0 || k == 0 {
+            return Ok((out, None));
+        }
+        let view = |l: &Layout, r: usize, bs: usize| {
+            let s = &l.strides;
+            let batch_stride = if r == 3 && bs > 1 { s[0] } else { 0 };
+            (batch_stride, s[r - 2], s[r - 1], l.offset)
+        };
+        let spec = MatmulSpec {
+            bsz,
+            m,
+            n,
+            k,
+            a: view(a, ra, ba),
+            b: view(b, rb, bb),
+        };
+        Ok((out, Some(spec)))
+    }
+
     /// Checks that every element each operand's view reads lies inside a storage of
     /// `a_len` / `b_len` elements, with checked arithmetic; the kernels' pointer arithmetic
     /// relies on it. `Tensor::matmul` builds specs from in-bounds layouts (so this holds),
