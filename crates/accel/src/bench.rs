@@ -172,10 +172,10 @@ fn collect(iters: Iterations, mut step: impl FnMut() -> Result<f64>) -> Result<V
 /// Times one step both ways: wall clock around the step and a synchronisation, and the
 /// device's own clock (CUDA events) around the queued work where the device has one.
 fn timed<T>(device: &Device, f: impl FnOnce() -> Result<T>) -> Result<(T, f64, Option<f64>)> {
-    let start = crate::backend::record_event(*device)?;
+    let start = crate::backend::dispatch::record_event(*device)?;
     let t = Instant::now();
     let out = f()?;
-    let end = crate::backend::record_event(*device)?;
+    let end = crate::backend::dispatch::record_event(*device)?;
     device.synchronize()?;
     let wall = t.elapsed().as_secs_f64();
     let dev = match (start, end) {
@@ -229,7 +229,7 @@ fn measure<T>(
 }
 
 fn wgpu_timestamps(i: usize) -> bool {
-    crate::backend::detail(Device::Wgpu(i), "timestamp_queries").as_deref() == Some("true")
+    Device::Wgpu(i).caps().is_ok_and(|c| c.timestamp_queries)
 }
 
 /// Which clock `device_stats` comes from, for reports.
@@ -261,13 +261,11 @@ pub fn peak(device: &Device, dtype: DType) -> Option<Peak> {
             dtype,
         ),
         Device::Cuda(_) => {
-            let get = |k: &str| crate::backend::detail(*device, k);
-            let cc = get("compute_capability")?;
-            let (major, minor) = cc.split_once('.')?;
+            let caps = device.caps().ok()?;
             cuda_peak(
-                (major.parse().ok()?, minor.parse().ok()?),
-                get("sm_count")?.parse().ok()?,
-                get("max_clock_sm_mhz")?.parse().ok()?,
+                caps.compute_capability?,
+                caps.sm_count?,
+                caps.max_clock_sm_mhz?,
                 dtype,
                 crate::cuda::allow_tf32(),
             )
@@ -330,10 +328,10 @@ pub fn pcie_peak(generation: u32, lanes: u32) -> Option<MemoryPeak> {
 /// writes every byte, so its peak in bytes copied is half the memory bandwidth).
 pub fn copy_peak(device: &Device, kind: CopyKind) -> Option<MemoryPeak> {
     let Device::Cuda(_) = device else { return None };
-    let get = |k: &str| crate::backend::detail(*device, k)?.parse::<u32>().ok();
     match kind {
         CopyKind::H2d | CopyKind::D2h => {
-            pcie_peak(get("pcie_max_link_gen")?, get("pcie_max_link_width")?)
+            let (generation, lanes) = device.caps().ok()?.pcie_max_link?;
+            pcie_peak(generation, lanes)
         }
         CopyKind::D2d => memory_peak(device).map(|m| MemoryPeak {
             gb_per_s: m.gb_per_s / 2.0,
@@ -348,10 +346,10 @@ pub fn copy_peak(device: &Device, kind: CopyKind) -> Option<MemoryPeak> {
 /// The peak memory bandwidth of `device`, where it can be derived (CUDA GPUs).
 pub fn memory_peak(device: &Device) -> Option<MemoryPeak> {
     let Device::Cuda(_) = device else { return None };
-    let get = |k: &str| crate::backend::detail(*device, k)?.parse::<u32>().ok();
+    let caps = device.caps().ok()?;
     Some(gpu_memory_peak(
-        get("memory_bus_width_bits")?,
-        get("max_clock_memory_mhz")?,
+        caps.memory_bus_width_bits?,
+        caps.max_clock_memory_mhz?,
     ))
 }
 

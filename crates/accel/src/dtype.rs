@@ -6,7 +6,6 @@ use std::str::FromStr;
 use half::{bf16, f16};
 use serde::Serialize;
 
-use crate::backend::cpu::CpuStorage;
 use crate::{Error, Result};
 
 /// The element type of a tensor.
@@ -202,3 +201,129 @@ with_dtype!(f32, F32, |v: f32| v as f64, |v: f64| v as f32);
 with_dtype!(f64, F64, |v: f64| v, |v: f64| v);
 with_dtype!(i32, I32, |v: i32| v as f64, |v: f64| v as i32, int);
 with_dtype!(i64, I64, |v: i64| v as f64, |v: f64| v as i64, int);
+
+/// Tensor data in host memory, one variant per dtype.
+#[derive(Clone, Debug)]
+#[doc(hidden)]
+pub enum CpuStorage {
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+}
+
+/// Runs `$body` with `$v` bound to the typed vector, whatever the dtype.
+macro_rules! with_vec {
+    ($s:expr, $v:ident => $body:expr) => {
+        match $s {
+            CpuStorage::F16($v) => $body,
+            CpuStorage::BF16($v) => $body,
+            CpuStorage::F32($v) => $body,
+            CpuStorage::F64($v) => $body,
+            CpuStorage::I32($v) => $body,
+            CpuStorage::I64($v) => $body,
+        }
+    };
+}
+
+/// Runs `$body` (which yields a `Vec` of the same element type) and wraps it back.
+macro_rules! map_vec {
+    ($s:expr, $v:ident => $body:expr) => {
+        match $s {
+            CpuStorage::F16($v) => CpuStorage::F16($body),
+            CpuStorage::BF16($v) => CpuStorage::BF16($body),
+            CpuStorage::F32($v) => CpuStorage::F32($body),
+            CpuStorage::F64($v) => CpuStorage::F64($body),
+            CpuStorage::I32($v) => CpuStorage::I32($body),
+            CpuStorage::I64($v) => CpuStorage::I64($body),
+        }
+    };
+}
+
+/// Runs `$body` with `$t` as the Rust type of `$dtype`.
+macro_rules! with_type {
+    ($dtype:expr, $t:ident => $body:expr) => {
+        match $dtype {
+            DType::F16 => {
+                type $t = f16;
+                $body
+            }
+            DType::BF16 => {
+                type $t = bf16;
+                $body
+            }
+            DType::F32 => {
+                type $t = f32;
+                $body
+            }
+            DType::F64 => {
+                type $t = f64;
+                $body
+            }
+            DType::I32 => {
+                type $t = i32;
+                $body
+            }
+            DType::I64 => {
+                type $t = i64;
+                $body
+            }
+        }
+    };
+}
+
+pub(crate) use {map_vec, with_type, with_vec};
+
+impl CpuStorage {
+    pub(crate) fn dtype(&self) -> DType {
+        match self {
+            CpuStorage::F16(_) => DType::F16,
+            CpuStorage::BF16(_) => DType::BF16,
+            CpuStorage::F32(_) => DType::F32,
+            CpuStorage::F64(_) => DType::F64,
+            CpuStorage::I32(_) => DType::I32,
+            CpuStorage::I64(_) => DType::I64,
+        }
+    }
+
+    /// Lets go of the vector without freeing its memory (which someone else owns: see
+    /// `cuda::pinned`).
+    pub(crate) fn forget(self) {
+        with_vec!(self, v => std::mem::forget(v))
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        with_vec!(self, v => v.len())
+    }
+
+    /// The elements' bytes, for copies to a device.
+    #[allow(dead_code)]
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        // SAFETY: the pointer and length come from a live Vec<T> borrowed for the returned
+        // lifetime (size_of_val = len * size_of::<T>() bytes, all initialised); every T here
+        // (f16, bf16, f32, f64, i32, i64: the CpuStorage variants) is plain data without
+        // padding, so all those bytes are initialised u8s; u8 has alignment 1. For an empty
+        // Vec the pointer is dangling but non-null and aligned, which a 0-length slice allows.
+        with_vec!(self, v => unsafe {
+            std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v.as_slice()))
+        })
+    }
+
+    /// The elements' bytes, writable, for copies from a device.
+    #[allow(dead_code)]
+    pub(crate) fn as_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_bytes`, over a Vec borrowed mutably for the returned lifetime (so
+        // no other access aliases it); every element type is ZeroBits (alloc.rs), so any bytes
+        // a device copy writes leave valid values behind.
+        with_vec!(self, v => unsafe {
+            std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v.as_slice()))
+        })
+    }
+
+    /// Element `i` of a contiguous storage as f64 (for display and tests).
+    pub(crate) fn get_f64(&self, i: usize) -> f64 {
+        with_vec!(self, v => v[i].to_f64())
+    }
+}

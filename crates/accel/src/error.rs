@@ -1,7 +1,7 @@
 //! One error type for the whole library. Every message is lowercase, names the values that
 //! explain it, and where there is something to do about it, says what.
 
-use crate::{DType, Device, Shape};
+use crate::{BackendKind, DType, Device, Shape};
 
 /// The result type of every fallible call in `accel`.
 pub type Result<T> = std::result::Result<T, Error>;
@@ -148,8 +148,21 @@ pub enum Error {
         hint: String,
     },
 
-    /// A driver, runtime or operating-system call failed; the message names the call and
-    /// the device.
+    /// A call into a driver or runtime library failed (the CUDA driver, cuBLAS, a PJRT
+    /// plugin, wgpu). `source` is the library's own error, kept for `Error::source()`.
+    #[error("{context}: {source}")]
+    Backend {
+        /// The backend whose library failed.
+        backend: BackendKind,
+        /// What accel was doing, with the device.
+        context: String,
+        /// The library's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+
+    /// Any other failure that is not the caller's: an operating-system call, or an internal
+    /// error (the message says so and asks for a report).
     #[error("{0}")]
     System(String),
 
@@ -172,7 +185,62 @@ fn hint_suffix(hint: &str) -> String {
     }
 }
 
+/// How much room there was when an allocation failed, for [`Error::out_of_memory`].
+pub(crate) enum Room {
+    /// The device's driver says this much is free of its total.
+    Free { free: u64, total: u64 },
+    /// Available and total host RAM.
+    Ram { available: u64, total: u64 },
+    /// A one-line account ending in "; " (or empty when nothing is known).
+    Said(String),
+}
+
 impl Error {
+    /// The one constructor of [`Error::OutOfMemory`]: what was asked, the room there was, what
+    /// this process holds on the device (its live tensors), and what to try.
+    pub(crate) fn out_of_memory(
+        device: Device,
+        requested: u64,
+        room: Room,
+        hint: impl Into<String>,
+    ) -> Self {
+        use crate::ledger::human_bytes;
+        let free = match room {
+            Room::Free { free, total } => format!(
+                "{} free of {} total on {device}; ",
+                human_bytes(free),
+                human_bytes(total)
+            ),
+            Room::Ram { available, total } => format!(
+                "{} available of {} total RAM; ",
+                human_bytes(available),
+                human_bytes(total)
+            ),
+            Room::Said(s) => s,
+        };
+        Error::OutOfMemory {
+            device,
+            requested,
+            requested_h: human_bytes(requested),
+            free,
+            held: crate::ledger::allocated(device),
+            hint: hint.into(),
+        }
+    }
+
+    /// A failed library call of `backend`, keeping the library's error as the source.
+    pub(crate) fn backend(
+        backend: BackendKind,
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        Error::Backend {
+            backend,
+            context: context.into(),
+            source: source.into(),
+        }
+    }
+
     pub(crate) fn invalid(op: &'static str, msg: impl Into<String>) -> Self {
         Error::InvalidArgument {
             op,

@@ -12,8 +12,8 @@
 #[doc(hidden)]
 #[cfg(all(feature = "xla", target_os = "linux"))]
 pub mod hlo {
+    use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
     use crate::backend::xla::hlo::{self, Program, Val};
-    use crate::backend::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
     use crate::shape::Layout;
     use crate::{DType, Shape};
 

@@ -46,14 +46,17 @@
 //! | `torch.manual_seed(s)` | [`manual_seed`] |
 #![warn(missing_docs)]
 
+mod api;
 mod backend;
 pub mod bench;
+mod caps;
 mod device;
 mod display;
 mod dtype;
 mod error;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+mod ledger;
 pub mod memory;
 pub mod nn;
 pub mod probe;
@@ -61,8 +64,10 @@ mod shape;
 pub mod system;
 mod tensor;
 
-pub use backend::{cuda, mps, wgpu, xla};
-pub use device::Device;
+pub use api::{cuda, mps, wgpu, xla};
+pub use backend::registry::distinct_hardware;
+pub use caps::{DeviceCaps, Hardware};
+pub use device::{BackendKind, Device};
 pub use dtype::{DType, WithDType};
 pub use error::{Error, Result};
 pub use half::{bf16, f16};
@@ -115,7 +120,7 @@ pub fn available_devices() -> Vec<Device> {
     let probes = devices();
     let mut out: Vec<Device> = probes
         .iter()
-        .filter(|p| p.backend != "cpu")
+        .filter(|p| p.backend != BackendKind::Cpu)
         .flat_map(|p| p.devices().iter().map(|d| d.device))
         .collect();
     out.push(Device::Cpu);

@@ -2,11 +2,9 @@
 //! (reserved), the peak, and the device's free/total memory where it is known. PyTorch's
 //! `torch.cuda.memory_allocated()` / `memory_reserved()`, for every device, the CPU included.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use serde::Serialize;
 
+use crate::error::Room;
 use crate::{Device, Error, Result};
 
 /// A snapshot of one device's memory.
@@ -28,43 +26,15 @@ pub struct MemoryStats {
     pub total_bytes: Option<u64>,
 }
 
-#[derive(Default, Clone, Copy)]
-struct Counters {
-    allocated: u64,
-    peak: u64,
-}
-
-static COUNTERS: Mutex<Option<HashMap<Device, Counters>>> = Mutex::new(None);
-
-fn with_counters<R>(f: impl FnOnce(&mut HashMap<Device, Counters>) -> R) -> R {
-    let mut g = COUNTERS.lock().unwrap_or_else(|e| e.into_inner());
-    f(g.get_or_insert_with(HashMap::new))
-}
-
-pub(crate) fn on_alloc(device: Device, bytes: usize) {
-    with_counters(|m| {
-        let c = m.entry(device).or_default();
-        c.allocated += bytes as u64;
-        c.peak = c.peak.max(c.allocated);
-    });
-}
-
-pub(crate) fn on_free(device: Device, bytes: usize) {
-    with_counters(|m| {
-        let c = m.entry(device).or_default();
-        c.allocated = c.allocated.saturating_sub(bytes as u64);
-    });
-}
-
 /// The memory statistics of `device`.
 pub fn stats(device: &Device) -> MemoryStats {
-    let c = with_counters(|m| m.get(device).copied().unwrap_or_default());
+    let c = crate::ledger::with_counters(|m| m.get(device).copied().unwrap_or_default());
     let (free, total) = match device {
         Device::Cpu => match crate::system::memory() {
             Ok(m) => (Some(m.available_bytes), Some(m.total_bytes)),
             Err(_) => (None, None),
         },
-        _ => match crate::backend::Storage::device_memory(*device) {
+        _ => match crate::backend::dispatch::device_memory(*device) {
             Some((f, t)) => (Some(f), Some(t)),
             None => (None, None),
         },
@@ -73,9 +43,9 @@ pub fn stats(device: &Device) -> MemoryStats {
         device: *device,
         allocated_bytes: c.allocated,
         peak_allocated_bytes: c.peak,
-        reserved_bytes: match crate::backend::Storage::allocator_reserved_bytes(*device) {
+        reserved_bytes: match crate::backend::dispatch::allocator_reserved_bytes(*device) {
             Some(r) => r.max(c.allocated),
-            None => c.allocated + crate::backend::Storage::cached_bytes(*device),
+            None => c.allocated + crate::backend::dispatch::cached_bytes(*device),
         },
         free_bytes: free,
         total_bytes: total,
@@ -84,7 +54,7 @@ pub fn stats(device: &Device) -> MemoryStats {
 
 /// Restarts peak tracking from the current allocation (`torch.cuda.reset_peak_memory_stats`).
 pub fn reset_peak(device: &Device) {
-    with_counters(|m| {
+    crate::ledger::with_counters(|m| {
         let c = m.entry(*device).or_default();
         c.peak = c.allocated;
     });
@@ -93,25 +63,11 @@ pub fn reset_peak(device: &Device) {
 /// Returns cached, unused memory to the device or the OS (`torch.cuda.empty_cache()`).
 pub fn empty_cache(device: &Device) -> Result<()> {
     device.check()?;
-    crate::backend::Storage::empty_cache(*device);
+    crate::backend::dispatch::empty_cache(*device);
     Ok(())
 }
 
-/// Formats a byte count for people: `1.50 GiB`.
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.2} {}", UNITS[u])
-    }
-}
+pub use crate::ledger::human_bytes;
 
 /// Host allocations above this size are checked against available RAM first: Linux would
 /// hand out the address space and then kill the process when the pages are touched.
@@ -123,44 +79,38 @@ pub(crate) fn ensure_fits(device: Device, bytes: Option<u64>) -> Result<()> {
     if bytes.is_some_and(|b| b <= CHECK_ABOVE_BYTES) {
         return Ok(());
     }
-    let oom = |requested: u64, free: String| Error::OutOfMemory {
-        device,
-        requested,
-        requested_h: human_bytes(requested),
-        free,
-        held: with_counters(|m| m.get(&device).map_or(0, |c| c.allocated)),
-        hint: "free tensors you no longer need (drop them), use smaller shapes or a \
-               smaller dtype (f16/bf16), or process the data in batches"
-            .to_string(),
+    let oom = |requested: u64, room: Room| {
+        Error::out_of_memory(
+            device,
+            requested,
+            room,
+            "free tensors you no longer need (drop them), use smaller shapes or a \
+             smaller dtype (f16/bf16), or process the data in batches",
+        )
     };
     let Some(bytes) = bytes else {
-        return Err(oom(u64::MAX, "the size overflows 64 bits; ".to_string()));
+        return Err(oom(
+            u64::MAX,
+            Room::Said("the size overflows 64 bits; ".to_string()),
+        ));
     };
     if let Device::Cpu = device {
         // Freed buffers in the cache can be handed out (or returned to the OS) first.
         let m = crate::system::memory()?;
-        let cached = crate::backend::Storage::cached_bytes(device);
+        let cached = crate::backend::dispatch::cached_bytes(device);
         if bytes > m.available_bytes + cached {
             return Err(oom(
                 bytes,
-                format!(
-                    "{} available of {} total RAM; ",
-                    human_bytes(m.available_bytes),
-                    human_bytes(m.total_bytes)
-                ),
+                Room::Ram {
+                    available: m.available_bytes,
+                    total: m.total_bytes,
+                },
             ));
         }
-    } else if let Some((free, total)) = crate::backend::Storage::device_memory(device) {
-        let cached = crate::backend::Storage::cached_bytes(device);
+    } else if let Some((free, total)) = crate::backend::dispatch::device_memory(device) {
+        let cached = crate::backend::dispatch::cached_bytes(device);
         if bytes > free + cached {
-            return Err(oom(
-                bytes,
-                format!(
-                    "{} free of {} total on {device}; ",
-                    human_bytes(free),
-                    human_bytes(total)
-                ),
-            ));
+            return Err(oom(bytes, Room::Free { free, total }));
         }
     } else {
         // The device does not say what it has free; the data is staged in host memory on
@@ -169,10 +119,10 @@ pub(crate) fn ensure_fits(device: Device, bytes: Option<u64>) -> Result<()> {
         if bytes > m.available_bytes {
             return Err(oom(
                 bytes,
-                format!(
+                Room::Said(format!(
                     "{device} does not report its free memory, and the host, which stages the data, has {} available; ",
                     human_bytes(m.available_bytes)
-                ),
+                )),
             ));
         }
     }

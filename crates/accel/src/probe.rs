@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::Device;
+use crate::{BackendKind, Device, DeviceCaps};
 
 /// One device found by a probe.
 #[derive(Debug, Clone, Serialize)]
@@ -14,8 +14,12 @@ pub struct DeviceInfo {
     pub name: String,
     /// Total memory in bytes, where known.
     pub memory_total_bytes: Option<u64>,
-    /// Further facts as (key, value) pairs, in display order (cores, SIMD, versions...);
-    /// a JSON object when serialised.
+    /// What the device is and can do, typed: what the library decides with.
+    #[serde(skip)]
+    pub caps: DeviceCaps,
+    /// The facts the probe found as (key, value) pairs, in display order (cores, SIMD,
+    /// versions...), for people (`accel devices`) and as a JSON object when serialised. The
+    /// library never decides anything by reading these back: it reads `caps`.
     #[serde(serialize_with = "as_map")]
     pub details: Vec<(String, String)>,
 }
@@ -45,8 +49,8 @@ pub enum Availability {
 /// The answer of one backend's probe.
 #[derive(Debug, Clone, Serialize)]
 pub struct Probe {
-    /// Backend name: `cpu`, `cuda`, `mps`, `xla`, `wgpu`.
-    pub backend: &'static str,
+    /// The backend (`cpu`, `cuda`, `mps`, `xla`, `wgpu` in JSON).
+    pub backend: BackendKind,
     /// Whether the backend was compiled into this build.
     pub compiled: bool,
     /// What the probe found.
@@ -69,7 +73,7 @@ impl Probe {
     }
 
     pub(crate) fn unavailable(
-        backend: &'static str,
+        backend: BackendKind,
         compiled: bool,
         reason: impl Into<String>,
         hint: impl Into<String>,
@@ -82,5 +86,18 @@ impl Probe {
                 hint: hint.into(),
             },
         }
+    }
+
+    /// The probe of a backend that the build left out.
+    pub(crate) fn not_compiled(backend: BackendKind) -> Probe {
+        Probe::unavailable(
+            backend,
+            false,
+            "not compiled into this build",
+            format!(
+                "rebuild with `--features {}`",
+                backend.feature().unwrap_or_default()
+            ),
+        )
     }
 }

@@ -7,8 +7,12 @@
 
 use std::sync::Arc;
 
-use crate::backend::cpu::{rng, CpuStorage};
-use crate::backend::{BinaryOp, MatmulSpec, PinnedBlock, ReduceOp, Storage, UnaryOp};
+use crate::backend::contract::Dist;
+use crate::backend::cpu::rng;
+use crate::backend::cuda::PinnedBlock;
+use crate::backend::dispatch::Storage;
+use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
+use crate::dtype::CpuStorage;
 use crate::dtype::WithDType;
 use crate::shape::Layout;
 use crate::{memory, DType, Device, Error, Result, Shape};
@@ -27,7 +31,7 @@ pub(crate) struct Buffer {
 impl Buffer {
     fn new(storage: Storage, device: Device) -> Buffer {
         let bytes = storage.size_in_bytes();
-        memory::on_alloc(device, bytes);
+        crate::ledger::on_alloc(device, bytes);
         Buffer {
             storage,
             device,
@@ -39,7 +43,7 @@ impl Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        memory::on_free(self.device, self.bytes);
+        crate::ledger::on_free(self.device, self.bytes);
         let storage = std::mem::replace(&mut self.storage, Storage::empty());
         match self.pinned.take() {
             // The block owns the memory: the storage lets go of it, then the block frees it.
@@ -307,7 +311,7 @@ impl Tensor {
         let n = shape.elem_count();
         if !matches!(device, Device::Cpu) {
             let seed = rng::with_global(|r| r.next_u64());
-            if let Some(s) = Storage::random(*device, dtype, n, seed, false, lo, hi)? {
+            if let Some(s) = Storage::random(*device, dtype, n, seed, Dist::Uniform { lo, hi })? {
                 return Tensor::from_storage(s, *device, shape);
             }
         }
@@ -337,7 +341,7 @@ impl Tensor {
         if !matches!(device, Device::Cpu) {
             let seed = rng::with_global(|r| r.next_u64());
             let n = shape.elem_count();
-            if let Some(s) = Storage::random(*device, dtype, n, seed, true, mean, std)? {
+            if let Some(s) = Storage::random(*device, dtype, n, seed, Dist::Normal { mean, std })? {
                 return Tensor::from_storage(s, *device, shape);
             }
         }
@@ -471,7 +475,6 @@ impl Tensor {
         self.buf.pinned.is_some()
     }
 
-    #[cfg(feature = "cuda")]
     fn pinned_copy(&self) -> Result<Tensor> {
         let gpu = match self.device() {
             Device::Cpu => crate::cuda::current_device().map_err(|e| {
@@ -494,26 +497,9 @@ impl Tensor {
         let mut block = PinnedBlock::alloc(gpu, bytes)?;
         // Filled as bytes first: no vector exists over the block until nothing can fail.
         let dst = &mut block.bytes_mut()[..bytes];
-        match &self.buf.storage {
-            Storage::Cpu(s) => {
-                let dense;
-                let (src, off) = if self.layout.is_contiguous() {
-                    (s, self.layout.offset)
-                } else {
-                    dense = s.copy_strided(&self.layout);
-                    (&dense, 0)
-                };
-                let size = dtype.size_in_bytes();
-                crate::backend::par_copy(dst, &src.as_bytes()[off * size..off * size + bytes]);
-            }
-            Storage::Cuda(s) => s.to_host(&self.layout, dst)?,
-            #[allow(unreachable_patterns)]
-            _ => {
-                return Err(Error::System(
-                    "internal error: pin_memory of a tensor that is neither on the CPU nor on a CUDA GPU".into(),
-                ))
-            }
-        }
+        // The CPU's view is copied with several threads; a CUDA GPU's straight into the
+        // block (the device checks above leave only these two).
+        self.buf.storage.to_host(&self.layout, dst)?;
         // SAFETY: the first n * size bytes were filled just above (`bytes_mut` covers the
         // whole block, initialised by PinnedBlock::alloc), n elements fit (the block was
         // allocated with n * size bytes). The vector is put into a Buffer that holds the
@@ -527,19 +513,11 @@ impl Tensor {
             bytes,
             pinned: Some(block),
         };
-        memory::on_alloc(Device::Cpu, bytes);
+        crate::ledger::on_alloc(Device::Cpu, bytes);
         Ok(Tensor {
             buf: Arc::new(buf),
             layout: Layout::contiguous(self.shape().clone()),
         })
-    }
-
-    #[cfg(not(feature = "cuda"))]
-    fn pinned_copy(&self) -> Result<Tensor> {
-        Err(Error::invalid(
-            "pin_memory",
-            "pinned memory is made by the CUDA driver, and this build of accel has no CUDA backend (the `cuda` feature is off)",
-        ))
     }
 
     /// A copy on the first CUDA GPU (`x.cuda()`).
@@ -653,11 +631,10 @@ impl Tensor {
             });
         }
         let out = self.shape().broadcast(rhs.shape(), op.name())?;
-        if op == BinaryOp::Div && !self.dtype().is_float() {
+        let compute = op.compute_dtype(self.dtype());
+        if compute != self.dtype() {
             // True division, as PyTorch: integers divide as f32.
-            return self
-                .to_dtype(DType::F32)?
-                .binary(&rhs.to_dtype(DType::F32)?, op);
+            return self.to_dtype(compute)?.binary(&rhs.to_dtype(compute)?, op);
         }
         Tensor::check_alloc(&out, self.dtype(), &self.device())?;
         let s = self
@@ -790,7 +767,10 @@ impl Tensor {
         // The output, as 8-byte accumulators (the CPU sums in f64 or i64), must fit: an empty
         // input can still have a huge output ([2^40, 0] summed over dim 1).
         Tensor::check_alloc(&out, DType::F64, &self.device())?;
-        let s = self.buf.storage.reduce(op, &self.layout, dim)?;
+        let s = self
+            .buf
+            .storage
+            .reduce(op, &self.layout, dim, op.out_dtype(self.dtype()))?;
         Tensor::from_storage(s, self.device(), out)
     }
 

@@ -10,10 +10,13 @@ pub(crate) mod rng;
 use half::{bf16, f16};
 use rayon::prelude::*;
 
-use crate::backend::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
-use crate::dtype::WithDType;
+use crate::backend::contract::{Backend, BackendStorage, Dist, NoEvent};
+use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
+pub(crate) use crate::dtype::CpuStorage;
+use crate::dtype::{map_vec, with_type, with_vec, WithDType};
+use crate::probe::{Availability, DeviceInfo, Probe};
 use crate::shape::{for_each_run, Layout};
-use crate::{DType, Error, Result, Shape};
+use crate::{BackendKind, DType, Device, DeviceCaps, Error, Result, Shape};
 use matmul::MatRef;
 use num::Num;
 
@@ -21,127 +24,150 @@ use num::Num;
 /// than handing it to another thread.
 const CHUNK: usize = 1 << 16;
 
-/// Tensor data in host memory, one variant per dtype.
-#[derive(Clone, Debug)]
-#[doc(hidden)]
-pub enum CpuStorage {
-    F16(Vec<f16>),
-    BF16(Vec<bf16>),
-    F32(Vec<f32>),
-    F64(Vec<f64>),
-    I32(Vec<i32>),
-    I64(Vec<i64>),
+/// The CPU backend.
+pub(crate) struct Cpu;
+
+impl Backend for Cpu {
+    type Storage = CpuStorage;
+    type Event = NoEvent;
+    const KIND: BackendKind = BackendKind::Cpu;
+
+    fn probe() -> Probe {
+        let sys = crate::system::cpu_info();
+        let mut details = vec![
+            ("logical_cores".to_string(), sys.logical_cores.to_string()),
+            (
+                "threads".to_string(),
+                rayon::current_num_threads().to_string(),
+            ),
+            ("simd".to_string(), sys.simd.join(" ")),
+        ];
+        if let Some(mhz) = sys.frequency_mhz {
+            details.push(("frequency_mhz".to_string(), mhz.to_string()));
+        }
+        Probe {
+            backend: BackendKind::Cpu,
+            compiled: true,
+            availability: Availability::Available {
+                devices: vec![DeviceInfo {
+                    device: Device::Cpu,
+                    name: sys.brand,
+                    memory_total_bytes: crate::system::memory().ok().map(|m| m.total_bytes),
+                    caps: DeviceCaps {
+                        dtypes: DType::ALL.to_vec(),
+                        hardware: crate::caps::Hardware::HostCpu,
+                        ..DeviceCaps::default()
+                    },
+                    details,
+                }],
+            },
+        }
+    }
+
+    // CPU kernels return when their work is done.
+    fn synchronize(_: Device) -> Result<()> {
+        Ok(())
+    }
+    fn device_memory(_: Device) -> Option<(u64, u64)> {
+        crate::system::memory()
+            .ok()
+            .map(|m| (m.available_bytes, m.total_bytes))
+    }
+    fn cached_bytes(_: Device) -> u64 {
+        alloc::cached_bytes()
+    }
+    fn allocator_reserved_bytes(_: Device) -> Option<u64> {
+        None
+    }
+    fn empty_cache(_: Device) {
+        alloc::empty_cache()
+    }
+    fn host_cached_bytes() -> u64 {
+        // The host allocator's cache is `cached_bytes(Device::Cpu)` itself.
+        0
+    }
+    fn empty_host_cache() {}
+    fn record_event(_: Device) -> Result<Option<NoEvent>> {
+        Ok(None)
+    }
+    fn seconds_between(start: &NoEvent, _: &NoEvent) -> Result<f64> {
+        match *start {}
+    }
+    fn upload(_: Device, data: &CpuStorage) -> Result<CpuStorage> {
+        Ok(data.clone())
+    }
+    // The host paths in `Tensor` make these.
+    fn full(_: Device, _: DType, _: usize, _: f64) -> Result<Option<CpuStorage>> {
+        Ok(None)
+    }
+    fn arange(_: Device, _: DType, _: f64, _: f64, _: usize) -> Result<Option<CpuStorage>> {
+        Ok(None)
+    }
+    fn random(_: Device, _: DType, _: usize, _: u64, _: Dist) -> Result<Option<CpuStorage>> {
+        Ok(None)
+    }
 }
 
-/// Runs `$body` with `$v` bound to the typed vector, whatever the dtype.
-macro_rules! with_vec {
-    ($s:expr, $v:ident => $body:expr) => {
-        match $s {
-            CpuStorage::F16($v) => $body,
-            CpuStorage::BF16($v) => $body,
-            CpuStorage::F32($v) => $body,
-            CpuStorage::F64($v) => $body,
-            CpuStorage::I32($v) => $body,
-            CpuStorage::I64($v) => $body,
+impl BackendStorage for CpuStorage {
+    fn dtype(&self) -> DType {
+        CpuStorage::dtype(self)
+    }
+    fn len(&self) -> usize {
+        CpuStorage::len(self)
+    }
+    fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
+        Ok(CpuStorage::copy_strided(self, l))
+    }
+    fn to_host(&self, l: &Layout, dst: &mut [u8]) -> Result<()> {
+        if l.is_contiguous() {
+            let size = self.dtype().size_in_bytes();
+            let off = l.offset * size;
+            crate::backend::ops::par_copy(dst, &self.as_bytes()[off..off + dst.len()]);
+        } else {
+            dst.copy_from_slice(CpuStorage::copy_strided(self, l).as_bytes());
         }
-    };
-}
-
-/// Runs `$body` (which yields a `Vec` of the same element type) and wraps it back.
-macro_rules! map_vec {
-    ($s:expr, $v:ident => $body:expr) => {
-        match $s {
-            CpuStorage::F16($v) => CpuStorage::F16($body),
-            CpuStorage::BF16($v) => CpuStorage::BF16($body),
-            CpuStorage::F32($v) => CpuStorage::F32($body),
-            CpuStorage::F64($v) => CpuStorage::F64($body),
-            CpuStorage::I32($v) => CpuStorage::I32($body),
-            CpuStorage::I64($v) => CpuStorage::I64($body),
-        }
-    };
-}
-
-/// Runs `$body` with `$t` as the Rust type of `$dtype`.
-macro_rules! with_type {
-    ($dtype:expr, $t:ident => $body:expr) => {
-        match $dtype {
-            DType::F16 => {
-                type $t = f16;
-                $body
-            }
-            DType::BF16 => {
-                type $t = bf16;
-                $body
-            }
-            DType::F32 => {
-                type $t = f32;
-                $body
-            }
-            DType::F64 => {
-                type $t = f64;
-                $body
-            }
-            DType::I32 => {
-                type $t = i32;
-                $body
-            }
-            DType::I64 => {
-                type $t = i64;
-                $body
-            }
-        }
-    };
+        Ok(())
+    }
+    fn to_device_direct(&self, _: &Layout, _: Device) -> Result<Option<CpuStorage>> {
+        Ok(None)
+    }
+    fn copy_strided(&self, l: &Layout) -> Result<CpuStorage> {
+        Ok(CpuStorage::copy_strided(self, l))
+    }
+    fn to_dtype(&self, l: &Layout, dtype: DType) -> Result<CpuStorage> {
+        Ok(CpuStorage::to_dtype(self, l, dtype))
+    }
+    fn binary(
+        &self,
+        op: BinaryOp,
+        ll: &Layout,
+        rhs: &CpuStorage,
+        rl: &Layout,
+        out: &Shape,
+    ) -> Result<CpuStorage> {
+        CpuStorage::binary(self, op, ll, rhs, rl, out)
+    }
+    fn unary(&self, op: UnaryOp, l: &Layout) -> Result<CpuStorage> {
+        Ok(CpuStorage::unary(self, op, l))
+    }
+    fn reduce(
+        &self,
+        op: ReduceOp,
+        l: &Layout,
+        dim: Option<usize>,
+        out_dtype: DType,
+    ) -> Result<CpuStorage> {
+        Ok(CpuStorage::reduce(self, op, l, dim, out_dtype))
+    }
+    fn matmul(&self, rhs: &CpuStorage, spec: &MatmulSpec) -> Result<CpuStorage> {
+        CpuStorage::matmul(self, rhs, spec)
+    }
 }
 
 impl CpuStorage {
-    pub(crate) fn dtype(&self) -> DType {
-        match self {
-            CpuStorage::F16(_) => DType::F16,
-            CpuStorage::BF16(_) => DType::BF16,
-            CpuStorage::F32(_) => DType::F32,
-            CpuStorage::F64(_) => DType::F64,
-            CpuStorage::I32(_) => DType::I32,
-            CpuStorage::I64(_) => DType::I64,
-        }
-    }
-
     /// Gives the buffer back to the allocator's cache.
     pub(crate) fn release(self) {
         with_vec!(self, v => alloc::recycle(v))
-    }
-
-    /// Lets go of the vector without freeing its memory (which someone else owns: see
-    /// `cuda::pinned`).
-    pub(crate) fn forget(self) {
-        with_vec!(self, v => std::mem::forget(v))
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        with_vec!(self, v => v.len())
-    }
-
-    /// The elements' bytes, for copies to a device.
-    #[allow(dead_code)]
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        // SAFETY: the pointer and length come from a live Vec<T> borrowed for the returned
-        // lifetime (size_of_val = len * size_of::<T>() bytes, all initialised); every T here
-        // (f16, bf16, f32, f64, i32, i64: the CpuStorage variants) is plain data without
-        // padding, so all those bytes are initialised u8s; u8 has alignment 1. For an empty
-        // Vec the pointer is dangling but non-null and aligned, which a 0-length slice allows.
-        with_vec!(self, v => unsafe {
-            std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v.as_slice()))
-        })
-    }
-
-    /// The elements' bytes, writable, for copies from a device.
-    #[allow(dead_code)]
-    pub(crate) fn as_bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `as_bytes`, over a Vec borrowed mutably for the returned lifetime (so
-        // no other access aliases it); every element type is ZeroBits (alloc.rs), so any bytes
-        // a device copy writes leave valid values behind.
-        with_vec!(self, v => unsafe {
-            std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v.as_slice()))
-        })
     }
 
     /// `n` copies of `value` (converted to the dtype).
@@ -152,11 +178,6 @@ impl CpuStorage {
     /// `start, start + step, ...` below `end` (above it for a negative step).
     pub(crate) fn arange(dtype: DType, start: f64, step: f64, n: usize) -> CpuStorage {
         with_type!(dtype, T => T::to_storage((0..n).map(|i| <T as WithDType>::from_f64(start + step * i as f64)).collect()))
-    }
-
-    /// Element `i` of a contiguous storage as f64 (for display and tests).
-    pub(crate) fn get_f64(&self, i: usize) -> f64 {
-        with_vec!(self, v => v[i].to_f64())
     }
 
     /// A contiguous copy of the strided view `l`.
@@ -239,7 +260,13 @@ impl CpuStorage {
 
     /// Reduces over `dim` (all dimensions when `None`). Sums of integers are i64, as in
     /// PyTorch; `Mean` is only called on floats.
-    pub(crate) fn reduce(&self, op: ReduceOp, l: &Layout, dim: Option<usize>) -> CpuStorage {
+    pub(crate) fn reduce(
+        &self,
+        op: ReduceOp,
+        l: &Layout,
+        dim: Option<usize>,
+        out_dtype: DType,
+    ) -> CpuStorage {
         let (outer, len, inner) = l.reduce_split(dim);
         macro_rules! float {
             ($v:expr, $variant:ident, $t:ty) => {{
@@ -267,7 +294,9 @@ impl CpuStorage {
                     ReduceOp::Max => CpuStorage::$variant(reduce_max(&x, outer, len, inner)),
                     ReduceOp::Sum | ReduceOp::Mean => {
                         let wide: Vec<i64> = x.iter().map(|&e| e as i64).collect();
-                        CpuStorage::I64(reduce_int_sum(&wide, outer, len, inner))
+                        let sums = CpuStorage::I64(reduce_int_sum(&wide, outer, len, inner));
+                        let n = sums.len();
+                        sums.to_dtype(&Layout::contiguous(Shape::from(n)), out_dtype)
                     }
                 }
             }};

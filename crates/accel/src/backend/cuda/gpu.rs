@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::driver::sys;
 
 use super::kernels::{self, Family};
-use crate::backend::par_copy;
-use crate::memory::human_bytes;
+use crate::backend::ops::par_copy;
+use crate::error::Room;
 use crate::{Device, Error, Result};
 
 /// A driver call's result as ours.
@@ -21,12 +21,31 @@ pub(crate) fn ck(r: sys::CUresult, what: &str) -> Result<()> {
     if r == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(Error::System(format!(
-            "CUDA {what} failed: {}",
-            err_name(r)
-        )))
+        Err(Error::backend(
+            crate::BackendKind::Cuda,
+            format!("CUDA {what} failed"),
+            DriverError {
+                code: r as i32,
+                name: err_name(r),
+            },
+        ))
     }
 }
+
+/// A CUDA driver error: the `CUresult` code and its name (`CUDA_ERROR_INVALID_VALUE`).
+#[derive(Debug)]
+pub(crate) struct DriverError {
+    pub code: i32,
+    pub name: String,
+}
+
+impl std::fmt::Display for DriverError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.name, self.code)
+    }
+}
+
+impl std::error::Error for DriverError {}
 
 pub(crate) fn err_name(r: sys::CUresult) -> String {
     let mut p: *const std::ffi::c_char = std::ptr::null();
@@ -103,7 +122,6 @@ pub(crate) fn gpu(i: usize) -> Result<Arc<Gpu>> {
     if let Some(x) = g.get(&i) {
         return Ok(x.clone());
     }
-    crate::backend::check(Device::Cuda(i))?;
     let x = Arc::new(Gpu::open(i)?);
     g.insert(i, x.clone());
     Ok(x)
@@ -212,21 +230,17 @@ impl Gpu {
         }
         if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
             let (free, total) = self.mem_info().unwrap_or((0, 0));
-            return Err(Error::OutOfMemory {
-                device: self.device(),
-                requested: bytes as u64,
-                requested_h: human_bytes(bytes as u64),
-                free: format!(
-                    "{} free of {} total; ",
-                    human_bytes(free as u64),
-                    human_bytes(total as u64)
-                ),
-                held: crate::memory::stats(&self.device()).allocated_bytes,
-                hint: "free tensors you no longer need, call accel::memory::empty_cache, use \
-                       smaller batches or f16/bf16, or check `accel mem` for other processes \
-                       on this GPU"
-                    .to_string(),
-            });
+            return Err(Error::out_of_memory(
+                self.device(),
+                bytes as u64,
+                Room::Free {
+                    free: free as u64,
+                    total: total as u64,
+                },
+                "free tensors you no longer need, call accel::memory::empty_cache, use \
+                 smaller batches or f16/bf16, or check `accel mem` for other processes \
+                 on this GPU",
+            ));
         }
         ck(r, "cuMemAllocAsync")?;
         Ok(p)
@@ -418,12 +432,12 @@ impl Gpu {
         }
         self.bind()?;
         let h = cudarc::cublas::result::create_handle()
-            .map_err(|e| Error::System(format!("cublasCreate failed: {e:?}")))?;
+            .map_err(|e| Error::backend(crate::BackendKind::Cuda, "cublasCreate failed", e))?;
         // SAFETY: `h` was just created (no other thread has it: it is published only below,
         // under the `blas` lock) in this context; `self.stream` lives for the process; the
         // cublas and driver bindings' CUstream types are both pointers to the same C struct.
         unsafe { cudarc::cublas::result::set_stream(h, self.stream as *mut _) }
-            .map_err(|e| Error::System(format!("cublasSetStream failed: {e:?}")))?;
+            .map_err(|e| Error::backend(crate::BackendKind::Cuda, "cublasSetStream failed", e))?;
         *b = Some(h as usize);
         Ok(h)
     }

@@ -239,11 +239,13 @@ extern "C" __global__ void cast_{}_{}(const {ts}* __restrict__ a, {td}* __restri
 
 /// The dtype a reduction writes: integer sums widen to i64, as in PyTorch.
 pub fn reduce_out(op: &str, d: DType) -> DType {
-    if op != "max" && !d.is_float() {
-        DType::I64
+    use crate::backend::ops::ReduceOp;
+    let op = if op == "max" {
+        ReduceOp::Max
     } else {
-        d
-    }
+        ReduceOp::Sum
+    };
+    op.out_dtype(d)
 }
 
 /// Reduction kernels (mean is sum with a flag).

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use cudarc::driver::sys;
 
 use super::gpu::ck;
-use crate::backend::cpu::CpuStorage;
+use crate::dtype::CpuStorage;
 use crate::{DType, Result};
 
 /// Every pinned block, live or cached: start address -> length in bytes.
@@ -117,17 +117,14 @@ impl PinnedBlock {
             r = unsafe { sys::cuMemHostAlloc(&mut p, bytes, 1) };
         }
         if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-            return Err(crate::Error::OutOfMemory {
-                device: crate::Device::Cpu,
-                requested: bytes as u64,
-                requested_h: crate::memory::human_bytes(bytes as u64),
-                free: String::new(),
-                held: 0,
-                hint: "the driver could not page-lock that much host memory (pinned memory \
-                       cannot be swapped out; the OS limits it): pin less, or copy from \
-                       pageable memory"
-                    .to_string(),
-            });
+            return Err(crate::Error::out_of_memory(
+                crate::Device::Cpu,
+                bytes as u64,
+                crate::error::Room::Said(String::new()),
+                "the driver could not page-lock that much host memory (pinned memory \
+                 cannot be swapped out; the OS limits it): pin less, or copy from \
+                 pageable memory",
+            ));
         }
         ck(r, "cuMemHostAlloc (pin_memory)")?;
         // Initialised once, so every later `&mut [u8]` over the block (`bytes_mut`) is over

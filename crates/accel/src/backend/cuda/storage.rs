@@ -9,10 +9,11 @@ use cudarc::driver::sys::CUdeviceptr;
 
 use super::gpu::Gpu;
 use super::kernels::{self, tag, Family, BLOCK, MAX_RANK};
-use crate::backend::cpu::CpuStorage;
-use crate::backend::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
+use crate::backend::contract::BackendStorage;
+use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
+use crate::dtype::CpuStorage;
 use crate::shape::Layout;
-use crate::{DType, Error, Result, Shape};
+use crate::{DType, Device, Error, Result, Shape};
 
 /// TF32 for f32 matmul (`torch.backends.cuda.matmul.allow_tf32`); off by default, as in
 /// PyTorch, because it rounds inputs to 10 mantissa bits.
@@ -314,7 +315,13 @@ impl CudaStorage {
         Ok(o)
     }
 
-    pub fn reduce(&self, op: ReduceOp, l: &Layout, dim: Option<usize>) -> Result<CudaStorage> {
+    pub fn reduce(
+        &self,
+        op: ReduceOp,
+        l: &Layout,
+        dim: Option<usize>,
+        out_dtype: DType,
+    ) -> Result<CudaStorage> {
         let (_copy, src) = self.dense(l)?;
         let (outer, r, inner) = l.reduce_split(dim);
         let opn = match op {
@@ -322,7 +329,12 @@ impl CudaStorage {
             ReduceOp::Max => "max",
         };
         let mean = i32::from(op == ReduceOp::Mean);
-        let out_dtype = kernels::reduce_out(opn, self.dtype);
+        if out_dtype != kernels::reduce_out(opn, self.dtype) {
+            return Err(Error::System(format!(
+                "internal error: no {opn} kernel from {} to {out_dtype}",
+                self.dtype
+            )));
+        }
         let nout = outer * inner;
         let o = CudaStorage::alloc(&self.gpu, out_dtype, nout)?;
         if nout == 0 {
@@ -675,7 +687,59 @@ impl CudaStorage {
                 cb::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
         };
-        r.map_err(|e| Error::System(format!("cuBLAS matmul failed: {e:?}")))?;
+        r.map_err(|e| Error::backend(crate::BackendKind::Cuda, "cuBLAS matmul failed", e))?;
         Ok(out)
+    }
+}
+
+impl BackendStorage for CudaStorage {
+    fn dtype(&self) -> DType {
+        self.dtype
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
+        CudaStorage::to_cpu(self, l)
+    }
+    fn to_host(&self, l: &Layout, dst: &mut [u8]) -> Result<()> {
+        CudaStorage::to_host(self, l, dst)
+    }
+    fn to_device_direct(&self, l: &Layout, device: Device) -> Result<Option<CudaStorage>> {
+        match device {
+            Device::Cuda(i) => Ok(Some(self.to_gpu(l, &super::gpu::gpu(i)?)?)),
+            _ => Ok(None),
+        }
+    }
+    fn copy_strided(&self, l: &Layout) -> Result<CudaStorage> {
+        CudaStorage::copy_strided(self, l)
+    }
+    fn to_dtype(&self, l: &Layout, dtype: DType) -> Result<CudaStorage> {
+        self.cast(l, dtype)
+    }
+    fn binary(
+        &self,
+        op: BinaryOp,
+        ll: &Layout,
+        rhs: &CudaStorage,
+        rl: &Layout,
+        out: &Shape,
+    ) -> Result<CudaStorage> {
+        CudaStorage::binary(self, op, ll, rhs, rl, out)
+    }
+    fn unary(&self, op: UnaryOp, l: &Layout) -> Result<CudaStorage> {
+        CudaStorage::unary(self, op, l)
+    }
+    fn reduce(
+        &self,
+        op: ReduceOp,
+        l: &Layout,
+        dim: Option<usize>,
+        out_dtype: DType,
+    ) -> Result<CudaStorage> {
+        CudaStorage::reduce(self, op, l, dim, out_dtype)
+    }
+    fn matmul(&self, rhs: &CudaStorage, spec: &MatmulSpec) -> Result<CudaStorage> {
+        CudaStorage::matmul(self, rhs, spec)
     }
 }

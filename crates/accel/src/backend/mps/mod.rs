@@ -1,68 +1,113 @@
 //! Apple GPUs (PyTorch's `torch.backends.mps`), reached through wgpu's Metal backend: `mps`
-//! is the first Metal adapter, run by the wgpu backend's storage and kernels.
+//! is the first Metal adapter, run by the wgpu backend's storage and kernels. Its device side
+//! (`impl Backend for Mps`) maps `mps` to that adapter's `wgpu:N` and hands every call on.
 
+use crate::backend::contract::{Backend, Dist};
+use crate::backend::wgpu::{self, Wgpu, WgpuStorage};
+use crate::dtype::CpuStorage;
 use crate::probe::{Availability, DeviceInfo, Probe};
-use crate::Device;
+use crate::{BackendKind, DType, Device, Error, Result};
 
-/// What this backend's probe found, with the reason when it found nothing.
-pub fn probe() -> Probe {
-    if !cfg!(feature = "wgpu") {
-        return super::not_implemented("mps", false, "wgpu");
-    }
-    match metal_adapter() {
-        Some(info) => Probe {
-            backend: "mps",
-            compiled: true,
-            availability: Availability::Available {
-                devices: vec![DeviceInfo {
-                    device: Device::Mps,
-                    ..info
-                }],
+/// The mps backend.
+pub(crate) struct Mps;
+
+/// The wgpu adapter behind `mps`: the first one whose graphics API is Metal. Asked of the
+/// wgpu backend's own adapter list, not of the registry.
+fn metal_adapter() -> Option<DeviceInfo> {
+    wgpu::adapter_infos()
+        .into_iter()
+        .find(|d| d.caps.platform.as_deref() == Some("Metal"))
+}
+
+/// The `wgpu:N` device that runs `mps` tensors.
+fn adapter_device() -> Result<Device> {
+    metal_adapter().map(|d| d.device).ok_or_else(|| {
+        Error::System("internal error: mps was asked for, but there is no Metal adapter".into())
+    })
+}
+
+impl Backend for Mps {
+    type Storage = WgpuStorage;
+    type Event = <Wgpu as Backend>::Event;
+    const KIND: BackendKind = BackendKind::Mps;
+
+    fn probe() -> Probe {
+        if !cfg!(feature = "wgpu") {
+            return Probe::not_compiled(BackendKind::Mps);
+        }
+        match metal_adapter() {
+            Some(info) => Probe {
+                backend: BackendKind::Mps,
+                compiled: true,
+                availability: Availability::Available {
+                    devices: vec![DeviceInfo {
+                        device: Device::Mps,
+                        ..info
+                    }],
+                },
             },
-        },
-        None => Probe::unavailable(
-            "mps",
-            true,
-            if cfg!(target_os = "macos") {
-                "no Metal adapter found"
-            } else {
-                "mps is Apple's GPU (Metal); this is not macOS"
-            },
-            "on a Mac with Apple silicon or an AMD GPU, Metal needs nothing to install; \
-             other GPUs are reached as wgpu:N or cuda:N",
-        ),
+            None => Probe::unavailable(
+                BackendKind::Mps,
+                true,
+                if cfg!(target_os = "macos") {
+                    "no Metal adapter found"
+                } else {
+                    "mps is Apple's GPU (Metal); this is not macOS"
+                },
+                "on a Mac with Apple silicon or an AMD GPU, Metal needs nothing to install; \
+                 other GPUs are reached as wgpu:N or cuda:N",
+            ),
+        }
     }
-}
-
-/// The wgpu adapter behind `mps`: the first one whose backend is Metal.
-pub(crate) fn metal_adapter() -> Option<DeviceInfo> {
-    // Asked of the wgpu backend directly: this runs while the probe list is being built.
-    #[cfg(feature = "wgpu")]
-    {
-        super::wgpu::storage::adapter_infos().into_iter().find(|d| {
-            d.details
-                .iter()
-                .any(|(k, v)| k == "backend" && v == "Metal")
-        })
+    fn synchronize(_: Device) -> Result<()> {
+        Wgpu::synchronize(adapter_device()?)
     }
-    #[cfg(not(feature = "wgpu"))]
-    {
-        None
+    fn device_memory(_: Device) -> Option<(u64, u64)> {
+        Wgpu::device_memory(adapter_device().ok()?)
     }
-}
-
-/// The wgpu ordinal that runs `mps` tensors.
-pub(crate) fn wgpu_ordinal() -> Option<usize> {
-    metal_adapter().and_then(|d| d.device.index())
-}
-
-/// Whether this build can drive Apple GPUs (`torch.backends.mps.is_built()`): a macOS build
-/// with the wgpu backend.
-pub fn is_built() -> bool {
-    cfg!(all(feature = "wgpu", target_os = "macos"))
-}
-
-/// Whether an Apple GPU is usable now (`torch.backends.mps.is_available()`).
-pub fn is_available() -> bool {
-    super::probe_of("mps").is_some_and(|p| p.is_available())
+    fn cached_bytes(_: Device) -> u64 {
+        adapter_device().map_or(0, Wgpu::cached_bytes)
+    }
+    fn allocator_reserved_bytes(_: Device) -> Option<u64> {
+        Wgpu::allocator_reserved_bytes(adapter_device().ok()?)
+    }
+    fn empty_cache(_: Device) {
+        if let Ok(d) = adapter_device() {
+            Wgpu::empty_cache(d)
+        }
+    }
+    fn host_cached_bytes() -> u64 {
+        0
+    }
+    fn empty_host_cache() {}
+    fn record_event(_: Device) -> Result<Option<Self::Event>> {
+        Wgpu::record_event(adapter_device()?)
+    }
+    fn seconds_between(start: &Self::Event, end: &Self::Event) -> Result<f64> {
+        Wgpu::seconds_between(start, end)
+    }
+    fn upload(_: Device, data: &CpuStorage) -> Result<WgpuStorage> {
+        Wgpu::upload(adapter_device()?, data)
+    }
+    fn full(_: Device, dtype: DType, n: usize, value: f64) -> Result<Option<WgpuStorage>> {
+        Wgpu::full(adapter_device()?, dtype, n, value)
+    }
+    fn arange(
+        _: Device,
+        dtype: DType,
+        start: f64,
+        step: f64,
+        n: usize,
+    ) -> Result<Option<WgpuStorage>> {
+        Wgpu::arange(adapter_device()?, dtype, start, step, n)
+    }
+    fn random(
+        _: Device,
+        dtype: DType,
+        n: usize,
+        seed: u64,
+        dist: Dist,
+    ) -> Result<Option<WgpuStorage>> {
+        Wgpu::random(adapter_device()?, dtype, n, seed, dist)
+    }
 }

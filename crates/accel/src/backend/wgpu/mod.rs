@@ -3,24 +3,41 @@
 //! per shader text and cached.
 //!
 //! Tensors are f32 and i32 on every adapter, and f16 where the adapter has `shader-f16`;
-//! WGSL has no 64-bit or bf16 types, so those are an "unsupported on this device" error value. Adapters of CPU type (lavapipe, SwiftShader) are
-//! listed and usable as `wgpu:N` but never chosen by `Device::best()`.
+//! WGSL has no 64-bit or bf16 types, so those are an "unsupported on this device" error value.
+//! Adapters of CPU type (lavapipe, SwiftShader) are listed and usable as `wgpu:N` but never
+//! chosen by `Device::best()`.
+//!
+//! - `runtime`: the adapters, their devices, buffers, pipelines, the probe and
+//!   `impl Backend for Wgpu`.
+//! - `shaders`: WGSL source of the kernels.
+//! - `storage`: tensor data in a GPU buffer and every op on it.
+//!
+//! Without the `wgpu` feature, `off` stands in with the same items.
 
 #[cfg(feature = "wgpu")]
-pub(crate) mod storage;
+mod runtime;
+#[cfg(feature = "wgpu")]
+mod shaders;
+#[cfg(feature = "wgpu")]
+mod storage;
 
-use crate::probe::Probe;
+#[cfg(not(feature = "wgpu"))]
+pub(crate) use off::{Wgpu, WgpuStorage};
+#[cfg(feature = "wgpu")]
+pub(crate) use runtime::{adapter_infos, Wgpu};
+#[cfg(feature = "wgpu")]
+pub(crate) use storage::WgpuStorage;
 
-/// What this backend's probe found, with the reason when it found nothing.
-pub fn probe() -> Probe {
-    #[cfg(feature = "wgpu")]
-    {
-        storage::probe()
-    }
-    #[cfg(not(feature = "wgpu"))]
-    {
-        super::not_implemented("wgpu", false, "wgpu")
-    }
+#[cfg(not(feature = "wgpu"))]
+mod off {
+    use crate::BackendKind;
+    crate::backend::off::compiled_out!(Wgpu, WgpuStorage, Timestamp, BackendKind::Wgpu);
+}
+
+/// Every adapter's description, as the probe reports it (none in this build).
+#[cfg(not(feature = "wgpu"))]
+pub(crate) fn adapter_infos() -> Vec<crate::probe::DeviceInfo> {
+    Vec::new()
 }
 
 /// Whether an adapter (with or without `shader-f16`) holds tensors of `dtype`.
@@ -33,46 +50,73 @@ pub(crate) fn holds(has_f16: bool, dtype: crate::DType) -> bool {
     }
 }
 
-/// Whether `wgpu:N` is a software (CPU-type) adapter, such as lavapipe.
-pub fn is_software(ordinal: usize) -> bool {
-    super::detail(crate::Device::Wgpu(ordinal), "device_type").as_deref() == Some("Cpu")
+/// The matmul kernels of wgpu devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MatmulChoice {
+    /// 128x128 blocks of C on software adapters and for products of at least 1024x1024,
+    /// else 64x64 (the default).
+    Auto,
+    /// 64x64 blocks, 4x4 per thread.
+    Blocked,
+    /// 128x128 blocks, 8x8 per thread.
+    Blocked128,
+    /// One thread per output, no workgroup memory: a reference to compare with.
+    Simple,
 }
 
-/// The usable wgpu adapters, by index.
-pub fn devices() -> Vec<crate::Device> {
-    super::probe_of("wgpu")
-        .map_or_else(Vec::new, |p| p.devices().iter().map(|d| d.device).collect())
+impl MatmulChoice {
+    const ALL: [MatmulChoice; 4] = [
+        MatmulChoice::Auto,
+        MatmulChoice::Blocked,
+        MatmulChoice::Blocked128,
+        MatmulChoice::Simple,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            MatmulChoice::Auto => "auto",
+            MatmulChoice::Blocked => "blocked",
+            MatmulChoice::Blocked128 => "blocked128",
+            MatmulChoice::Simple => "simple",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<MatmulChoice> {
+        MatmulChoice::ALL.into_iter().find(|k| k.name() == name)
+    }
 }
 
-/// The matmul kernel wgpu devices run, an index into KERNELS; u8::MAX = not read from the
-/// environment yet.
+/// The matmul kernel wgpu devices run, as an index into `MatmulChoice::ALL`; u8::MAX = not
+/// read from the environment yet.
 static MATMUL_KERNEL: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(u8::MAX);
-const KERNELS: [&str; 4] = ["auto", "blocked", "blocked128", "simple"];
 
-/// Chooses the matmul kernel of wgpu devices: "auto" (the default: 128x128 blocks of C on
-/// software adapters and for products of at least 1024x1024, else 64x64), "blocked" (64x64 blocks,
-/// 4x4 per thread), "blocked128" (128x128 blocks, 8x8 per thread), or "simple" (one thread
-/// per output, no workgroup memory: a reference to compare with). The environment variable
-/// `ACCEL_WGPU_MATMUL` sets it too.
-pub fn set_matmul_kernel(kernel: &str) -> crate::Result<()> {
-    let i = KERNELS.iter().position(|k| *k == kernel).ok_or_else(|| {
+/// Chooses the matmul kernel of wgpu devices by name: "auto", "blocked", "blocked128" or
+/// "simple" (see `MatmulChoice`). The environment variable `ACCEL_WGPU_MATMUL` sets it too.
+pub(crate) fn set_matmul_kernel(kernel: &str) -> crate::Result<()> {
+    let k = MatmulChoice::from_name(kernel).ok_or_else(|| {
+        let names: Vec<&str> = MatmulChoice::ALL.iter().map(|k| k.name()).collect();
         crate::Error::invalid(
             "set_matmul_kernel",
-            format!("unknown kernel {kernel:?}; expected one of {KERNELS:?}"),
+            format!("unknown kernel {kernel:?}; expected one of {names:?}"),
         )
     })?;
-    MATMUL_KERNEL.store(i as u8, std::sync::atomic::Ordering::Relaxed);
+    MATMUL_KERNEL.store(k as u8, std::sync::atomic::Ordering::Relaxed);
     Ok(())
 }
 
-/// The matmul kernel chosen: one of the names [`set_matmul_kernel`] takes.
-pub fn matmul_kernel() -> &'static str {
+/// The matmul kernel chosen.
+pub(crate) fn matmul_choice() -> MatmulChoice {
     use std::sync::atomic::Ordering::Relaxed;
-    let mut i = MATMUL_KERNEL.load(Relaxed);
+    let i = MATMUL_KERNEL.load(Relaxed);
     if i == u8::MAX {
         let env = std::env::var("ACCEL_WGPU_MATMUL").unwrap_or_default();
-        i = KERNELS.iter().position(|k| *k == env).unwrap_or(0) as u8;
-        let _ = MATMUL_KERNEL.compare_exchange(u8::MAX, i, Relaxed, Relaxed);
+        let k = MatmulChoice::from_name(&env).unwrap_or(MatmulChoice::Auto);
+        let _ = MATMUL_KERNEL.compare_exchange(u8::MAX, k as u8, Relaxed, Relaxed);
     }
-    KERNELS[MATMUL_KERNEL.load(Relaxed) as usize]
+    MatmulChoice::ALL[MATMUL_KERNEL.load(Relaxed) as usize]
+}
+
+/// The name of the matmul kernel chosen: one of the names [`set_matmul_kernel`] takes.
+pub(crate) fn matmul_kernel() -> &'static str {
+    matmul_choice().name()
 }

@@ -7,7 +7,7 @@
 
 use std::fmt::Write;
 
-use crate::backend::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
+use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 use crate::shape::Layout;
 use crate::{DType, Shape};
 
@@ -421,7 +421,7 @@ impl Program {
                 } else {
                     s
                 };
-                self.convert(&s, if dt.is_float() { dt } else { DType::I64 })
+                self.convert(&s, op.out_dtype(dt))
             }
         }
     }

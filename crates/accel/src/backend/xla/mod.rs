@@ -4,7 +4,10 @@
 //! - [`sys`]: `#[repr(C)]` bindings for the PJRT C API calls we use, read by slot.
 //! - `pjrt`: the safe layer (client, device, buffer, executable, event) with `Drop`.
 //! - [`hlo`]: StableHLO programs for each op, as MLIR text.
-//! - `storage`: tensors on an XLA device; programs compiled once per (op, shapes, dtypes).
+//! - `storage`: the runtime, the probe, tensors on an XLA device (`impl Backend for Xla`,
+//!   `impl BackendStorage for XlaStorage`); programs compiled once per (op, shapes, dtypes).
+//!
+//! Without the `xla` feature (or off Linux), `off.rs` stands in with the same items.
 //!
 //! Plugins are found like the CUDA libraries: `ACCEL_PJRT_PLUGIN` (paths separated by `:`),
 //! `PJRT_NAMES_AND_LIBRARY_PATHS` (`name:path,name:path`), then the plugins pip installs in
@@ -22,12 +25,20 @@ pub(crate) mod pjrt;
 #[cfg(all(feature = "xla", target_os = "linux"))]
 pub(crate) mod storage;
 
+#[cfg(not(all(feature = "xla", target_os = "linux")))]
+pub(crate) use off::{Xla, XlaStorage};
+#[cfg(all(feature = "xla", target_os = "linux"))]
+pub(crate) use storage::{Xla, XlaStorage};
+
+#[cfg(not(all(feature = "xla", target_os = "linux")))]
+mod off {
+    use crate::BackendKind;
+    crate::backend::off::compiled_out!(Xla, XlaStorage, TimingPoint, BackendKind::Xla);
+}
+
 use std::path::PathBuf;
 
 use serde::Serialize;
-
-use crate::probe::Probe;
-use crate::{Device, Result};
 
 /// One PJRT plugin as found and loaded (or why it could not be).
 #[derive(Debug, Clone, Serialize)]
@@ -48,20 +59,8 @@ pub struct Plugin {
     pub problem: Option<String>,
 }
 
-/// What this backend's probe found, with the reason when it found nothing.
-pub fn probe() -> Probe {
-    #[cfg(all(feature = "xla", target_os = "linux"))]
-    {
-        storage::probe()
-    }
-    #[cfg(not(all(feature = "xla", target_os = "linux")))]
-    {
-        super::not_implemented("xla", false, "xla")
-    }
-}
-
 /// Every plugin found, loaded or not (`accel devices` lists them).
-pub fn plugins() -> Vec<Plugin> {
+pub(crate) fn plugins() -> Vec<Plugin> {
     #[cfg(all(feature = "xla", target_os = "linux"))]
     {
         storage::runtime().plugins.clone()
@@ -74,7 +73,7 @@ pub fn plugins() -> Vec<Plugin> {
 
 /// How many programs accel has compiled for XLA devices in this process (a second identical
 /// op does not compile again).
-pub fn compile_count() -> usize {
+pub(crate) fn compile_count() -> usize {
     #[cfg(all(feature = "xla", target_os = "linux"))]
     {
         storage::compile_count()
@@ -86,7 +85,7 @@ pub fn compile_count() -> usize {
 }
 
 /// Seconds spent compiling XLA programs in this process (kept apart from execution time).
-pub fn compile_seconds() -> f64 {
+pub(crate) fn compile_seconds() -> f64 {
     #[cfg(all(feature = "xla", target_os = "linux"))]
     {
         storage::compile_seconds()
@@ -95,39 +94,6 @@ pub fn compile_seconds() -> f64 {
     {
         0.0
     }
-}
-
-/// Every usable XLA device (`torch_xla.devices()`); empty when none.
-pub fn devices() -> Vec<Device> {
-    super::probe_of("xla").map_or_else(Vec::new, |p| p.devices().iter().map(|d| d.device).collect())
-}
-
-/// The first XLA device (`torch_xla.device()`), or the reason there is none.
-pub fn device() -> Result<Device> {
-    let d = Device::Xla(0);
-    d.check().map(|_| d)
-}
-
-/// The `n`-th XLA device of `platform` (`cpu`, `tpu`, `cuda`), as `xla:N`: what `xla:cpu:0`
-/// means.
-pub fn platform_device(platform: &str, n: usize) -> Option<Device> {
-    super::probe_of("xla")?
-        .devices()
-        .iter()
-        .filter(|d| {
-            d.details
-                .iter()
-                .any(|(k, v)| k == "platform" && v.eq_ignore_ascii_case(platform))
-        })
-        .nth(n)
-        .map(|d| d.device)
-}
-
-/// Whether `device` is a device of XLA's own CPU platform (the CPU again, behind XLA's
-/// compiler: never "the accelerator", and one piece of hardware however many devices it shows).
-pub fn is_cpu_platform(device: Device) -> bool {
-    matches!(device, Device::Xla(_))
-        && super::detail(device, "platform").is_some_and(|p| p.eq_ignore_ascii_case("cpu"))
 }
 
 /// The plugin files named by the environment or installed in Python environments, in search

@@ -17,6 +17,8 @@ pub struct PjrtError {
     pub message: String,
 }
 
+impl std::error::Error for PjrtError {}
+
 impl std::fmt::Display for PjrtError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let name = match self.code {

@@ -11,11 +11,14 @@ use std::time::{Duration, Instant};
 use super::hlo::{self, Program, Val};
 use super::pjrt::{self, Client, PjrtError};
 use super::{sys, Plugin};
-use crate::backend::cpu::CpuStorage;
-use crate::backend::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
+use crate::backend::contract::{Backend, BackendStorage, Dist};
+use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
+use crate::caps::Hardware;
+use crate::dtype::CpuStorage;
+use crate::error::Room;
 use crate::probe::{Availability, DeviceInfo, Probe};
 use crate::shape::Layout;
-use crate::{DType, Device, Error, Result, Shape};
+use crate::{BackendKind, DType, Device, DeviceCaps, Error, Result, Shape};
 
 /// One addressable device: which client, which of its devices.
 pub(crate) struct XlaDevice {
@@ -169,7 +172,7 @@ pub(crate) fn probe() -> Probe {
                 .join("; ")
         };
         return Probe::unavailable(
-            "xla",
+            BackendKind::Xla,
             true,
             reason,
             "install a plugin: `pip install lammps-jax-pjrt-cpu` (XLA on the CPU), \
@@ -218,23 +221,33 @@ pub(crate) fn probe() -> Probe {
                     None
                 }
             };
+            let cpu = d.client.platform.eq_ignore_ascii_case("cpu");
             DeviceInfo {
                 device: d.device,
                 name: format!("{} {}", d.client.platform, desc.kind),
                 memory_total_bytes: total,
+                caps: DeviceCaps {
+                    dtypes: DType::ALL.to_vec(),
+                    hardware: if cpu {
+                        Hardware::HostCpuEmulated
+                    } else {
+                        Hardware::Accelerator
+                    },
+                    platform: Some(d.client.platform.clone()),
+                    ..DeviceCaps::default()
+                },
                 details,
             }
         })
         .collect();
     Probe {
-        backend: "xla",
+        backend: BackendKind::Xla,
         compiled: true,
         availability: Availability::Available { devices },
     }
 }
 
 pub(crate) fn device(i: usize) -> Result<Arc<XlaDevice>> {
-    crate::backend::check(Device::Xla(i))?;
     runtime()
         .devices
         .get(i)
@@ -321,13 +334,31 @@ fn buffer_type(d: DType) -> i32 {
     }
 }
 
-fn perr<'a>(dev: &'a XlaDevice, what: &str) -> impl Fn(PjrtError) -> Error + 'a {
+/// A PJRT error as ours: `RESOURCE_EXHAUSTED` is `OutOfMemory` (with what the plugin reports
+/// free), anything else a backend error that keeps the plugin's.
+fn perr<'a>(dev: &'a XlaDevice, what: &str, bytes: usize) -> impl Fn(PjrtError) -> Error + 'a {
     let what = what.to_string();
     move |e| {
-        if e.code == 8 {
-            Error::System(format!("out of memory on {} while {what}: {e}", dev.device))
+        if e.code == sys::ERROR_CODE_RESOURCE_EXHAUSTED {
+            let room = match device_memory(dev) {
+                Some((free, total)) => Room::Free { free, total },
+                None => Room::Said(String::new()),
+            };
+            Error::out_of_memory(
+                dev.device,
+                bytes as u64,
+                room,
+                format!(
+                    "XLA ran out of memory while {what} ({e}); free tensors you no longer \
+                     need, or use smaller shapes"
+                ),
+            )
         } else {
-            Error::System(format!("XLA {what} on {} failed: {e}", dev.device))
+            Error::backend(
+                BackendKind::Xla,
+                format!("XLA {what} on {} failed", dev.device),
+                e,
+            )
         }
     }
 }
@@ -393,7 +424,7 @@ pub(crate) fn synchronize(i: usize) -> Result<()> {
     let pending: Vec<Weak<pjrt::Buffer>> =
         std::mem::take(&mut *dev.pending.lock().unwrap_or_else(|e| e.into_inner()));
     for b in pending.iter().filter_map(Weak::upgrade) {
-        b.ready().map_err(perr(&dev, "waiting"))?;
+        b.ready().map_err(perr(&dev, "waiting", 0))?;
     }
     Ok(())
 }
@@ -409,7 +440,7 @@ impl XlaStorage {
                 &[data.len() as i64],
                 dev.index,
             )
-            .map_err(perr(dev, "copying to the device"))?;
+            .map_err(perr(dev, "copying to the device", data.as_bytes().len()))?;
         Ok(XlaStorage {
             dev: dev.clone(),
             buf: Arc::new(buf),
@@ -422,9 +453,11 @@ impl XlaStorage {
     fn download(&self) -> Result<CpuStorage> {
         let mut host = CpuStorage::full(self.dtype, self.len, 0.0);
         if self.len > 0 {
-            self.buf
-                .to_host(host.as_bytes_mut())
-                .map_err(perr(&self.dev, "copying to the host"))?;
+            self.buf.to_host(host.as_bytes_mut()).map_err(perr(
+                &self.dev,
+                "copying to the host",
+                0,
+            ))?;
         }
         Ok(host)
     }
@@ -450,7 +483,11 @@ impl XlaStorage {
         let args: Vec<&pjrt::Buffer> = inputs.iter().map(|s| s.buf.as_ref()).collect();
         let buf = Arc::new(
             exe.execute(&args, Some(self.dev.index), &self.dev.client)
-                .map_err(perr(&self.dev, "running a program"))?,
+                .map_err(perr(
+                    &self.dev,
+                    "running a program",
+                    n * out.dtype.size_in_bytes(),
+                ))?,
         );
         let mut pending = self.dev.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.retain(|w| w.strong_count() > 0);
@@ -532,13 +569,25 @@ impl XlaStorage {
         self.run(p, &r, &[self])
     }
 
-    pub fn reduce(&self, op: ReduceOp, l: &Layout, dim: Option<usize>) -> Result<XlaStorage> {
+    pub fn reduce(
+        &self,
+        op: ReduceOp,
+        l: &Layout,
+        dim: Option<usize>,
+        out_dtype: DType,
+    ) -> Result<XlaStorage> {
         if let Some(d) = self.expressible(l)? {
-            return d.reduce(op, &Layout::contiguous(l.shape.clone()), dim);
+            return d.reduce(op, &Layout::contiguous(l.shape.clone()), dim, out_dtype);
         }
         let mut p = Program::new();
         let x = self.operand(&mut p, l)?;
         let r = p.reduce_op(op, &x, dim);
+        if r.dtype != out_dtype {
+            return Err(Error::System(format!(
+                "internal error: XLA's {op:?} gives {} where {out_dtype} was asked",
+                r.dtype
+            )));
+        }
         self.run(p, &r, &[self])
     }
 
@@ -568,10 +617,118 @@ impl XlaStorage {
     }
 }
 
-/// Bytes in use and the limit on an XLA device, where its plugin reports them.
-pub(crate) fn memory(i: usize) -> Option<(u64, u64)> {
-    let dev = runtime().devices.get(i)?;
+/// (free, total) bytes of an XLA device, where its plugin reports them.
+fn device_memory(dev: &XlaDevice) -> Option<(u64, u64)> {
     let (used, limit) = dev.client.memory_stats(dev.index).ok()?;
     let limit = limit? as u64;
     Some((limit.saturating_sub(used as u64), limit))
+}
+
+/// The XLA backend.
+pub(crate) struct Xla;
+
+fn ordinal(device: Device) -> Result<usize> {
+    match device {
+        Device::Xla(i) => Ok(i),
+        d => Err(Error::System(format!(
+            "internal error: the xla backend was asked about {d}"
+        ))),
+    }
+}
+
+impl Backend for Xla {
+    type Storage = XlaStorage;
+    type Event = TimingPoint;
+    const KIND: BackendKind = BackendKind::Xla;
+
+    fn probe() -> Probe {
+        probe()
+    }
+    fn synchronize(device: Device) -> Result<()> {
+        synchronize(ordinal(device)?)
+    }
+    fn device_memory(device: Device) -> Option<(u64, u64)> {
+        let i = ordinal(device).ok()?;
+        device_memory(runtime().devices.get(i)?)
+    }
+    fn cached_bytes(_: Device) -> u64 {
+        0
+    }
+    fn allocator_reserved_bytes(_: Device) -> Option<u64> {
+        None
+    }
+    fn empty_cache(_: Device) {}
+    fn host_cached_bytes() -> u64 {
+        0
+    }
+    fn empty_host_cache() {}
+    fn record_event(device: Device) -> Result<Option<TimingPoint>> {
+        TimingPoint::record(ordinal(device)?)
+    }
+    fn seconds_between(start: &TimingPoint, end: &TimingPoint) -> Result<f64> {
+        end.seconds_since(start)
+    }
+    fn upload(device: Device, data: &CpuStorage) -> Result<XlaStorage> {
+        XlaStorage::from_cpu(&self::device(ordinal(device)?)?, data)
+    }
+    // Made on the host and uploaded.
+    fn full(_: Device, _: DType, _: usize, _: f64) -> Result<Option<XlaStorage>> {
+        Ok(None)
+    }
+    fn arange(_: Device, _: DType, _: f64, _: f64, _: usize) -> Result<Option<XlaStorage>> {
+        Ok(None)
+    }
+    fn random(_: Device, _: DType, _: usize, _: u64, _: Dist) -> Result<Option<XlaStorage>> {
+        Ok(None)
+    }
+}
+
+impl BackendStorage for XlaStorage {
+    fn dtype(&self) -> DType {
+        self.dtype
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
+        XlaStorage::to_cpu(self, l)
+    }
+    fn to_host(&self, l: &Layout, dst: &mut [u8]) -> Result<()> {
+        dst.copy_from_slice(XlaStorage::to_cpu(self, l)?.as_bytes());
+        Ok(())
+    }
+    fn to_device_direct(&self, _: &Layout, _: Device) -> Result<Option<XlaStorage>> {
+        Ok(None)
+    }
+    fn copy_strided(&self, l: &Layout) -> Result<XlaStorage> {
+        XlaStorage::copy_strided(self, l)
+    }
+    fn to_dtype(&self, l: &Layout, dtype: DType) -> Result<XlaStorage> {
+        self.cast(l, dtype)
+    }
+    fn binary(
+        &self,
+        op: BinaryOp,
+        ll: &Layout,
+        rhs: &XlaStorage,
+        rl: &Layout,
+        out: &Shape,
+    ) -> Result<XlaStorage> {
+        XlaStorage::binary(self, op, ll, rhs, rl, out)
+    }
+    fn unary(&self, op: UnaryOp, l: &Layout) -> Result<XlaStorage> {
+        XlaStorage::unary(self, op, l)
+    }
+    fn reduce(
+        &self,
+        op: ReduceOp,
+        l: &Layout,
+        dim: Option<usize>,
+        out_dtype: DType,
+    ) -> Result<XlaStorage> {
+        XlaStorage::reduce(self, op, l, dim, out_dtype)
+    }
+    fn matmul(&self, rhs: &XlaStorage, spec: &MatmulSpec) -> Result<XlaStorage> {
+        XlaStorage::matmul(self, rhs, spec)
+    }
 }

@@ -103,6 +103,8 @@ pub const BUFFER_TYPE_BF16: c_int = 13;
 // PJRT_HostBufferSemantics: the host data may be reused once the call returns.
 pub const HOST_BUFFER_IMMUTABLE_ONLY_DURING_CALL: c_int = 0;
 pub const ERROR_CODE_UNIMPLEMENTED: c_int = 12;
+/// `RESOURCE_EXHAUSTED`: out of memory.
+pub const ERROR_CODE_RESOURCE_EXHAUSTED: c_int = 8;
 
 #[repr(C)]
 pub struct ErrorDestroyArgs {

@@ -1,0 +1,58 @@
+//! NVIDIA GPUs through the CUDA driver API, cuBLAS and NVRTC (PyTorch's `torch.cuda`).
+//! Nothing here panics when the hardware or a library is missing: the probe reports why.
+
+pub use crate::backend::cuda::{kernels, libs, GpuLoad, GpuProcess};
+
+use crate::backend::registry;
+use crate::probe::Probe;
+use crate::{BackendKind, Device, Result};
+
+/// What this backend's probe found, with the reason when it found nothing.
+pub fn probe() -> Probe {
+    registry::probe(BackendKind::Cuda).clone()
+}
+
+/// Whether at least one CUDA GPU is usable (`torch.cuda.is_available()`).
+pub fn is_available() -> bool {
+    device_count() > 0
+}
+
+/// How many CUDA GPUs are usable (`torch.cuda.device_count()`), after `CUDA_VISIBLE_DEVICES`.
+pub fn device_count() -> usize {
+    registry::probe(BackendKind::Cuda).devices().len()
+}
+
+/// The usable CUDA devices, by ordinal.
+pub fn devices() -> Vec<Device> {
+    registry::devices_of(BackendKind::Cuda)
+}
+
+/// The CUDA device new tensors go to by default (`torch.cuda.current_device()`): ordinal 0
+/// when a GPU is usable, else the reason there is none.
+pub fn current_device() -> Result<usize> {
+    Device::Cuda(0).check().map(|_| 0)
+}
+
+/// Lets f32 matmul use TF32 tensor cores (`torch.backends.cuda.matmul.allow_tf32 = True`):
+/// several times faster, with inputs rounded to 10 mantissa bits. Off by default.
+pub fn set_allow_tf32(on: bool) {
+    crate::backend::cuda::set_allow_tf32(on)
+}
+
+/// Whether TF32 is allowed for f32 matmul.
+pub fn allow_tf32() -> bool {
+    crate::backend::cuda::allow_tf32()
+}
+
+/// The CUDA libraries as found on this machine: path, version, or why each is missing
+/// (`accel devices` prints them; users ask about driver / CUDA / cuDNN as one stack).
+pub fn libraries() -> &'static [libs::Library] {
+    crate::backend::cuda::libraries()
+}
+
+/// The load of CUDA GPU `ordinal` through NVML (GPUtil's `getGPUs()`): utilisation, memory,
+/// temperature, power, clocks and processes.
+pub fn utilization(ordinal: usize) -> Result<GpuLoad> {
+    let caps = Device::Cuda(ordinal).caps()?;
+    crate::backend::cuda::load(caps.uuid.as_deref(), caps.pci_bus_id.as_deref())
+}

@@ -1,0 +1,328 @@
+//! The CUDA backend's device side: the probe (driver, devices, typed capabilities) and
+//! `impl Backend for Cuda`.
+
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::sys;
+use sys::CUdevice_attribute as A;
+
+use crate::backend::contract::{Backend, Dist};
+use crate::caps::Hardware;
+use crate::dtype::CpuStorage;
+use crate::probe::{Availability, DeviceInfo, Probe};
+use crate::{BackendKind, DType, Device, DeviceCaps, Error, Result};
+
+use super::gpu::{attr, err_name, Gpu, TimingEvent};
+use super::storage::CudaStorage;
+use super::{libs, nvml, pinned};
+
+/// The CUDA backend.
+pub(crate) struct Cuda;
+
+/// (ordinal, UUID, PCI bus id) of each GPU the probe found: how NVML finds a GPU that has no
+/// context yet.
+static IDS: Mutex<Vec<(usize, String, String)>> = Mutex::new(Vec::new());
+
+fn gpu_of(device: Device) -> Result<Arc<Gpu>> {
+    match device {
+        Device::Cuda(i) => super::gpu::gpu(i),
+        d => Err(Error::System(format!(
+            "internal error: the cuda backend was asked about {d}"
+        ))),
+    }
+}
+
+impl Backend for Cuda {
+    type Storage = CudaStorage;
+    type Event = TimingEvent;
+    const KIND: BackendKind = BackendKind::Cuda;
+
+    fn probe() -> Probe {
+        probe_driver()
+    }
+    fn synchronize(device: Device) -> Result<()> {
+        gpu_of(device)?.synchronize()
+    }
+    fn device_memory(device: Device) -> Option<(u64, u64)> {
+        let Device::Cuda(i) = device else { return None };
+        match super::gpu::opened(i) {
+            Some(g) => g.mem_info().ok().map(|(f, t)| (f as u64, t as u64)),
+            // No context yet (creating one costs memory): ask NVML.
+            None => {
+                let ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
+                let (_, uuid, pci) = ids.iter().find(|(o, _, _)| *o == i)?;
+                let l = nvml::load(Some(uuid), Some(pci)).ok()?;
+                Some((l.memory_free_bytes?, l.memory_total_bytes?))
+            }
+        }
+    }
+    fn cached_bytes(device: Device) -> u64 {
+        match device {
+            Device::Cuda(i) => super::gpu::opened(i).map_or(0, |g| g.cached_bytes()),
+            _ => 0,
+        }
+    }
+    fn allocator_reserved_bytes(_: Device) -> Option<u64> {
+        None
+    }
+    fn empty_cache(device: Device) {
+        if let Device::Cuda(i) = device {
+            if let Some(g) = super::gpu::opened(i) {
+                g.empty_cache();
+            }
+        }
+    }
+    fn host_cached_bytes() -> u64 {
+        pinned::cached_bytes()
+    }
+    fn empty_host_cache() {
+        pinned::empty_cache()
+    }
+    fn record_event(device: Device) -> Result<Option<TimingEvent>> {
+        Ok(Some(gpu_of(device)?.record_timing_event()?))
+    }
+    fn seconds_between(start: &TimingEvent, end: &TimingEvent) -> Result<f64> {
+        end.elapsed_since(start)
+    }
+    fn upload(device: Device, data: &CpuStorage) -> Result<CudaStorage> {
+        CudaStorage::from_cpu(&gpu_of(device)?, data)
+    }
+    fn full(device: Device, dtype: DType, n: usize, value: f64) -> Result<Option<CudaStorage>> {
+        CudaStorage::full(&gpu_of(device)?, dtype, n, value).map(Some)
+    }
+    fn arange(
+        device: Device,
+        dtype: DType,
+        start: f64,
+        step: f64,
+        n: usize,
+    ) -> Result<Option<CudaStorage>> {
+        CudaStorage::arange(&gpu_of(device)?, dtype, start, step, n).map(Some)
+    }
+    fn random(
+        device: Device,
+        dtype: DType,
+        n: usize,
+        seed: u64,
+        dist: Dist,
+    ) -> Result<Option<CudaStorage>> {
+        let (normal, a, b) = match dist {
+            Dist::Uniform { lo, hi } => (false, lo, hi),
+            Dist::Normal { mean, std } => (true, mean, std),
+        };
+        CudaStorage::random(&gpu_of(device)?, dtype, n, seed, normal, a, b).map(Some)
+    }
+}
+
+fn probe_driver() -> Probe {
+    let un =
+        |reason: String, hint: String| Probe::unavailable(BackendKind::Cuda, true, reason, hint);
+    let libs = libs::libraries();
+    let cuda = libs.iter().find(|l| l.name == "cuda").expect("listed");
+    if !cuda.is_loaded() {
+        return un(
+            format!(
+                "no NVIDIA driver: {}",
+                cuda.problem.clone().unwrap_or_default()
+            ),
+            cuda.hint.clone().unwrap_or_default(),
+        );
+    }
+    let mut version = 0;
+    // SAFETY: libcuda is loaded (`cuda.is_loaded()` checked above; libs.rs dlopened it by
+    // absolute path, so cudarc's lazy loader finds it and does not panic); cuDriverGetVersion
+    // needs no cuInit and writes one int into the local out-pointer.
+    unsafe { sys::cuDriverGetVersion(&mut version) };
+    if version < (libs::CUDA_MAJOR * 1000) as i32 {
+        return un(
+            format!(
+                "the NVIDIA driver supports CUDA {}.{} but accel is built for CUDA {}.0",
+                version / 1000,
+                (version % 1000) / 10,
+                libs::CUDA_MAJOR
+            ),
+            "update the NVIDIA driver to 580 or newer".to_string(),
+        );
+    }
+    // SAFETY: libcuda is loaded (checked above); cuInit takes flags 0 and may be called any
+    // number of times, from any thread.
+    let r = unsafe { sys::cuInit(0) };
+    let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+    let no_device = |why: String| {
+        if let Some(v) = &visible {
+            un(
+                format!("{why}; CUDA_VISIBLE_DEVICES={v:?} may hide every GPU"),
+                "unset CUDA_VISIBLE_DEVICES or list valid GPU indices (see nvidia-smi -L)"
+                    .to_string(),
+            )
+        } else {
+            un(
+                why,
+                "check `nvidia-smi`; in a container, start it with `--gpus all`".to_string(),
+            )
+        }
+    };
+    if r != sys::CUresult::CUDA_SUCCESS {
+        let name = err_name(r);
+        if r == sys::CUresult::CUDA_ERROR_NO_DEVICE {
+            return no_device("the driver is installed but finds no CUDA GPU".to_string());
+        }
+        return un(
+            format!("cuInit failed: {name}"),
+            "check `nvidia-smi` and `dmesg`; a driver/kernel-module version mismatch after an \
+             upgrade needs a reboot"
+                .to_string(),
+        );
+    }
+    let mut count = 0;
+    // SAFETY: cuInit succeeded just above; `count` is a local out-pointer (left 0 on error).
+    unsafe { sys::cuDeviceGetCount(&mut count) };
+    if count <= 0 {
+        return no_device("the driver is installed but finds no CUDA GPU".to_string());
+    }
+    let driver = nvml::driver_version();
+    let lib_note = |name: &str| -> String {
+        match libs.iter().find(|l| l.name == name) {
+            Some(l) if l.is_loaded() => l.version.clone().unwrap_or_else(|| "found".into()),
+            Some(l) => format!("missing ({})", l.problem.clone().unwrap_or_default()),
+            None => "not searched".to_string(),
+        }
+    };
+    let mut devices = Vec::new();
+    let mut ids = Vec::new();
+    for i in 0..count {
+        let mut dev: sys::CUdevice = 0;
+        // SAFETY: cuInit succeeded above; 0 <= i < count; `dev` is a local out-pointer.
+        if unsafe { sys::cuDeviceGet(&mut dev, i) } != sys::CUresult::CUDA_SUCCESS {
+            continue;
+        }
+        let mut name = [0 as std::ffi::c_char; 256];
+        // SAFETY: `dev` came from cuDeviceGet above; the driver writes at most 256 bytes (the
+        // length we pass, the buffer's size), NUL-terminated.
+        unsafe { sys::cuDeviceGetName(name.as_mut_ptr(), 256, dev) };
+        // SAFETY: `name` is a zero-initialised 256-byte buffer that cuDeviceGetName fills with
+        // a NUL-terminated string of at most 256 bytes; if the call failed it is still all
+        // zeros, i.e. the empty string. Either way a NUL lies inside the buffer.
+        // (CStr::from_bytes_until_nul would check that instead of trusting the driver.)
+        let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        let mut total = 0usize;
+        // SAFETY: `dev` from cuDeviceGet; `total` is a local usize (size_t) out-pointer.
+        unsafe { sys::cuDeviceTotalMem_v2(&mut total, dev) };
+        // SAFETY: CUuuid is a #[repr(C)] struct of 16 c_chars, for which all-zero bytes are
+        // a valid value.
+        let mut uuid: sys::CUuuid = unsafe { std::mem::zeroed() };
+        // SAFETY: `dev` from cuDeviceGet; `uuid` is a local CUuuid out-pointer (left zero on
+        // error).
+        unsafe { sys::cuDeviceGetUuid_v2(&mut uuid, dev) };
+        let b: Vec<u8> = uuid.bytes.iter().map(|&c| c as u8).collect();
+        let hex =
+            |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let uuid = format!(
+            "GPU-{}-{}-{}-{}-{}",
+            hex(0..4),
+            hex(4..6),
+            hex(6..8),
+            hex(8..10),
+            hex(10..16)
+        );
+        let pci = format!(
+            "{:08x}:{:02x}:{:02x}.0",
+            attr(dev, A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID),
+            attr(dev, A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID),
+            attr(dev, A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)
+        );
+        let cc = (
+            attr(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+            attr(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
+        );
+        let load = nvml::load(Some(&uuid), Some(&pci)).ok();
+        let sm_count = attr(dev, A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).max(0) as u32;
+        let bus_width = attr(dev, A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH).max(0) as u32;
+        let mut details = vec![
+            ("uuid".to_string(), uuid.clone()),
+            (
+                "compute_capability".to_string(),
+                format!("{}.{}", cc.0, cc.1),
+            ),
+            ("sm_count".to_string(), sm_count.to_string()),
+            ("pci_bus_id".to_string(), pci.clone()),
+        ];
+        if let Some(l) = &load {
+            if let Some(ix) = l.nvml_index {
+                details.push(("nvml_index".to_string(), ix.to_string()));
+            }
+            if let Some(f) = l.memory_free_bytes {
+                details.push(("memory_free_bytes".to_string(), f.to_string()));
+            }
+            if let Some(c) = l.max_clock_sm_mhz {
+                details.push(("max_clock_sm_mhz".to_string(), c.to_string()));
+            }
+            if let Some(c) = l.max_clock_memory_mhz {
+                details.push(("max_clock_memory_mhz".to_string(), c.to_string()));
+            }
+            if let Some((g, w)) = l.pcie_max_link {
+                details.push(("pcie_max_link_gen".to_string(), g.to_string()));
+                details.push(("pcie_max_link_width".to_string(), w.to_string()));
+            }
+        }
+        let clock_khz = attr(dev, A::CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+        if clock_khz > 0 && !details.iter().any(|(k, _)| k == "max_clock_sm_mhz") {
+            details.push((
+                "max_clock_sm_mhz".to_string(),
+                (clock_khz / 1000).to_string(),
+            ));
+        }
+        details.push(("memory_bus_width_bits".to_string(), bus_width.to_string()));
+        if let Some(d) = &driver {
+            details.push(("driver_version".to_string(), d.clone()));
+        }
+        details.push((
+            "cuda_driver_version".to_string(),
+            format!("{}.{}", version / 1000, (version % 1000) / 10),
+        ));
+        for lib in ["nvrtc", "cublas", "cudnn"] {
+            details.push((lib.to_string(), lib_note(lib)));
+        }
+        if cc.0 < 7 || (cc.0 == 7 && cc.1 < 5) {
+            details.push((
+                "warning".to_string(),
+                "CUDA 13 compiles for compute capability 7.5 and newer; accel's kernels will not run here"
+                    .to_string(),
+            ));
+        }
+        let caps = DeviceCaps {
+            dtypes: DType::ALL.to_vec(),
+            hardware: Hardware::Accelerator,
+            platform: Some("cuda".to_string()),
+            timestamp_queries: true,
+            compute_capability: Some((cc.0 as u32, cc.1 as u32)),
+            sm_count: Some(sm_count),
+            max_clock_sm_mhz: load
+                .as_ref()
+                .and_then(|l| l.max_clock_sm_mhz)
+                .or((clock_khz > 0).then_some(clock_khz as u32 / 1000)),
+            max_clock_memory_mhz: load.as_ref().and_then(|l| l.max_clock_memory_mhz),
+            memory_bus_width_bits: Some(bus_width),
+            pcie_max_link: load.as_ref().and_then(|l| l.pcie_max_link),
+            uuid: Some(uuid.clone()),
+            pci_bus_id: Some(pci.clone()),
+            shader_f16: false,
+        };
+        ids.push((i as usize, uuid, pci));
+        devices.push(DeviceInfo {
+            device: Device::Cuda(i as usize),
+            name,
+            memory_total_bytes: Some(total as u64),
+            caps,
+            details,
+        });
+    }
+    *IDS.lock().unwrap_or_else(|e| e.into_inner()) = ids;
+    Probe {
+        backend: BackendKind::Cuda,
+        compiled: true,
+        availability: Availability::Available { devices },
+    }
+}

@@ -1,0 +1,164 @@
+//! A backend left out of the build: the same items as the real one, over types that have no
+//! values, so the dispatch code needs no `cfg`. Its probe says it is not compiled in and how
+//! to rebuild; every device call is the same error value. No storage or event of it can
+//! exist, so its storage ops are empty matches.
+
+/// Defines `$backend` (implementing `Backend`), `$storage` and `$event` for a backend the
+/// build leaves out.
+#[allow(unused_macros)] // every backend is compiled into the default build
+macro_rules! compiled_out {
+    ($backend:ident, $storage:ident, $event:ident, $kind:expr) => {
+        /// This backend, compiled out of this build.
+        pub(crate) struct $backend;
+
+        /// Storage of a compiled-out backend: no value exists.
+        #[derive(Debug)]
+        pub(crate) enum $storage {}
+
+        /// Event of a compiled-out backend: no value exists.
+        pub(crate) enum $event {}
+
+        fn not_compiled<T>() -> $crate::Result<T> {
+            Err($crate::Error::NotCompiled {
+                backend: $kind.name(),
+                feature: $kind.feature().unwrap_or_default(),
+            })
+        }
+
+        impl $crate::backend::contract::Backend for $backend {
+            type Storage = $storage;
+            type Event = $event;
+            const KIND: $crate::BackendKind = $kind;
+
+            fn probe() -> $crate::probe::Probe {
+                $crate::probe::Probe::not_compiled($kind)
+            }
+            fn synchronize(_: $crate::Device) -> $crate::Result<()> {
+                not_compiled()
+            }
+            fn device_memory(_: $crate::Device) -> Option<(u64, u64)> {
+                None
+            }
+            fn cached_bytes(_: $crate::Device) -> u64 {
+                0
+            }
+            fn allocator_reserved_bytes(_: $crate::Device) -> Option<u64> {
+                None
+            }
+            fn empty_cache(_: $crate::Device) {}
+            fn host_cached_bytes() -> u64 {
+                0
+            }
+            fn empty_host_cache() {}
+            fn record_event(_: $crate::Device) -> $crate::Result<Option<$event>> {
+                not_compiled()
+            }
+            fn seconds_between(start: &$event, _: &$event) -> $crate::Result<f64> {
+                match *start {}
+            }
+            fn upload(
+                _: $crate::Device,
+                _: &$crate::dtype::CpuStorage,
+            ) -> $crate::Result<$storage> {
+                not_compiled()
+            }
+            fn full(
+                _: $crate::Device,
+                _: $crate::DType,
+                _: usize,
+                _: f64,
+            ) -> $crate::Result<Option<$storage>> {
+                not_compiled()
+            }
+            fn arange(
+                _: $crate::Device,
+                _: $crate::DType,
+                _: f64,
+                _: f64,
+                _: usize,
+            ) -> $crate::Result<Option<$storage>> {
+                not_compiled()
+            }
+            fn random(
+                _: $crate::Device,
+                _: $crate::DType,
+                _: usize,
+                _: u64,
+                _: $crate::backend::contract::Dist,
+            ) -> $crate::Result<Option<$storage>> {
+                not_compiled()
+            }
+        }
+
+        impl $crate::backend::contract::BackendStorage for $storage {
+            fn dtype(&self) -> $crate::DType {
+                match *self {}
+            }
+            fn len(&self) -> usize {
+                match *self {}
+            }
+            fn to_cpu(
+                &self,
+                _: &$crate::shape::Layout,
+            ) -> $crate::Result<$crate::dtype::CpuStorage> {
+                match *self {}
+            }
+            fn to_host(&self, _: &$crate::shape::Layout, _: &mut [u8]) -> $crate::Result<()> {
+                match *self {}
+            }
+            fn to_device_direct(
+                &self,
+                _: &$crate::shape::Layout,
+                _: $crate::Device,
+            ) -> $crate::Result<Option<Self>> {
+                match *self {}
+            }
+            fn copy_strided(&self, _: &$crate::shape::Layout) -> $crate::Result<Self> {
+                match *self {}
+            }
+            fn to_dtype(
+                &self,
+                _: &$crate::shape::Layout,
+                _: $crate::DType,
+            ) -> $crate::Result<Self> {
+                match *self {}
+            }
+            fn binary(
+                &self,
+                _: $crate::backend::ops::BinaryOp,
+                _: &$crate::shape::Layout,
+                _: &Self,
+                _: &$crate::shape::Layout,
+                _: &$crate::Shape,
+            ) -> $crate::Result<Self> {
+                match *self {}
+            }
+            fn unary(
+                &self,
+                _: $crate::backend::ops::UnaryOp,
+                _: &$crate::shape::Layout,
+            ) -> $crate::Result<Self> {
+                match *self {}
+            }
+            fn reduce(
+                &self,
+                _: $crate::backend::ops::ReduceOp,
+                _: &$crate::shape::Layout,
+                _: Option<usize>,
+                _: $crate::DType,
+            ) -> $crate::Result<Self> {
+                match *self {}
+            }
+            fn matmul(
+                &self,
+                _: &Self,
+                _: &$crate::backend::ops::MatmulSpec,
+            ) -> $crate::Result<Self> {
+                match *self {}
+            }
+        }
+    };
+}
+
+#[allow(unused_imports)]
+pub(crate) use compiled_out;
