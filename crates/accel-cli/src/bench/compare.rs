@@ -1,91 +1,126 @@
-//! `--compare FILE.json`: each run's speed-up against an earlier `--json` report.
+//! `--compare FILE.json`: each run's speed-up against an earlier `--json` report, read back
+//! through the library's report types.
 
-use serde::Serialize;
+use std::path::PathBuf;
 
+use accel::bench::{Comparison, CopyRun, ElementwiseRun, MatmulRun, Report};
+use serde::de::IgnoredAny;
+
+use super::output::BenchRow;
 use crate::out;
 
-/// One run against the same workload in an earlier run.
-#[derive(Serialize)]
-pub(super) struct Comparison {
-    run: String,
-    median_s: f64,
-    baseline_median_s: Option<f64>,
-    /// Earlier median / this median: above 1 means faster now.
-    speedup: Option<f64>,
+/// What `--compare` matches runs on.
+pub trait Comparable {
+    /// Whether `other` timed the same work: device, dtype and size, and the op of an
+    /// elementwise run, the direction and host memory of a copy.
+    fn same_work(&self, other: &Self) -> bool;
+    /// That work in words: "cpu f32 size 2000"; elementwise runs lead with their op ("add"),
+    /// copies with their direction and host memory ("h2d pageable").
+    fn work(&self) -> String;
+}
+
+impl Comparable for MatmulRun {
+    fn same_work(&self, o: &Self) -> bool {
+        (self.device, self.dtype, self.size) == (o.device, o.dtype, o.size)
+    }
+    fn work(&self) -> String {
+        format!("{} {} size {}", self.device, self.dtype, self.size)
+    }
+}
+
+impl Comparable for ElementwiseRun {
+    fn same_work(&self, o: &Self) -> bool {
+        (self.device, self.dtype, self.size, self.op) == (o.device, o.dtype, o.size, o.op)
+    }
+    fn work(&self) -> String {
+        format!(
+            "{} {} {} size {}",
+            word(self.op),
+            self.device,
+            self.dtype,
+            self.size
+        )
+    }
+}
+
+impl Comparable for CopyRun {
+    fn same_work(&self, o: &Self) -> bool {
+        (
+            self.device,
+            self.dtype,
+            self.size,
+            self.kind,
+            self.host_memory,
+        ) == (o.device, o.dtype, o.size, o.kind, o.host_memory)
+    }
+    fn work(&self) -> String {
+        format!(
+            "{} {} {} {} size {}",
+            word(self.kind),
+            word(self.host_memory),
+            self.device,
+            self.dtype,
+            self.size
+        )
+    }
+}
+
+/// An enum's name as the report writes it: "add", "h2d", "pinned".
+fn word(v: impl std::fmt::Debug) -> String {
+    format!("{v:?}").to_lowercase()
 }
 
 /// An earlier `--json` report, read before any benchmark runs so a bad file fails fast.
-pub(super) struct Baseline {
-    path: std::path::PathBuf,
-    results: Vec<serde_json::Value>,
+pub(super) struct Baseline<R> {
+    path: PathBuf,
+    results: Vec<R>,
 }
 
-impl Baseline {
-    pub(super) fn load(
-        path: Option<std::path::PathBuf>,
-        benchmark: &str,
-    ) -> anyhow::Result<Option<Baseline>> {
+impl<R: BenchRow> Baseline<R> {
+    /// Reads `path`, which must hold a report of `R`'s benchmark.
+    pub(super) fn load(path: Option<PathBuf>) -> anyhow::Result<Option<Baseline<R>>> {
         let Some(path) = path else { return Ok(None) };
         let text = std::fs::read_to_string(&path)
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        let not_a_report = |e: serde_json::Error| {
             anyhow::anyhow!("{} is not an accel --json report: {e}", path.display())
-        })?;
-        if v["benchmark"] != benchmark {
+        };
+        // The benchmark first: another benchmark's report is named as such, rather than
+        // failing on the fields its runs lack.
+        let head: Report<IgnoredAny> = serde_json::from_str(&text).map_err(not_a_report)?;
+        if head.benchmark != R::BENCHMARK {
             anyhow::bail!(
-                "{} holds a {} benchmark, not {benchmark}",
+                "{} holds a {} benchmark, not {}",
                 path.display(),
-                v["benchmark"]
+                serde_json::to_string(&head.benchmark)?,
+                R::BENCHMARK
             );
         }
-        let results = v["results"].as_array().cloned().unwrap_or_default();
-        Ok(Some(Baseline { path, results }))
+        let report: Report<R> = serde_json::from_str(&text).map_err(not_a_report)?;
+        Ok(Some(Baseline {
+            path,
+            results: report.results,
+        }))
     }
 
-    /// Matches runs on device, dtype, size (and op) and computes the speed-ups.
-    pub(super) fn compare<R: Serialize>(&self, runs: &[R]) -> anyhow::Result<Vec<Comparison>> {
-        let key = |v: &serde_json::Value| {
-            // Copy reports from before the host-memory choice were all pageable.
-            let host = match &v["host_memory"] {
-                serde_json::Value::Null if v["kind"].is_string() => "pageable".into(),
-                h => h.clone(),
-            };
-            (
-                v["device"].clone(),
-                v["dtype"].clone(),
-                v["size"].clone(),
-                v["op"].clone(),
-                v["kind"].clone(),
-                host,
-            )
-        };
-        let mut out = Vec::new();
-        for r in runs {
-            let v = serde_json::to_value(r)?;
-            let median_s = v["stats"]["median_s"].as_f64().unwrap_or(f64::NAN);
-            let base = self
-                .results
-                .iter()
-                .find(|b| key(b) == key(&v))
-                .and_then(|b| b["stats"]["median_s"].as_f64());
-            // "add cpu f32 size 1000"; copies add their direction and host memory.
-            let word = |k: &str| v[k].as_str().map(|o| format!("{o} ")).unwrap_or_default();
-            out.push(Comparison {
-                run: format!(
-                    "{}{}{}{} {} size {}",
-                    word("op"),
-                    word("kind"),
-                    word("host_memory"),
-                    v["device"].as_str().unwrap_or("?"),
-                    v["dtype"].as_str().unwrap_or("?"),
-                    v["size"]
-                ),
-                median_s,
-                baseline_median_s: base,
-                speedup: base.map(|b| b / median_s),
-            });
-        }
-        Ok(out)
+    /// Each run against the earlier run of the same work, where there is one.
+    pub(super) fn compare(&self, runs: &[R]) -> Vec<Comparison> {
+        runs.iter()
+            .map(|r| {
+                let median_s = r.stats().median_s;
+                let base = self
+                    .results
+                    .iter()
+                    .find(|b| b.same_work(r))
+                    .map(|b| b.stats().median_s);
+                Comparison {
+                    run: r.work(),
+                    median_s,
+                    baseline_median_s: base,
+                    speedup: base.map(|b| b / median_s),
+                }
+            })
+            .collect()
     }
 
     pub(super) fn print(&self, cmp: &[Comparison]) -> anyhow::Result<()> {

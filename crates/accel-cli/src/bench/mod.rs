@@ -7,13 +7,15 @@ mod compare;
 mod output;
 mod run;
 
-use accel::bench::{self, CopyKind, ElementwiseOp, HostMemory, Iterations};
+use accel::bench::{
+    self, CopyKind, CopyRun, ElementwiseOp, ElementwiseRun, HostMemory, Iterations, MatmulRun,
+};
 use accel::{DType, Device};
 use clap::Subcommand;
 
 use crate::out;
 use compare::Baseline;
-use output::Format;
+use output::{BenchRow, Format};
 
 pub use output::{header, notes, row};
 pub use run::check;
@@ -110,16 +112,16 @@ pub struct Common {
 }
 
 /// The options resolved: devices checked, the earlier report read, before anything runs.
-struct Plan {
+struct Plan<R> {
     devices: Vec<Device>,
     warmup: usize,
     iters: Iterations,
     format: Format,
-    baseline: Option<Baseline>,
+    baseline: Option<Baseline<R>>,
     plot: Option<std::path::PathBuf>,
 }
 
-impl Plan {
+impl<R> Plan<R> {
     /// Every size on every device, size by size.
     fn grid(&self, sizes: &[usize]) -> Vec<(Device, usize)> {
         sizes
@@ -130,12 +132,13 @@ impl Plan {
 }
 
 impl Common {
-    fn plan(self, benchmark: &str) -> anyhow::Result<Plan> {
+    /// The plan of benchmark `R`, whose report `--compare` must hold.
+    fn plan<R: BenchRow>(self) -> anyhow::Result<Plan<R>> {
         if let Some(p) = &self.plot {
             crate::plot::check_path(p)?;
         }
         Ok(Plan {
-            baseline: Baseline::load(self.compare, benchmark)?,
+            baseline: Baseline::load(self.compare)?,
             devices: resolve(self.devices)?,
             warmup: self.warmup,
             iters: iterations(self.iters, self.min_time),
@@ -276,7 +279,7 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
             tf32,
             common,
         } => {
-            let plan = common.plan("matmul")?;
+            let plan = common.plan::<MatmulRun>()?;
             accel::cuda::set_allow_tf32(tf32);
             run::matmul(&plan, &sizes, dtype)?;
             if explain && plan.format == Format::Text {
@@ -298,7 +301,7 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
             explain,
             common,
         } => {
-            let plan = common.plan("elementwise")?;
+            let plan = common.plan::<ElementwiseRun>()?;
             run::elementwise(&plan, op, &sizes, dtype)?;
             explain_peaks(&plan, explain, "memory bandwidth", |d| {
                 bench::memory_peak(d)
@@ -316,7 +319,7 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
                 "pinned" => vec![HostMemory::Pinned],
                 _ => vec![HostMemory::Pageable, HostMemory::Pinned],
             };
-            let plan = common.plan("copy")?;
+            let plan = common.plan::<CopyRun>()?;
             run::copy(&plan, direction, &sizes, &host)?;
             let what = format!("{direction:?} copies").to_lowercase();
             explain_peaks(&plan, explain, &what, |d| bench::copy_peak(d, direction))
@@ -325,8 +328,8 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
 }
 
 /// With `--explain`, prints each device's bandwidth peak and how it is computed.
-fn explain_peaks(
-    plan: &Plan,
+fn explain_peaks<R>(
+    plan: &Plan<R>,
     explain: bool,
     what: &str,
     peak: impl Fn(&Device) -> Option<bench::MemoryPeak>,

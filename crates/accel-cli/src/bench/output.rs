@@ -3,9 +3,10 @@
 
 use accel::bench::{self, CopyKind, CopyRun, ElementwiseRun, HostMemory, MatmulRun};
 use accel::{DType, Device};
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::compare::Comparison;
+use super::compare::Comparable;
 use crate::out;
 
 /// How results are printed.
@@ -24,14 +25,6 @@ impl Format {
             _ => Format::Text,
         }
     }
-}
-
-#[derive(Serialize)]
-pub(super) struct Report<'a, R> {
-    pub(super) benchmark: &'static str,
-    pub(super) results: &'a [R],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) comparison: Option<Vec<Comparison>>,
 }
 
 /// The CSV columns every benchmark shares, after its own leading ones.
@@ -74,8 +67,9 @@ macro_rules! same_fields {
     };
 }
 
-/// What one benchmark's run looks like in each output format.
-pub trait BenchRow: Serialize {
+/// What one benchmark's run looks like in each output format. In JSON it is an entry of the
+/// `results` of an [`accel::bench::Report`], written and read back (`--compare`) by serde.
+pub trait BenchRow: Serialize + DeserializeOwned + Comparable {
     /// The `benchmark` of the JSON report and of `--compare` files.
     const BENCHMARK: &'static str;
     /// The run in a few words ("cpu N=2000"), for notes.

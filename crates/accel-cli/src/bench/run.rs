@@ -1,10 +1,12 @@
 //! The run loop: every size on every device of a plan, each printed as it finishes, then
 //! the plot, the comparison and the check of the answers.
 
-use accel::bench::{self, CopyKind, ElementwiseOp, HostMemory};
+use accel::bench::{
+    self, CopyKind, CopyRun, ElementwiseOp, ElementwiseRun, HostMemory, MatmulRun, Report,
+};
 use accel::{DType, Device};
 
-use super::output::{header, notes, BenchRow, Format, Report, CSV_TIMING, TIMING_HEADER};
+use super::output::{header, notes, BenchRow, Format, CSV_TIMING, TIMING_HEADER};
 use super::{describe, Plan};
 use crate::out;
 
@@ -32,7 +34,7 @@ struct Table {
 /// Runs `run` for every size and device of the plan and prints the results in the plan's
 /// format, with notes, the comparison and the plot; fails if any answer was wrong.
 fn execute<R: BenchRow, C: Copy + std::fmt::Display>(
-    plan: &Plan,
+    plan: &Plan<R>,
     jobs: &[(Device, C)],
     table: Table,
     run: impl Fn(&Device, C) -> anyhow::Result<R>,
@@ -77,33 +79,26 @@ fn execute<R: BenchRow, C: Copy + std::fmt::Display>(
         });
         crate::plot::draw(path, &table.title, x, y, &series(points))?;
     }
-    let comparison = plan
-        .baseline
-        .as_ref()
-        .map(|b| b.compare(&runs))
-        .transpose()?;
+    let report = Report {
+        benchmark: R::BENCHMARK.to_string(),
+        comparison: plan.baseline.as_ref().map(|b| b.compare(&runs)),
+        results: runs,
+    };
     match plan.format {
-        Format::Json => out::json(
-            "bench",
-            &Report {
-                benchmark: R::BENCHMARK,
-                results: &runs,
-                comparison,
-            },
-        )?,
+        Format::Json => out::json("bench", &report)?,
         Format::Text => {
-            notes(&runs)?;
-            if let (Some(b), Some(c)) = (&plan.baseline, &comparison) {
+            notes(&report.results)?;
+            if let (Some(b), Some(c)) = (&plan.baseline, &report.comparison) {
                 b.print(c)?;
             }
         }
         Format::Csv => {}
     }
-    check(&runs)
+    check(&report.results)
 }
 
 pub(super) fn elementwise(
-    plan: &Plan,
+    plan: &Plan<ElementwiseRun>,
     op: ElementwiseOp,
     sizes: &[usize],
     dtype: DType,
@@ -152,7 +147,7 @@ impl std::fmt::Display for CopyCase {
 }
 
 pub(super) fn copy(
-    plan: &Plan,
+    plan: &Plan<CopyRun>,
     kind: CopyKind,
     sizes: &[usize],
     host: &[HostMemory],
@@ -190,7 +185,7 @@ pub(super) fn copy(
     })
 }
 
-pub(super) fn matmul(plan: &Plan, sizes: &[usize], dtype: DType) -> anyhow::Result<()> {
+pub(super) fn matmul(plan: &Plan<MatmulRun>, sizes: &[usize], dtype: DType) -> anyhow::Result<()> {
     let table = Table {
         title: format!("matmul {dtype}"),
         text_header: header(),
