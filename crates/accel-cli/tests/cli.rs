@@ -285,6 +285,51 @@ fn compare_against_an_earlier_json_run() {
 }
 
 #[test]
+fn compare_reads_an_older_copy_report_and_names_a_broken_one() {
+    let dir = std::env::temp_dir().join(format!("accel-cli-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = |extra: &[&str]| {
+        let mut args = vec![
+            "bench", "copy", "--device", "cpu", "--size", "4KiB", "--iters", "2", "--json",
+        ];
+        args.extend(extra);
+        accel(&args)
+    };
+    let o = copy(&[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Reports from before the host-memory choice had no host_memory (nor copy peaks): their
+    // copies were pageable, and match this run's.
+    let mut v = json(&o);
+    for r in v["results"].as_array_mut().unwrap() {
+        let r = r.as_object_mut().unwrap();
+        for k in ["host_memory", "peak", "percent_of_peak", "device_stats"] {
+            r.remove(k);
+        }
+    }
+    let old = dir.join("old.json");
+    std::fs::write(&old, v.to_string()).unwrap();
+    let o = copy(&["--compare", old.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c = &json(&o)["comparison"][0];
+    assert_eq!(c["run"], "h2d pageable cpu f32 size 4096");
+    assert!(c["baseline_median_s"].as_f64().unwrap() > 0.0, "{c}");
+    // A run without its measurements is no report: the error names what is missing.
+    v["results"][0]["stats"]
+        .as_object_mut()
+        .unwrap()
+        .remove("median_s");
+    std::fs::write(&old, v.to_string()).unwrap();
+    let o = copy(&["--compare", old.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains("is not an accel --json report") && e.contains("`median_s`"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn plot_is_an_svg_with_one_series_per_device() {
     let path = std::env::temp_dir().join(format!("accel-plot-{}.svg", std::process::id()));
     let p = path.to_str().unwrap();

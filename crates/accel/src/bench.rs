@@ -4,12 +4,15 @@
 
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{DType, Device, Error, Result, Tensor};
 
+mod report;
+pub use report::{Comparison, Report};
+
 /// Summary statistics of a set of timings, in seconds.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
     /// Number of samples.
     pub samples: usize,
@@ -243,7 +246,7 @@ pub fn device_timer_name(device: &Device) -> &'static str {
 }
 
 /// The theoretical peak of a device for a dtype, with the formula that gives it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Peak {
     /// GFLOP/s.
     pub gflop_per_s: f64,
@@ -277,7 +280,7 @@ pub fn peak(device: &Device, dtype: DType) -> Option<Peak> {
 }
 
 /// A memory system's peak bandwidth, with the formula that gives it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryPeak {
     /// GB/s (10^9 bytes).
     pub gb_per_s: f64,
@@ -426,9 +429,10 @@ pub fn cpu_peak(info: &crate::system::CpuInfo, threads: usize, dtype: DType) -> 
 }
 
 /// One matmul benchmark: the cold first run, then the timed warm iterations.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MatmulRun {
     /// Where it ran.
+    #[serde(deserialize_with = "report::device")]
     pub device: Device,
     /// Element type.
     pub dtype: DType,
@@ -442,12 +446,14 @@ pub struct MatmulRun {
     /// The timed iterations.
     pub stats: Stats,
     /// 2 N^3 / median time.
+    #[serde(deserialize_with = "report::number_or_null")]
     pub gflop_per_s: f64,
     /// The device's peak for this dtype, where known.
     pub peak: Option<Peak>,
     /// `gflop_per_s` as a percentage of `peak`.
     pub percent_of_peak: Option<f64>,
     /// Largest relative error of 64 sampled entries against an f64 dot product on the host.
+    #[serde(deserialize_with = "report::number_or_null")]
     pub max_rel_error: f64,
     /// The same iterations by the device's own clock (CUDA events), where it has one.
     pub device_stats: Option<Stats>,
@@ -541,7 +547,7 @@ pub fn tolerance(dtype: DType) -> f64 {
 }
 
 /// An elementwise workload: `add` is `a + b`, `scale` is `a * 2`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ElementwiseOp {
     /// `a + b`: reads two tensors, writes one.
@@ -551,9 +557,10 @@ pub enum ElementwiseOp {
 }
 
 /// One elementwise benchmark.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ElementwiseRun {
     /// Where it ran.
+    #[serde(deserialize_with = "report::device")]
     pub device: Device,
     /// Element type.
     pub dtype: DType,
@@ -568,8 +575,10 @@ pub struct ElementwiseRun {
     /// The timed iterations.
     pub stats: Stats,
     /// Bytes read and written per iteration / median time, in GB/s (10^9 bytes).
+    #[serde(deserialize_with = "report::number_or_null")]
     pub gb_per_s: f64,
     /// Largest relative error of the result against the same arithmetic in f64 on the host.
+    #[serde(deserialize_with = "report::number_or_null")]
     pub max_rel_error: f64,
     /// The same iterations by the device's own clock (CUDA events), where it has one.
     pub device_stats: Option<Stats>,
@@ -635,7 +644,7 @@ pub fn elementwise(
 }
 
 /// The direction of a copy benchmark.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CopyKind {
     /// Host memory to the device (`x.to(device)`).
@@ -647,10 +656,11 @@ pub enum CopyKind {
 }
 
 /// The host side of a copy benchmark.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HostMemory {
     /// Ordinary memory (`torch.empty(n)`): CUDA copies stage it through pinned buffers.
+    #[default]
     Pageable,
     /// Page-locked memory (`pin_memory()`): one DMA, no staging. CUDA devices only.
     Pinned,
@@ -658,13 +668,16 @@ pub enum HostMemory {
 
 /// One copy benchmark. On the CPU device every direction is a host memcpy, the baseline the
 /// others are compared with.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CopyRun {
     /// The device copied to or from.
+    #[serde(deserialize_with = "report::device")]
     pub device: Device,
     /// Direction.
     pub kind: CopyKind,
-    /// The host memory copied from or to (pageable for d2d, which has no host side).
+    /// The host memory copied from or to (pageable for d2d, which has no host side). Reports
+    /// from before the choice existed have none: their copies were all pageable.
+    #[serde(default)]
     pub host_memory: HostMemory,
     /// Bytes per copy.
     pub size: usize,
@@ -678,6 +691,7 @@ pub struct CopyRun {
     pub stats: Stats,
     /// Bytes moved / median time, GB/s (10^9 bytes); a device-to-device copy counts the
     /// bytes once (PyTorch and bandwidthTest count them so too).
+    #[serde(deserialize_with = "report::number_or_null")]
     pub gb_per_s: f64,
     /// The link's or memory's peak for this copy, where it can be derived (CUDA GPUs).
     pub peak: Option<MemoryPeak>,

@@ -4,12 +4,12 @@ use std::fmt;
 use std::str::FromStr;
 
 use half::{bf16, f16};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 
 /// The element type of a tensor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
     /// IEEE half precision (PyTorch `torch.float16`).

@@ -212,3 +212,165 @@ fn adaptive_iterations_reach_the_minimum_time_and_count() -> accel::Result<()> {
     assert!(r.stats.samples > bench::ADAPTIVE_MIN_SAMPLES);
     Ok(())
 }
+
+/// The keys of a JSON object, in the order they are written.
+fn keys(v: &serde_json::Value) -> Vec<&str> {
+    v.as_object().unwrap().keys().map(String::as_str).collect()
+}
+
+#[test]
+fn a_report_reads_back_equal_with_its_keys_in_place() -> accel::Result<()> {
+    use bench::{Comparison, CopyRun, ElementwiseRun, MatmulRun, Report};
+    let (m, _) = bench::matmul(&Device::Cpu, 16, DType::F64, 0, Iterations::Fixed(3))?;
+    let matmul = Report {
+        benchmark: "matmul".to_string(),
+        results: vec![m.clone()],
+        comparison: Some(vec![Comparison {
+            run: "cpu f64 size 16".to_string(),
+            median_s: m.stats.median_s,
+            baseline_median_s: None,
+            speedup: None,
+        }]),
+    };
+    let text = serde_json::to_string_pretty(&matmul).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Report<MatmulRun>>(&text).unwrap(),
+        matmul
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(keys(&v), ["benchmark", "results", "comparison"]);
+    assert_eq!(
+        keys(&v["results"][0]),
+        [
+            "device",
+            "dtype",
+            "size",
+            "warmup",
+            "first_run_s",
+            "stats",
+            "gflop_per_s",
+            "peak",
+            "percent_of_peak",
+            "max_rel_error",
+            "device_stats"
+        ]
+    );
+    assert_eq!(
+        keys(&v["results"][0]["stats"]),
+        [
+            "samples",
+            "mean_s",
+            "median_s",
+            "min_s",
+            "max_s",
+            "stddev_s",
+            "q1_s",
+            "q3_s",
+            "iqr_s",
+            "median_ci95_s",
+            "outliers"
+        ]
+    );
+    assert_eq!(
+        keys(&v["comparison"][0]),
+        ["run", "median_s", "baseline_median_s", "speedup"]
+    );
+    assert_eq!(
+        (&v["results"][0]["device"], &v["results"][0]["dtype"]),
+        (&"cpu".into(), &"f64".into())
+    );
+
+    let e = bench::elementwise(
+        &Device::Cpu,
+        bench::ElementwiseOp::Scale,
+        1000,
+        DType::BF16,
+        0,
+        Iterations::Fixed(2),
+    )?;
+    let elementwise = Report {
+        benchmark: "elementwise".to_string(),
+        results: vec![e],
+        comparison: None,
+    };
+    let text = serde_json::to_string(&elementwise).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Report<ElementwiseRun>>(&text).unwrap(),
+        elementwise
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(keys(&v), ["benchmark", "results"], "no comparison, no key");
+    assert_eq!(v["results"][0]["op"], "scale");
+
+    let c = bench::copy(
+        &Device::Cpu,
+        bench::CopyKind::D2h,
+        bench::HostMemory::Pageable,
+        4096,
+        0,
+        Iterations::Fixed(2),
+    )?;
+    let copy = Report {
+        benchmark: "copy".to_string(),
+        results: vec![c],
+        comparison: None,
+    };
+    let text = serde_json::to_string(&copy).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Report<CopyRun>>(&text).unwrap(),
+        copy
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (&v["results"][0]["kind"], &v["results"][0]["host_memory"]),
+        (&"d2h".into(), &"pageable".into())
+    );
+    Ok(())
+}
+
+/// A copy run as reports wrote it before the host-memory choice and the copy peaks: no
+/// `host_memory`, `peak`, `percent_of_peak` or `device_stats`.
+const OLD_COPY_REPORT: &str = r#"{"schema_version": 1, "kind": "bench", "benchmark": "copy", "results": [
+  {"device": "cpu", "kind": "h2d", "size": 1024, "dtype": "f32", "warmup": 3,
+   "first_run_s": 1e-5,
+   "stats": {"samples": 5, "mean_s": 2e-6, "median_s": 2e-6, "min_s": 1e-6, "max_s": 3e-6,
+             "stddev_s": 1e-6, "q1_s": 1.5e-6, "q3_s": 2.5e-6, "iqr_s": 1e-6,
+             "median_ci95_s": [1e-6, 3e-6], "outliers": 0},
+   "gb_per_s": 0.5, "max_rel_error": 0.0}]}"#;
+
+#[test]
+fn an_older_report_reads_with_defaults_and_a_broken_one_says_what_is_wrong() {
+    use bench::{CopyRun, HostMemory, MatmulRun, Report};
+    let old: Report<CopyRun> = serde_json::from_str(OLD_COPY_REPORT).unwrap();
+    let r = &old.results[0];
+    // Copies were all pageable before the choice existed; the peaks were not known.
+    assert_eq!(r.host_memory, HostMemory::Pageable);
+    assert_eq!((r.peak.clone(), r.percent_of_peak), (None, None));
+    assert_eq!(r.device_stats, None);
+    assert_eq!(
+        (r.device, r.size, r.stats.median_s),
+        (Device::Cpu, 1024, 2e-6)
+    );
+    assert_eq!(old.comparison, None);
+
+    // A report without runs has none; one whose runs lack a measured field is refused,
+    // naming the field.
+    let empty: Report<MatmulRun> = serde_json::from_str(r#"{"benchmark": "matmul"}"#).unwrap();
+    assert!(empty.results.is_empty());
+    let e = serde_json::from_str::<Report<CopyRun>>(
+        &OLD_COPY_REPORT.replace("\"median_s\": 2e-6, ", ""),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("missing field `median_s`"), "{e}");
+    let e =
+        serde_json::from_str::<Report<CopyRun>>(&OLD_COPY_REPORT.replace("\"cpu\"", "\"tpu:0\""))
+            .unwrap_err()
+            .to_string();
+    assert!(e.contains("tpu"), "{e}");
+
+    // JSON has no infinity: serde_json writes an infinite rate as null, which reads as NaN.
+    let inf =
+        serde_json::from_str::<Report<CopyRun>>(&OLD_COPY_REPORT.replace("0.5", "null")).unwrap();
+    assert!(inf.results[0].gb_per_s.is_nan());
+}

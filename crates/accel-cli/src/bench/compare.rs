@@ -1,0 +1,144 @@
+//! `--compare FILE.json`: each run's speed-up against an earlier `--json` report, read back
+//! through the library's report types.
+
+use std::path::PathBuf;
+
+use accel::bench::{Comparison, CopyRun, ElementwiseRun, MatmulRun, Report};
+use serde::de::IgnoredAny;
+
+use super::output::BenchRow;
+use crate::out;
+
+/// What `--compare` matches runs on.
+pub trait Comparable {
+    /// Whether `other` timed the same work: device, dtype and size, and the op of an
+    /// elementwise run, the direction and host memory of a copy.
+    fn same_work(&self, other: &Self) -> bool;
+    /// That work in words: "cpu f32 size 2000"; elementwise runs lead with their op ("add"),
+    /// copies with their direction and host memory ("h2d pageable").
+    fn work(&self) -> String;
+}
+
+impl Comparable for MatmulRun {
+    fn same_work(&self, o: &Self) -> bool {
+        (self.device, self.dtype, self.size) == (o.device, o.dtype, o.size)
+    }
+    fn work(&self) -> String {
+        format!("{} {} size {}", self.device, self.dtype, self.size)
+    }
+}
+
+impl Comparable for ElementwiseRun {
+    fn same_work(&self, o: &Self) -> bool {
+        (self.device, self.dtype, self.size, self.op) == (o.device, o.dtype, o.size, o.op)
+    }
+    fn work(&self) -> String {
+        format!(
+            "{} {} {} size {}",
+            word(self.op),
+            self.device,
+            self.dtype,
+            self.size
+        )
+    }
+}
+
+impl Comparable for CopyRun {
+    fn same_work(&self, o: &Self) -> bool {
+        (
+            self.device,
+            self.dtype,
+            self.size,
+            self.kind,
+            self.host_memory,
+        ) == (o.device, o.dtype, o.size, o.kind, o.host_memory)
+    }
+    fn work(&self) -> String {
+        format!(
+            "{} {} {} {} size {}",
+            word(self.kind),
+            word(self.host_memory),
+            self.device,
+            self.dtype,
+            self.size
+        )
+    }
+}
+
+/// An enum's name as the report writes it: "add", "h2d", "pinned".
+fn word(v: impl std::fmt::Debug) -> String {
+    format!("{v:?}").to_lowercase()
+}
+
+/// An earlier `--json` report, read before any benchmark runs so a bad file fails fast.
+pub(super) struct Baseline<R> {
+    path: PathBuf,
+    results: Vec<R>,
+}
+
+impl<R: BenchRow> Baseline<R> {
+    /// Reads `path`, which must hold a report of `R`'s benchmark.
+    pub(super) fn load(path: Option<PathBuf>) -> anyhow::Result<Option<Baseline<R>>> {
+        let Some(path) = path else { return Ok(None) };
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        let not_a_report = |e: serde_json::Error| {
+            anyhow::anyhow!("{} is not an accel --json report: {e}", path.display())
+        };
+        // The benchmark first: another benchmark's report is named as such, rather than
+        // failing on the fields its runs lack.
+        let head: Report<IgnoredAny> = serde_json::from_str(&text).map_err(not_a_report)?;
+        if head.benchmark != R::BENCHMARK {
+            anyhow::bail!(
+                "{} holds a {} benchmark, not {}",
+                path.display(),
+                serde_json::to_string(&head.benchmark)?,
+                R::BENCHMARK
+            );
+        }
+        let report: Report<R> = serde_json::from_str(&text).map_err(not_a_report)?;
+        Ok(Some(Baseline {
+            path,
+            results: report.results,
+        }))
+    }
+
+    /// Each run against the earlier run of the same work, where there is one.
+    pub(super) fn compare(&self, runs: &[R]) -> Vec<Comparison> {
+        runs.iter()
+            .map(|r| {
+                let median_s = r.stats().median_s;
+                let base = self
+                    .results
+                    .iter()
+                    .find(|b| b.same_work(r))
+                    .map(|b| b.stats().median_s);
+                Comparison {
+                    run: r.work(),
+                    median_s,
+                    baseline_median_s: base,
+                    speedup: base.map(|b| b / median_s),
+                }
+            })
+            .collect()
+    }
+
+    pub(super) fn print(&self, cmp: &[Comparison]) -> anyhow::Result<()> {
+        out::line(format!(
+            "compared with {} (speed-up = earlier median / this median):",
+            self.path.display()
+        ))?;
+        for c in cmp {
+            match (c.baseline_median_s, c.speedup) {
+                (Some(b), Some(x)) => out::line(format!(
+                    "  {}: {x:.2}x ({} now, {} before)",
+                    c.run,
+                    out::secs(c.median_s),
+                    out::secs(b)
+                ))?,
+                _ => out::line(format!("  {}: not in the earlier run", c.run))?,
+            }
+        }
+        Ok(())
+    }
+}
