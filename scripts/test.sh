@@ -49,6 +49,18 @@ export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,xla,
 export ACCEL_CACHE_DIR="${ACCEL_CACHE_DIR:-$PWD/target/accel-cache}"
 rm -rf "$ACCEL_CACHE_DIR"
 
+echo "== floor plan: the import graph has no circle and at most 5 upward arrows (scripts/layers.py)"
+python3 scripts/test_layers.py
+python3 scripts/layers.py
+
+echo "== every feature set builds without warnings (no backend, then each alone)"
+for features in "" cuda xla wgpu; do
+  out="$(cargo check -q -p accel --no-default-features ${features:+--features "$features"} 2>&1)" || { echo "$out"; exit 1; }
+  if printf '%s\n' "$out" | grep -q '^warning'; then
+    echo "$out"; echo "error: warnings with features '${features:-none}'" >&2; exit 1
+  fi
+done
+
 echo "== accel devices (what this machine offers the tests)"
 cargo run --release -q -p accel-cli -- devices
 

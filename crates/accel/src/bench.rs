@@ -259,7 +259,7 @@ pub struct Peak {
 pub fn peak(device: &Device, dtype: DType) -> Option<Peak> {
     match device {
         Device::Cpu => cpu_peak(
-            &crate::system::cpu_info(),
+            &crate::base::system::cpu_info(),
             rayon::current_num_threads(),
             dtype,
         ),
@@ -400,7 +400,7 @@ pub fn cuda_peak(
 /// are the compute threads, at most the physical cores (SMT siblings share FMA units). f16
 /// and bf16 run on the f32 units here; integer matmul has no FMA peak and gives `None`, as
 /// does a CPU without AVX2+FMA or without a reported clock.
-pub fn cpu_peak(info: &crate::system::CpuInfo, threads: usize, dtype: DType) -> Option<Peak> {
+pub fn cpu_peak(info: &crate::base::system::CpuInfo, threads: usize, dtype: DType) -> Option<Peak> {
     let mhz = info.frequency_mhz? as f64;
     let has = |f: &str| info.simd.iter().any(|s| s == f);
     let (bits, fma_units) = if has("avx512f") {

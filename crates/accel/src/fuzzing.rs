@@ -14,7 +14,7 @@
 pub mod hlo {
     use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
     use crate::backend::xla::hlo::{self, Program, Val};
-    use crate::shape::Layout;
+    use crate::base::shape::Layout;
     use crate::{DType, Shape};
 
     /// A tensor view as the public API makes it: a contiguous tensor of `dims` (its buffer

@@ -48,31 +48,25 @@
 
 mod api;
 mod backend;
+mod base;
 pub mod bench;
-mod caps;
-mod device;
 mod display;
-mod dtype;
-mod error;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
-mod ledger;
 pub mod memory;
 pub mod nn;
-pub mod probe;
-mod shape;
-pub mod system;
 mod tensor;
 
 pub use api::{cuda, mps, wgpu, xla};
 pub use backend::registry::distinct_hardware;
-pub use caps::{DeviceCaps, Hardware};
-pub use device::{BackendKind, Device};
-pub use dtype::{DType, WithDType};
-pub use error::{Error, Result};
+pub use base::caps::{DeviceCaps, Hardware};
+pub use base::device::{BackendKind, Device};
+pub use base::dtype::{DType, WithDType};
+pub use base::error::{Error, Result};
+pub use base::probe::{self, Availability, DeviceInfo, Probe};
+pub use base::shape::Shape;
+pub use base::system;
 pub use half::{bf16, f16};
-pub use probe::{Availability, DeviceInfo, Probe};
-pub use shape::Shape;
 pub use tensor::{NdArray, Tensor};
 
 /// Sets, where they are unset, the environment variables that make accelerator libraries

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::error::Room;
+use crate::base::error::Room;
 use crate::{Device, Error, Result};
 
 /// A snapshot of one device's memory.
@@ -28,9 +28,9 @@ pub struct MemoryStats {
 
 /// The memory statistics of `device`.
 pub fn stats(device: &Device) -> MemoryStats {
-    let c = crate::ledger::with_counters(|m| m.get(device).copied().unwrap_or_default());
+    let c = crate::base::ledger::with_counters(|m| m.get(device).copied().unwrap_or_default());
     let (free, total) = match device {
-        Device::Cpu => match crate::system::memory() {
+        Device::Cpu => match crate::base::system::memory() {
             Ok(m) => (Some(m.available_bytes), Some(m.total_bytes)),
             Err(_) => (None, None),
         },
@@ -54,7 +54,7 @@ pub fn stats(device: &Device) -> MemoryStats {
 
 /// Restarts peak tracking from the current allocation (`torch.cuda.reset_peak_memory_stats`).
 pub fn reset_peak(device: &Device) {
-    crate::ledger::with_counters(|m| {
+    crate::base::ledger::with_counters(|m| {
         let c = m.entry(*device).or_default();
         c.peak = c.allocated;
     });
@@ -67,7 +67,7 @@ pub fn empty_cache(device: &Device) -> Result<()> {
     Ok(())
 }
 
-pub use crate::ledger::human_bytes;
+pub use crate::base::ledger::human_bytes;
 
 /// Host allocations above this size are checked against available RAM first: Linux would
 /// hand out the address space and then kill the process when the pages are touched.
@@ -96,7 +96,7 @@ pub(crate) fn ensure_fits(device: Device, bytes: Option<u64>) -> Result<()> {
     };
     if let Device::Cpu = device {
         // Freed buffers in the cache can be handed out (or returned to the OS) first.
-        let m = crate::system::memory()?;
+        let m = crate::base::system::memory()?;
         let cached = crate::backend::dispatch::cached_bytes(device);
         if bytes > m.available_bytes + cached {
             return Err(oom(
@@ -115,7 +115,7 @@ pub(crate) fn ensure_fits(device: Device, bytes: Option<u64>) -> Result<()> {
     } else {
         // The device does not say what it has free; the data is staged in host memory on
         // its way there, so at least that must fit.
-        let m = crate::system::memory()?;
+        let m = crate::base::system::memory()?;
         if bytes > m.available_bytes {
             return Err(oom(
                 bytes,

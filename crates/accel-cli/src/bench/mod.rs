@@ -247,7 +247,8 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 /// The devices asked for, or every available one; each checked before any work starts.
 fn resolve(devices: Vec<Device>) -> anyhow::Result<Vec<Device>> {
     let devices = if devices.is_empty() {
-        distinct_hardware(accel::available_devices())
+        // One device per piece of hardware (`accel::distinct_hardware`).
+        accel::distinct_hardware(&accel::available_devices())
     } else {
         devices
     };
@@ -255,19 +256,6 @@ fn resolve(devices: Vec<Device>) -> anyhow::Result<Vec<Device>> {
         d.check()?;
     }
     Ok(devices)
-}
-
-/// One device per piece of hardware: XLA's CPU plugin, for one, offers several devices of the
-/// same processor, and timing each would only repeat the work; a software GPU adapter is the
-/// CPU too. Other devices are all kept.
-fn distinct_hardware(devices: Vec<Device>) -> Vec<Device> {
-    let first_xla_cpu = accel::xla::platform_device("cpu", 0);
-    devices
-        .into_iter()
-        .filter(|d| !accel::xla::is_cpu_platform(*d) || Some(*d) == first_xla_cpu)
-        // A software GPU (lavapipe) is the CPU again, and slow: only when asked for.
-        .filter(|d| !matches!(d, Device::Wgpu(i) if accel::wgpu::is_software(*i)))
-        .collect()
 }
 
 pub fn run(w: Workload) -> anyhow::Result<()> {

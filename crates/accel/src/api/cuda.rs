@@ -4,7 +4,7 @@
 pub use crate::backend::cuda::{kernels, libs, GpuLoad, GpuProcess};
 
 use crate::backend::registry;
-use crate::probe::Probe;
+use crate::base::probe::Probe;
 use crate::{BackendKind, Device, Result};
 
 /// What this backend's probe found, with the reason when it found nothing.

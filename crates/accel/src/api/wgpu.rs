@@ -4,7 +4,7 @@
 //! usable as `wgpu:N` but never chosen by `Device::best()`.
 
 use crate::backend::registry;
-use crate::caps::Hardware;
+use crate::base::caps::Hardware;
 use crate::{BackendKind, Device};
 
 /// Whether `wgpu:N` is a software (CPU-type) adapter, such as lavapipe.

@@ -6,8 +6,8 @@
 pub use crate::backend::xla::{plugin_candidates, sys, Plugin};
 
 use crate::backend::registry;
-use crate::caps::Hardware;
-use crate::probe::Probe;
+use crate::base::caps::Hardware;
+use crate::base::probe::Probe;
 use crate::{BackendKind, Device, Result};
 
 /// What this backend's probe found, with the reason when it found nothing.

@@ -10,9 +10,9 @@
 //! A backend that the build leaves out implements both with uninhabited types (`off.rs`), so
 //! dispatch code matches every backend in every build and carries no `cfg`.
 
-use crate::dtype::CpuStorage;
-use crate::probe::Probe;
-use crate::shape::Layout;
+use crate::base::dtype::CpuStorage;
+use crate::base::probe::Probe;
+use crate::base::shape::Layout;
 use crate::{BackendKind, DType, Device, Result, Shape};
 
 use super::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};

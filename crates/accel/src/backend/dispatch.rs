@@ -3,8 +3,8 @@
 //! `off.rs` stand-ins), so nothing here carries a `cfg`, and every `match` names every
 //! backend: adding one is a compile error until each arm exists.
 
-use crate::dtype::CpuStorage;
-use crate::shape::Layout;
+use crate::base::dtype::CpuStorage;
+use crate::base::shape::Layout;
 use crate::{BackendKind, DType, Device, Error, Result, Shape};
 
 use super::contract::{Backend, BackendStorage, Dist};

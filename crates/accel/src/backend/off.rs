@@ -30,8 +30,8 @@ macro_rules! compiled_out {
             type Event = $event;
             const KIND: $crate::BackendKind = $kind;
 
-            fn probe() -> $crate::probe::Probe {
-                $crate::probe::Probe::not_compiled($kind)
+            fn probe() -> $crate::base::probe::Probe {
+                $crate::base::probe::Probe::not_compiled($kind)
             }
             fn synchronize(_: $crate::Device) -> $crate::Result<()> {
                 not_compiled()
@@ -58,7 +58,7 @@ macro_rules! compiled_out {
             }
             fn upload(
                 _: $crate::Device,
-                _: &$crate::dtype::CpuStorage,
+                _: &$crate::base::dtype::CpuStorage,
             ) -> $crate::Result<$storage> {
                 not_compiled()
             }
@@ -99,26 +99,26 @@ macro_rules! compiled_out {
             }
             fn to_cpu(
                 &self,
-                _: &$crate::shape::Layout,
-            ) -> $crate::Result<$crate::dtype::CpuStorage> {
+                _: &$crate::base::shape::Layout,
+            ) -> $crate::Result<$crate::base::dtype::CpuStorage> {
                 match *self {}
             }
-            fn to_host(&self, _: &$crate::shape::Layout, _: &mut [u8]) -> $crate::Result<()> {
+            fn to_host(&self, _: &$crate::base::shape::Layout, _: &mut [u8]) -> $crate::Result<()> {
                 match *self {}
             }
             fn to_device_direct(
                 &self,
-                _: &$crate::shape::Layout,
+                _: &$crate::base::shape::Layout,
                 _: $crate::Device,
             ) -> $crate::Result<Option<Self>> {
                 match *self {}
             }
-            fn copy_strided(&self, _: &$crate::shape::Layout) -> $crate::Result<Self> {
+            fn copy_strided(&self, _: &$crate::base::shape::Layout) -> $crate::Result<Self> {
                 match *self {}
             }
             fn to_dtype(
                 &self,
-                _: &$crate::shape::Layout,
+                _: &$crate::base::shape::Layout,
                 _: $crate::DType,
             ) -> $crate::Result<Self> {
                 match *self {}
@@ -126,9 +126,9 @@ macro_rules! compiled_out {
             fn binary(
                 &self,
                 _: $crate::backend::ops::BinaryOp,
-                _: &$crate::shape::Layout,
+                _: &$crate::base::shape::Layout,
                 _: &Self,
-                _: &$crate::shape::Layout,
+                _: &$crate::base::shape::Layout,
                 _: &$crate::Shape,
             ) -> $crate::Result<Self> {
                 match *self {}
@@ -136,14 +136,14 @@ macro_rules! compiled_out {
             fn unary(
                 &self,
                 _: $crate::backend::ops::UnaryOp,
-                _: &$crate::shape::Layout,
+                _: &$crate::base::shape::Layout,
             ) -> $crate::Result<Self> {
                 match *self {}
             }
             fn reduce(
                 &self,
                 _: $crate::backend::ops::ReduceOp,
-                _: &$crate::shape::Layout,
+                _: &$crate::base::shape::Layout,
                 _: Option<usize>,
                 _: $crate::DType,
             ) -> $crate::Result<Self> {

@@ -2,7 +2,7 @@
 //! batched matmul (`MatmulSpec`), with the rules that decide their output dtypes. The
 //! contract (`contract.rs`) passes these to each backend's storage.
 
-use crate::shape::Layout;
+use crate::base::shape::Layout;
 use crate::{DType, Error, Result, Shape};
 
 /// Elementwise operations of two operands.

@@ -13,7 +13,7 @@
 use std::str::FromStr;
 use std::sync::{Mutex, OnceLock};
 
-use crate::probe::{Availability, DeviceInfo, Probe};
+use crate::base::probe::{Availability, DeviceInfo, Probe};
 use crate::{BackendKind, DType, Device, DeviceCaps, Error, Result};
 
 use super::contract::Backend;
@@ -141,8 +141,10 @@ pub fn distinct_hardware(devices: &[Device]) -> Vec<Device> {
         .filter(|d| {
             let Some(c) = caps(*d) else { return false };
             match c.hardware {
-                crate::caps::Hardware::Accelerator | crate::caps::Hardware::HostCpu => true,
-                crate::caps::Hardware::HostCpuEmulated => Some(*d) == first_xla_cpu,
+                crate::base::caps::Hardware::Accelerator | crate::base::caps::Hardware::HostCpu => {
+                    true
+                }
+                crate::base::caps::Hardware::HostCpuEmulated => Some(*d) == first_xla_cpu,
             }
         })
         .collect()

@@ -12,10 +12,10 @@ use rayon::prelude::*;
 
 use crate::backend::contract::{Backend, BackendStorage, Dist, NoEvent};
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
-pub(crate) use crate::dtype::CpuStorage;
-use crate::dtype::{map_vec, with_type, with_vec, WithDType};
-use crate::probe::{Availability, DeviceInfo, Probe};
-use crate::shape::{for_each_run, Layout};
+pub(crate) use crate::base::dtype::CpuStorage;
+use crate::base::dtype::{map_vec, with_type, with_vec, WithDType};
+use crate::base::probe::{Availability, DeviceInfo, Probe};
+use crate::base::shape::{for_each_run, Layout};
 use crate::{BackendKind, DType, Device, DeviceCaps, Error, Result, Shape};
 use matmul::MatRef;
 use num::Num;
@@ -33,7 +33,7 @@ impl Backend for Cpu {
     const KIND: BackendKind = BackendKind::Cpu;
 
     fn probe() -> Probe {
-        let sys = crate::system::cpu_info();
+        let sys = crate::base::system::cpu_info();
         let mut details = vec![
             ("logical_cores".to_string(), sys.logical_cores.to_string()),
             (
@@ -52,10 +52,10 @@ impl Backend for Cpu {
                 devices: vec![DeviceInfo {
                     device: Device::Cpu,
                     name: sys.brand,
-                    memory_total_bytes: crate::system::memory().ok().map(|m| m.total_bytes),
+                    memory_total_bytes: crate::base::system::memory().ok().map(|m| m.total_bytes),
                     caps: DeviceCaps {
                         dtypes: DType::ALL.to_vec(),
-                        hardware: crate::caps::Hardware::HostCpu,
+                        hardware: crate::base::caps::Hardware::HostCpu,
                         ..DeviceCaps::default()
                     },
                     details,
@@ -69,7 +69,7 @@ impl Backend for Cpu {
         Ok(())
     }
     fn device_memory(_: Device) -> Option<(u64, u64)> {
-        crate::system::memory()
+        crate::base::system::memory()
             .ok()
             .map(|m| (m.available_bytes, m.total_bytes))
     }

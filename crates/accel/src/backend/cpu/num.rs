@@ -4,7 +4,7 @@
 
 use half::{bf16, f16};
 
-use crate::dtype::WithDType;
+use crate::base::dtype::WithDType;
 
 pub(crate) trait Num: WithDType + Default + super::alloc::ZeroBits {
     const ZERO: Self;

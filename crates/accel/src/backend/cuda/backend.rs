@@ -7,9 +7,9 @@ use cudarc::driver::sys;
 use sys::CUdevice_attribute as A;
 
 use crate::backend::contract::{Backend, Dist};
-use crate::caps::Hardware;
-use crate::dtype::CpuStorage;
-use crate::probe::{Availability, DeviceInfo, Probe};
+use crate::base::caps::Hardware;
+use crate::base::dtype::CpuStorage;
+use crate::base::probe::{Availability, DeviceInfo, Probe};
 use crate::{BackendKind, DType, Device, DeviceCaps, Error, Result};
 
 use super::gpu::{attr, err_name, Gpu, TimingEvent};

@@ -13,7 +13,7 @@ use cudarc::driver::sys;
 
 use super::kernels::{self, Family};
 use crate::backend::ops::par_copy;
-use crate::error::Room;
+use crate::base::error::Room;
 use crate::{Device, Error, Result};
 
 /// A driver call's result as ours.
@@ -324,8 +324,14 @@ impl Gpu {
         let mut r = load(&cubin, &mut module);
         if r != sys::CUresult::CUDA_SUCCESS {
             // A damaged cache file: compile afresh once.
-            let fresh = kernels::compile(&family.source(), family.name(), &self.arch)
-                .map_err(Error::System)?;
+            let fresh =
+                kernels::compile(&family.source(), family.name(), &self.arch).map_err(|e| {
+                    Error::backend(
+                        crate::BackendKind::Cuda,
+                        format!("NVRTC could not compile {}", family.name()),
+                        e,
+                    )
+                })?;
             kernels::store(family, &self.arch, &fresh);
             r = load(&fresh, &mut module);
         }

@@ -108,7 +108,8 @@ pub(crate) fn libraries() -> &'static [libs::Library] {
 pub(crate) fn load(uuid: Option<&str>, pci_bus_id: Option<&str>) -> Result<GpuLoad> {
     #[cfg(feature = "cuda")]
     {
-        nvml::load(uuid, pci_bus_id).map_err(crate::Error::System)
+        nvml::load(uuid, pci_bus_id)
+            .map_err(|e| crate::Error::backend(crate::BackendKind::Cuda, "NVML", e))
     }
     #[cfg(not(feature = "cuda"))]
     {
@@ -122,7 +123,7 @@ pub(crate) fn load(uuid: Option<&str>, pci_bus_id: Option<&str>) -> Result<GpuLo
 
 #[cfg(not(feature = "cuda"))]
 mod off {
-    use crate::dtype::CpuStorage;
+    use crate::base::dtype::CpuStorage;
     use crate::{BackendKind, DType, Result};
 
     crate::backend::off::compiled_out!(Cuda, CudaStorage, TimingEvent, BackendKind::Cuda);

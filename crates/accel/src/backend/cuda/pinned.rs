@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use cudarc::driver::sys;
 
 use super::gpu::ck;
-use crate::dtype::CpuStorage;
+use crate::base::dtype::CpuStorage;
 use crate::{DType, Result};
 
 /// Every pinned block, live or cached: start address -> length in bytes.
@@ -120,7 +120,7 @@ impl PinnedBlock {
             return Err(crate::Error::out_of_memory(
                 crate::Device::Cpu,
                 bytes as u64,
-                crate::error::Room::Said(String::new()),
+                crate::base::error::Room::Said(String::new()),
                 "the driver could not page-lock that much host memory (pinned memory \
                  cannot be swapped out; the OS limits it): pin less, or copy from \
                  pageable memory",

@@ -11,8 +11,8 @@ use super::gpu::Gpu;
 use super::kernels::{self, tag, Family, BLOCK, MAX_RANK};
 use crate::backend::contract::BackendStorage;
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
-use crate::dtype::CpuStorage;
-use crate::shape::Layout;
+use crate::base::dtype::CpuStorage;
+use crate::base::shape::Layout;
 use crate::{DType, Device, Error, Result, Shape};
 
 /// TF32 for f32 matmul (`torch.backends.cuda.matmul.allow_tf32`); off by default, as in

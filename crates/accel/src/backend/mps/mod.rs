@@ -4,8 +4,8 @@
 
 use crate::backend::contract::{Backend, Dist};
 use crate::backend::wgpu::{self, Wgpu, WgpuStorage};
-use crate::dtype::CpuStorage;
-use crate::probe::{Availability, DeviceInfo, Probe};
+use crate::base::dtype::CpuStorage;
+use crate::base::probe::{Availability, DeviceInfo, Probe};
 use crate::{BackendKind, DType, Device, Error, Result};
 
 /// The mps backend.

@@ -36,18 +36,8 @@ mod off {
 
 /// Every adapter's description, as the probe reports it (none in this build).
 #[cfg(not(feature = "wgpu"))]
-pub(crate) fn adapter_infos() -> Vec<crate::probe::DeviceInfo> {
+pub(crate) fn adapter_infos() -> Vec<crate::base::probe::DeviceInfo> {
     Vec::new()
-}
-
-/// Whether an adapter (with or without `shader-f16`) holds tensors of `dtype`.
-pub(crate) fn holds(has_f16: bool, dtype: crate::DType) -> bool {
-    use crate::DType::*;
-    match dtype {
-        F32 | I32 => true,
-        F16 => has_f16,
-        F64 | I64 | BF16 => false,
-    }
 }
 
 /// The matmul kernels of wgpu devices.

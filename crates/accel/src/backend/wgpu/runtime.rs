@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use wgpu::util::DeviceExt;
 
 use crate::backend::contract::{Backend, Dist};
-use crate::caps::Hardware;
-use crate::dtype::CpuStorage;
-use crate::error::Room;
-use crate::probe::{Availability, DeviceInfo, Probe};
+use crate::base::caps::Hardware;
+use crate::base::dtype::CpuStorage;
+use crate::base::error::Room;
+use crate::base::probe::{Availability, DeviceInfo, Probe};
 use crate::{BackendKind, DType, Device, DeviceCaps, Error, Result};
 
 use super::storage::WgpuStorage;
@@ -241,7 +241,11 @@ impl Gpu {
             .unwrap_or_else(|p| p.into_inner())
             .take()
         {
-            Some(e) => Err(Error::System(format!("wgpu:{} {what}: {e}", self.ordinal))),
+            Some(e) => Err(Error::backend(
+                BackendKind::Wgpu,
+                format!("wgpu:{} {what}", self.ordinal),
+                e.to_string(),
+            )),
             None => Ok(()),
         }
     }
@@ -255,7 +259,7 @@ impl Gpu {
                 bytes,
                 Room::Said(format!(
                     "the adapter binds at most {} per buffer; ",
-                    crate::ledger::human_bytes(limit)
+                    crate::base::ledger::human_bytes(limit)
                 )),
                 "use smaller tensors on this device",
             ));
@@ -412,7 +416,11 @@ impl Gpu {
         });
         self.synchronize()?;
         let fail = |e: &dyn std::fmt::Display| {
-            Error::System(format!("wgpu:{} read-back failed: {e}", self.ordinal))
+            Error::backend(
+                BackendKind::Wgpu,
+                format!("wgpu:{} read-back failed", self.ordinal),
+                e.to_string(),
+            )
         };
         rx.recv().map_err(|e| fail(&e))?.map_err(|e| fail(&e))?;
         {
@@ -446,8 +454,13 @@ impl Gpu {
     /// Waits for all submitted work.
     pub fn synchronize(&self) -> Result<()> {
         let (d, _) = self.device()?;
-        d.poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::System(format!("wgpu:{} wait failed: {e}", self.ordinal)))?;
+        d.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| {
+            Error::backend(
+                BackendKind::Wgpu,
+                format!("wgpu:{} wait failed", self.ordinal),
+                e.to_string(),
+            )
+        })?;
         self.take_error("work")
     }
 
@@ -480,7 +493,7 @@ impl Gpu {
 
     /// The WGSL type of `dtype`, or the honest error.
     pub(super) fn ty(&self, op: &'static str, dtype: DType) -> Result<&'static str> {
-        if !super::holds(self.has_f16(), dtype) {
+        if !holds(self.has_f16(), dtype) {
             return Err(unsupported(op, dtype));
         }
         Ok(match dtype {
@@ -559,5 +572,15 @@ impl Backend for Wgpu {
     }
     fn random(_: Device, _: DType, _: usize, _: u64, _: Dist) -> Result<Option<WgpuStorage>> {
         Ok(None)
+    }
+}
+
+/// Whether an adapter (with or without `shader-f16`) holds tensors of `dtype`.
+fn holds(has_f16: bool, dtype: crate::DType) -> bool {
+    use crate::DType::*;
+    match dtype {
+        F32 | I32 => true,
+        F16 => has_f16,
+        F64 | I64 | BF16 => false,
     }
 }

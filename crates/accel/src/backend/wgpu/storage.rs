@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use crate::backend::contract::BackendStorage;
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
-use crate::dtype::CpuStorage;
-use crate::shape::Layout;
+use crate::base::dtype::CpuStorage;
+use crate::base::shape::Layout;
 use crate::{DType, Device, Error, Result, Shape};
 
 use super::runtime::{unsupported, Gpu};

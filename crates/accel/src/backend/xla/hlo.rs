@@ -8,7 +8,7 @@
 use std::fmt::Write;
 
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
-use crate::shape::Layout;
+use crate::base::shape::Layout;
 use crate::{DType, Shape};
 
 /// MLIR element type: accel's short dtype names are MLIR's (`f32`, `bf16`, `i64`).

@@ -13,11 +13,11 @@ use super::pjrt::{self, Client, PjrtError};
 use super::{sys, Plugin};
 use crate::backend::contract::{Backend, BackendStorage, Dist};
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
-use crate::caps::Hardware;
-use crate::dtype::CpuStorage;
-use crate::error::Room;
-use crate::probe::{Availability, DeviceInfo, Probe};
-use crate::shape::Layout;
+use crate::base::caps::Hardware;
+use crate::base::dtype::CpuStorage;
+use crate::base::error::Room;
+use crate::base::probe::{Availability, DeviceInfo, Probe};
+use crate::base::shape::Layout;
 use crate::{BackendKind, DType, Device, DeviceCaps, Error, Result, Shape};
 
 /// One addressable device: which client, which of its devices.
@@ -286,10 +286,14 @@ fn executable(dev: &XlaDevice, mlir: &str) -> Result<Arc<pjrt::Executable>> {
     }
     let t = Instant::now();
     let exe = dev.client.compile(mlir).map_err(|e| {
-        Error::System(format!(
-            "XLA could not compile accel's program on {}: {e}\n{mlir}",
-            dev.device
-        ))
+        Error::backend(
+            BackendKind::Xla,
+            format!(
+                "XLA could not compile accel's program on {} (please report this)\n{mlir}\n",
+                dev.device
+            ),
+            e,
+        )
     })?;
     COMPILE_NANOS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     COMPILES.fetch_add(1, Ordering::Relaxed);

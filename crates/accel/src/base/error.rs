@@ -204,7 +204,7 @@ impl Error {
         room: Room,
         hint: impl Into<String>,
     ) -> Self {
-        use crate::ledger::human_bytes;
+        use crate::base::ledger::human_bytes;
         let free = match room {
             Room::Free { free, total } => format!(
                 "{} free of {} total on {device}; ",
@@ -223,12 +223,16 @@ impl Error {
             requested,
             requested_h: human_bytes(requested),
             free,
-            held: crate::ledger::allocated(device),
+            held: crate::base::ledger::allocated(device),
             hint: hint.into(),
         }
     }
 
     /// A failed library call of `backend`, keeping the library's error as the source.
+    #[cfg_attr(
+        not(any(feature = "cuda", feature = "xla", feature = "wgpu")),
+        allow(dead_code)
+    )]
     pub(crate) fn backend(
         backend: BackendKind,
         context: impl Into<String>,

@@ -1,0 +1,12 @@
+//! The values everything else is made of: dtypes (and host data of each dtype), shapes and
+//! layouts, devices and backend kinds, typed capabilities, probe results, errors, the ledger
+//! of what live tensors hold, and the host's own facts. Nothing here knows a backend.
+
+pub(crate) mod caps;
+pub(crate) mod device;
+pub(crate) mod dtype;
+pub(crate) mod error;
+pub(crate) mod ledger;
+pub mod probe;
+pub(crate) mod shape;
+pub mod system;
