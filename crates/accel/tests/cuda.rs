@@ -74,6 +74,24 @@ mod cuda {
     }
 
     #[test]
+    fn every_kernel_the_storage_launches_is_in_its_familys_source() {
+        // The storage names kernels by a typed key (op, dtype); this is the check that the
+        // generators write each key's C name, so no launch can look up a missing kernel.
+        let launched = kernels::launched_kernels();
+        assert!(launched.len() > 150, "{}", launched.len());
+        for fam in Family::ALL {
+            let names = kernel_names(&fam.source());
+            for (f, name) in launched.iter().filter(|(f, _)| *f == fam) {
+                assert!(
+                    names.contains(name),
+                    "{name} is not in the {} source",
+                    f.name()
+                );
+            }
+        }
+    }
+
+    #[test]
     fn the_kernels_cover_every_op_and_dtype_the_storage_asks_for() {
         let all: Vec<String> = Family::ALL
             .iter()

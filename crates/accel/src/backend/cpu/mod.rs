@@ -295,8 +295,12 @@ impl CpuStorage {
                     ReduceOp::Sum | ReduceOp::Mean => {
                         let wide: Vec<i64> = x.iter().map(|&e| e as i64).collect();
                         let sums = CpuStorage::I64(reduce_int_sum(&wide, outer, len, inner));
-                        let n = sums.len();
-                        sums.to_dtype(&Layout::contiguous(Shape::from(n)), out_dtype)
+                        if out_dtype == DType::I64 {
+                            sums
+                        } else {
+                            let n = sums.len();
+                            sums.to_dtype(&Layout::contiguous(Shape::from(n)), out_dtype)
+                        }
                     }
                 }
             }};

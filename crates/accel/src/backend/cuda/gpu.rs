@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys;
 
-use super::kernels::{self, Family};
+use super::kernels::{self, Family, Kernel};
 use crate::backend::ops::par_copy;
 use crate::base::error::Room;
 use crate::{Device, Error, Result};
@@ -378,14 +378,13 @@ impl Gpu {
     /// of this GPU that stay alive until the kernel has run (stream-ordered frees do).
     pub unsafe fn launch(
         &self,
-        family: Family,
-        name: &str,
+        kernel: Kernel,
         grid: (u32, u32, u32),
         block: (u32, u32, u32),
         args: &mut [*mut c_void],
     ) -> Result<()> {
         self.bind()?;
-        let f = self.function(family, name)?;
+        let f = self.function(kernel.family(), &kernel.name())?;
         // SAFETY: context bound above; `f` is a function of a module loaded in it; `args`
         // outlives the call (the driver copies the values during cuLaunchKernel). That each
         // pointer in `args` points at a value of the type the kernel's C signature expects,
@@ -406,7 +405,7 @@ impl Gpu {
                 std::ptr::null_mut(),
             )
         };
-        ck(r, &format!("launching {name}"))
+        ck(r, &format!("launching {}", kernel.name()))
     }
 
     /// Blocks for a grid-stride loop over `n` items: enough to fill every SM, no more.

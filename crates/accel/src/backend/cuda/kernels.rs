@@ -11,6 +11,7 @@
 
 use std::fmt::Write;
 
+use crate::backend::ops::{BinaryOp, UnaryOp};
 use crate::DType;
 
 /// Most dimensions a strided kernel handles after merging (`Ix` below).
@@ -67,6 +68,151 @@ impl Family {
         }
         s
     }
+}
+
+/// The passes of a reduction, each a kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReducePass {
+    /// A block per output (`red_`).
+    Block,
+    /// A thread per output, for short rows (`redt_`).
+    Thread,
+    /// Long rows split into parts over the whole GPU (`redp_`).
+    Parts,
+    /// The parts combined (`redf_`).
+    Combine,
+}
+
+/// One kernel, by what it computes: the key every launch names its kernel by. Its C name
+/// (`name`) is the one the generators in this file write; a test checks that every key's name
+/// is in its family's source, so a launch cannot ask for a kernel that does not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    /// `op` over two strided views of `dtype`, broadcast.
+    Binary { op: BinaryOp, dtype: DType },
+    /// `op` over two dense operands of `dtype`.
+    BinaryDense { op: BinaryOp, dtype: DType },
+    /// `op` over dense f32 operands, four elements per thread.
+    BinaryDenseF32x4 { op: BinaryOp },
+    /// `op` over a strided view of `dtype`.
+    Unary { op: UnaryOp, dtype: DType },
+    /// A strided copy converting `from` to `to`.
+    Cast { from: DType, to: DType },
+    /// One pass of a sum (also the mean) or a max of `dtype`.
+    Reduce {
+        pass: ReducePass,
+        max: bool,
+        dtype: DType,
+    },
+    /// `n` copies of a value.
+    Fill(DType),
+    /// `start + i * step`.
+    Arange(DType),
+    /// Uniform random numbers.
+    Uniform(DType),
+    /// Normal random numbers.
+    Normal(DType),
+    /// Integer matmul.
+    IntMatmul(DType),
+}
+
+impl Kernel {
+    /// The family whose program holds this kernel.
+    pub fn family(self) -> Family {
+        match self {
+            Kernel::Binary { .. }
+            | Kernel::BinaryDense { .. }
+            | Kernel::BinaryDenseF32x4 { .. }
+            | Kernel::Unary { .. } => Family::Elementwise,
+            Kernel::Cast { .. } => Family::Cast,
+            Kernel::Reduce { .. } => Family::Reduce,
+            Kernel::Fill(_) | Kernel::Arange(_) | Kernel::Uniform(_) | Kernel::Normal(_) => {
+                Family::Fill
+            }
+            Kernel::IntMatmul(_) => Family::Matmul,
+        }
+    }
+
+    /// The kernel's C name in its family's source.
+    pub fn name(self) -> String {
+        let unary = |op: UnaryOp| match op {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Relu => "relu",
+            UnaryOp::Exp => "exp",
+        };
+        match self {
+            Kernel::Binary { op, dtype } => format!("bin_{}_{}", op.name(), tag(dtype)),
+            Kernel::BinaryDense { op, dtype } => format!("binc_{}_{}", op.name(), tag(dtype)),
+            Kernel::BinaryDenseF32x4 { op } => format!("binc4_{}_f32", op.name()),
+            Kernel::Unary { op, dtype } => format!("un_{}_{}", unary(op), tag(dtype)),
+            Kernel::Cast { from, to } => format!("cast_{}_{}", tag(from), tag(to)),
+            Kernel::Reduce { pass, max, dtype } => {
+                let pass = match pass {
+                    ReducePass::Block => "red",
+                    ReducePass::Thread => "redt",
+                    ReducePass::Parts => "redp",
+                    ReducePass::Combine => "redf",
+                };
+                let op = if max { "max" } else { "sum" };
+                format!("{pass}_{op}_{}", tag(dtype))
+            }
+            Kernel::Fill(d) => format!("fill_{}", tag(d)),
+            Kernel::Arange(d) => format!("arange_{}", tag(d)),
+            Kernel::Uniform(d) => format!("uniform_{}", tag(d)),
+            Kernel::Normal(d) => format!("normal_{}", tag(d)),
+            Kernel::IntMatmul(d) => format!("imatmul_{}", tag(d)),
+        }
+    }
+
+    /// Every kernel the storage may launch: what the generators must provide.
+    pub fn all() -> Vec<Kernel> {
+        use crate::backend::ops::{BinaryOp as B, UnaryOp as U};
+        let binary = [B::Add, B::Sub, B::Mul, B::Div, B::Maximum];
+        let mut v = Vec::new();
+        for dtype in ALL {
+            for op in binary {
+                v.push(Kernel::Binary { op, dtype });
+                v.push(Kernel::BinaryDense { op, dtype });
+            }
+            v.push(Kernel::Unary { op: U::Neg, dtype });
+            v.push(Kernel::Unary { op: U::Relu, dtype });
+            if dtype.is_float() {
+                v.push(Kernel::Unary { op: U::Exp, dtype });
+                v.push(Kernel::Uniform(dtype));
+                v.push(Kernel::Normal(dtype));
+            }
+            for to in ALL {
+                v.push(Kernel::Cast { from: dtype, to });
+            }
+            for pass in [
+                ReducePass::Block,
+                ReducePass::Thread,
+                ReducePass::Parts,
+                ReducePass::Combine,
+            ] {
+                for max in [false, true] {
+                    v.push(Kernel::Reduce { pass, max, dtype });
+                }
+            }
+            v.push(Kernel::Fill(dtype));
+            v.push(Kernel::Arange(dtype));
+        }
+        for op in binary {
+            v.push(Kernel::BinaryDenseF32x4 { op });
+        }
+        v.push(Kernel::IntMatmul(DType::I32));
+        v.push(Kernel::IntMatmul(DType::I64));
+        v
+    }
+}
+
+/// Every kernel name the storage may launch, with its family (for tests: each must be in the
+/// family's generated source).
+pub fn launched_kernels() -> Vec<(Family, String)> {
+    Kernel::all()
+        .into_iter()
+        .map(|k| (k.family(), k.name()))
+        .collect()
 }
 
 /// Short dtype names used in kernel names (`f32`).

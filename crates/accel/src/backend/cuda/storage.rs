@@ -8,7 +8,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::CUdeviceptr;
 
 use super::gpu::Gpu;
-use super::kernels::{self, tag, Family, BLOCK, MAX_RANK};
+use super::kernels::{self, Kernel, ReducePass, BLOCK, MAX_RANK};
 use crate::backend::contract::BackendStorage;
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 use crate::base::dtype::CpuStorage;
@@ -200,15 +200,16 @@ impl CudaStorage {
         }
         let ix = merged(l.shape.dims(), [&l.strides, &l.strides])?;
         let a = self.at(l.offset);
-        let name = format!("cast_{}_{}", tag(self.dtype), tag(dtype));
         // SAFETY: `a` is the view's first element and `ix` its merged shape and strides, so every
         // index the kernel forms for i < n is an element of the view (in bounds:
         // Layout::check_in_bounds); `out` holds n elements of `dtype` (allocated above); the
         // arguments match `cast_*` in kernels.rs.
         unsafe {
             self.gpu.launch(
-                Family::Cast,
-                &name,
+                Kernel::Cast {
+                    from: self.dtype,
+                    to: dtype,
+                },
                 (self.gpu.grid_for(n), 1, 1),
                 (BLOCK, 1, 1),
                 &mut [arg(&a), arg(&out.ptr), arg(&ix)],
@@ -231,8 +232,6 @@ impl CudaStorage {
             return Ok(o);
         }
         let (a, b) = (self.at(ll.offset), rhs.at(rl.offset));
-        let opn = op.name();
-        let tg = tag(self.dtype);
         let same = ll.shape == *out && rl.shape == *out;
         if same && ll.is_contiguous() && rl.is_contiguous() {
             let aligned = [a, b, o.ptr].iter().all(|p| p % 16 == 0);
@@ -245,8 +244,7 @@ impl CudaStorage {
                 // `binc4_*` in kernels.rs.
                 return unsafe {
                     self.gpu.launch(
-                        Family::Elementwise,
-                        &format!("binc4_{opn}_f32"),
+                        Kernel::BinaryDenseF32x4 { op },
                         (self.gpu.grid_for(n / 4), 1, 1),
                         (BLOCK, 1, 1),
                         &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&n4)],
@@ -260,8 +258,10 @@ impl CudaStorage {
             // holds the n outputs (allocated above); the arguments match the kernel in kernels.rs.
             unsafe {
                 self.gpu.launch(
-                    Family::Elementwise,
-                    &format!("binc_{opn}_{tg}"),
+                    Kernel::BinaryDense {
+                        op,
+                        dtype: self.dtype,
+                    },
                     (self.gpu.grid_for(n), 1, 1),
                     (BLOCK, 1, 1),
                     &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&nn)],
@@ -277,8 +277,10 @@ impl CudaStorage {
         // outputs (allocated above); the arguments match the kernel in kernels.rs.
         unsafe {
             self.gpu.launch(
-                Family::Elementwise,
-                &format!("bin_{opn}_{tg}"),
+                Kernel::Binary {
+                    op,
+                    dtype: self.dtype,
+                },
                 (self.gpu.grid_for(n), 1, 1),
                 (BLOCK, 1, 1),
                 &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&ix)],
@@ -293,11 +295,6 @@ impl CudaStorage {
         if n == 0 {
             return Ok(o);
         }
-        let name = match op {
-            UnaryOp::Neg => "neg",
-            UnaryOp::Relu => "relu",
-            UnaryOp::Exp => "exp",
-        };
         let ix = merged(l.shape.dims(), [&l.strides, &l.strides])?;
         let a = self.at(l.offset);
         // SAFETY: `a` is the view's first element and `ix` its shape and strides (in bounds:
@@ -305,8 +302,10 @@ impl CudaStorage {
         // `un_*` in kernels.rs.
         unsafe {
             self.gpu.launch(
-                Family::Elementwise,
-                &format!("un_{name}_{}", tag(self.dtype)),
+                Kernel::Unary {
+                    op,
+                    dtype: self.dtype,
+                },
                 (self.gpu.grid_for(n), 1, 1),
                 (BLOCK, 1, 1),
                 &mut [arg(&a), arg(&o.ptr), arg(&ix)],
@@ -324,10 +323,8 @@ impl CudaStorage {
     ) -> Result<CudaStorage> {
         let (_copy, src) = self.dense(l)?;
         let (outer, r, inner) = l.reduce_split(dim);
-        let opn = match op {
-            ReduceOp::Sum | ReduceOp::Mean => "sum",
-            ReduceOp::Max => "max",
-        };
+        let max = op == ReduceOp::Max;
+        let opn = if max { "max" } else { "sum" };
         let mean = i32::from(op == ReduceOp::Mean);
         if out_dtype != kernels::reduce_out(opn, self.dtype) {
             return Err(Error::System(format!(
@@ -341,25 +338,27 @@ impl CudaStorage {
             return Ok(o);
         }
         let x = src;
-        let tg = tag(self.dtype);
         let (outer_, r_, inner_) = (outer as i64, r as i64, inner as i64);
         let sms = self.gpu.sm_count as usize;
         let coalesced = inner >= 32 && nout >= 64 * sms;
         if r <= 64 || coalesced || nout >= 2 * sms || r < 1 << 16 {
             // Short rows: a thread per output; else a block per output.
             // Neighbouring outputs read neighbouring addresses when inner >= 32: coalesced.
-            let (kernel, grid) = if r <= 64 || coalesced {
-                ("redt", self.gpu.grid_for(nout))
+            let (pass, grid) = if r <= 64 || coalesced {
+                (ReducePass::Thread, self.gpu.grid_for(nout))
             } else {
-                ("red", nout.min(65535 * 16) as u32)
+                (ReducePass::Block, nout.min(65535 * 16) as u32)
             };
             // SAFETY: `x` is the view's dense run of outer * r * inner elements (`dense`); the
             // output it writes (`o`: outer * inner elements, or `part`: nout * parts) was allocated
             // above; the arguments match the kernel in kernels.rs.
             unsafe {
                 self.gpu.launch(
-                    Family::Reduce,
-                    &format!("{kernel}_{opn}_{tg}"),
+                    Kernel::Reduce {
+                        pass,
+                        max,
+                        dtype: self.dtype,
+                    },
                     (grid, 1, 1),
                     (BLOCK, 1, 1),
                     &mut [
@@ -387,8 +386,11 @@ impl CudaStorage {
             // above; the arguments match the kernel in kernels.rs.
             unsafe {
                 self.gpu.launch(
-                    Family::Reduce,
-                    &format!("redp_{opn}_{tg}"),
+                    Kernel::Reduce {
+                        pass: ReducePass::Parts,
+                        max,
+                        dtype: self.dtype,
+                    },
                     (nout as u32, parts as u32, 1),
                     (BLOCK, 1, 1),
                     &mut [
@@ -407,8 +409,11 @@ impl CudaStorage {
             // above; the arguments match the kernel in kernels.rs.
             unsafe {
                 self.gpu.launch(
-                    Family::Reduce,
-                    &format!("redf_{opn}_{tg}"),
+                    Kernel::Reduce {
+                        pass: ReducePass::Combine,
+                        max,
+                        dtype: self.dtype,
+                    },
                     (self.gpu.grid_for(nout), 1, 1),
                     (BLOCK, 1, 1),
                     &mut [
@@ -434,8 +439,7 @@ impl CudaStorage {
             // `fill_*` in kernels.rs.
             unsafe {
                 gpu.launch(
-                    Family::Fill,
-                    &format!("fill_{}", tag(dtype)),
+                    Kernel::Fill(dtype),
                     (gpu.grid_for(n), 1, 1),
                     (BLOCK, 1, 1),
                     &mut [arg(&o.ptr), arg(&nn), arg(&value)],
@@ -460,8 +464,7 @@ impl CudaStorage {
             // `arange_*` in kernels.rs.
             unsafe {
                 gpu.launch(
-                    Family::Fill,
-                    &format!("arange_{}", tag(dtype)),
+                    Kernel::Arange(dtype),
                     (gpu.grid_for(n), 1, 1),
                     (BLOCK, 1, 1),
                     &mut [arg(&o.ptr), arg(&nn), arg(&start), arg(&step)],
@@ -485,13 +488,16 @@ impl CudaStorage {
         let o = CudaStorage::alloc(gpu, dtype, n)?;
         if n > 0 {
             let nn = n as i64;
-            let kind = if normal { "normal" } else { "uniform" };
+            let kind = if normal {
+                Kernel::Normal(dtype)
+            } else {
+                Kernel::Uniform(dtype)
+            };
             // SAFETY: `o` holds n elements of `dtype` (allocated above); the arguments match the
             // generator kernels in kernels.rs.
             unsafe {
                 gpu.launch(
-                    Family::Fill,
-                    &format!("{kind}_{}", tag(dtype)),
+                    kind,
                     (gpu.grid_for(n), 1, 1),
                     (BLOCK, 1, 1),
                     &mut [arg(&o.ptr), arg(&nn), arg(&seed), arg(&a), arg(&b)],
@@ -533,8 +539,7 @@ impl CudaStorage {
                 // kernels.rs.
                 unsafe {
                     self.gpu.launch(
-                        Family::Matmul,
-                        &format!("imatmul_{}", tag(self.dtype)),
+                        Kernel::IntMatmul(self.dtype),
                         (
                             n.div_ceil(16) as u32,
                             m.div_ceil(16).min(65535) as u32,
