@@ -50,6 +50,15 @@ pub fn run(json: bool) -> anyhow::Result<()> {
             ))?,
             Some(why) => out::line(format!("  failed    {}: {why}", p.path.display()))?,
         }
+        if !p.preloaded.is_empty() {
+            out::line(format!(
+                "            loaded first: {} CUDA libraries of its Python environment",
+                p.preloaded.len()
+            ))?;
+        }
+        for note in &p.notes {
+            out::line(format!("            note: {note}"))?;
+        }
     }
     out::line(format!(
         "\nbest device: {} (order: cuda, mps, xla, wgpu, cpu)",

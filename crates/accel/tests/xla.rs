@@ -16,6 +16,37 @@ mod xla {
     use super::*;
 
     #[test]
+    fn jax_cuda_plugin_preloads_the_cuda_wheels_of_its_own_site_packages() {
+        // A site-packages laid out as pip lays out jax-cuda13-pjrt and the CUDA wheels.
+        let root = std::env::temp_dir().join(format!("accel-preload-{}", std::process::id()));
+        let sp = root.join("lib/python3.12/site-packages");
+        let touch = |rel: &str| {
+            let p = sp.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, b"").unwrap();
+            p
+        };
+        let plugin = touch("jax_plugins/xla_cuda13/xla_cuda_plugin.so");
+        let cudart = touch("nvidia/cu13/lib/libcudart.so.13");
+        let lt = touch("nvidia/cu13/lib/libcublasLt.so.13");
+        let cublas = touch("nvidia/cu13/lib/libcublas.so.13");
+        touch("nvidia/cu13/lib/README.txt");
+        let cudnn = touch("nvidia/cudnn/lib/libcudnn.so.9");
+        let nccl = touch("nvidia/nccl/lib/libnccl.so.2");
+        let got = accel::xla::plugin_preloads(&plugin);
+        // Absolute paths from the plugin's own site-packages, dependencies first (cuBLASLt
+        // before cuBLAS), only what is installed.
+        assert_eq!(got, vec![cudart, lt, cublas, nccl, cudnn]);
+        assert!(got.iter().all(|p| p.is_absolute()));
+        // Plugins outside jax_plugins/, or not CUDA ones, load nothing first.
+        let cpu = touch("lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so");
+        assert!(accel::xla::plugin_preloads(&cpu).is_empty());
+        let tpu = touch("jax_plugins/xla_tpu/xla_tpu_plugin.so");
+        assert!(accel::xla::plugin_preloads(&tpu).is_empty());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
     fn struct_sizes_and_slots_match_the_header() {
         let _serial = common::lock();
         // struct_size = offset of the last field + its size, as PJRT_DEFINE_STRUCT_TRAITS computes

@@ -353,6 +353,22 @@ pub fn locate(w: &Wanted, dirs: &[SearchDir]) -> Option<(PathBuf, String)> {
         .find(|(p, _)| p.is_file())
 }
 
+/// Loads the library at `path` for good, with `RTLD_GLOBAL`, so libraries loaded later find
+/// its symbols and its SONAME (how a PJRT plugin finds the CUDA wheels' libraries).
+pub(crate) fn preload(path: &std::path::Path) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        dl::open(&path.to_string_lossy()).map(|_| ())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err(format!(
+            "{}: loading by path is Linux-only here",
+            path.display()
+        ))
+    }
+}
+
 #[cfg(target_os = "linux")]
 mod dl {
     use std::ffi::{c_void, CStr, CString};

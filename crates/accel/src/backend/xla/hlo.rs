@@ -263,9 +263,17 @@ impl Program {
         } else {
             "contracting_dims = [1] x [0]"
         };
+        // f32 means f32: without a precision, XLA multiplies f32 in TF32 on NVIDIA GPUs and in
+        // bf16 passes on TPUs. HIGHEST asks for full f32, unless the user allowed TF32
+        // (`accel::cuda::set_allow_tf32`, PyTorch's `allow_tf32`).
+        let precision = if a.dtype == DType::F32 && !crate::backend::cuda::allow_tf32() {
+            ", precision = [HIGHEST, HIGHEST]"
+        } else {
+            ""
+        };
         self.emit(dims, a.dtype, |t| {
             format!(
-                "stablehlo.dot_general {}, {}, {nums} : ({ta}, {tb}) -> {t}",
+                "stablehlo.dot_general {}, {}, {nums}{precision} : ({ta}, {tb}) -> {t}",
                 a.name, b.name
             )
         })
@@ -459,4 +467,49 @@ pub fn matmul_layouts(spec: &MatmulSpec) -> (Layout, Layout) {
         }
     };
     (layout(a, m, k), layout(b, k, n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The program of a 2x3 by 3x2 matmul of `dtype`.
+    fn matmul_text(dtype: DType) -> String {
+        let a = Layout::contiguous(Shape::from((2, 3)));
+        let b = Layout::contiguous(Shape::from((3, 2)));
+        let (_, spec) = MatmulSpec::plan(&a, &b).expect("shapes agree");
+        let spec = spec.expect("not empty");
+        let mut p = Program::new();
+        let x = p.arg(6, dtype);
+        let y = p.arg(6, dtype);
+        let va = p.view(&x, &a).expect("contiguous");
+        let vb = p.view(&y, &b).expect("contiguous");
+        let out = p.matmul_op(&spec, &va, &vb);
+        p.finish(&out).0
+    }
+
+    #[test]
+    fn f32_dot_asks_for_full_f32_precision_unless_tf32_is_allowed() {
+        let dot = |t: &str| {
+            t.lines()
+                .find(|l| l.contains("stablehlo.dot_general"))
+                .map(str::to_string)
+                .unwrap_or_else(|| panic!("no dot_general in\n{t}"))
+        };
+        assert!(
+            dot(&matmul_text(DType::F32)).contains("precision = [HIGHEST, HIGHEST]"),
+            "{}",
+            matmul_text(DType::F32)
+        );
+        // Other dtypes compute in their own precision: nothing to ask for.
+        for d in [DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64] {
+            assert!(!dot(&matmul_text(d)).contains("precision"), "{d}");
+        }
+        // The TF32 switch lives in the CUDA backend (a no-op in builds without it).
+        crate::backend::cuda::set_allow_tf32(true);
+        let allowed = crate::backend::cuda::allow_tf32();
+        let tf32 = dot(&matmul_text(DType::F32));
+        crate::backend::cuda::set_allow_tf32(false);
+        assert_eq!(tf32.contains("precision"), !allowed, "{tf32}");
+    }
 }

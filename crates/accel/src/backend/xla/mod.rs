@@ -57,6 +57,79 @@ pub struct Plugin {
     pub devices: usize,
     /// Why it failed to load or start, if it did.
     pub problem: Option<String>,
+    /// Libraries loaded first, by absolute path, because the plugin needs them and its own
+    /// Python package would have loaded them (JAX's CUDA plugin: the CUDA wheels beside it).
+    pub preloaded: Vec<PathBuf>,
+    /// What did not go as asked although the plugin started: a preload that failed, a
+    /// client option the plugin rejected (then it runs with its defaults).
+    pub notes: Vec<String>,
+}
+
+/// The CUDA libraries JAX's CUDA plugin needs and does not find by itself: JAX's Python
+/// package loads them by path from the `nvidia` wheels of its own environment before it
+/// registers the plugin. (folder under site-packages, file-name prefixes, in load order:
+/// dependencies first.)
+const CUDA_WHEEL_LIBS: [(&str, &[&str]); 5] = [
+    (
+        "nvidia/cu13/lib",
+        &[
+            "libcudart.so",
+            "libnvJitLink.so",
+            "libnvrtc.so",
+            "libcublasLt.so",
+            "libcublas.so",
+            "libcupti.so",
+            "libcusparse.so",
+            "libcusolver.so",
+            "libcufft.so",
+        ],
+    ),
+    ("nvidia/nccl/lib", &["libnccl.so"]),
+    ("nvidia/nvshmem/lib", &["libnvshmem_host.so"]),
+    ("nvidia/cudnn/lib", &["libcudnn.so"]),
+    ("nvidia/cuda_nvcc/nvvm/lib64", &["libnvvm.so"]),
+];
+
+/// The libraries to load, by absolute path and in order, before the PJRT plugin `plugin`:
+/// for a plugin inside a Python environment's `jax_plugins/` (JAX's CUDA plugin), the CUDA
+/// libraries of the `nvidia` wheels in that same site-packages; nothing for other plugins.
+/// Found by file name (`libcublas.so.13`), so only what is installed is listed.
+pub fn plugin_preloads(plugin: &std::path::Path) -> Vec<PathBuf> {
+    let Some(site) = plugin
+        .ancestors()
+        .find(|d| d.file_name().is_some_and(|n| n == "jax_plugins"))
+        .and_then(|d| d.parent())
+    else {
+        return Vec::new();
+    };
+    let is_cuda = plugin
+        .to_string_lossy()
+        .to_ascii_lowercase()
+        .contains("cuda");
+    if !is_cuda {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (dir, prefixes) in CUDA_WHEEL_LIBS {
+        let dir = site.join(dir);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        files.sort();
+        for prefix in prefixes {
+            // `libcublas.so.13` but not `libcublasLt.so.13` for the prefix `libcublas.so`.
+            if let Some(f) = files.iter().find(|f| {
+                f.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+            }) {
+                out.push(f.clone());
+            }
+        }
+    }
+    out
 }
 
 /// Every plugin found, loaded or not (`accel devices` lists them).

@@ -68,6 +68,8 @@ pub(crate) fn runtime() -> &'static Runtime {
                 pjrt_api_version: None,
                 devices: 0,
                 problem: None,
+                preloaded: Vec::new(),
+                notes: Vec::new(),
             };
             let is_tpu = path.file_name().is_some_and(|n| n == "libtpu.so");
             // Off a TPU VM, libtpu retries a metadata server for minutes unless
@@ -80,6 +82,16 @@ pub(crate) fn runtime() -> &'static Runtime {
                         .to_string(),
                 );
             }
+            // JAX's CUDA plugin needs the CUDA wheels' libraries loaded first, as JAX's own
+            // package does: by absolute path, from the plugin's own site-packages.
+            for lib in super::plugin_preloads(&path) {
+                match crate::backend::cuda::libs::preload(&lib) {
+                    Ok(()) => plugin.preloaded.push(lib),
+                    Err(e) => plugin
+                        .notes
+                        .push(format!("could not preload {}: {e}", lib.display())),
+                }
+            }
             let (tx, rx) = std::sync::mpsc::channel();
             let p = path.clone();
             let _ = std::thread::Builder::new()
@@ -88,18 +100,14 @@ pub(crate) fn runtime() -> &'static Runtime {
                     // GPU plugins take most of the GPU's memory at start unless told not to;
                     // accel shares the GPU with its own CUDA backend and other processes.
                     let gpu = p.to_string_lossy().contains("cuda");
-                    let r = pjrt::Api::load(&p).and_then(|api| {
-                        if gpu {
-                            Client::create(api.clone(), &[("preallocate", false)])
-                                .or_else(|_| Client::create(api, &[]))
-                        } else {
-                            Client::create(api, &[])
-                        }
-                    });
+                    let options: &[(&str, bool)] =
+                        if gpu { &[("preallocate", false)] } else { &[] };
+                    let r = pjrt::Api::load(&p).and_then(|api| start_client(api, options));
                     let _ = tx.send(r);
                 });
             match rx.recv_timeout(load_limit()) {
-                Ok(Ok(c)) => {
+                Ok(Ok((c, note))) => {
+                    plugin.notes.extend(note);
                     plugin.platform = Some(c.platform.clone());
                     plugin.platform_version = Some(c.platform_version.clone());
                     plugin.pjrt_api_version =
@@ -139,6 +147,38 @@ pub(crate) fn runtime() -> &'static Runtime {
         }
         Runtime { plugins, devices }
     })
+}
+
+/// Starts a client with `options`; when the plugin rejects them, starts it with its defaults
+/// and says so (a GPU plugin that refuses `preallocate=false` takes 75% of the GPU's memory).
+pub(crate) fn start_client(
+    api: Arc<pjrt::Api>,
+    options: &[(&str, bool)],
+) -> std::result::Result<(Client, Option<String>), PjrtError> {
+    if options.is_empty() {
+        return Client::create(api, &[]).map(|c| (c, None));
+    }
+    match Client::create(api.clone(), options) {
+        Ok(c) => Ok((c, None)),
+        Err(e) => {
+            let asked: Vec<String> = options.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let c = Client::create(api, &[])?;
+            Ok((
+                c,
+                Some(format!(
+                    "the plugin rejected the client option{} {} ({e}) and runs with its \
+                     defaults{}",
+                    if asked.len() == 1 { "" } else { "s" },
+                    asked.join(", "),
+                    if options.iter().any(|(k, _)| *k == "preallocate") {
+                        ": it may take most of the GPU's memory at start"
+                    } else {
+                        ""
+                    }
+                )),
+            ))
+        }
+    }
 }
 
 fn explain(e: &PjrtError, path: &std::path::Path) -> String {
@@ -197,6 +237,15 @@ pub(crate) fn probe() -> Probe {
             ];
             if let Some(p) = plugin {
                 details.push(("plugin".to_string(), p.path.display().to_string()));
+                if !p.preloaded.is_empty() {
+                    details.push((
+                        "preloaded_libraries".to_string(),
+                        p.preloaded.len().to_string(),
+                    ));
+                }
+                for note in &p.notes {
+                    details.push(("plugin_note".to_string(), note.clone()));
+                }
                 details.push((
                     "pjrt_api_version".to_string(),
                     p.pjrt_api_version.clone().unwrap_or_default(),
@@ -734,5 +783,46 @@ impl BackendStorage for XlaStorage {
     }
     fn matmul(&self, rhs: &XlaStorage, spec: &MatmulSpec) -> Result<XlaStorage> {
         XlaStorage::matmul(self, rhs, spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// XLA's CPU plugin from the test environment (scripts/test.sh installs it).
+    fn cpu_plugin() -> Option<std::path::PathBuf> {
+        let env = crate::backend::cuda::libs::SearchEnv::from_process();
+        super::super::plugin_candidates(&env)
+            .into_iter()
+            .map(|(p, _)| p)
+            .find(|p| p.to_string_lossy().contains("cpu"))
+    }
+
+    #[test]
+    fn a_client_option_the_plugin_rejects_is_reported_and_the_client_still_starts() {
+        let Some(path) = cpu_plugin() else {
+            let required = std::env::var("ACCEL_TEST_REQUIRE")
+                .is_ok_and(|v| v.split(',').any(|b| b.trim() == "xla"));
+            assert!(
+                !required,
+                "ACCEL_TEST_REQUIRE names xla but no CPU plugin was found"
+            );
+            println!("skipped: xla: no CPU PJRT plugin (a_client_option_the_plugin_rejects)");
+            return;
+        };
+        let api = pjrt::Api::load(&path).expect("the CPU plugin loads");
+        let (c, note) = start_client(api.clone(), &[]).expect("starts with no options");
+        assert!(note.is_none() && !c.devices.is_empty());
+        drop(c);
+        let r = start_client(api, &[("accel_no_such_option", true)]);
+        let (c, note) = r.expect("starts, with its defaults if it must");
+        assert!(!c.devices.is_empty());
+        // XLA's CPU plugin refuses option names it does not know.
+        let note = note.expect("the rejection is reported");
+        assert!(
+            note.contains("accel_no_such_option=true") && note.contains("defaults"),
+            "{note}"
+        );
     }
 }
