@@ -124,30 +124,40 @@ def main():
 
     wanted = args.filter.split(",")
     cases = [c for c in cases if any(w in c[0] for w in wanted)]
-    results = {c[0]: {k: [] for k in c[3]} for c in cases}
-    for r in range(args.rounds):
-        for label, _, _, fns in cases:
+    # Each case is measured and printed before the next starts (rounds interleaved within
+    # it), so a timeout loses nothing measured before it; a failing contender is reported on
+    # its row and the run goes on.
+    print(f"{'workload':<24}{'numpy':>14}{'torch':>14}{'accel':>14}{'accel/numpy':>13}{'accel/torch':>13}",
+          flush=True)
+    failures = 0
+    for label, work, unit, fns in cases:
+        results = {k: [] for k in fns}
+        errors = []
+        for _ in range(args.rounds):
             for who, fn in fns.items():
                 # Let the previous contender's worker threads (OpenMP and OpenBLAS spin for a
                 # while after their last job) go idle before the next one starts.
                 time.sleep(1.0)
-                t = fn()
+                try:
+                    t = fn()
+                except Exception as e:  # noqa: BLE001 - report and go on
+                    errors.append(f"{who}: {type(e).__name__}: {e}")
+                    continue
                 if t is not None:
-                    results[label][who].append(t)
-        print(f"  round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
-
-    print()
-    print(f"{'workload':<24}{'numpy':>14}{'torch':>14}{'accel':>14}{'accel/numpy':>13}{'accel/torch':>13}")
-    for label, work, unit, _ in cases:
-        rate = {}
-        for who, ts in results[label].items():
-            rate[who] = work / statistics.median(ts) if ts else None
+                    results[who].append(t)
+        rate = {who: work / statistics.median(ts) if ts else None for who, ts in results.items()}
         cell = lambda v: f"{v:10.1f} {unit.split('/')[0]:<3}" if v else f"{'-':>14}"
         ratio = lambda a, b: f"{a / b:13.2f}" if a and b else f"{'-':>13}"
         print(f"{label:<24}{cell(rate['numpy'])}{cell(rate['torch'])}{cell(rate['accel'])}"
-              f"{ratio(rate['accel'], rate['numpy'])}{ratio(rate['accel'], rate['torch'])}")
+              f"{ratio(rate['accel'], rate['numpy'])}{ratio(rate['accel'], rate['torch'])}",
+              flush=True)
+        for e in dict.fromkeys(errors):
+            print(f"    FAILED {e}", flush=True)
+        failures += bool(errors)
     print(f"\nunits: matmul in GFLOP/s, add in GB/s (3 x 4 bytes per element); median over "
-          f"{args.rounds} interleaved rounds of the median of timed iterations")
+          f"{args.rounds} interleaved rounds of the median of timed iterations; "
+          f"{failures} case(s) with failures")
+    sys.exit(1 if failures else 0)
 
 
 if __name__ == "__main__":

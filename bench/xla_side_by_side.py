@@ -77,30 +77,47 @@ def main():
     print(f"jax {jax.__version__} on {jax.devices()[0].platform} ({jax.devices()[0].device_kind}); "
           f"accel on {args.device}; rounds {args.rounds}", flush=True)
     warmup = 3
-    rows = []
-    for n in sizes:
-        j, a, js = [], [], []
-        for r in range(args.rounds):
-            j.append(jax_matmul(n, args.dtype, warmup, args.iters))
-            time.sleep(1.0)
-            if same:
-                js.append(jax_matmul(n, args.dtype, warmup, args.iters, same))
-                time.sleep(1.0)
-            a.append(accel_matmul(args.accel, args.device, n, args.dtype, warmup, args.iters))
-            time.sleep(1.0)
-            print(f"  N={n} round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
-        flops = 2.0 * n ** 3 / 1e9
-        rows.append((n, flops / statistics.median(j), flops / statistics.median(a),
-                     flops / statistics.median(js) if js else None))
-    print()
+    # Each size is measured and printed before the next starts, so a timeout loses nothing
+    # measured before it; a failing side is reported on its row and the run goes on.
     print(f"{'workload':<22}{'JAX GFLOP/s':>14}{'JAX same plugin':>17}{'accel GFLOP/s':>16}"
-          f"{'accel/JAX':>11}{'accel/JAX same':>16}")
-    for n, jr, ar, sr in rows:
-        same_cells = (f"{sr:17.1f}", f"{ar / sr:16.2f}") if sr else (f"{'-':>17}", f"{'-':>16}")
-        print(f"{f'matmul {args.dtype} N={n}':<22}{jr:14.1f}{same_cells[0]}{ar:16.1f}"
-              f"{ar / jr:11.2f}{same_cells[1]}")
+          f"{'accel/JAX':>11}{'accel/JAX same':>16}", flush=True)
+    failures = 0
+    for n in sizes:
+        j, a, js, errors = [], [], [], []
+
+        def attempt(who, fn, into):
+            try:
+                into.append(fn())
+            except subprocess.CalledProcessError as e:
+                errors.append(f"{who} exit {e.returncode}: {(e.stderr or '').strip()[-300:]}")
+            except Exception as e:  # noqa: BLE001 - report and go on
+                errors.append(f"{who}: {type(e).__name__}: {e}")
+            time.sleep(1.0)
+
+        for _ in range(args.rounds):
+            attempt("jax", lambda: jax_matmul(n, args.dtype, warmup, args.iters), j)
+            if same:
+                attempt("jax (same plugin)",
+                        lambda: jax_matmul(n, args.dtype, warmup, args.iters, same), js)
+            attempt("accel", lambda: accel_matmul(args.accel, args.device, n, args.dtype,
+                                                  warmup, args.iters), a)
+        flops = 2.0 * n ** 3 / 1e9
+        rate = lambda ts: flops / statistics.median(ts) if ts else None
+        jr, ar, sr = rate(j), rate(a), rate(js)
+        cell = lambda v, w: f"{v:{w}.1f}" if v else f"{('failed' if v is None else '-'):>{w}}"
+        ratio = lambda x, y, w: f"{x / y:{w}.2f}" if x and y else f"{'-':>{w}}"
+        print(f"{f'matmul {args.dtype} N={n}':<22}{cell(jr, 14)}"
+              f"{cell(sr, 17) if same else f'{chr(45):>17}'}{cell(ar, 16)}"
+              f"{ratio(ar, jr, 11)}{ratio(ar, sr, 16)}", flush=True)
+        for e in dict.fromkeys(errors):
+            print(f"    FAILED {e}", flush=True)
+        failures += bool(errors)
     print(f"\nmedian over {args.rounds} interleaved rounds of the median of {args.iters} timed "
-          f"iterations after {warmup} warm-ups; execution only (compilation happens in the warm-up)")
+          f"iterations after {warmup} warm-ups; execution only (compilation happens in the "
+          f"warm-up). Not like for like: accel runs in a new process each round, so XLA "
+          f"compiles (on a GPU, autotunes) its program again every round, inside the warm-up; "
+          f"JAX compiles once per process. {failures} size(s) with failures")
+    sys.exit(1 if failures else 0)
 
 
 if __name__ == "__main__":

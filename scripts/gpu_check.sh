@@ -1,31 +1,45 @@
 #!/usr/bin/env bash
-# The GPU check: everything accel can only prove on a real NVIDIA GPU.
+# The GPU check: everything accel can only prove on a real NVIDIA GPU, planned for a lease of
+# 15 minutes in all (machine start included) and 10 minutes per command: two calls of at most
+# 5 minutes each on one warm machine.
 #
-#   scripts/gpu_check.sh build   # here, with Rust: release binary + every test executable,
-#                                # stripped, into .gpu-out/ (ignored by git; carry it)
-#   scripts/gpu_check.sh run     # on the GPU machine (no Rust there): writes into $OUT
+#   scripts/gpu_check.sh build            # here, with Rust: the release binary and every test
+#                                         # executable, stripped, in .gpu-out/bundle.tar.xz, and
+#                                         # the Vulkan loader's packages in .gl/ (carry both)
+#   scripts/gpu_check.sh run call1        # there (~4 min): setup devices tests-cuda tests-xla tests-rest
+#   scripts/gpu_check.sh run call2        # there (~4 min): setup torch jax bench wgpu
+#   scripts/gpu_check.sh run STEP...      # any steps by name, in the order given
+#   scripts/gpu_check.sh rehearse         # here: build, then both calls from the bundle against
+#                                         # what this machine has (XLA's CPU plugin, lavapipe, no
+#                                         # CUDA), small sizes, same deadlines and files; fails
+#                                         # when a step's output file is missing or malformed
 #
-# `run` does, in order, each step's output in its own file under $OUT (or .gpu-out/results):
-#   1. accel devices --json and the text listing, with every probe's reason; accel mem
-#      (nothing is put on LD_LIBRARY_PATH: finding pip's CUDA libraries is accel's job);
-#   2. every test executable with ACCEL_TEST_REQUIRE=cuda,xla (a missing GPU or XLA plugin
-#      is a failure; XLA runs on JAX's CUDA plugin there);
-#   3. bench/gpu_side_by_side.py: accel against PyTorch, same workloads, one run;
-#   4. bench/xla_side_by_side.py: accel on XLA's CUDA plugin against JAX, bf16 N=8192;
-#   5. accel bench matmul/elementwise/copy tables on cuda:0 with --explain (% of peak);
-#   6. the wgpu backend on the same GPU through Vulkan: f32 matmul N=4096 beside cuBLAS (TF32
-#      off) in one run (issue 6's bar: 40%). The GPU machine has no Vulkan loader: `build`
-#      downloads Debian's into .gl/ (ignored by git), `run` unpacks it; carry .gl too.
-# It keeps going after a failed step and exits non-zero if any failed.
+# Every call has a deadline (GPU_CHECK_BUDGET seconds, default 290): a step whose estimate no
+# longer fits is skipped and says so, and each command gets only the time left. Output goes
+# to $OUT (default .gpu-out/results) as it is produced, at most 8 files per call (what the
+# device tool brings back): summary.txt (every step and command, ok/FAIL/SKIP, seconds, and
+# the failure counts), then per call:
+#   call1: devices.json (stdout only), devices.txt (listing, stderr, accel mem, nvidia-smi),
+#          tests-cuda.txt, tests-xla.txt, tests-rest.txt
+#   call2: torch.txt, jax.txt, bench.txt, wgpu.txt
+# Nothing is put on LD_LIBRARY_PATH: finding pip's CUDA libraries is accel's own job.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-GPU_OUT=.gpu-out
+GPU_OUT="${GPU_OUT:-.gpu-out}"
+REHEARSE="${REHEARSE:-0}"
+BUDGET="${GPU_CHECK_BUDGET:-290}"
+# What the Vulkan loader needs on the GPU machine (the device tool's README): the NVIDIA
+# Vulkan driver there is loaded through libglvnd.
+VULKAN_DEBS="libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2"
+
+now() { date +%s; }
+
+# ---- build (here) ---------------------------------------------------------------------------
 
 build() {
-  set -e
-  rm -rf "$GPU_OUT" && mkdir -p "$GPU_OUT/bin" "$GPU_OUT/tests"
-  cargo build --release -p accel-cli
-  cp target/release/accel "$GPU_OUT/bin/accel"
+  rm -rf "$GPU_OUT" && mkdir -p "$GPU_OUT/pack/bin" "$GPU_OUT/pack/tests" || return 1
+  cargo build --release -q -p accel-cli || return 1
+  cp target/release/accel "$GPU_OUT/pack/bin/accel" || return 1
   # Test executables: cargo names them in its JSON messages.
   cargo test --workspace --release --all-targets --no-run --message-format=json 2>/dev/null \
     | python3 -c '
@@ -36,73 +50,153 @@ for line in sys.stdin:
     if (m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]
             and not set(kinds) & {"example", "bench"}):
         print(m["target"]["name"], m["executable"])
-' | while read -r name exe; do cp "$exe" "$GPU_OUT/tests/$name"; done
-  strip "$GPU_OUT"/bin/* "$GPU_OUT"/tests/*
+' | while read -r name exe; do cp "$exe" "$GPU_OUT/pack/tests/$name"; done
+  [ "$(ls "$GPU_OUT/pack/tests" | wc -l)" -gt 0 ] || { echo "error: no test executables" >&2; return 1; }
+  strip "$GPU_OUT"/pack/bin/* "$GPU_OUT"/pack/tests/* || return 1
   # The CLI tests run the binary from the path cargo compiled into them.
-  echo "$PWD/target/release/accel" > "$GPU_OUT/accel_path"
-  # One compressed bundle: what travels to the GPU machine must stay under 64 MiB.
-  tar -C "$GPU_OUT" -cJf "$GPU_OUT.tar.xz" bin tests accel_path
-  rm -rf "$GPU_OUT" && mkdir -p "$GPU_OUT" && mv "$GPU_OUT.tar.xz" "$GPU_OUT/bundle.tar.xz"
-  # The Vulkan loader for step 6 (the device README's recipe), if apt can fetch it.
-  if [ ! -d .gl ] && command -v apt-get > /dev/null; then
+  echo "$PWD/target/release/accel" > "$GPU_OUT/pack/accel_path"
+  # One compressed bundle: what travels must stay well under the 64 MiB carry limit.
+  tar -C "$GPU_OUT/pack" -cf - bin tests accel_path | xz -T0 -6 > "$GPU_OUT/bundle.tar.xz" || return 1
+  rm -rf "$GPU_OUT/pack"
+  local mib=$(( $(stat -c %s "$GPU_OUT/bundle.tar.xz") / 1048576 ))
+  echo "bundle: $GPU_OUT/bundle.tar.xz, ${mib} MiB"
+  if [ "$mib" -ge 32 ]; then echo "error: the bundle is ${mib} MiB (limit 32)" >&2; return 1; fi
+  # The Vulkan loader and libglvnd for the wgpu steps (the device README's recipe).
+  if [ "$REHEARSE" != 1 ] && [ ! -d .gl ] && command -v apt-get > /dev/null; then
     local o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
     mkdir -p .gl /tmp/amd64/partial
     # shellcheck disable=SC2086
-    { apt-get $o update -qq && (cd .gl && apt-get $o download -qq libvulkan1); } \
-      || { echo "could not download the Vulkan loader: step 6 will skip"; rm -rf .gl; }
+    { apt-get $o update -qq && (cd .gl && apt-get $o download -qq $VULKAN_DEBS); } \
+      || { echo "could not download the Vulkan packages: the wgpu steps will find no GPU"; rm -rf .gl; }
   fi
-  ls -la "$GPU_OUT"
-  echo "carry .gpu-out and .gl; on the GPU machine: scripts/gpu_check.sh run"
+  echo "carry .gpu-out and .gl; on the GPU machine: scripts/gpu_check.sh run call1, then run call2"
 }
 
-run() {
-  local out="${OUT:-$GPU_OUT/results}"
-  mkdir -p "$out"
-  if [ -f "$GPU_OUT/bundle.tar.xz" ] && [ ! -x "$GPU_OUT/bin/accel" ]; then
-    tar -C "$GPU_OUT" -xJf "$GPU_OUT/bundle.tar.xz"
-  fi
-  local accel="$GPU_OUT/bin/accel" failed=0
-  local py=/opt/torch/.venv/bin/python
-  [ -x "$py" ] || py=python3
-  # Where the CLI tests expect the binary.
-  local want; want=$(cat "$GPU_OUT/accel_path")
-  if [ ! -x "$want" ]; then mkdir -p "$(dirname "$want")" && cp "$accel" "$want"; fi
+# ---- run (there) ----------------------------------------------------------------------------
 
-  # The Vulkan loader (carried in .gl), so the device listing, the wgpu tests and step 6 reach the GPU too.
+log() { echo "$*" | tee -a "$OUT_DIR/summary.txt"; }
+
+# run_cmd FILE LABEL CMD...: runs CMD with the time left, stdout and stderr appended to
+# $OUT_DIR/FILE as they come; counts the command and its failure.
+run_cmd() {
+  local file=$1 label=$2; shift 2
+  local left=$(( DEADLINE - $(now) ))
+  COMMANDS=$((COMMANDS + 1))
+  if [ "$left" -lt 3 ]; then
+    log "  SKIP $label: the deadline has passed"; SKIPS=$((SKIPS + 1)); return 0
+  fi
+  echo "--- $label" >> "$OUT_DIR/$file"
+  local t0; t0=$(now)
+  timeout "$left" "$@" >> "$OUT_DIR/$file" 2>&1
+  local rc=$?
+  if [ "$rc" -eq 0 ]; then
+    log "  ok   $label ($(( $(now) - t0 ))s)"
+  else
+    log "  FAIL $label (exit $rc$([ "$rc" -eq 124 ] && echo ', out of time'), $(( $(now) - t0 ))s)"
+    STEP_FAILS=$((STEP_FAILS + 1)); COMMAND_FAILS=$((COMMAND_FAILS + 1))
+  fi
+}
+
+# step NAME ESTIMATE_S: runs step_NAME if its estimate fits before the deadline.
+step() {
+  local name=$1 est=$2
+  local left=$(( DEADLINE - $(now) ))
+  if [ "$left" -lt "$est" ]; then
+    log "SKIP $name: needs about ${est}s, ${left}s left before the deadline"
+    SKIPS=$((SKIPS + 1)); return 0
+  fi
+  log "== $name (about ${est}s, ${left}s left)"
+  local t0; t0=$(now)
+  STEP_FAILS=0
+  "step_$name"
+  if [ "$STEP_FAILS" -eq 0 ]; then
+    log "ok   $name ($(( $(now) - t0 ))s)"
+  else
+    log "FAIL $name: $STEP_FAILS command(s) failed ($(( $(now) - t0 ))s)"
+    STEPS_FAILED=$((STEPS_FAILED + 1))
+  fi
+}
+
+step_setup() {
+  if [ -f "$GPU_OUT/bundle.tar.xz" ] && [ ! -x "$GPU_OUT/bin/accel" ]; then
+    run_cmd summary.txt "unpack the bundle" tar -C "$GPU_OUT" -xJf "$GPU_OUT/bundle.tar.xz"
+  fi
+  # Where the CLI tests expect the binary.
+  local want; want=$(cat "$GPU_OUT/accel_path" 2>/dev/null)
+  if [ -n "$want" ] && [ ! -x "$want" ]; then mkdir -p "$(dirname "$want")" && cp "$ACCEL" "$want"; fi
   if ! ldconfig -p | grep -q libvulkan.so.1 && [ -d .gl ]; then
     for f in .gl/*.deb; do dpkg -x "$f" /; done
     ldconfig
+    log "  unpacked the Vulkan loader ($(ls .gl/*.deb | wc -l) packages)"
   fi
-  [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] \
-    && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  [ -x "$ACCEL" ] || { log "  FAIL no accel binary at $ACCEL"; STEP_FAILS=$((STEP_FAILS + 1)); }
+}
 
-  echo "== 1. devices" | tee "$out/summary.txt"
-  { nvidia-smi -L; nvidia-smi --query-gpu=driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv; } >> "$out/summary.txt" 2>&1
-  "$accel" devices --json > "$out/devices.json" 2>&1 || failed=1
-  "$accel" devices >> "$out/summary.txt" 2>&1 || failed=1
-  "$accel" mem >> "$out/summary.txt" 2>&1 || failed=1
-  ( time "$accel" ) >> "$out/summary.txt" 2>&1 || failed=1
+step_devices() {
+  # stdout only: the JSON stays parseable; stderr goes to the text file.
+  COMMANDS=$((COMMANDS + 1))
+  if timeout 60 "$ACCEL" devices --json > "$OUT_DIR/devices.json" 2>> "$OUT_DIR/devices.txt"; then
+    log "  ok   accel devices --json"
+  else
+    log "  FAIL accel devices --json"; STEP_FAILS=$((STEP_FAILS + 1)); COMMAND_FAILS=$((COMMAND_FAILS + 1))
+  fi
+  run_cmd devices.txt "accel devices" "$ACCEL" devices
+  run_cmd devices.txt "accel mem" "$ACCEL" mem
+  if command -v nvidia-smi > /dev/null; then
+    run_cmd devices.txt "nvidia-smi" nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem,pcie.link.gen.max,pcie.link.width.max --format=csv
+  fi
+  run_cmd devices.txt "accel (the walkthrough)" "$ACCEL"
+}
 
-  echo "== 2. tests (ACCEL_TEST_REQUIRE=cuda,xla)" | tee -a "$out/summary.txt"
-  : > "$out/tests.txt"
+# The test executables with a name filter, a requirement and extra environment.
+run_tests() {
+  local file=$1 require=$2; shift 2
   for t in "$GPU_OUT"/tests/*; do
-    echo "--- $(basename "$t")" >> "$out/tests.txt"
-    # Tests read nothing from the crate folder at run time; one thread keeps GPU memory
-    # numbers per test exact.
-    if ACCEL_TEST_REQUIRE=cuda,xla timeout 300 "$t" --test-threads=1 >> "$out/tests.txt" 2>&1; then
-      echo "ok   $(basename "$t")" >> "$out/summary.txt"
-    else
-      echo "FAIL $(basename "$t")" >> "$out/summary.txt"; failed=1
-    fi
+    # 1,500 random command lines exercise the host and the parser, not the GPU; the test
+    # command runs them on every change.
+    [ "$(basename "$t")" = cli_random ] && continue
+    run_cmd "$file" "$(basename "$t") $*" env ACCEL_TEST_REQUIRE="$require" "$t" "$@"
   done
+}
 
-  echo "== 3. side by side with PyTorch" | tee -a "$out/summary.txt"
-  PYTHONUNBUFFERED=1 timeout 400 "$py" bench/gpu_side_by_side.py --accel "$accel" --rounds 3 \
-    > "$out/side_by_side.txt" 2>&1 || failed=1
-  tail -n 12 "$out/side_by_side.txt" >> "$out/summary.txt"
+step_tests_cuda() {
+  # Every test function for CUDA (NAME::cuda, the cuda module): a missing GPU is a failure
+  # (not in a rehearsal, which has none).
+  run_tests tests-cuda.txt "$([ "$REHEARSE" = 1 ] && echo nvrtc || echo cuda)" cuda
+}
 
-  echo "== 4. XLA beside JAX" | tee -a "$out/summary.txt"
-  local xdev; xdev=$("$accel" devices --json | "$py" -c '
+step_tests_xla() {
+  # XLA's tests on its GPU plugin, apart from CUDA's so a plugin problem hides no CUDA result;
+  # autotuning off: hundreds of small programs are compiled once each.
+  local saved="${XLA_FLAGS:-}"
+  export XLA_FLAGS="--xla_gpu_autotune_level=0 $saved"
+  run_tests tests-xla.txt xla xla
+  export XLA_FLAGS="$saved"
+}
+
+step_tests_rest() {
+  # Everything else: CPU, wgpu (the GPU through Vulkan when the loader was carried), the CLI.
+  run_tests tests-rest.txt "" --skip cuda --skip xla
+}
+
+step_torch() {
+  if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null; then
+    if [ "$REHEARSE" = 1 ]; then log "  skip: no PyTorch with CUDA here (rehearsal)"; return 0; fi
+    log "  FAIL no PyTorch with CUDA in $PY"; STEP_FAILS=$((STEP_FAILS + 1)); return 0
+  fi
+  run_cmd torch.txt "accel beside PyTorch" env PYTHONUNBUFFERED=1 "$PY" bench/gpu_side_by_side.py \
+    --accel "$ACCEL" --rounds "$ROUNDS" $([ "$REHEARSE" = 1 ] && echo --quick)
+}
+
+step_jax() {
+  local py=$PY
+  [ -n "${JAX_PY:-}" ] && py=$JAX_PY
+  if ! "$py" -c 'import jax' 2> /dev/null; then
+    if [ "$REHEARSE" = 1 ]; then log "  skip: no JAX in $py (rehearsal)"; return 0; fi
+    log "  FAIL no JAX in $py"; STEP_FAILS=$((STEP_FAILS + 1)); return 0
+  fi
+  # The first XLA device that is not the CPU platform (the GPU), else xla:0.
+  local xdev; xdev=$("$ACCEL" devices --json 2> /dev/null | "$py" -c '
 import json, sys
 d = json.load(sys.stdin)
 for b in d["backends"]:
@@ -110,43 +204,138 @@ for b in d["backends"]:
         if b["backend"] == "xla" and x["details"].get("platform") != "cpu":
             print(x["device"]); sys.exit()
 print("xla:0")')
-  PYTHONUNBUFFERED=1 timeout 300 "$py" bench/xla_side_by_side.py --accel "$accel" --device "$xdev" \
-    --size 8192 --dtype bf16 --rounds 3 > "$out/xla_side_by_side.txt" 2>&1 || failed=1
-  tail -n 5 "$out/xla_side_by_side.txt" >> "$out/summary.txt"
+  run_cmd jax.txt "accel on $xdev beside JAX" env PYTHONUNBUFFERED=1 "$py" bench/xla_side_by_side.py \
+    --accel "$ACCEL" --device "$xdev" --size "$JAX_N" --dtype "$JAX_DTYPE" --rounds "$ROUNDS"
+}
 
-  echo "== 5. accel bench tables" | tee -a "$out/summary.txt"
-  {
-    for dt in f32 bf16 f16 f64; do
-      "$accel" bench matmul --device cuda:0 --device cpu --size 1024 --size 4096 --dtype "$dt" --explain
-    done
-    "$accel" bench matmul --device cuda:0 --size 8192 --dtype f32 --tf32 --explain
-    "$accel" bench elementwise --device cuda:0 --size 1 --size 1048576 --size 268435456 --explain
+step_bench() {
+  local dev=cuda:0 big=4096 dts="f32 bf16 f16 f64"
+  if [ "$REHEARSE" = 1 ]; then dev=xla:0 big=256 dts="f32"; fi
+  # Fixed iteration counts: adaptive timing of fast cases would run to its 10,000-sample cap.
+  for dt in $dts; do
+    run_cmd bench.txt "matmul $dt $dev" "$ACCEL" bench matmul --device "$dev" --device cpu \
+      --size "$((big / 4))" --size "$big" --dtype "$dt" --warmup 2 --iters 10 --explain
+  done
+  if [ "$REHEARSE" != 1 ]; then
+    run_cmd bench.txt "matmul tf32 8192" "$ACCEL" bench matmul --device "$dev" --size 8192 --tf32 \
+      --warmup 2 --iters 10 --explain
+    run_cmd bench.txt "elementwise" "$ACCEL" bench elementwise --device "$dev" --size 1 \
+      --size 1048576 --size 268435456 --warmup 5 --iters 50 --explain
     for d in h2d d2h d2d; do
-      "$accel" bench copy --device cuda:0 --direction "$d" --size 1KiB --size 1MiB --size 64MiB --size 1GiB --explain
+      run_cmd bench.txt "copy $d" "$ACCEL" bench copy --device "$dev" --direction "$d" --size 1MiB \
+        --size 64MiB --size 1GiB --host-memory both --warmup 2 --iters 10 --explain
     done
-  } > "$out/bench.txt" 2>&1 || failed=1
-  echo "== 6. wgpu through Vulkan beside cuBLAS" | tee -a "$out/summary.txt"
-  local wdev; wdev=$("$accel" devices | awk '/^wgpu:/ { d = $1 } /vendor=0x10de/ && d { print d; exit }')
-  if [ -n "$wdev" ]; then
-    "$accel" bench matmul --device "$wdev" --device cuda:0 --size 1024 --size 4096 --dtype f32 \
-      --warmup 3 --iters 10 > "$out/wgpu.txt" 2>&1 || failed=1
-    "$accel" bench matmul --device "$wdev" --size 4096 --dtype f16 --iters 10 >> "$out/wgpu.txt" 2>&1 || failed=1
-    for k in blocked simple; do
-      echo "ACCEL_WGPU_MATMUL=$k" >> "$out/wgpu.txt"
-      ACCEL_WGPU_MATMUL=$k "$accel" bench matmul --device "$wdev" --size 4096 --dtype f32 --iters 5 \
-        >> "$out/wgpu.txt" 2>&1 || failed=1
-    done
-    cat "$out/wgpu.txt" >> "$out/summary.txt"
   else
-    echo "no NVIDIA Vulkan adapter (loader or driver missing):" >> "$out/summary.txt"
-    "$accel" devices | grep -A2 '^wgpu' >> "$out/summary.txt"
+    run_cmd bench.txt "elementwise" "$ACCEL" bench elementwise --device cpu --size 1048576 \
+      --warmup 2 --iters 10 --explain
   fi
-  echo "failed=$failed" | tee -a "$out/summary.txt"
-  return $failed
+}
+
+step_wgpu() {
+  # The NVIDIA adapter through Vulkan (a software one in a rehearsal), beside cuBLAS.
+  local vendor=0x10de
+  [ "$REHEARSE" = 1 ] && vendor=0x10005
+  local wdev; wdev=$("$ACCEL" devices 2> /dev/null | awk -v v="vendor=$vendor" '/^wgpu:/ { d = $1 } index($0, v) && d { print d; exit }')
+  if [ -z "$wdev" ]; then
+    log "  FAIL no wgpu adapter with $vendor (Vulkan loader or driver missing)"
+    "$ACCEL" devices 2>&1 | grep -A2 '^wgpu' >> "$OUT_DIR/wgpu.txt"
+    STEP_FAILS=$((STEP_FAILS + 1)); return 0
+  fi
+  if [ "$REHEARSE" = 1 ]; then
+    run_cmd wgpu.txt "matmul f32 $wdev" "$ACCEL" bench matmul --device "$wdev" --size 128 --iters 3
+    return 0
+  fi
+  run_cmd wgpu.txt "matmul f32 $wdev beside cuda:0" "$ACCEL" bench matmul --device "$wdev" \
+    --device cuda:0 --size 1024 --size 4096 --dtype f32 --warmup 3 --iters 10
+  run_cmd wgpu.txt "matmul f16 $wdev" "$ACCEL" bench matmul --device "$wdev" --size 4096 --dtype f16 --iters 10
+  for k in blocked simple; do
+    run_cmd wgpu.txt "ACCEL_WGPU_MATMUL=$k" env ACCEL_WGPU_MATMUL=$k "$ACCEL" bench matmul \
+      --device "$wdev" --size 4096 --dtype f32 --iters 5
+  done
+}
+
+run() {
+  OUT_DIR="${OUT:-$GPU_OUT/results}"
+  mkdir -p "$OUT_DIR"
+  DEADLINE=$(( $(now) + BUDGET ))
+  ACCEL="$GPU_OUT/bin/accel"
+  PY=/opt/torch/.venv/bin/python
+  [ -x "$PY" ] || PY=python3
+  ROUNDS=2 JAX_N=8192 JAX_DTYPE=bf16
+  if [ "$REHEARSE" = 1 ]; then ROUNDS=1 JAX_N=256 JAX_DTYPE=f32; fi
+  [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] \
+    && export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json \
+              __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+  COMMANDS=0 COMMAND_FAILS=0 STEPS_FAILED=0 SKIPS=0
+  local steps=()
+  for a in "$@"; do
+    case "$a" in
+      call1) steps+=(setup devices tests_cuda tests_xla tests_rest) ;;
+      call2) steps+=(setup torch jax bench wgpu) ;;
+      *) steps+=("${a//-/_}") ;;
+    esac
+  done
+  [ ${#steps[@]} -gt 0 ] || { echo "usage: $0 run call1|call2|STEP..." >&2; return 2; }
+  log "gpu_check $* at $(date -u +%FT%TZ), budget ${BUDGET}s$([ "$REHEARSE" = 1 ] && echo ', rehearsal')"
+  for s in "${steps[@]}"; do
+    case "$s" in
+      setup) step setup 5 ;;
+      devices) step devices 20 ;;
+      tests_cuda) step tests_cuda 60 ;;
+      tests_xla) step tests_xla 60 ;;
+      tests_rest) step tests_rest 60 ;;
+      torch) step torch 120 ;;
+      jax) step jax 60 ;;
+      bench) step bench 60 ;;
+      wgpu) step wgpu 30 ;;
+      *) log "unknown step '$s' (steps: setup devices tests-cuda tests-xla tests-rest torch jax bench wgpu)"; return 2 ;;
+    esac
+  done
+  log "result: $STEPS_FAILED step(s) failed, $COMMAND_FAILS of $COMMANDS command(s) failed, $SKIPS skipped; $(( BUDGET - (DEADLINE - $(now)) ))s of ${BUDGET}s used"
+  [ "$STEPS_FAILED" -eq 0 ]
+}
+
+# ---- rehearsal (here) ----------------------------------------------------------------------
+
+# check_file FILE [json]: the file exists, is not empty and (json) parses.
+check_file() {
+  local f=$1
+  if [ ! -s "$f" ]; then echo "rehearsal: $f is missing or empty" >&2; return 1; fi
+  if [ "${2:-}" = json ] && ! python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$f"; then
+    echo "rehearsal: $f is not JSON" >&2; return 1
+  fi
+}
+
+rehearse() {
+  export REHEARSE=1 GPU_OUT=target/gpu-rehearsal
+  local out=$GPU_OUT-out t0 bad=0
+  rm -rf "$out"
+  t0=$(now); build || return 1
+  echo "build: $(( $(now) - t0 ))s"
+  for call in call1 call2; do
+    t0=$(now)
+    OUT="$out/$call" run "$call"; local rc=$?
+    local took=$(( $(now) - t0 ))
+    echo "rehearsal $call: exit $rc in ${took}s (budget ${BUDGET}s)"
+    [ "$rc" -eq 0 ] || bad=1
+    [ "$took" -lt "$BUDGET" ] || { echo "rehearsal: $call ran past its budget" >&2; bad=1; }
+    [ "$(find "$out/$call" -type f | wc -l)" -le 8 ] || { echo "rehearsal: $call left more than 8 files" >&2; bad=1; }
+    check_file "$out/$call/summary.txt" || bad=1
+    grep -q '^result: ' "$out/$call/summary.txt" || { echo "rehearsal: no result line in $call" >&2; bad=1; }
+  done
+  check_file "$out/call1/devices.json" json || bad=1
+  for f in devices.txt tests-cuda.txt tests-xla.txt tests-rest.txt; do check_file "$out/call1/$f" || bad=1; done
+  for f in bench.txt wgpu.txt; do check_file "$out/call2/$f" || bad=1; done
+  if [ -n "${JAX_PY:-}" ]; then check_file "$out/call2/jax.txt" || bad=1; fi
+  # What the tests said: every test binary ran and none failed.
+  if grep -q 'test result: FAILED' "$out"/call1/tests-*.txt; then echo "rehearsal: a test failed" >&2; bad=1; fi
+  [ "$bad" -eq 0 ] && echo "rehearsal passed: $out"
+  return $bad
 }
 
 case "${1:-}" in
   build) build ;;
-  run) run ;;
-  *) echo "usage: $0 build|run" >&2; exit 2 ;;
+  run) shift; run "$@" ;;
+  rehearse) rehearse ;;
+  *) echo "usage: $0 build | run call1|call2|STEP... | rehearse" >&2; exit 2 ;;
 esac

@@ -70,6 +70,16 @@ echo "== tests"
 cargo test --workspace --release --all-targets -- --nocapture
 cargo test --workspace --release --doc
 
+echo "== GPU check rehearsal: both calls of scripts/gpu_check.sh against this machine"
+# JAX on the CPU, in its own environment (beside accel's plugin in .venv-test it would be
+# one more PJRT plugin there), so the JAX side-by-side step runs for real.
+if [ ! -x .venv-jax/bin/python ] || ! .venv-jax/bin/python -c 'import jax' 2>/dev/null; then
+  echo "== installing JAX (CPU) into .venv-jax"
+  python3 -m venv .venv-jax
+  .venv-jax/bin/pip install -q --disable-pip-version-check "jax[cpu]"
+fi
+JAX_PY="$PWD/.venv-jax/bin/python" scripts/gpu_check.sh rehearse | grep -E '^(bundle|rehearsal|result|FAIL|SKIP)'
+
 echo "== fuzzing: every cargo-fuzz target, a fixed number of runs from seed 1, with AddressSanitizer"
 # The short run, the same inputs each time for the same code (ACCEL_FUZZ_SECONDS=N draws new
 # ones for N seconds per target instead); `scripts/fuzz.sh 600` is the long one
