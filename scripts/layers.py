@@ -78,6 +78,7 @@ FLOORS = {
     # 5 what is built from tensors: nn, bench
     "nn": 5,
     "bench": 5,
+    "load": 5,
     # 6 the crate root
     "crate": 6,
 }

@@ -53,6 +53,7 @@ pub mod bench;
 mod display;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+pub mod load;
 pub mod memory;
 pub mod nn;
 mod tensor;
