@@ -355,6 +355,7 @@ pub fn locate(w: &Wanted, dirs: &[SearchDir]) -> Option<(PathBuf, String)> {
 
 /// Loads the library at `path` for good, with `RTLD_GLOBAL`, so libraries loaded later find
 /// its symbols and its SONAME (how a PJRT plugin finds the CUDA wheels' libraries).
+#[cfg_attr(not(all(feature = "xla", target_os = "linux")), allow(dead_code))]
 pub(crate) fn preload(path: &std::path::Path) -> Result<(), String> {
     #[cfg(target_os = "linux")]
     {
