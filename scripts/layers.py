@@ -79,6 +79,7 @@ FLOORS = {
     "nn": 5,
     "bench": 5,
     "load": 5,
+    "doctor": 5,
     # 6 the crate root
     "crate": 6,
 }

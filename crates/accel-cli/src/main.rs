@@ -3,6 +3,7 @@
 
 mod bench;
 mod devices;
+mod doctor;
 mod mem;
 mod out;
 mod plot;
@@ -28,6 +29,13 @@ enum Command {
     /// List every backend: its devices, or why it has none and how to fix it.
     Devices {
         /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Why each backend works or not: a checklist per backend, each failure with its fix.
+    /// Exits 1 when the best device does not work.
+    Doctor {
+        /// Machine-readable output (one object per check, stable keys).
         #[arg(long)]
         json: bool,
     },
@@ -64,6 +72,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         None => walkthrough::run(),
         Some(Command::Devices { json }) => devices::run(json),
+        Some(Command::Doctor { json }) => doctor::run(json),
         Some(Command::Bench { workload }) => bench::run(workload),
         Some(Command::Mem { json, watch, count }) => mem::run(json, watch, count),
     }

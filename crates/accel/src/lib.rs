@@ -51,6 +51,7 @@ mod backend;
 mod base;
 pub mod bench;
 mod display;
+pub mod doctor;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod load;

@@ -100,7 +100,9 @@ impl Sampler {
     /// The machine now. The CPU use is over the time since the previous sample (or since
     /// `new`); a first sample right after `new` waits the OS's minimum interval.
     pub fn sample(&mut self) -> Snapshot {
-        std::thread::sleep(sysinfo::MINIMUM_CPU_UPDATE_INTERVAL.saturating_sub(self.last.elapsed()));
+        std::thread::sleep(
+            sysinfo::MINIMUM_CPU_UPDATE_INTERVAL.saturating_sub(self.last.elapsed()),
+        );
         self.sys.refresh_cpu_usage();
         self.last = Instant::now();
         self.sys.refresh_memory();

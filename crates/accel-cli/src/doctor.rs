@@ -1,0 +1,72 @@
+//! `accel doctor`: every backend's checklist, PASS / FAIL / WARN / SKIP, with the fix for
+//! every FAIL and WARN. Exit 0 when the best device works, 1 otherwise.
+
+use accel::doctor::{Report, Status};
+
+use crate::out;
+
+fn tag(s: Status) -> &'static str {
+    match s {
+        Status::Pass => "PASS",
+        Status::Fail => "FAIL",
+        Status::Warn => "WARN",
+        Status::Skip => "SKIP",
+    }
+}
+
+pub fn text(r: &Report) -> Vec<String> {
+    let mut lines = Vec::new();
+    for s in &r.sections {
+        lines.push(format!(
+            "{} (probed in {:.2} s)",
+            s.backend, s.probe_seconds
+        ));
+        for c in &s.checks {
+            lines.push(format!("  {}  {}: {}", tag(c.status), c.title, c.found));
+            if !c.fix.is_empty() {
+                lines.push(format!("        fix: {}", c.fix));
+            }
+        }
+    }
+    let count = |st: Status| {
+        r.sections
+            .iter()
+            .flat_map(|s| &s.checks)
+            .filter(|c| c.status == st)
+            .count()
+    };
+    lines.push(format!(
+        "\n{} pass, {} fail, {} warn, {} skip in {:.2} s; best device: {} ({})",
+        count(Status::Pass),
+        count(Status::Fail),
+        count(Status::Warn),
+        count(Status::Skip),
+        r.seconds,
+        r.best_device,
+        if r.best_device_works {
+            "a test matmul on it is right"
+        } else {
+            "a test matmul on it FAILED"
+        }
+    ));
+    lines
+}
+
+pub fn run(json: bool) -> anyhow::Result<()> {
+    let r = accel::doctor::diagnose();
+    if json {
+        out::json("doctor", &r)?;
+    } else {
+        for l in text(&r) {
+            out::line(l)?;
+        }
+    }
+    if r.best_device_works {
+        Ok(())
+    } else {
+        anyhow::bail!(
+            "the best device, {}, failed a test computation (see the checks above)",
+            r.best_device
+        )
+    }
+}
