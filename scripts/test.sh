@@ -29,12 +29,14 @@ if ! ls "$VENV"/lib/python3*/site-packages/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_pl
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "lammps-jax-pjrt-cpu"
 fi
 # Mesa's lavapipe, a software Vulkan device, and the Vulkan loader: every wgpu test runs its
-# WGSL kernels for real on it.
-if ! ldconfig -p | grep -q libvulkan_lvp; then
-  echo "== installing Debian's mesa-vulkan-drivers (lavapipe) and libvulkan1"
+# WGSL kernels for real on it. Prometheus (and promtool) scrape `accel serve` in its tests;
+# tmux drives `accel monitor` in its.
+if ! ldconfig -p | grep -q libvulkan_lvp || ! command -v prometheus >/dev/null \
+    || ! command -v tmux >/dev/null; then
+  echo "== installing Debian's mesa-vulkan-drivers (lavapipe), libvulkan1, prometheus and tmux"
   apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    mesa-vulkan-drivers libvulkan1 >/dev/null
+    mesa-vulkan-drivers libvulkan1 prometheus tmux >/dev/null
 fi
 export VIRTUAL_ENV="$PWD/$VENV"
 # Vulkan's window-system code complains on stderr without a runtime folder; the accel command
@@ -44,7 +46,7 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
   export XDG_RUNTIME_DIR
 fi
 # NVRTC, the XLA plugin and lavapipe must be found: missing ones fail the run, not skip.
-export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,xla,wgpu"
+export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,xla,wgpu,prometheus"
 # Compiled kernels are cached per user; the tests use a fresh cache so NVRTC really runs.
 export ACCEL_CACHE_DIR="${ACCEL_CACHE_DIR:-$PWD/target/accel-cache}"
 rm -rf "$ACCEL_CACHE_DIR"

@@ -7,6 +7,7 @@ mod doctor;
 mod mem;
 mod out;
 mod plot;
+mod serve;
 mod walkthrough;
 
 use std::process::ExitCode;
@@ -44,6 +45,16 @@ enum Command {
         #[command(subcommand)]
         workload: bench::Workload,
     },
+    /// Serve the machine's load as Prometheus metrics (dcgm-exporter's names for NVIDIA GPUs,
+    /// accel_* for every device, the host and the backends), collected in the background.
+    Serve {
+        /// Address to listen on (dcgm-exporter's port by default; 0.0.0.0:9400 for a fleet).
+        #[arg(long, default_value = "127.0.0.1:9400", value_name = "ADDR")]
+        listen: String,
+        /// Seconds between collections (above 0, at most 86400).
+        #[arg(long, default_value = "5", value_name = "SECONDS", value_parser = parse_interval)]
+        interval: f64,
+    },
     /// Host CPU and RAM, and what accel holds on each device.
     Mem {
         /// Machine-readable output (with --watch: one JSON document per line).
@@ -75,6 +86,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Doctor { json }) => doctor::run(json),
         Some(Command::Bench { workload }) => bench::run(workload),
         Some(Command::Mem { json, watch, count }) => mem::run(json, watch, count),
+        Some(Command::Serve { listen, interval }) => serve::run(&listen, interval),
     }
 }
 

@@ -3,9 +3,19 @@
 
 use accel::{Availability, Device};
 
-/// The names `ACCEL_TEST_REQUIRE` accepts: the backends, and `nvrtc` (CUDA's compiler, which
-/// compiles every kernel here without a GPU).
-pub const KNOWN_REQUIREMENTS: [&str; 6] = ["cpu", "cuda", "nvrtc", "mps", "xla", "wgpu"];
+/// The names `ACCEL_TEST_REQUIRE` accepts: the backends, `nvrtc` (CUDA's compiler, which
+/// compiles every kernel here without a GPU), and the tools the CLI's tests drive
+/// (`prometheus` for `accel serve`, `tmux` for `accel monitor`).
+pub const KNOWN_REQUIREMENTS: [&str; 8] = [
+    "cpu",
+    "cuda",
+    "nvrtc",
+    "mps",
+    "xla",
+    "wgpu",
+    "prometheus",
+    "tmux",
+];
 
 /// The backends `ACCEL_TEST_REQUIRE` names (e.g. `ACCEL_TEST_REQUIRE=cuda,xla`): a backend
 /// named there that is unavailable fails its tests instead of skipping them. A name that is

@@ -1,0 +1,353 @@
+//! `accel serve` with real parts: scraped over HTTP, checked by `promtool`, scraped by a real
+//! Prometheus and read back through its query API, and put under load on loopback.
+//! Prometheus and promtool come from Debian's `prometheus` package (scripts/test.sh installs
+//! it); without them those parts print `skipped:` (and fail when ACCEL_TEST_REQUIRE names
+//! `prometheus`).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One test at a time: the load test and Prometheus must not share the two cores.
+static ONE: Mutex<()> = Mutex::new(());
+
+/// A child process killed when dropped.
+struct Proc(Child);
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `accel serve` on a free port; returns it with its address.
+fn serve(interval: &str) -> (Proc, SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--interval", interval])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("accel runs");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    (Proc(child), addr)
+}
+
+/// A minimal HTTP/1.1 client on one kept-alive connection.
+struct Client {
+    r: BufReader<TcpStream>,
+}
+
+impl Client {
+    fn new(addr: SocketAddr) -> Client {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.set_nodelay(true).unwrap();
+        Client {
+            r: BufReader::new(s),
+        }
+    }
+
+    /// (status, content type, body).
+    fn get(&mut self, path: &str) -> std::io::Result<(u32, String, String)> {
+        write!(
+            self.r.get_mut(),
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        )?;
+        let mut status = String::new();
+        self.r.read_line(&mut status)?;
+        let code = status
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| std::io::Error::other(format!("bad status line {status:?}")))?;
+        let (mut len, mut ctype) = (0usize, String::new());
+        loop {
+            let mut h = String::new();
+            self.r.read_line(&mut h)?;
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            let (k, v) = h.split_once(':').unwrap_or((h, ""));
+            match k.to_ascii_lowercase().as_str() {
+                "content-length" => len = v.trim().parse().unwrap_or(0),
+                "content-type" => ctype = v.trim().to_string(),
+                _ => {}
+            }
+        }
+        let mut body = vec![0; len];
+        self.r.read_exact(&mut body)?;
+        Ok((code, ctype, String::from_utf8_lossy(&body).into_owned()))
+    }
+}
+
+/// The value of the first sample of `name` in exposition text.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+fn tool(name: &str) -> bool {
+    let found = Command::new(name)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let required = std::env::var("ACCEL_TEST_REQUIRE")
+        .is_ok_and(|v| v.split(',').any(|b| b.trim() == "prometheus"));
+    assert!(
+        found || !required,
+        "ACCEL_TEST_REQUIRE names prometheus but {name} is missing"
+    );
+    found
+}
+
+#[test]
+fn metrics_healthz_and_promtool() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let (_p, addr) = serve("1");
+    let mut c = Client::new(addr);
+    let (code, ctype, text) = c.get("/metrics").unwrap();
+    assert_eq!(code, 200);
+    assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    let ram = sample(&text, "accel_host_memory_total_bytes").expect("RAM");
+    assert_eq!(ram as u64, accel::system::memory().unwrap().total_bytes);
+    assert!(
+        text.contains("accel_backend_available{backend=\"cpu\""),
+        "{text}"
+    );
+    assert!(
+        sample(&text, "accel_host_cpu_core_percent").is_some(),
+        "{text}"
+    );
+    // Every device accel finds here has a series (none of them is a CUDA GPU: no DCGM ones).
+    for d in accel::available_devices()
+        .iter()
+        .filter(|d| d.is_accelerator())
+    {
+        assert!(
+            text.contains(&format!("accel_device_info{{device=\"{d}\"")),
+            "{d}: {text}"
+        );
+    }
+    assert_eq!(c.get("/healthz").unwrap().0, 200);
+    assert_eq!(c.get("/nope").unwrap().0, 404);
+    if tool("promtool") {
+        let mut p = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        p.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let o = p.wait_with_output().unwrap();
+        assert!(
+            o.status.success(),
+            "promtool: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    } else {
+        println!("skipped: prometheus: promtool not installed (metrics_healthz_and_promtool)");
+    }
+}
+
+#[test]
+fn a_bad_address_is_an_error_not_a_panic() {
+    let o = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["serve", "--listen", "not-an-address"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.starts_with("error: 'not-an-address' is not an address"),
+        "{e}"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["serve", "--interval", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn a_real_prometheus_scrapes_and_stores_the_series() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    if !tool("prometheus") {
+        println!(
+            "skipped: prometheus: not installed (a_real_prometheus_scrapes_and_stores_the_series)"
+        );
+        return;
+    }
+    let (_p, addr) = serve("1");
+    let dir = std::env::temp_dir().join(format!("accel-prom-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: accel\n    static_configs:\n      - targets: ['{addr}']\n"
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let prom = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let _prom = Proc(prom);
+    let query = |q: &str| -> Option<serde_json::Value> {
+        let mut c = Client {
+            r: BufReader::new(TcpStream::connect(("127.0.0.1", port)).ok()?),
+        };
+        let q: String = q
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let (code, _, body) = c.get(&format!("/api/v1/query?query={q}")).ok()?;
+        (code == 200).then(|| serde_json::from_str(&body).ok())?
+    };
+    let value = |v: &serde_json::Value| -> Option<f64> {
+        v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    };
+    let t0 = Instant::now();
+    let mut got = None;
+    while t0.elapsed() < Duration::from_secs(60) {
+        if let Some(v) = query("accel_host_memory_total_bytes")
+            .as_ref()
+            .and_then(value)
+        {
+            got = Some(v);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let log = std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
+    let ram =
+        got.unwrap_or_else(|| panic!("Prometheus stored no accel series within 60 s:\n{log}"));
+    assert_eq!(ram as u64, accel::system::memory().unwrap().total_bytes);
+    let up = query("up{job=\"accel\"}").as_ref().and_then(value);
+    assert_eq!(up, Some(1.0));
+    let cpu = query("accel_backend_available{backend=\"cpu\"}")
+        .as_ref()
+        .and_then(value);
+    assert_eq!(cpu, Some(1.0));
+    println!(
+        "Prometheus stored accel's series {:.1} s after it started",
+        t0.elapsed().as_secs_f64()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn ten_seconds_of_concurrent_scrapes() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let (p, addr) = serve("1");
+    let pid = p.0.id();
+    // Warm: the first scrapes allocate the server's buffers.
+    let mut c = Client::new(addr);
+    for _ in 0..50 {
+        c.get("/metrics").unwrap();
+    }
+    let rss_before = rss_kib(pid);
+    let seconds = 10.0;
+    let threads = 4;
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = Client::new(addr);
+                let (mut lat, mut errors) = (Vec::new(), 0u32);
+                while t0.elapsed().as_secs_f64() < seconds {
+                    let s = Instant::now();
+                    match c.get("/metrics") {
+                        Ok((200, _, body)) if body.ends_with("# EOF\n") => {
+                            lat.push(s.elapsed().as_secs_f64())
+                        }
+                        _ => {
+                            errors += 1;
+                            c = Client::new(addr);
+                        }
+                    }
+                }
+                (lat, errors)
+            })
+        })
+        .collect();
+    let (mut lat, mut errors) = (Vec::new(), 0);
+    for h in handles {
+        let (l, e) = h.join().unwrap();
+        lat.extend(l);
+        errors += e;
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let rss_after = rss_kib(pid);
+    lat.sort_by(f64::total_cmp);
+    let pct = |q: f64| lat[((lat.len() - 1) as f64 * q) as usize] * 1e3;
+    let rate = lat.len() as f64 / wall;
+    println!(
+        "{} scrapes in {wall:.1} s from {threads} connections: {rate:.0}/s, latency p50 {:.2} ms, \
+         p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms; {errors} errors; RSS {} -> {} KiB",
+        lat.len(),
+        pct(0.5),
+        pct(0.9),
+        pct(0.99),
+        pct(1.0),
+        rss_before,
+        rss_after
+    );
+    assert_eq!(errors, 0);
+    assert!(rate >= 1000.0, "{rate:.0} scrapes/s");
+    assert!(pct(0.99) < 10.0, "p99 {:.2} ms", pct(0.99));
+    assert!(
+        rss_after.saturating_sub(rss_before) < 5 * 1024,
+        "RSS grew from {rss_before} to {rss_after} KiB"
+    );
+}
