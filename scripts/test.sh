@@ -29,12 +29,13 @@ if ! ls "$VENV"/lib/python3*/site-packages/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_pl
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "lammps-jax-pjrt-cpu"
 fi
 # Mesa's lavapipe, a software Vulkan device, and the Vulkan loader: every wgpu test runs its
-# WGSL kernels for real on it.
-if ! ldconfig -p | grep -q libvulkan_lvp; then
-  echo "== installing Debian's mesa-vulkan-drivers (lavapipe) and libvulkan1"
+# WGSL kernels for real on it. tmux: the terminal that `accel monitor`'s full-screen view is
+# driven in (tests/monitor.rs).
+if ! ldconfig -p | grep -q libvulkan_lvp || ! command -v tmux >/dev/null; then
+  echo "== installing Debian's mesa-vulkan-drivers (lavapipe), libvulkan1 and tmux"
   apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    mesa-vulkan-drivers libvulkan1 >/dev/null
+    mesa-vulkan-drivers libvulkan1 tmux >/dev/null
 fi
 export VIRTUAL_ENV="$PWD/$VENV"
 # Vulkan's window-system code complains on stderr without a runtime folder; the accel command
