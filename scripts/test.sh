@@ -30,8 +30,9 @@ if ! ls "$VENV"/lib/python3*/site-packages/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_pl
 fi
 # Mesa's lavapipe, a software Vulkan device, and the Vulkan loader: every wgpu test runs its
 # WGSL kernels for real on it. Prometheus (and promtool) scrape `accel serve` in its tests;
-# tmux drives `accel monitor` in its.
-if ! ldconfig -p | grep -q libvulkan_lvp || ! command -v prometheus >/dev/null \
+# tmux drives `accel monitor` in its. (`grep` without -q: under pipefail, -q's early exit
+# can fail ldconfig with SIGPIPE and the install would run every time.)
+if ! ldconfig -p | grep libvulkan_lvp >/dev/null || ! command -v prometheus >/dev/null \
     || ! command -v tmux >/dev/null; then
   echo "== installing Debian's mesa-vulkan-drivers (lavapipe), libvulkan1, prometheus and tmux"
   apt-get update -qq >/dev/null
@@ -46,7 +47,7 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
   export XDG_RUNTIME_DIR
 fi
 # NVRTC, the XLA plugin and lavapipe must be found: missing ones fail the run, not skip.
-export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,xla,wgpu,prometheus"
+export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,xla,wgpu,prometheus,tmux"
 # Compiled kernels are cached per user; the tests use a fresh cache so NVRTC really runs.
 export ACCEL_CACHE_DIR="${ACCEL_CACHE_DIR:-$PWD/target/accel-cache}"
 rm -rf "$ACCEL_CACHE_DIR"

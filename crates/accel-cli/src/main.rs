@@ -5,6 +5,7 @@ mod bench;
 mod devices;
 mod doctor;
 mod mem;
+mod monitor;
 mod out;
 mod plot;
 mod serve;
@@ -68,6 +69,18 @@ enum Command {
         #[arg(long, requires = "watch", value_parser = clap::value_parser!(u64).range(1..))]
         count: Option<u64>,
     },
+    /// A full-screen live view of the host's CPU and RAM and every device's load (q quits).
+    Monitor {
+        /// Seconds between samples (above 0, at most 86400).
+        #[arg(long, value_name = "SECONDS", default_value = "1.0", value_parser = parse_interval)]
+        interval: f64,
+        /// Stop after this many samples.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        count: Option<u64>,
+        /// One JSON document per sample, one per line, instead of the full-screen view.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn parse_interval(s: &str) -> Result<f64, String> {
@@ -87,6 +100,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Bench { workload }) => bench::run(workload),
         Some(Command::Mem { json, watch, count }) => mem::run(json, watch, count),
         Some(Command::Serve { listen, interval }) => serve::run(&listen, interval),
+        Some(Command::Monitor {
+            interval,
+            count,
+            json,
+        }) => monitor::run(interval, count, json),
     }
 }
 

@@ -1,0 +1,284 @@
+//! `accel monitor` for real: the full-screen view in a tmux terminal of a fixed size, with
+//! keys sent to it; the JSON and plain-text streams through a pipe.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn accel(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(args)
+        .output()
+        .expect("the accel binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Whether `ACCEL_TEST_REQUIRE` names `what` (the test command sets `nvrtc,xla,wgpu`).
+fn required(what: &str) -> bool {
+    std::env::var("ACCEL_TEST_REQUIRE").is_ok_and(|v| v.split(',').any(|n| n.trim() == what))
+}
+
+/// `accel monitor ARGS` in a detached tmux session of `width`x`height` on a tmux server of its
+/// own (no user configuration, no other sessions); the server is killed on drop, whatever
+/// happened. The shell prints `EXIT=<status>` after accel and lingers 5 s to be read.
+struct Tmux {
+    socket: std::path::PathBuf,
+    session: String,
+}
+
+impl Tmux {
+    /// None, with a skip line, where tmux is not installed.
+    fn start(test: &str, width: u16, height: u16, args: &str) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            assert!(
+                !required("tmux"),
+                "ACCEL_TEST_REQUIRE names tmux, but it is not installed"
+            );
+            println!("skipped: tmux: not installed ({test})");
+            return None;
+        }
+        let t = Tmux {
+            socket: std::env::temp_dir().join(format!("accel-tmux-{}-{test}", std::process::id())),
+            session: test.to_string(),
+        };
+        let command = format!(
+            "'{}' monitor {args}; echo EXIT=$?; sleep 5",
+            env!("CARGO_BIN_EXE_accel")
+        );
+        let (w, h) = (width.to_string(), height.to_string());
+        let o = t.tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            test,
+            "-x",
+            &w,
+            "-y",
+            &h,
+            &command,
+        ]);
+        assert!(o.status.success(), "tmux new-session: {}", stderr(&o));
+        Some(t)
+    }
+
+    fn tmux(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["-f", "/dev/null"])
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+
+    /// The visible screen, as text.
+    fn screen(&self) -> String {
+        stdout(&self.tmux(&["capture-pane", "-p", "-t", &self.session]))
+    }
+
+    /// A tmux format (`#{alternate_on}`) for the pane.
+    fn display(&self, format: &str) -> String {
+        let o = self.tmux(&["display-message", "-p", "-t", &self.session, format]);
+        stdout(&o).trim().to_string()
+    }
+
+    fn keys(&self, keys: &str) {
+        let o = self.tmux(&["send-keys", "-t", &self.session, keys]);
+        assert!(o.status.success(), "tmux send-keys: {}", stderr(&o));
+    }
+
+    /// Polls the screen until `done` holds for it; fails with the last screen after `secs`.
+    fn wait_for(&self, what: &str, secs: u64, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let s = self.screen();
+            if done(&s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {what} on the screen after {secs} s:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Sends `key`, waits for `EXIT=0`, and checks the terminal is back as it was: the
+    /// alternate screen left (the view gone), the cursor shown.
+    fn quit_with(&self, key: &str) {
+        self.keys(key);
+        let s = self.wait_for("EXIT=", 10, |s| s.contains("EXIT="));
+        assert!(s.contains("EXIT=0"), "{key} did not exit 0:\n{s}");
+        assert!(
+            !s.contains("accel monitor"),
+            "the view is still shown:\n{s}"
+        );
+        assert!(!s.contains("terminal too small"), "{s}");
+        assert_eq!(s.trim(), "EXIT=0", "only the shell's line is left");
+        assert_eq!(
+            self.display("#{alternate_on}"),
+            "0",
+            "alternate screen left"
+        );
+        assert_eq!(self.display("#{cursor_flag}"), "1", "cursor shown");
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.tmux(&["kill-server"]);
+        // tmux leaves its socket behind.
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+#[test]
+fn monitor_in_tmux() {
+    let Some(t) = Tmux::start("monitor_in_tmux", 100, 30, "--interval 0.2") else {
+        return;
+    };
+    let s = t.wait_for("host CPU and RAM rows", 15, |s| {
+        s.contains("accel monitor") && s.contains("RAM ") && s.contains("% of ")
+    });
+    assert!(s.contains("every 0.2 s"), "{s}");
+    assert!(
+        s.lines()
+            .any(|l| l.starts_with("RAM ") && l.contains(" used / ")),
+        "{s}"
+    );
+    // XLA's CPU plugin gives xla:0 here; a machine of many GPUs may show it as "+N more".
+    if required("xla") {
+        t.wait_for("xla:0", 10, |s| {
+            s.contains(" xla:0 ") || s.contains("more devices")
+        });
+    }
+    // A few samples later the history has grown: the view is live.
+    t.wait_for("a history of 5 samples", 10, |s| {
+        s.contains("last  5") || s.contains("sample 5")
+    });
+    t.quit_with("q");
+}
+
+#[test]
+fn monitor_in_a_tiny_terminal_says_so_and_still_quits() {
+    let Some(t) = Tmux::start("monitor_tiny", 40, 8, "--interval 0.2") else {
+        return;
+    };
+    let s = t.wait_for("the too-small message", 15, |s| {
+        s.contains("terminal too small")
+    });
+    // Wrapped to the 40 columns.
+    let joined = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        joined.contains("terminal too small: need at least 60x12, have 40x8"),
+        "{s}"
+    );
+    assert!(!s.contains("accel monitor"), "{s}");
+    t.quit_with("q");
+}
+
+#[test]
+fn monitor_quits_on_esc_and_ctrl_c_at_the_smallest_size() {
+    for key in ["Escape", "C-c"] {
+        let name = if key == "C-c" {
+            "monitor_ctrl_c"
+        } else {
+            "monitor_esc"
+        };
+        let Some(t) = Tmux::start(name, 60, 12, "--interval 0.2") else {
+            return;
+        };
+        // 60x12 is enough: the view, not the message.
+        t.wait_for("the view at 60x12", 15, |s| {
+            s.contains("accel monitor") && s.contains("RAM ")
+        });
+        t.quit_with(key);
+    }
+}
+
+#[test]
+fn monitor_json_streams_one_document_per_sample() {
+    let o = accel(&["monitor", "--json", "--count", "2", "--interval", "0.2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!o.stdout.contains(&0x1b), "escape codes in JSON");
+    let lines: Vec<String> = stdout(&o).lines().map(String::from).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let mut times = Vec::new();
+    for l in &lines {
+        let v: serde_json::Value =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+        assert_eq!(v["schema_version"], 1);
+        assert_eq!(v["kind"], "monitor");
+        assert!(v["host"]["memory"]["total_bytes"].as_u64().unwrap() > 0);
+        assert!(!v["host"]["cpu_per_core_percent"]
+            .as_array()
+            .unwrap()
+            .is_empty());
+        let devices = v["devices"].as_array().expect("a devices array");
+        for backend in ["xla", "wgpu"] {
+            if required(backend) {
+                assert!(
+                    devices.iter().any(|d| d["backend"] == backend),
+                    "no {backend} device in {l}"
+                );
+            }
+        }
+        times.push(v["time_unix_s"].as_f64().unwrap());
+    }
+    assert!(times[1] > times[0], "{times:?}");
+}
+
+#[test]
+fn monitor_usage_errors_exit_2() {
+    for args in [
+        &["monitor", "--count", "0"][..],
+        &["monitor", "--interval", "0"],
+        &["monitor", "--interval", "nan"],
+        &["monitor", "--interval", "inf"],
+        &["monitor", "--interval", "-1"],
+        &["monitor", "--interval", "1e20"],
+        &["monitor", "--json", "--count", "0"],
+    ] {
+        let o = accel(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.starts_with("error: "), "{args:?}: {e}");
+        assert!(
+            !e.contains("panicked") && !e.contains("RUST_BACKTRACE"),
+            "{e}"
+        );
+        assert!(o.stdout.is_empty(), "{args:?}: {}", stdout(&o));
+    }
+}
+
+#[test]
+fn monitor_through_a_pipe_prints_plain_lines() {
+    let o = accel(&["monitor", "--count", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !o.stdout.contains(&0x1b),
+        "escape codes in {:?}",
+        stdout(&o)
+    );
+    assert!(
+        !o.stderr.contains(&0x1b),
+        "escape codes in {:?}",
+        stderr(&o)
+    );
+    let s = stdout(&o);
+    assert!(s.starts_with("--- t = 0.0 s, "), "{s}");
+    assert!(s.contains("\nhost CPU:  "), "{s}");
+    assert!(s.contains("\nhost RAM:  "), "{s}");
+    if required("xla") {
+        assert!(s.contains("\nxla:0 ("), "{s}");
+    }
+    let o = accel(&["monitor", "--count", "2", "--interval", "0.2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).matches("--- t = ").count(), 2, "{}", stdout(&o));
+}
