@@ -13,7 +13,7 @@ mod walkthrough;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -56,6 +56,13 @@ enum Command {
         #[arg(long, default_value = "5", value_name = "SECONDS", value_parser = parse_interval)]
         interval: f64,
     },
+    /// Print a shell completion script (bash: `source <(accel completions bash)`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff; `accel man | man -l -`).
+    Man,
     /// Host CPU and RAM, and what accel holds on each device.
     Mem {
         /// Machine-readable output (with --watch: one JSON document per line).
@@ -100,12 +107,44 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Bench { workload }) => bench::run(workload),
         Some(Command::Mem { json, watch, count }) => mem::run(json, watch, count),
         Some(Command::Serve { listen, interval }) => serve::run(&listen, interval),
+        Some(Command::Completions { shell }) => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut command(), "accel", &mut out);
+            out::text(&String::from_utf8_lossy(&out))
+        }
+        Some(Command::Man) => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(command()).render(&mut out)?;
+            out::text(&String::from_utf8_lossy(&out))
+        }
         Some(Command::Monitor {
             interval,
             count,
             json,
         }) => monitor::run(interval, count, json),
     }
+}
+
+/// The version line: the crate's version and the backends compiled into this build.
+fn version() -> &'static str {
+    static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    V.get_or_init(|| {
+        let backends: Vec<&str> = accel::BackendKind::ALL
+            .iter()
+            .filter(|b| b.is_compiled())
+            .map(|b| b.name())
+            .collect();
+        format!(
+            "{} (backends compiled in: {})",
+            env!("CARGO_PKG_VERSION"),
+            backends.join(", ")
+        )
+    })
+}
+
+/// The command line's definition, with the version line.
+fn command() -> clap::Command {
+    Cli::command().version(version())
 }
 
 fn main() -> ExitCode {
@@ -123,7 +162,10 @@ fn main() -> ExitCode {
         eprintln!("error: internal error in accel: {msg} (please report this)");
         std::process::exit(1);
     }));
-    let cli = match Cli::try_parse() {
+    let cli = match command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
         Ok(cli) => cli,
         Err(e) => {
             // --help and --version print to stdout and succeed; usage errors exit 2.

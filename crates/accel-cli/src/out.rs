@@ -15,6 +15,14 @@ pub fn line(s: impl AsRef<str>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Writes `s` as it is (a generated script or page), without a newline of its own.
+pub fn text(s: &str) -> anyhow::Result<()> {
+    let mut o = std::io::stdout().lock();
+    o.write_all(s.as_bytes())?;
+    o.flush()?;
+    Ok(())
+}
+
 /// Prints `{"schema_version": 1, "kind": kind, ...body}` as pretty JSON.
 pub fn json<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<()> {
     line(serde_json::to_string_pretty(&envelope(kind, body)?)?)

@@ -143,6 +143,26 @@ mod cuda {
     }
 
     #[test]
+    fn discovery_finds_the_wheels_beside_a_pip_installed_accel() {
+        // `pip install accel` puts the binary in <prefix>/bin and the CUDA wheels in
+        // <prefix>/lib/python3.X/site-packages: found without VIRTUAL_ENV (Colab: /usr/local,
+        // dist-packages).
+        let Some(lib) = nvrtc() else { return };
+        let real = lib.path.clone().expect("a loaded library has a path");
+        let w = libs::WANTED.iter().find(|w| w.name == "nvrtc").unwrap();
+        let root = tmpdir("own-prefix");
+        let wheel = root.join("lib/python3.12/dist-packages/nvidia/cu13/lib");
+        place(&real, &wheel, "libnvrtc.so.13");
+        let env = SearchEnv {
+            own_prefix: Some(root.display().to_string()),
+            ..SearchEnv::default()
+        };
+        let (p, src) = libs::locate(w, &libs::search_dirs(&env)).expect("found beside accel");
+        assert_eq!(p, wheel.join("libnvrtc.so.13"));
+        assert_eq!(src, "python wheel (accel's own environment)");
+    }
+
+    #[test]
     fn discovery_finds_libraries_laid_out_like_a_wheel_and_like_a_toolkit() {
         let Some(lib) = nvrtc() else { return };
         let real = lib.path.clone().expect("a loaded library has a path");

@@ -67,6 +67,17 @@ impl BackendKind {
         }
     }
 
+    /// Whether this build has the backend compiled in.
+    pub fn is_compiled(self) -> bool {
+        match self {
+            BackendKind::Cpu => true,
+            BackendKind::Cuda => cfg!(feature = "cuda"),
+            BackendKind::Mps => cfg!(all(feature = "wgpu", target_os = "macos")),
+            BackendKind::Xla => cfg!(all(feature = "xla", target_os = "linux")),
+            BackendKind::Wgpu => cfg!(feature = "wgpu"),
+        }
+    }
+
     /// The cargo feature that compiles the backend in (`None`: always compiled).
     pub fn feature(self) -> Option<&'static str> {
         match self {

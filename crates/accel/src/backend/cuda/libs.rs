@@ -182,6 +182,10 @@ pub struct SearchEnv {
     pub ask_python: bool,
     /// Search the system's fixed locations (/usr/local/cuda*, /opt/*/.venv ...).
     pub system_dirs: bool,
+    /// The prefix this program was installed into (`<prefix>/bin/accel`, as `pip install`
+    /// puts it in a virtual environment, `~/.local` or Colab's `/usr/local`): its
+    /// site-packages hold the wheels installed beside it, even without `VIRTUAL_ENV`.
+    pub own_prefix: Option<String>,
 }
 
 impl SearchEnv {
@@ -197,8 +201,19 @@ impl SearchEnv {
             home: var("HOME"),
             ask_python: true,
             system_dirs: true,
+            own_prefix: own_prefix(),
         }
     }
+}
+
+/// `<prefix>` when this executable is `<prefix>/bin/<name>`.
+fn own_prefix() -> Option<String> {
+    let exe = std::env::current_exe().ok()?;
+    let bin = exe.parent()?;
+    if bin.file_name()? != "bin" {
+        return None;
+    }
+    Some(bin.parent()?.display().to_string())
 }
 
 fn toolkit_libs(root: &Path) -> Vec<PathBuf> {
@@ -218,6 +233,11 @@ fn toolkit_libs(root: &Path) -> Vec<PathBuf> {
 /// pyenv, `/opt/*/.venv`, `/usr/local`). Shared with the XLA backend's plugin search.
 pub fn python_environments(env: &SearchEnv) -> Vec<(PathBuf, &'static str)> {
     let mut sps: Vec<(PathBuf, &'static str)> = Vec::new();
+    if let Some(v) = &env.own_prefix {
+        for sp in site_packages(Path::new(v)) {
+            sps.push((sp, "python wheel (accel's own environment)"));
+        }
+    }
     if let Some(v) = &env.virtual_env {
         for sp in site_packages(Path::new(v)) {
             sps.push((sp, "python wheel (VIRTUAL_ENV)"));
