@@ -83,6 +83,9 @@ if [ ! -x .venv-jax/bin/python ] || ! .venv-jax/bin/python -c 'import jax' 2>/de
 fi
 JAX_PY="$PWD/.venv-jax/bin/python" scripts/gpu_check.sh rehearse | grep -E '^(bundle|rehearsal|result|FAIL|SKIP)'
 
+echo "== the pip wheel: built, installed into fresh venvs, run from them (scripts/wheel_check.sh)"
+scripts/wheel_check.sh
+
 echo "== fuzzing: every cargo-fuzz target, a fixed number of runs from seed 1, with AddressSanitizer"
 # The short run, the same inputs each time for the same code (ACCEL_FUZZ_SECONDS=N draws new
 # ones for N seconds per target instead); `scripts/fuzz.sh 600` is the long one

@@ -228,9 +228,10 @@ fn toolkit_libs(root: &Path) -> Vec<PathBuf> {
     .collect()
 }
 
-/// The `site-packages` folders of every Python environment accel looks in, with why:
-/// `VIRTUAL_ENV` (and conda's), `python3` on PATH, then common places (`.venv`, `~/.local`,
-/// pyenv, `/opt/*/.venv`, `/usr/local`). Shared with the XLA backend's plugin search.
+/// The `site-packages` folders of every Python environment accel looks in, with why: the
+/// prefix accel itself was installed into, `VIRTUAL_ENV` (and conda's), `python3` on PATH
+/// (when none of those gave one), then common places (`.venv`, `~/.local`, pyenv,
+/// `/opt/*/.venv`, `/usr/local`). Shared with the XLA backend's plugin search.
 pub fn python_environments(env: &SearchEnv) -> Vec<(PathBuf, &'static str)> {
     let mut sps: Vec<(PathBuf, &'static str)> = Vec::new();
     if let Some(v) = &env.own_prefix {
@@ -248,7 +249,10 @@ pub fn python_environments(env: &SearchEnv) -> Vec<(PathBuf, &'static str)> {
             sps.push((sp, "python wheel (CONDA_PREFIX)"));
         }
     }
-    if env.ask_python {
+    // `python3` on PATH is, in practice, the environment already found (an activated venv's
+    // or the one accel was installed into); asking it costs a process start (0.1 s and more
+    // behind pyenv's shims), so only when no environment was found yet.
+    if env.ask_python && sps.is_empty() {
         for sp in python_site_packages() {
             sps.push((sp, "python wheel (python3 on PATH)"));
         }

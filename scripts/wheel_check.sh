@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The pip-installed `accel`, proven from fresh virtual environments (the test command runs
+# this): a venv with only the wheel runs `accel devices`; a venv with the wheel, CUDA's NVRTC
+# wheel and XLA's CPU plugin finds both from the venv alone (no VIRTUAL_ENV: through its own
+# bin/accel) and runs a matmul on xla:0. Checks the wheel's size (< 30 MiB) and how fast
+# `accel devices` starts (reported; < 0.3 s is the bar).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/wheel.sh > /dev/null 2>&1 || { scripts/wheel.sh; exit 1; }
+whl=$(ls target/wheels/accel-*.whl)
+mib=$(( $(stat -c %s "$whl") / 1048576 ))
+echo "wheel: $(basename "$whl"), $(stat -c %s "$whl") bytes"
+[ "$mib" -lt 30 ] || { echo "error: the wheel is ${mib} MiB (limit 30)" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pipi() { "$1/bin/pip" install -q --disable-pip-version-check "${@:2}"; }
+
+python3 -m venv "$tmp/bare"
+pipi "$tmp/bare" "$whl"
+( cd "$tmp" && env -u VIRTUAL_ENV "$tmp/bare/bin/accel" devices > "$tmp/bare.txt" )
+grep -q '^cpu ' "$tmp/bare.txt" || { cat "$tmp/bare.txt"; echo "error: no cpu line" >&2; exit 1; }
+echo "a venv with only the wheel: accel devices ran"
+
+python3 -m venv "$tmp/full"
+pipi "$tmp/full" "$whl" "nvidia-cuda-nvrtc>=13,<14"
+pipi "$tmp/full" --no-deps lammps-jax-pjrt-cpu
+cd "$tmp"
+env -u VIRTUAL_ENV "$tmp/full/bin/accel" devices --json > devices.json
+python3 - "$tmp/full" <<'PY'
+import json, sys
+venv = sys.argv[1]
+d = json.load(open("devices.json"))
+nvrtc = [l for l in d["cuda_libraries"] if l["name"] == "nvrtc"][0]
+assert (nvrtc["path"] or "").startswith(venv), nvrtc
+assert nvrtc["source"] == "python wheel (accel's own environment)", nvrtc
+xla = [b for b in d["backends"] if b["backend"] == "xla"][0]
+assert xla["status"] == "available", xla
+assert all(p["path"].startswith(venv) for p in d["xla_plugins"]), d["xla_plugins"]
+print(f"from the venv alone: nvrtc {nvrtc['version']} and {len(xla['devices'])} XLA devices, both inside {venv}")
+PY
+env -u VIRTUAL_ENV "$tmp/full/bin/accel" bench matmul --device xla:0 --size 128 --warmup 1 --iters 3 | grep -E '^xla:0' \
+  || { echo "error: the matmul on xla:0 failed" >&2; exit 1; }
+python3 - "$tmp/full/bin/accel" <<'PY'
+import os, statistics, subprocess, sys, time
+env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+ts = []
+for _ in range(5):
+    t = time.perf_counter()
+    subprocess.run([sys.argv[1], "devices"], env=env, check=True, stdout=subprocess.DEVNULL)
+    ts.append(time.perf_counter() - t)
+print(f"accel devices from the wheel: median {statistics.median(ts):.3f} s over 5 starts "
+      f"(min {min(ts):.3f}, max {max(ts):.3f})")
+PY
