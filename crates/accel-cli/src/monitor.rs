@@ -248,7 +248,31 @@ struct View {
     history: VecDeque<Snapshot>,
 }
 
+/// Set by SIGTERM or SIGHUP (a `kill`, a closed terminal): the view stops at its next poll
+/// and the terminal is restored, as on `q`.
+static STOPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[cfg(unix)]
+extern "C" fn on_signal(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOPPED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Routes SIGTERM and SIGHUP to [`STOPPED`] for as long as the view is up.
+fn catch_stop_signals() {
+    #[cfg(unix)]
+    for sig in [libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: `on_signal` is an `extern "C" fn(c_int)` that only stores to an atomic,
+        // which is async-signal-safe; replacing the default disposition of SIGTERM/SIGHUP
+        // affects only this process, which then quits through its normal path.
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
+
 fn tui(s: &mut Sampler, every: Duration, count: Option<u64>) -> anyhow::Result<()> {
+    catch_stop_signals();
     let _screen = Screen::enter()?;
     let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
     let mut view = View {
@@ -273,7 +297,14 @@ fn tui(s: &mut Sampler, every: Duration, count: Option<u64>) -> anyhow::Result<(
             next = start + every;
             term.draw(|f| draw(f, &view))?;
         }
-        if event::poll(next.saturating_duration_since(Instant::now()))? {
+        if STOPPED.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
+        // Short polls, so a stop signal is seen within a tenth of a second.
+        let wait = next
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(100));
+        if event::poll(wait)? {
             match event::read()? {
                 Event::Key(k) if quits(&k) => return Ok(()),
                 Event::Resize(..) => {

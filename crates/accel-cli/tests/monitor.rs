@@ -203,6 +203,36 @@ fn monitor_quits_on_esc_and_ctrl_c_at_the_smallest_size() {
 }
 
 #[test]
+fn monitor_restores_the_terminal_when_killed_by_sigterm_or_sighup() {
+    for sig in ["TERM", "HUP"] {
+        let name = format!("monitor_sig{}", sig.to_lowercase());
+        let Some(t) = Tmux::start(&name, 100, 30, "--interval 0.2") else {
+            return;
+        };
+        t.wait_for("the view", 15, |s| s.contains("accel monitor"));
+        // The shell in the pane runs accel as its child.
+        let shell = t.display("#{pane_pid}");
+        let o = Command::new("pkill")
+            .args([&format!("-{sig}"), "-P", &shell, "-x", "accel"])
+            .output()
+            .expect("pkill runs");
+        assert!(o.status.success(), "pkill -{sig}: {}", stderr(&o));
+        let s = t.wait_for("EXIT=", 10, |s| s.contains("EXIT="));
+        assert_eq!(
+            s.trim(),
+            "EXIT=0",
+            "SIG{sig}: only the shell's line is left:\n{s}"
+        );
+        assert_eq!(
+            t.display("#{alternate_on}"),
+            "0",
+            "SIG{sig}: alternate screen left"
+        );
+        assert_eq!(t.display("#{cursor_flag}"), "1", "SIG{sig}: cursor shown");
+    }
+}
+
+#[test]
 fn monitor_json_streams_one_document_per_sample() {
     let o = accel(&["monitor", "--json", "--count", "2", "--interval", "0.2"]);
     assert!(o.status.success(), "{}", stderr(&o));
