@@ -235,7 +235,7 @@ impl CudaStorage {
         let same = ll.shape == *out && rl.shape == *out;
         if same && ll.is_contiguous() && rl.is_contiguous() {
             let aligned = [a, b, o.ptr].iter().all(|p| p % 16 == 0);
-            if self.dtype == DType::F32 && n % 4 == 0 && aligned {
+            if self.dtype == DType::F32 && n.is_multiple_of(4) && aligned {
                 let n4 = (n / 4) as i64;
                 // SAFETY: `a`, `b` and `o.ptr` are n contiguous elements (the operands are dense
                 // views of their storage, in bounds by Layout::check_in_bounds; `o` was allocated

@@ -39,7 +39,7 @@ impl WgpuStorage {
         let buf = gpu.buffer(bytes.len() as u64)?;
         let (_, q) = gpu.device()?;
         // Queue writes come in whole 4-byte words: an odd number of f16 gets a padded copy.
-        if bytes.len() % 4 != 0 {
+        if !bytes.len().is_multiple_of(4) {
             let mut padded = bytes.to_vec();
             padded.resize(bytes.len().next_multiple_of(4), 0);
             q.write_buffer(&buf, 0, &padded);
