@@ -294,37 +294,51 @@ fn binop_expr(op: &str, float: bool) -> &'static str {
     }
 }
 
+/// Every binary op, typed: what the generators iterate.
+const BINARY: [BinaryOp; 5] = [
+    BinaryOp::Add,
+    BinaryOp::Sub,
+    BinaryOp::Mul,
+    BinaryOp::Div,
+    BinaryOp::Maximum,
+];
+
 /// Binary ops, as named in kernel names.
 pub const BINARY_OPS: [&str; 5] = ["add", "sub", "mul", "div", "maximum"];
 
 fn elementwise(s: &mut String) {
     for d in ALL {
         let (t, a, ld, st) = ty(d);
-        let tg = tag(d);
-        for op in BINARY_OPS {
-            let e = binop_expr(op, d.is_float());
+        for op in BINARY {
+            let e = binop_expr(op.name(), d.is_float());
+            let bin = Kernel::Binary { op, dtype: d }.name();
+            let binc = Kernel::BinaryDense { op, dtype: d }.name();
             let _ = write!(
                 s,
                 r#"
-extern "C" __global__ void bin_{op}_{tg}(const {t}* __restrict__ a, const {t}* __restrict__ b, {t}* __restrict__ o, Ix p) {{
+extern "C" __global__ void {bin}(const {t}* __restrict__ a, const {t}* __restrict__ b, {t}* __restrict__ o, Ix p) {{
   GRID_LOOP(i, p.n) {{ long long oa, ob; offs(p, i, oa, ob); {a} x = {ld}(a[oa]); {a} y = {ld}(b[ob]); o[i] = {st}({e}); }}
 }}
-extern "C" __global__ void binc_{op}_{tg}(const {t}* __restrict__ a, const {t}* __restrict__ b, {t}* __restrict__ o, long long n) {{
+extern "C" __global__ void {binc}(const {t}* __restrict__ a, const {t}* __restrict__ b, {t}* __restrict__ o, long long n) {{
   GRID_LOOP(i, n) {{ {a} x = {ld}(a[i]); {a} y = {ld}(b[i]); o[i] = {st}({e}); }}
 }}
 "#
             );
         }
-        let mut un = vec![("neg", "-x"), ("relu", "(x < 0 ? ({a})0 : x)")];
+        let mut un = vec![
+            (UnaryOp::Neg, "-x"),
+            (UnaryOp::Relu, "(x < 0 ? ({a})0 : x)"),
+        ];
         if d.is_float() {
-            un.push(("exp", "exp(x)"));
+            un.push((UnaryOp::Exp, "exp(x)"));
         }
         for (op, e) in un {
             let e = e.replace("{a}", a);
+            let name = Kernel::Unary { op, dtype: d }.name();
             let _ = write!(
                 s,
                 r#"
-extern "C" __global__ void un_{op}_{tg}(const {t}* __restrict__ a, {t}* __restrict__ o, Ix p) {{
+extern "C" __global__ void {name}(const {t}* __restrict__ a, {t}* __restrict__ o, Ix p) {{
   GRID_LOOP(i, p.n) {{ long long oa, ob; offs(p, i, oa, ob); {a} x = {ld}(a[oa]); o[i] = {st}({e}); }}
 }}
 "#
@@ -333,12 +347,13 @@ extern "C" __global__ void un_{op}_{tg}(const {t}* __restrict__ a, {t}* __restri
     }
     // The bandwidth-bound case worth vectorising: contiguous f32 with 16-byte aligned
     // pointers and a length divisible by 4.
-    for op in ["add", "sub", "mul", "div", "maximum"] {
-        let e = binop_expr(op, true);
+    for op in BINARY {
+        let e = binop_expr(op.name(), true);
+        let name = Kernel::BinaryDenseF32x4 { op }.name();
         let _ = write!(
             s,
             r#"
-extern "C" __global__ void binc4_{op}_f32(const float4* __restrict__ a, const float4* __restrict__ b, float4* __restrict__ o, long long n4) {{
+extern "C" __global__ void {name}(const float4* __restrict__ a, const float4* __restrict__ b, float4* __restrict__ o, long long n4) {{
   GRID_LOOP(i, n4) {{
     float4 u = a[i], v = b[i], r; float x, y;
     x = u.x; y = v.x; r.x = {e}; x = u.y; y = v.y; r.y = {e};
@@ -372,12 +387,11 @@ fn cast(s: &mut String) {
             let _ = write!(
                 s,
                 r#"
-extern "C" __global__ void cast_{}_{}(const {ts}* __restrict__ a, {td}* __restrict__ o, Ix p) {{
+extern "C" __global__ void {name}(const {ts}* __restrict__ a, {td}* __restrict__ o, Ix p) {{
   GRID_LOOP(i, p.n) {{ long long oa, ob; offs(p, i, oa, ob); o[i] = {conv}; }}
 }}
 "#,
-                tag(src),
-                tag(dst)
+                name = Kernel::Cast { from: src, to: dst }.name(),
             );
         }
     }
@@ -400,9 +414,19 @@ pub const REDUCE_OPS: [&str; 2] = ["sum", "max"];
 fn reduce(s: &mut String) {
     for d in ALL {
         let (t, a, ld, _) = ty(d);
-        let tg = tag(d);
         for op in REDUCE_OPS {
             let od = reduce_out(op, d);
+            let max = op == "max";
+            let pass = |pass| {
+                Kernel::Reduce {
+                    pass,
+                    max,
+                    dtype: d,
+                }
+                .name()
+            };
+            let (red, redt) = (pass(ReducePass::Block), pass(ReducePass::Thread));
+            let (redp, redf) = (pass(ReducePass::Parts), pass(ReducePass::Combine));
             let (to, _, _, sto) = ty(od);
             // Accumulate integer sums in 64 bits.
             let acc = if op == "sum" && !d.is_float() {
@@ -426,7 +450,7 @@ fn reduce(s: &mut String) {
                 r#"
 #define COMB(u, v) {comb}
 // One block per output: threads stride over the reduced dimension, then a tree in shared memory.
-extern "C" __global__ void red_{op}_{tg}(const {t}* __restrict__ x, {to}* __restrict__ o, long long outer, long long r, long long inner, int mean) {{
+extern "C" __global__ void {red}(const {t}* __restrict__ x, {to}* __restrict__ o, long long outer, long long r, long long inner, int mean) {{
   __shared__ {acc} sh[{BLOCK}];
   long long nout = outer * inner;
   for (long long q = blockIdx.x; q < nout; q += gridDim.x) {{
@@ -444,7 +468,7 @@ extern "C" __global__ void red_{op}_{tg}(const {t}* __restrict__ x, {to}* __rest
   }}
 }}
 // One thread per output, for short reduced dimensions.
-extern "C" __global__ void redt_{op}_{tg}(const {t}* __restrict__ x, {to}* __restrict__ o, long long outer, long long r, long long inner, int mean) {{
+extern "C" __global__ void {redt}(const {t}* __restrict__ x, {to}* __restrict__ o, long long outer, long long r, long long inner, int mean) {{
   GRID_LOOP(q, outer * inner) {{
     long long a0 = q / inner, c = q - a0 * inner;
     const {t}* base = x + a0 * r * inner + c;
@@ -456,7 +480,7 @@ extern "C" __global__ void redt_{op}_{tg}(const {t}* __restrict__ x, {to}* __res
 }}
 // Long reductions into few outputs: blockIdx.y splits the reduced dimension into parts,
 // each writing a partial result; redf combines the parts.
-extern "C" __global__ void redp_{op}_{tg}(const {t}* __restrict__ x, {acc}* __restrict__ part, long long outer, long long r, long long inner, long long chunk) {{
+extern "C" __global__ void {redp}(const {t}* __restrict__ x, {acc}* __restrict__ part, long long outer, long long r, long long inner, long long chunk) {{
   __shared__ {acc} sh[{BLOCK}];
   long long nout = outer * inner;
   long long j0 = (long long)blockIdx.y * chunk, j1 = min(r, j0 + chunk);
@@ -474,7 +498,7 @@ extern "C" __global__ void redp_{op}_{tg}(const {t}* __restrict__ x, {acc}* __re
     __syncthreads();
   }}
 }}
-extern "C" __global__ void redf_{op}_{tg}(const {acc}* __restrict__ part, {to}* __restrict__ o, long long nout, long long parts, long long r, int mean) {{
+extern "C" __global__ void {redf}(const {acc}* __restrict__ part, {to}* __restrict__ o, long long nout, long long parts, long long r, int mean) {{
   GRID_LOOP(q, nout) {{
     {acc} u = ({acc}){init};
     for (long long j = 0; j < parts; ++j) {{ {acc} v = part[q * parts + j]; u = COMB(u, v); }}
@@ -508,18 +532,18 @@ __device__ __forceinline__ double unit(unsigned long long seed, unsigned long lo
     );
     for d in ALL {
         let (t, _, _, _) = ty(d);
-        let tg = tag(d);
         let fill = from_double(d, "v");
+        let (n_fill, n_arange) = (Kernel::Fill(d).name(), Kernel::Arange(d).name());
         // Multiply and add rounded apart, as the CPU computes start + i * step.
         let ar = from_double(d, "__dadd_rn(start, __dmul_rn((double)i, step))");
         let _ = write!(
             s,
             r#"
-extern "C" __global__ void fill_{tg}({t}* __restrict__ o, long long n, double v) {{
+extern "C" __global__ void {n_fill}({t}* __restrict__ o, long long n, double v) {{
   {t} w = {fill};
   GRID_LOOP(i, n) o[i] = w;
 }}
-extern "C" __global__ void arange_{tg}({t}* __restrict__ o, long long n, double start, double step) {{
+extern "C" __global__ void {n_arange}({t}* __restrict__ o, long long n, double start, double step) {{
   GRID_LOOP(i, n) o[i] = {ar};
 }}
 "#
@@ -527,16 +551,16 @@ extern "C" __global__ void arange_{tg}({t}* __restrict__ o, long long n, double 
     }
     for d in FLOATS {
         let (t, _, _, _) = ty(d);
-        let tg = tag(d);
         let u = from_double(d, "lo + (hi - lo) * unit(seed, (unsigned long long)i)");
         let z = from_double(d, "mean + std * z");
+        let (n_uniform, n_normal) = (Kernel::Uniform(d).name(), Kernel::Normal(d).name());
         let _ = write!(
             s,
             r#"
-extern "C" __global__ void uniform_{tg}({t}* __restrict__ o, long long n, unsigned long long seed, double lo, double hi) {{
+extern "C" __global__ void {n_uniform}({t}* __restrict__ o, long long n, unsigned long long seed, double lo, double hi) {{
   GRID_LOOP(i, n) o[i] = {u};
 }}
-extern "C" __global__ void normal_{tg}({t}* __restrict__ o, long long n, unsigned long long seed, double mean, double std) {{
+extern "C" __global__ void {n_normal}({t}* __restrict__ o, long long n, unsigned long long seed, double mean, double std) {{
   // Box-Muller on two numbers of the stream; 1 - u keeps the logarithm finite.
   GRID_LOOP(i, n) {{
     double u1 = 1.0 - unit(seed, 2ULL * i), u2 = unit(seed, 2ULL * i + 1);
@@ -561,11 +585,11 @@ fn imatmul(s: &mut String) {
         } else {
             "unsigned long long"
         };
-        let tg = tag(d);
+        let name = Kernel::IntMatmul(d).name();
         let _ = write!(
             s,
             r#"
-extern "C" __global__ void imatmul_{tg}(const {t}* __restrict__ a, const {t}* __restrict__ b, {t}* __restrict__ c,
+extern "C" __global__ void {name}(const {t}* __restrict__ a, const {t}* __restrict__ b, {t}* __restrict__ c,
     long long batch, long long m, long long n, long long k,
     long long sab, long long sar, long long sac, long long sbb, long long sbr, long long sbc) {{
   __shared__ {t} ta[16][17];
