@@ -53,6 +53,12 @@ const BASES: &[&[&str]] = &[
         "bench", "matmul", "--size", "3", "--iters", "2", "--dtype", "i64",
     ],
     &["bench"],
+    &["doctor"],
+    &["doctor", "--json"],
+    &["monitor", "--json", "--interval", "0.2", "--count", "2"],
+    &["monitor", "--count", "1"],
+    &["completions", "bash"],
+    &["man"],
     &["help"],
     &["--version"],
     &[],
@@ -179,6 +185,10 @@ const TOKENS: &[&str] = &[
     "bench",
     "matmul",
     "mem",
+    "doctor",
+    "monitor",
+    "completions",
+    "man",
     "x",
     "--size=7",
     "--min-time=",
@@ -227,10 +237,11 @@ fn vector(rng: &mut Rng) -> Vec<String> {
     v
 }
 
-/// Whether the vector asks for an endless report (`mem --watch` without `--count`), which
-/// the test stops itself.
+/// Whether the vector asks for an endless report (`mem --watch` or `monitor` without
+/// `--count`), which the test stops itself.
 fn endless(v: &[String]) -> bool {
-    v.iter().any(|a| a.starts_with("--watch")) && !v.iter().any(|a| a.starts_with("--count"))
+    v.iter().any(|a| a.starts_with("--watch") || a == "monitor")
+        && !v.iter().any(|a| a.starts_with("--count"))
 }
 
 struct Outcome {
