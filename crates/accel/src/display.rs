@@ -68,7 +68,8 @@ impl Formatter {
     }
 }
 
-/// What every level of the nested printout shares.
+/// What every level of the nested printout shares. `vals` holds only the elements shown
+/// (row-major over `shown` sizes): the edges of each summarised dimension, not the tensor.
 struct Printer<'a> {
     vals: &'a [f64],
     dims: &'a [usize],
@@ -78,16 +79,22 @@ struct Printer<'a> {
     indent: usize,
 }
 
+/// Whether dimension `n` is cut to its first and last `EDGE` indices.
+fn cut(summarise: bool, n: usize) -> bool {
+    summarise && n > 2 * EDGE
+}
+
 impl Printer<'_> {
-    /// Writes dimension `d` of the nested array starting at flat index `base`.
+    /// Writes dimension `d` of the nested array starting at flat index `base` of `vals`.
     fn write_dim(&self, out: &mut String, d: usize, base: usize) {
         out.push('[');
         let n = self.dims[d];
-        let idx: Vec<Option<usize>> = if self.summarise && n > 2 * EDGE {
+        // (index in the tensor, index among the shown elements); None: the elision.
+        let idx: Vec<Option<usize>> = if cut(self.summarise, n) {
             (0..EDGE)
                 .map(Some)
                 .chain(std::iter::once(None))
-                .chain((n - EDGE..n).map(Some))
+                .chain((EDGE..2 * EDGE).map(Some))
                 .collect()
         } else {
             (0..n).map(Some).collect()
@@ -121,26 +128,76 @@ impl Printer<'_> {
     }
 }
 
+/// The elements a printout shows, as f64, row-major over the shown sizes: everything when
+/// not summarised; else, per cut dimension, only the first and last `EDGE` indices, read as
+/// at most 2^rank blocks (views), so a large tensor on a device is not copied whole.
+fn shown_values(t: &Tensor, summarise: bool) -> crate::Result<(Vec<f64>, Vec<usize>)> {
+    let dims = t.dims().to_vec();
+    if !dims.iter().any(|&n| cut(summarise, n)) {
+        return Ok((t.to_vec_f64()?, dims));
+    }
+    let shown: Vec<usize> = dims
+        .iter()
+        .map(|&n| if cut(summarise, n) { 2 * EDGE } else { n })
+        .collect();
+    let strides = crate::Shape::from(shown.clone()).contiguous_strides();
+    let mut vals = vec![0.0; shown.iter().product()];
+    // Per dimension, its ranges: (start in the tensor, start among the shown, length).
+    let ranges: Vec<Vec<(usize, usize, usize)>> = dims
+        .iter()
+        .map(|&n| {
+            if cut(summarise, n) {
+                vec![(0, 0, EDGE), (n - EDGE, EDGE, EDGE)]
+            } else {
+                vec![(0, 0, n)]
+            }
+        })
+        .collect();
+    let blocks: usize = ranges.iter().map(Vec::len).product();
+    for b in 0..blocks {
+        // The b-th combination of one range per dimension.
+        let mut rest = b;
+        let pick: Vec<(usize, usize, usize)> = ranges
+            .iter()
+            .map(|r| {
+                let x = r[rest % r.len()];
+                rest /= r.len();
+                x
+            })
+            .collect();
+        let starts: Vec<usize> = pick.iter().map(|p| p.0).collect();
+        let lens: Vec<usize> = pick.iter().map(|p| p.2).collect();
+        let block = t.block(&starts, &lens)?.to_vec_f64()?;
+        // Scatter the block, row-major over `lens`, into `vals`.
+        let mut at = vec![0usize; lens.len()];
+        for v in block {
+            let flat: usize = (0..lens.len())
+                .map(|d| (pick[d].1 + at[d]) * strides[d])
+                .sum();
+            vals[flat] = v;
+            for d in (0..lens.len()).rev() {
+                at[d] += 1;
+                if at[d] < lens[d] {
+                    break;
+                }
+                at[d] = 0;
+            }
+        }
+    }
+    Ok((vals, shown))
+}
+
 impl fmt::Display for Tensor {
     fn fmt(&self, fm: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let vals = match self.to_vec_f64() {
+        let summarise = self.elem_count() > THRESHOLD;
+        let (vals, shown) = match shown_values(self, summarise) {
             Ok(v) => v,
             Err(e) => return write!(fm, "tensor(<unreadable: {e}>)"),
         };
         let dims = self.dims().to_vec();
-        let strides = self.shape().contiguous_strides();
-        let summarise = vals.len() > THRESHOLD;
-        // Size the columns from the values that will be shown.
-        let shown: Vec<f64> = if summarise {
-            vals.iter()
-                .take(EDGE * 64)
-                .chain(vals.iter().rev().take(EDGE * 64))
-                .copied()
-                .collect()
-        } else {
-            vals.clone()
-        };
-        let f = Formatter::new(&shown, self.dtype().is_float());
+        let strides = crate::Shape::from(shown).contiguous_strides();
+        // Columns are sized from the values shown, as PyTorch's summarised printout does.
+        let f = Formatter::new(&vals, self.dtype().is_float());
         let mut out = String::from("tensor(");
         if dims.is_empty() {
             out.push_str(&f.fmt(vals[0]));

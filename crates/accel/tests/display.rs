@@ -67,3 +67,73 @@ fn three_dims_and_summaries() -> accel::Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn summaries_read_only_the_edges_and_agree_with_a_full_reference() -> accel::Result<()> {
+    // The printout of a large tensor reads its edges as small blocks; the text must be what
+    // the elements say, whatever the view. Reference: the same elements, printed from a
+    // contiguous CPU copy whose values were read whole (to_vec_f64) and rebuilt.
+    let d = Device::Cpu;
+    for dims in [
+        vec![7usize, 300],
+        vec![2, 9, 100],
+        vec![11, 3, 5, 13],
+        vec![1001],
+    ] {
+        let n: usize = dims.iter().product();
+        let t = Tensor::arange(0i64, n as i64, &d)?.reshape(dims.clone())?;
+        let whole = Tensor::new(t.to_vec_f64()?.as_slice(), &d)?
+            .to_dtype(DType::I64)?
+            .reshape(dims.clone())?;
+        assert_eq!(t.to_string(), whole.to_string(), "{dims:?}");
+        // A transposed (strided) view prints as its contiguous copy.
+        let tt = t.transpose(0, -1)?;
+        assert_eq!(
+            tt.to_string(),
+            tt.contiguous()?.to_string(),
+            "{dims:?} transposed"
+        );
+    }
+    // On every device accel finds, the same text before the device suffix.
+    let cpu = Tensor::arange(0.0f32, 3000.0, &d)?.reshape((30, 100))?;
+    for dev in accel::available_devices() {
+        if dev == Device::Cpu || !dev.supports(DType::F32) {
+            continue;
+        }
+        let got = cpu.to_device(&dev)?.t()?.to_string();
+        let want_t = cpu.t()?.contiguous()?.to_string();
+        assert!(
+            got.starts_with(want_t.trim_end_matches(')')),
+            "{dev}:\n{got}\nwant\n{want_t}"
+        );
+        assert!(got.ends_with(&format!("device='{dev}')")), "{got}");
+    }
+    Ok(())
+}
+
+#[test]
+fn both_dimensions_cut_as_pytorch_prints_them() -> accel::Result<()> {
+    // torch.arange(10000).reshape(100, 100), and its transpose, as PyTorch prints them.
+    let m = Tensor::arange(0i64, 10000, &Device::Cpu)?.reshape((100, 100))?;
+    assert_eq!(
+        m.to_string(),
+        "tensor([[   0,    1,    2,  ...,   97,   98,   99],
+        [ 100,  101,  102,  ...,  197,  198,  199],
+        [ 200,  201,  202,  ...,  297,  298,  299],
+        ...,
+        [9700, 9701, 9702,  ..., 9797, 9798, 9799],
+        [9800, 9801, 9802,  ..., 9897, 9898, 9899],
+        [9900, 9901, 9902,  ..., 9997, 9998, 9999]])"
+    );
+    assert_eq!(
+        m.t()?.to_string(),
+        "tensor([[   0,  100,  200,  ..., 9700, 9800, 9900],
+        [   1,  101,  201,  ..., 9701, 9801, 9901],
+        [   2,  102,  202,  ..., 9702, 9802, 9902],
+        ...,
+        [  97,  197,  297,  ..., 9797, 9897, 9997],
+        [  98,  198,  298,  ..., 9798, 9898, 9998],
+        [  99,  199,  299,  ..., 9799, 9899, 9999]])"
+    );
+    Ok(())
+}

@@ -549,6 +549,30 @@ impl Tensor {
         })
     }
 
+    /// The block of this tensor starting at index `starts` with sizes `lens` in each
+    /// dimension (a view: no data moves). For printing: `Display` reads only the edges.
+    pub(crate) fn block(&self, starts: &[usize], lens: &[usize]) -> Result<Tensor> {
+        let dims = self.dims();
+        if starts.len() != dims.len()
+            || lens.len() != dims.len()
+            || (0..dims.len()).any(|d| starts[d].checked_add(lens[d]).is_none_or(|e| e > dims[d]))
+        {
+            return Err(Error::invalid(
+                "block",
+                format!("block at {starts:?} of {lens:?} does not fit in {:?}", dims),
+            ));
+        }
+        let mut layout = Layout {
+            shape: Shape::from(lens.to_vec()),
+            strides: self.layout.strides.clone(),
+            offset: self.layout.offset,
+        };
+        for (d, &s) in starts.iter().enumerate() {
+            layout.offset += s * self.layout.strides[d];
+        }
+        self.view(layout)
+    }
+
     /// Swaps two dimensions (a view: no data moves). Negative dimensions count from the end.
     pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor> {
         let a = self.shape().dim_index(dim0, "transpose")?;
