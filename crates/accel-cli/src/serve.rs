@@ -80,12 +80,7 @@ fn no_delay(listener: &std::net::TcpListener) {
 }
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into())
+    sysinfo::System::host_name().unwrap_or_else(|_| "localhost".into())
 }
 
 /// The exposition text of one snapshot.

@@ -109,14 +109,8 @@ impl Sampler {
         let host = HostLoad {
             cpu_percent: self.sys.global_cpu_usage(),
             cpu_per_core_percent: self.sys.cpus().iter().map(|c| c.usage()).collect(),
-            memory: HostMemory {
-                total_bytes: self.sys.total_memory(),
-                used_bytes: self.sys.used_memory(),
-                available_bytes: self.sys.available_memory(),
-                swap_total_bytes: self.sys.total_swap(),
-                swap_used_bytes: self.sys.used_swap(),
-            },
-            process_rss_bytes: crate::system::process_rss_bytes(),
+            memory: HostMemory::of(&self.sys),
+            process_rss_bytes: crate::base::system::process_rss_in(&mut self.sys),
         };
         let devices = self.devices.iter().map(|d| device_load(*d)).collect();
         Snapshot {

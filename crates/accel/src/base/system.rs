@@ -46,13 +46,20 @@ pub struct CpuInfo {
 pub fn memory() -> Result<HostMemory> {
     let mut s = system(RefreshKind::nothing().with_memory(MemoryRefreshKind::everything()))?;
     s.refresh_memory();
-    Ok(HostMemory {
-        total_bytes: s.total_memory(),
-        used_bytes: s.used_memory(),
-        available_bytes: s.available_memory(),
-        swap_total_bytes: s.total_swap(),
-        swap_used_bytes: s.used_swap(),
-    })
+    Ok(HostMemory::of(&s))
+}
+
+impl HostMemory {
+    /// The RAM figures of a `System` whose memory was refreshed.
+    pub(crate) fn of(s: &System) -> HostMemory {
+        HostMemory {
+            total_bytes: s.total_memory(),
+            used_bytes: s.used_memory(),
+            available_bytes: s.available_memory(),
+            swap_total_bytes: s.total_swap(),
+            swap_used_bytes: s.used_swap(),
+        }
+    }
 }
 
 /// Whole-machine CPU use in percent, measured over `interval` (`psutil.cpu_percent(interval)`).
@@ -67,8 +74,12 @@ pub fn cpu_percent(interval: Duration) -> Result<f32> {
 
 /// Resident memory of this process in bytes, where the OS reports it.
 pub fn process_rss_bytes() -> Option<u64> {
+    process_rss_in(&mut System::new().ok()?)
+}
+
+/// [`process_rss_bytes`] through an existing `System` (a sampler's, kept between samples).
+pub(crate) fn process_rss_in(s: &mut System) -> Option<u64> {
     let pid = sysinfo::get_current_pid().ok()?;
-    let mut s = System::new().ok()?;
     s.refresh_processes(ProcessesToUpdate::Some(&[pid]), true);
     s.process(pid).map(|p| p.memory())
 }

@@ -19,9 +19,12 @@ fn metal_adapter() -> Option<DeviceInfo> {
         .find(|d| d.caps.platform.as_deref() == Some("Metal"))
 }
 
-/// The `wgpu:N` device that runs `mps` tensors.
+/// The `wgpu:N` device that runs `mps` tensors, found once (the adapter list does not
+/// change while we run; every mps call asks).
 fn adapter_device() -> Result<Device> {
-    metal_adapter().map(|d| d.device).ok_or_else(|| {
+    static ADAPTER: std::sync::OnceLock<Option<Device>> = std::sync::OnceLock::new();
+    let found = *ADAPTER.get_or_init(|| metal_adapter().map(|d| d.device));
+    found.ok_or_else(|| {
         Error::System("internal error: mps was asked for, but there is no Metal adapter".into())
     })
 }
