@@ -140,29 +140,6 @@ impl CudaStorage {
         Ok(out)
     }
 
-    /// A host copy of the view `l` (waits for the GPU).
-    pub fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
-        let mut host = CpuStorage::full(self.dtype, l.shape.elem_count(), 0.0);
-        self.to_host(l, host.as_bytes_mut())?;
-        Ok(host)
-    }
-
-    /// Copies the view `l` into `dst` (its size exactly) and waits.
-    pub fn to_host(&self, l: &Layout, dst: &mut [u8]) -> Result<()> {
-        let want = l.shape.elem_count() * self.dtype.size_in_bytes();
-        if dst.len() != want {
-            return Err(Error::System(format!(
-                "internal error: a {}-byte host buffer for a {want}-byte copy from the GPU",
-                dst.len()
-            )));
-        }
-        let (_copy, src) = self.dense(l)?;
-        // SAFETY: `src` is the view's dense run of n elements (`dense`: the view itself when
-        // contiguous, in bounds by Layout::check_in_bounds, else a fresh copy), and dst.len() was
-        // checked above to be those n elements' bytes.
-        unsafe { self.gpu.dtoh(dst, src) }
-    }
-
     /// The view's elements as one dense run: its address, and the copy holding it when the
     /// view was strided (keep it alive while the address is used).
     fn dense(&self, l: &Layout) -> Result<(Option<CudaStorage>, CUdeviceptr)> {
@@ -175,11 +152,6 @@ impl CudaStorage {
         }
     }
 
-    /// A contiguous copy of the view `l`, on the same GPU.
-    pub fn copy_strided(&self, l: &Layout) -> Result<CudaStorage> {
-        self.cast(l, self.dtype)
-    }
-
     /// A contiguous copy of the view `l` on another GPU.
     pub fn to_gpu(&self, l: &Layout, dst: &Arc<Gpu>) -> Result<CudaStorage> {
         let (_copy, src) = self.dense(l)?;
@@ -189,245 +161,6 @@ impl CudaStorage {
         // dense run of n elements on this GPU (`dense`, in bounds by Layout::check_in_bounds).
         unsafe { dst.dtod(out.ptr, &self.gpu, src, n * self.dtype.size_in_bytes()) }?;
         Ok(out)
-    }
-
-    /// The view `l` converted to `dtype`, contiguous.
-    pub fn cast(&self, l: &Layout, dtype: DType) -> Result<CudaStorage> {
-        let n = l.shape.elem_count();
-        let out = CudaStorage::alloc(&self.gpu, dtype, n)?;
-        if n == 0 {
-            return Ok(out);
-        }
-        let ix = merged(l.shape.dims(), [&l.strides, &l.strides])?;
-        let a = self.at(l.offset);
-        // SAFETY: `a` is the view's first element and `ix` its merged shape and strides, so every
-        // index the kernel forms for i < n is an element of the view (in bounds:
-        // Layout::check_in_bounds); `out` holds n elements of `dtype` (allocated above); the
-        // arguments match `cast_*` in kernels.rs.
-        unsafe {
-            self.gpu.launch(
-                Kernel::Cast {
-                    from: self.dtype,
-                    to: dtype,
-                },
-                (self.gpu.grid_for(n), 1, 1),
-                (BLOCK, 1, 1),
-                &mut [arg(&a), arg(&out.ptr), arg(&ix)],
-            )
-        }?;
-        Ok(out)
-    }
-
-    pub fn binary(
-        &self,
-        op: BinaryOp,
-        ll: &Layout,
-        rhs: &CudaStorage,
-        rl: &Layout,
-        out: &Shape,
-    ) -> Result<CudaStorage> {
-        let n = out.elem_count();
-        let o = CudaStorage::alloc(&self.gpu, self.dtype, n)?;
-        if n == 0 {
-            return Ok(o);
-        }
-        let (a, b) = (self.at(ll.offset), rhs.at(rl.offset));
-        let same = ll.shape == *out && rl.shape == *out;
-        if same && ll.is_contiguous() && rl.is_contiguous() {
-            let aligned = [a, b, o.ptr].iter().all(|p| p % 16 == 0);
-            if self.dtype == DType::F32 && n.is_multiple_of(4) && aligned {
-                let n4 = (n / 4) as i64;
-                // SAFETY: `a`, `b` and `o.ptr` are n contiguous elements (the operands are dense
-                // views of their storage, in bounds by Layout::check_in_bounds; `o` was allocated
-                // above for n), 16-byte aligned (checked above) and n % 4 == 0, so the float4
-                // kernel's n / 4 vector loads and stores stay inside them; the arguments match
-                // `binc4_*` in kernels.rs.
-                return unsafe {
-                    self.gpu.launch(
-                        Kernel::BinaryDenseF32x4 { op },
-                        (self.gpu.grid_for(n / 4), 1, 1),
-                        (BLOCK, 1, 1),
-                        &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&n4)],
-                    )
-                }
-                .map(|_| o);
-            }
-            let nn = n as i64;
-            // SAFETY: `a`/`b` are the operands' first elements, and their strides (0 where
-            // broadcast) keep every index for i < n inside each view (Layout::check_in_bounds); `o`
-            // holds the n outputs (allocated above); the arguments match the kernel in kernels.rs.
-            unsafe {
-                self.gpu.launch(
-                    Kernel::BinaryDense {
-                        op,
-                        dtype: self.dtype,
-                    },
-                    (self.gpu.grid_for(n), 1, 1),
-                    (BLOCK, 1, 1),
-                    &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&nn)],
-                )
-            }?;
-            return Ok(o);
-        }
-        let sa = ll.broadcast_strides(out);
-        let sb = rl.broadcast_strides(out);
-        let ix = merged(out.dims(), [&sa, &sb])?;
-        // SAFETY: `a`/`b` are the operands' first elements, and their strides (0 where broadcast)
-        // keep every index for i < n inside each view (Layout::check_in_bounds); `o` holds the n
-        // outputs (allocated above); the arguments match the kernel in kernels.rs.
-        unsafe {
-            self.gpu.launch(
-                Kernel::Binary {
-                    op,
-                    dtype: self.dtype,
-                },
-                (self.gpu.grid_for(n), 1, 1),
-                (BLOCK, 1, 1),
-                &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&ix)],
-            )
-        }?;
-        Ok(o)
-    }
-
-    pub fn unary(&self, op: UnaryOp, l: &Layout) -> Result<CudaStorage> {
-        let n = l.shape.elem_count();
-        let o = CudaStorage::alloc(&self.gpu, self.dtype, n)?;
-        if n == 0 {
-            return Ok(o);
-        }
-        let ix = merged(l.shape.dims(), [&l.strides, &l.strides])?;
-        let a = self.at(l.offset);
-        // SAFETY: `a` is the view's first element and `ix` its shape and strides (in bounds:
-        // Layout::check_in_bounds); `o` holds the n outputs (allocated above); the arguments match
-        // `un_*` in kernels.rs.
-        unsafe {
-            self.gpu.launch(
-                Kernel::Unary {
-                    op,
-                    dtype: self.dtype,
-                },
-                (self.gpu.grid_for(n), 1, 1),
-                (BLOCK, 1, 1),
-                &mut [arg(&a), arg(&o.ptr), arg(&ix)],
-            )
-        }?;
-        Ok(o)
-    }
-
-    pub fn reduce(
-        &self,
-        op: ReduceOp,
-        l: &Layout,
-        dim: Option<usize>,
-        out_dtype: DType,
-    ) -> Result<CudaStorage> {
-        let (_copy, src) = self.dense(l)?;
-        let (outer, r, inner) = l.reduce_split(dim);
-        let max = op == ReduceOp::Max;
-        let opn = if max { "max" } else { "sum" };
-        let mean = i32::from(op == ReduceOp::Mean);
-        if out_dtype != kernels::reduce_out(opn, self.dtype) {
-            return Err(Error::System(format!(
-                "internal error: no {opn} kernel from {} to {out_dtype}",
-                self.dtype
-            )));
-        }
-        let nout = outer * inner;
-        let o = CudaStorage::alloc(&self.gpu, out_dtype, nout)?;
-        if nout == 0 {
-            return Ok(o);
-        }
-        let x = src;
-        let (outer_, r_, inner_) = (outer as i64, r as i64, inner as i64);
-        let sms = self.gpu.sm_count as usize;
-        let coalesced = inner >= 32 && nout >= 64 * sms;
-        if r <= 64 || coalesced || nout >= 2 * sms || r < 1 << 16 {
-            // Short rows: a thread per output; else a block per output.
-            // Neighbouring outputs read neighbouring addresses when inner >= 32: coalesced.
-            let (pass, grid) = if r <= 64 || coalesced {
-                (ReducePass::Thread, self.gpu.grid_for(nout))
-            } else {
-                (ReducePass::Block, nout.min(65535 * 16) as u32)
-            };
-            // SAFETY: `x` is the view's dense run of outer * r * inner elements (`dense`); the
-            // output it writes (`o`: outer * inner elements, or `part`: nout * parts) was allocated
-            // above; the arguments match the kernel in kernels.rs.
-            unsafe {
-                self.gpu.launch(
-                    Kernel::Reduce {
-                        pass,
-                        max,
-                        dtype: self.dtype,
-                    },
-                    (grid, 1, 1),
-                    (BLOCK, 1, 1),
-                    &mut [
-                        arg(&x),
-                        arg(&o.ptr),
-                        arg(&outer_),
-                        arg(&r_),
-                        arg(&inner_),
-                        arg(&mean),
-                    ],
-                )
-            }?;
-        } else {
-            // Few outputs, long rows: split each row into parts over the whole GPU.
-            let parts = (4 * sms).div_ceil(nout).clamp(1, 65535);
-            let chunk = r.div_ceil(parts) as i64;
-            let acc_dtype = match (opn, self.dtype) {
-                ("sum", DType::I32 | DType::I64) => DType::I64,
-                (_, DType::F16 | DType::BF16) => DType::F32,
-                (_, d) => d,
-            };
-            let part = CudaStorage::alloc(&self.gpu, acc_dtype, nout * parts)?;
-            // SAFETY: `x` is the view's dense run of outer * r * inner elements (`dense`); the
-            // output it writes (`o`: outer * inner elements, or `part`: nout * parts) was allocated
-            // above; the arguments match the kernel in kernels.rs.
-            unsafe {
-                self.gpu.launch(
-                    Kernel::Reduce {
-                        pass: ReducePass::Parts,
-                        max,
-                        dtype: self.dtype,
-                    },
-                    (nout as u32, parts as u32, 1),
-                    (BLOCK, 1, 1),
-                    &mut [
-                        arg(&x),
-                        arg(&part.ptr),
-                        arg(&outer_),
-                        arg(&r_),
-                        arg(&inner_),
-                        arg(&chunk),
-                    ],
-                )
-            }?;
-            let (nout_, parts_) = (nout as i64, parts as i64);
-            // SAFETY: `x` is the view's dense run of outer * r * inner elements (`dense`); the
-            // output it writes (`o`: outer * inner elements, or `part`: nout * parts) was allocated
-            // above; the arguments match the kernel in kernels.rs.
-            unsafe {
-                self.gpu.launch(
-                    Kernel::Reduce {
-                        pass: ReducePass::Combine,
-                        max,
-                        dtype: self.dtype,
-                    },
-                    (self.gpu.grid_for(nout), 1, 1),
-                    (BLOCK, 1, 1),
-                    &mut [
-                        arg(&part.ptr),
-                        arg(&o.ptr),
-                        arg(&nout_),
-                        arg(&parts_),
-                        arg(&r_),
-                        arg(&mean),
-                    ],
-                )
-            }?;
-        }
-        Ok(o)
     }
 
     /// `value` in every element.
@@ -505,54 +238,6 @@ impl CudaStorage {
             }?;
         }
         Ok(o)
-    }
-
-    /// Batched matmul; `a` and `b` are (batch stride, row stride, column stride, offset).
-    pub fn matmul(&self, rhs: &CudaStorage, spec: &MatmulSpec) -> Result<CudaStorage> {
-        let MatmulSpec { bsz, m, n, k, a, b } = *spec;
-        let out = CudaStorage::alloc(&self.gpu, self.dtype, bsz * m * n)?;
-        if bsz * m * n == 0 {
-            return Ok(out);
-        }
-        if k == 0 {
-            return CudaStorage::full(&self.gpu, self.dtype, bsz * m * n, 0.0);
-        }
-        match self.dtype {
-            DType::I32 | DType::I64 => {
-                let p = [
-                    bsz as i64, m as i64, n as i64, k as i64, a.0 as i64, a.1 as i64, a.2 as i64,
-                    b.0 as i64, b.1 as i64, b.2 as i64,
-                ];
-                let (pa, pb) = (self.at(a.3), rhs.at(b.3));
-                if n.div_ceil(16) > i32::MAX as usize {
-                    return Err(Error::invalid(
-                        "matmul",
-                        "the result has too many columns for one CUDA grid",
-                    ));
-                }
-                let mut args = vec![arg(&pa), arg(&pb), arg(&out.ptr)];
-                args.extend(p.iter().map(arg));
-                // SAFETY: `pa`/`pb` start the operands' views, and every (batch, row, column) index
-                // the kernel forms is inside their storage (the MatmulSpec comes from
-                // Tensor::matmul over layouts checked by Layout::check_in_bounds); `out` holds bsz
-                // * m * n elements (allocated above); the arguments match `imatmul_*` in
-                // kernels.rs.
-                unsafe {
-                    self.gpu.launch(
-                        Kernel::IntMatmul(self.dtype),
-                        (
-                            n.div_ceil(16) as u32,
-                            m.div_ceil(16).min(65535) as u32,
-                            bsz.min(65535) as u32,
-                        ),
-                        (16, 16, 1),
-                        &mut args,
-                    )
-                }?;
-                Ok(out)
-            }
-            _ => self.gemm(rhs, spec, out),
-        }
     }
 
     /// Float matmul through cuBLAS. cuBLAS is column-major: a row-major C = A B is the
@@ -704,11 +389,26 @@ impl BackendStorage for CudaStorage {
     fn len(&self) -> usize {
         self.len
     }
+    /// A host copy of the view `l` (waits for the GPU).
     fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
-        CudaStorage::to_cpu(self, l)
+        let mut host = CpuStorage::full(self.dtype, l.shape.elem_count(), 0.0);
+        self.to_host(l, host.as_bytes_mut())?;
+        Ok(host)
     }
+    /// Copies the view `l` into `dst` (its size exactly) and waits.
     fn to_host(&self, l: &Layout, dst: &mut [u8]) -> Result<()> {
-        CudaStorage::to_host(self, l, dst)
+        let want = l.shape.elem_count() * self.dtype.size_in_bytes();
+        if dst.len() != want {
+            return Err(Error::System(format!(
+                "internal error: a {}-byte host buffer for a {want}-byte copy from the GPU",
+                dst.len()
+            )));
+        }
+        let (_copy, src) = self.dense(l)?;
+        // SAFETY: `src` is the view's dense run of n elements (`dense`: the view itself when
+        // contiguous, in bounds by Layout::check_in_bounds, else a fresh copy), and dst.len() was
+        // checked above to be those n elements' bytes.
+        unsafe { self.gpu.dtoh(dst, src) }
     }
     fn to_device_direct(&self, l: &Layout, device: Device) -> Result<Option<CudaStorage>> {
         match device {
@@ -716,11 +416,35 @@ impl BackendStorage for CudaStorage {
             _ => Ok(None),
         }
     }
+    /// A contiguous copy of the view `l`, on the same GPU.
     fn copy_strided(&self, l: &Layout) -> Result<CudaStorage> {
-        CudaStorage::copy_strided(self, l)
+        self.to_dtype(l, self.dtype)
     }
+    /// The view `l` converted to `dtype`, contiguous.
     fn to_dtype(&self, l: &Layout, dtype: DType) -> Result<CudaStorage> {
-        self.cast(l, dtype)
+        let n = l.shape.elem_count();
+        let out = CudaStorage::alloc(&self.gpu, dtype, n)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let ix = merged(l.shape.dims(), [&l.strides, &l.strides])?;
+        let a = self.at(l.offset);
+        // SAFETY: `a` is the view's first element and `ix` its merged shape and strides, so every
+        // index the kernel forms for i < n is an element of the view (in bounds:
+        // Layout::check_in_bounds); `out` holds n elements of `dtype` (allocated above); the
+        // arguments match `cast_*` in kernels.rs.
+        unsafe {
+            self.gpu.launch(
+                Kernel::Cast {
+                    from: self.dtype,
+                    to: dtype,
+                },
+                (self.gpu.grid_for(n), 1, 1),
+                (BLOCK, 1, 1),
+                &mut [arg(&a), arg(&out.ptr), arg(&ix)],
+            )
+        }?;
+        Ok(out)
     }
     fn binary(
         &self,
@@ -730,10 +454,91 @@ impl BackendStorage for CudaStorage {
         rl: &Layout,
         out: &Shape,
     ) -> Result<CudaStorage> {
-        CudaStorage::binary(self, op, ll, rhs, rl, out)
+        let n = out.elem_count();
+        let o = CudaStorage::alloc(&self.gpu, self.dtype, n)?;
+        if n == 0 {
+            return Ok(o);
+        }
+        let (a, b) = (self.at(ll.offset), rhs.at(rl.offset));
+        let same = ll.shape == *out && rl.shape == *out;
+        if same && ll.is_contiguous() && rl.is_contiguous() {
+            let aligned = [a, b, o.ptr].iter().all(|p| p % 16 == 0);
+            if self.dtype == DType::F32 && n.is_multiple_of(4) && aligned {
+                let n4 = (n / 4) as i64;
+                // SAFETY: `a`, `b` and `o.ptr` are n contiguous elements (the operands are dense
+                // views of their storage, in bounds by Layout::check_in_bounds; `o` was allocated
+                // above for n), 16-byte aligned (checked above) and n % 4 == 0, so the float4
+                // kernel's n / 4 vector loads and stores stay inside them; the arguments match
+                // `binc4_*` in kernels.rs.
+                return unsafe {
+                    self.gpu.launch(
+                        Kernel::BinaryDenseF32x4 { op },
+                        (self.gpu.grid_for(n / 4), 1, 1),
+                        (BLOCK, 1, 1),
+                        &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&n4)],
+                    )
+                }
+                .map(|_| o);
+            }
+            let nn = n as i64;
+            // SAFETY: `a`/`b` are the operands' first elements, and their strides (0 where
+            // broadcast) keep every index for i < n inside each view (Layout::check_in_bounds); `o`
+            // holds the n outputs (allocated above); the arguments match the kernel in kernels.rs.
+            unsafe {
+                self.gpu.launch(
+                    Kernel::BinaryDense {
+                        op,
+                        dtype: self.dtype,
+                    },
+                    (self.gpu.grid_for(n), 1, 1),
+                    (BLOCK, 1, 1),
+                    &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&nn)],
+                )
+            }?;
+            return Ok(o);
+        }
+        let sa = ll.broadcast_strides(out);
+        let sb = rl.broadcast_strides(out);
+        let ix = merged(out.dims(), [&sa, &sb])?;
+        // SAFETY: `a`/`b` are the operands' first elements, and their strides (0 where broadcast)
+        // keep every index for i < n inside each view (Layout::check_in_bounds); `o` holds the n
+        // outputs (allocated above); the arguments match the kernel in kernels.rs.
+        unsafe {
+            self.gpu.launch(
+                Kernel::Binary {
+                    op,
+                    dtype: self.dtype,
+                },
+                (self.gpu.grid_for(n), 1, 1),
+                (BLOCK, 1, 1),
+                &mut [arg(&a), arg(&b), arg(&o.ptr), arg(&ix)],
+            )
+        }?;
+        Ok(o)
     }
     fn unary(&self, op: UnaryOp, l: &Layout) -> Result<CudaStorage> {
-        CudaStorage::unary(self, op, l)
+        let n = l.shape.elem_count();
+        let o = CudaStorage::alloc(&self.gpu, self.dtype, n)?;
+        if n == 0 {
+            return Ok(o);
+        }
+        let ix = merged(l.shape.dims(), [&l.strides, &l.strides])?;
+        let a = self.at(l.offset);
+        // SAFETY: `a` is the view's first element and `ix` its shape and strides (in bounds:
+        // Layout::check_in_bounds); `o` holds the n outputs (allocated above); the arguments match
+        // `un_*` in kernels.rs.
+        unsafe {
+            self.gpu.launch(
+                Kernel::Unary {
+                    op,
+                    dtype: self.dtype,
+                },
+                (self.gpu.grid_for(n), 1, 1),
+                (BLOCK, 1, 1),
+                &mut [arg(&a), arg(&o.ptr), arg(&ix)],
+            )
+        }?;
+        Ok(o)
     }
     fn reduce(
         &self,
@@ -742,9 +547,159 @@ impl BackendStorage for CudaStorage {
         dim: Option<usize>,
         out_dtype: DType,
     ) -> Result<CudaStorage> {
-        CudaStorage::reduce(self, op, l, dim, out_dtype)
+        let (_copy, src) = self.dense(l)?;
+        let (outer, r, inner) = l.reduce_split(dim);
+        let max = op == ReduceOp::Max;
+        let opn = if max { "max" } else { "sum" };
+        let mean = i32::from(op == ReduceOp::Mean);
+        if out_dtype != kernels::reduce_out(opn, self.dtype) {
+            return Err(Error::System(format!(
+                "internal error: no {opn} kernel from {} to {out_dtype}",
+                self.dtype
+            )));
+        }
+        let nout = outer * inner;
+        let o = CudaStorage::alloc(&self.gpu, out_dtype, nout)?;
+        if nout == 0 {
+            return Ok(o);
+        }
+        let x = src;
+        let (outer_, r_, inner_) = (outer as i64, r as i64, inner as i64);
+        let sms = self.gpu.sm_count as usize;
+        let coalesced = inner >= 32 && nout >= 64 * sms;
+        if r <= 64 || coalesced || nout >= 2 * sms || r < 1 << 16 {
+            // Short rows: a thread per output; else a block per output.
+            // Neighbouring outputs read neighbouring addresses when inner >= 32: coalesced.
+            let (pass, grid) = if r <= 64 || coalesced {
+                (ReducePass::Thread, self.gpu.grid_for(nout))
+            } else {
+                (ReducePass::Block, nout.min(65535 * 16) as u32)
+            };
+            // SAFETY: `x` is the view's dense run of outer * r * inner elements (`dense`); the
+            // output it writes (`o`: outer * inner elements, or `part`: nout * parts) was allocated
+            // above; the arguments match the kernel in kernels.rs.
+            unsafe {
+                self.gpu.launch(
+                    Kernel::Reduce {
+                        pass,
+                        max,
+                        dtype: self.dtype,
+                    },
+                    (grid, 1, 1),
+                    (BLOCK, 1, 1),
+                    &mut [
+                        arg(&x),
+                        arg(&o.ptr),
+                        arg(&outer_),
+                        arg(&r_),
+                        arg(&inner_),
+                        arg(&mean),
+                    ],
+                )
+            }?;
+        } else {
+            // Few outputs, long rows: split each row into parts over the whole GPU.
+            let parts = (4 * sms).div_ceil(nout).clamp(1, 65535);
+            let chunk = r.div_ceil(parts) as i64;
+            let acc_dtype = match (opn, self.dtype) {
+                ("sum", DType::I32 | DType::I64) => DType::I64,
+                (_, DType::F16 | DType::BF16) => DType::F32,
+                (_, d) => d,
+            };
+            let part = CudaStorage::alloc(&self.gpu, acc_dtype, nout * parts)?;
+            // SAFETY: `x` is the view's dense run of outer * r * inner elements (`dense`); the
+            // output it writes (`o`: outer * inner elements, or `part`: nout * parts) was allocated
+            // above; the arguments match the kernel in kernels.rs.
+            unsafe {
+                self.gpu.launch(
+                    Kernel::Reduce {
+                        pass: ReducePass::Parts,
+                        max,
+                        dtype: self.dtype,
+                    },
+                    (nout as u32, parts as u32, 1),
+                    (BLOCK, 1, 1),
+                    &mut [
+                        arg(&x),
+                        arg(&part.ptr),
+                        arg(&outer_),
+                        arg(&r_),
+                        arg(&inner_),
+                        arg(&chunk),
+                    ],
+                )
+            }?;
+            let (nout_, parts_) = (nout as i64, parts as i64);
+            // SAFETY: `x` is the view's dense run of outer * r * inner elements (`dense`); the
+            // output it writes (`o`: outer * inner elements, or `part`: nout * parts) was allocated
+            // above; the arguments match the kernel in kernels.rs.
+            unsafe {
+                self.gpu.launch(
+                    Kernel::Reduce {
+                        pass: ReducePass::Combine,
+                        max,
+                        dtype: self.dtype,
+                    },
+                    (self.gpu.grid_for(nout), 1, 1),
+                    (BLOCK, 1, 1),
+                    &mut [
+                        arg(&part.ptr),
+                        arg(&o.ptr),
+                        arg(&nout_),
+                        arg(&parts_),
+                        arg(&r_),
+                        arg(&mean),
+                    ],
+                )
+            }?;
+        }
+        Ok(o)
     }
+    /// Batched matmul; `a` and `b` are (batch stride, row stride, column stride, offset).
     fn matmul(&self, rhs: &CudaStorage, spec: &MatmulSpec) -> Result<CudaStorage> {
-        CudaStorage::matmul(self, rhs, spec)
+        let MatmulSpec { bsz, m, n, k, a, b } = *spec;
+        let out = CudaStorage::alloc(&self.gpu, self.dtype, bsz * m * n)?;
+        if bsz * m * n == 0 {
+            return Ok(out);
+        }
+        if k == 0 {
+            return CudaStorage::full(&self.gpu, self.dtype, bsz * m * n, 0.0);
+        }
+        match self.dtype {
+            DType::I32 | DType::I64 => {
+                let p = [
+                    bsz as i64, m as i64, n as i64, k as i64, a.0 as i64, a.1 as i64, a.2 as i64,
+                    b.0 as i64, b.1 as i64, b.2 as i64,
+                ];
+                let (pa, pb) = (self.at(a.3), rhs.at(b.3));
+                if n.div_ceil(16) > i32::MAX as usize {
+                    return Err(Error::invalid(
+                        "matmul",
+                        "the result has too many columns for one CUDA grid",
+                    ));
+                }
+                let mut args = vec![arg(&pa), arg(&pb), arg(&out.ptr)];
+                args.extend(p.iter().map(arg));
+                // SAFETY: `pa`/`pb` start the operands' views, and every (batch, row, column) index
+                // the kernel forms is inside their storage (the MatmulSpec comes from
+                // Tensor::matmul over layouts checked by Layout::check_in_bounds); `out` holds bsz
+                // * m * n elements (allocated above); the arguments match `imatmul_*` in
+                // kernels.rs.
+                unsafe {
+                    self.gpu.launch(
+                        Kernel::IntMatmul(self.dtype),
+                        (
+                            n.div_ceil(16) as u32,
+                            m.div_ceil(16).min(65535) as u32,
+                            bsz.min(65535) as u32,
+                        ),
+                        (16, 16, 1),
+                        &mut args,
+                    )
+                }?;
+                Ok(out)
+            }
+            _ => self.gemm(rhs, spec, out),
+        }
     }
 }

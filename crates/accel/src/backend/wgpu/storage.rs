@@ -80,13 +80,6 @@ impl WgpuStorage {
         Ok(host)
     }
 
-    pub fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
-        if l.is_contiguous() && l.offset == 0 && l.shape.elem_count() == self.len {
-            return self.download();
-        }
-        self.copy_strided(l)?.download()
-    }
-
     /// Runs the strided kernel: `out[i] = expr(x = self[view i], y = rhs[view i])`.
     fn map(
         &self,
@@ -141,99 +134,6 @@ impl WgpuStorage {
             self.gpu.groups_1d(n),
         )?;
         Ok(o)
-    }
-
-    pub fn copy_strided(&self, l: &Layout) -> Result<WgpuStorage> {
-        self.map("x", l, None, &l.shape, self.dtype)
-    }
-
-    pub fn cast(&self, l: &Layout, dtype: DType) -> Result<WgpuStorage> {
-        self.gpu.ty("to_dtype", dtype)?;
-        self.map(&convert("x", self.dtype, dtype), l, None, &l.shape, dtype)
-    }
-
-    pub fn binary(
-        &self,
-        op: BinaryOp,
-        ll: &Layout,
-        rhs: &WgpuStorage,
-        rl: &Layout,
-        out: &Shape,
-    ) -> Result<WgpuStorage> {
-        let e = match (op, self.dtype) {
-            (BinaryOp::Maximum, DType::I32) => "max(x, y)".to_string(),
-            // NaN-propagating, as PyTorch's maximum.
-            (BinaryOp::Maximum, _) => "select(select(y, x, x > y), x, isnan32(f32(x)))".to_string(),
-            (_, dt) => {
-                let sym = match op {
-                    BinaryOp::Add => "+",
-                    BinaryOp::Sub => "-",
-                    BinaryOp::Mul => "*",
-                    _ => "/",
-                };
-                if dt == DType::F16 {
-                    // In f32, rounded once to f16, as the CPU does.
-                    format!("to_f16(f32(x) {sym} f32(y))")
-                } else {
-                    // i32 wraps on overflow in WGSL, as in PyTorch.
-                    format!("x {sym} y")
-                }
-            }
-        };
-        self.map(&e, ll, Some((rhs, rl)), out, self.dtype)
-    }
-
-    pub fn unary(&self, op: UnaryOp, l: &Layout) -> Result<WgpuStorage> {
-        let t = self.gpu.ty("unary op", self.dtype)?;
-        let e = match op {
-            UnaryOp::Neg => "-x".to_string(),
-            UnaryOp::Relu => format!("select(x, {t}(0), x < {t}(0))"),
-            UnaryOp::Exp if self.dtype == DType::F16 => "to_f16(exp(f32(x)))".to_string(),
-            UnaryOp::Exp => "exp(x)".to_string(),
-        };
-        self.map(&e, l, None, &l.shape, self.dtype)
-    }
-
-    pub fn reduce(
-        &self,
-        op: ReduceOp,
-        l: &Layout,
-        dim: Option<usize>,
-        out_dtype: DType,
-    ) -> Result<WgpuStorage> {
-        if out_dtype != self.dtype {
-            // Integer sums are i64 (`ReduceOp::out_dtype`, as PyTorch), which WGSL has not.
-            return Err(unsupported("sum", out_dtype));
-        }
-        let c = self.copy_strided(l)?;
-        let (outer, r, inner) = l.reduce_split(dim);
-        let nout = outer * inner;
-        if nout == 0 {
-            return WgpuStorage::empty(&self.gpu, self.dtype, 0);
-        }
-        // Floats accumulate in f32 (f16 too, as on the CPU); i32 (max only) in i32.
-        let acc = if self.dtype.is_float() {
-            DType::F32
-        } else {
-            DType::I32
-        };
-        // Some drivers (llvmpipe) stop a shader loop after 65535 iterations: each thread
-        // takes at most CHUNK / 256 elements, and long rows are split into parts that a
-        // second pass combines.
-        const CHUNK: usize = 256 * 8192;
-        let parts = r.div_ceil(CHUNK).max(1);
-        if parts == 1 {
-            return c.reduce_pass(op, (outer, r, inner), r, 1, r, self.dtype);
-        }
-        let first = if op == ReduceOp::Max {
-            ReduceOp::Max
-        } else {
-            ReduceOp::Sum
-        };
-        // partial[q * parts + part], in the accumulator's type; the last pass combines each
-        // output's parts (the mean divides by r there).
-        let partial = c.reduce_pass(first, (outer, r, inner), CHUNK, parts, 1, acc)?;
-        partial.reduce_pass(op, (nout, parts, 1), parts, 1, r, self.dtype)
     }
 
     /// One reduction pass over rows of `r` elements (`outer` x `r` x `inner`), each split in
@@ -380,8 +280,117 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
         self.gpu.dispatch(&src, &[&self.buf, &o.buf, &pb], groups)?;
         Ok(o)
     }
+}
 
-    pub fn matmul(&self, rhs: &WgpuStorage, spec: &MatmulSpec) -> Result<WgpuStorage> {
+impl BackendStorage for WgpuStorage {
+    fn dtype(&self) -> DType {
+        self.dtype
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
+        if l.is_contiguous() && l.offset == 0 && l.shape.elem_count() == self.len {
+            return self.download();
+        }
+        self.copy_strided(l)?.download()
+    }
+    fn to_host(&self, l: &Layout, dst: &mut [u8]) -> Result<()> {
+        dst.copy_from_slice(WgpuStorage::to_cpu(self, l)?.as_bytes());
+        Ok(())
+    }
+    fn to_device_direct(&self, _: &Layout, _: Device) -> Result<Option<WgpuStorage>> {
+        Ok(None)
+    }
+    fn copy_strided(&self, l: &Layout) -> Result<WgpuStorage> {
+        self.map("x", l, None, &l.shape, self.dtype)
+    }
+    fn to_dtype(&self, l: &Layout, dtype: DType) -> Result<WgpuStorage> {
+        self.gpu.ty("to_dtype", dtype)?;
+        self.map(&convert("x", self.dtype, dtype), l, None, &l.shape, dtype)
+    }
+    fn binary(
+        &self,
+        op: BinaryOp,
+        ll: &Layout,
+        rhs: &WgpuStorage,
+        rl: &Layout,
+        out: &Shape,
+    ) -> Result<WgpuStorage> {
+        let e = match (op, self.dtype) {
+            (BinaryOp::Maximum, DType::I32) => "max(x, y)".to_string(),
+            // NaN-propagating, as PyTorch's maximum.
+            (BinaryOp::Maximum, _) => "select(select(y, x, x > y), x, isnan32(f32(x)))".to_string(),
+            (_, dt) => {
+                let sym = match op {
+                    BinaryOp::Add => "+",
+                    BinaryOp::Sub => "-",
+                    BinaryOp::Mul => "*",
+                    _ => "/",
+                };
+                if dt == DType::F16 {
+                    // In f32, rounded once to f16, as the CPU does.
+                    format!("to_f16(f32(x) {sym} f32(y))")
+                } else {
+                    // i32 wraps on overflow in WGSL, as in PyTorch.
+                    format!("x {sym} y")
+                }
+            }
+        };
+        self.map(&e, ll, Some((rhs, rl)), out, self.dtype)
+    }
+    fn unary(&self, op: UnaryOp, l: &Layout) -> Result<WgpuStorage> {
+        let t = self.gpu.ty("unary op", self.dtype)?;
+        let e = match op {
+            UnaryOp::Neg => "-x".to_string(),
+            UnaryOp::Relu => format!("select(x, {t}(0), x < {t}(0))"),
+            UnaryOp::Exp if self.dtype == DType::F16 => "to_f16(exp(f32(x)))".to_string(),
+            UnaryOp::Exp => "exp(x)".to_string(),
+        };
+        self.map(&e, l, None, &l.shape, self.dtype)
+    }
+    fn reduce(
+        &self,
+        op: ReduceOp,
+        l: &Layout,
+        dim: Option<usize>,
+        out_dtype: DType,
+    ) -> Result<WgpuStorage> {
+        if out_dtype != self.dtype {
+            // Integer sums are i64 (`ReduceOp::out_dtype`, as PyTorch), which WGSL has not.
+            return Err(unsupported("sum", out_dtype));
+        }
+        let c = self.copy_strided(l)?;
+        let (outer, r, inner) = l.reduce_split(dim);
+        let nout = outer * inner;
+        if nout == 0 {
+            return WgpuStorage::empty(&self.gpu, self.dtype, 0);
+        }
+        // Floats accumulate in f32 (f16 too, as on the CPU); i32 (max only) in i32.
+        let acc = if self.dtype.is_float() {
+            DType::F32
+        } else {
+            DType::I32
+        };
+        // Some drivers (llvmpipe) stop a shader loop after 65535 iterations: each thread
+        // takes at most CHUNK / 256 elements, and long rows are split into parts that a
+        // second pass combines.
+        const CHUNK: usize = 256 * 8192;
+        let parts = r.div_ceil(CHUNK).max(1);
+        if parts == 1 {
+            return c.reduce_pass(op, (outer, r, inner), r, 1, r, self.dtype);
+        }
+        let first = if op == ReduceOp::Max {
+            ReduceOp::Max
+        } else {
+            ReduceOp::Sum
+        };
+        // partial[q * parts + part], in the accumulator's type; the last pass combines each
+        // output's parts (the mean divides by r there).
+        let partial = c.reduce_pass(first, (outer, r, inner), CHUNK, parts, 1, acc)?;
+        partial.reduce_pass(op, (nout, parts, 1), parts, 1, r, self.dtype)
+    }
+    fn matmul(&self, rhs: &WgpuStorage, spec: &MatmulSpec) -> Result<WgpuStorage> {
         let MatmulSpec { bsz, m, n, k, a, b } = *spec;
         // The kernels index in u32 and run without naga's bounds checks and loop bounding,
         // which is safe only while every index and loop counter fits with room to spare.
@@ -447,55 +456,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw: vec3<
             groups,
         )?;
         Ok(out)
-    }
-}
-
-impl BackendStorage for WgpuStorage {
-    fn dtype(&self) -> DType {
-        self.dtype
-    }
-    fn len(&self) -> usize {
-        self.len
-    }
-    fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
-        WgpuStorage::to_cpu(self, l)
-    }
-    fn to_host(&self, l: &Layout, dst: &mut [u8]) -> Result<()> {
-        dst.copy_from_slice(WgpuStorage::to_cpu(self, l)?.as_bytes());
-        Ok(())
-    }
-    fn to_device_direct(&self, _: &Layout, _: Device) -> Result<Option<WgpuStorage>> {
-        Ok(None)
-    }
-    fn copy_strided(&self, l: &Layout) -> Result<WgpuStorage> {
-        WgpuStorage::copy_strided(self, l)
-    }
-    fn to_dtype(&self, l: &Layout, dtype: DType) -> Result<WgpuStorage> {
-        self.cast(l, dtype)
-    }
-    fn binary(
-        &self,
-        op: BinaryOp,
-        ll: &Layout,
-        rhs: &WgpuStorage,
-        rl: &Layout,
-        out: &Shape,
-    ) -> Result<WgpuStorage> {
-        WgpuStorage::binary(self, op, ll, rhs, rl, out)
-    }
-    fn unary(&self, op: UnaryOp, l: &Layout) -> Result<WgpuStorage> {
-        WgpuStorage::unary(self, op, l)
-    }
-    fn reduce(
-        &self,
-        op: ReduceOp,
-        l: &Layout,
-        dim: Option<usize>,
-        out_dtype: DType,
-    ) -> Result<WgpuStorage> {
-        WgpuStorage::reduce(self, op, l, dim, out_dtype)
-    }
-    fn matmul(&self, rhs: &WgpuStorage, spec: &MatmulSpec) -> Result<WgpuStorage> {
-        WgpuStorage::matmul(self, rhs, spec)
     }
 }

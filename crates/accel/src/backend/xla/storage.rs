@@ -515,16 +515,6 @@ impl XlaStorage {
         Ok(host)
     }
 
-    pub fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
-        if l.is_contiguous() && l.offset == 0 && l.shape.elem_count() == self.len {
-            return self.download();
-        }
-        match self.copy_strided(l) {
-            Ok(c) => c.download(),
-            Err(_) => Ok(self.download()?.copy_strided(l)),
-        }
-    }
-
     /// Runs `prog` (whose arguments are `inputs`' buffers, in order) and wraps its output.
     fn run(&self, prog: Program, out: &Val, inputs: &[&XlaStorage]) -> Result<XlaStorage> {
         let (mlir, n) = prog.finish(out);
@@ -575,98 +565,6 @@ impl XlaStorage {
             let host = self.download()?.copy_strided(l);
             Ok(Some(XlaStorage::from_cpu(&self.dev, &host)?))
         }
-    }
-
-    pub fn copy_strided(&self, l: &Layout) -> Result<XlaStorage> {
-        self.cast(l, self.dtype)
-    }
-
-    pub fn cast(&self, l: &Layout, dtype: DType) -> Result<XlaStorage> {
-        if let Some(d) = self.expressible(l)? {
-            return d.cast(&Layout::contiguous(l.shape.clone()), dtype);
-        }
-        let mut p = Program::new();
-        let v = self.operand(&mut p, l)?;
-        let c = p.convert(&v, dtype);
-        self.run(p, &c, &[self])
-    }
-
-    pub fn binary(
-        &self,
-        op: BinaryOp,
-        ll: &Layout,
-        rhs: &XlaStorage,
-        rl: &Layout,
-        out: &Shape,
-    ) -> Result<XlaStorage> {
-        if let Some(d) = self.expressible(ll)? {
-            return d.binary(op, &Layout::contiguous(ll.shape.clone()), rhs, rl, out);
-        }
-        if let Some(d) = rhs.expressible(rl)? {
-            return self.binary(op, ll, &d, &Layout::contiguous(rl.shape.clone()), out);
-        }
-        let mut p = Program::new();
-        let a = self.operand(&mut p, ll)?;
-        let b = rhs.operand(&mut p, rl)?;
-        let r = p.binary_op(op, &a, &b, out.dims());
-        self.run(p, &r, &[self, rhs])
-    }
-
-    pub fn unary(&self, op: UnaryOp, l: &Layout) -> Result<XlaStorage> {
-        if let Some(d) = self.expressible(l)? {
-            return d.unary(op, &Layout::contiguous(l.shape.clone()));
-        }
-        let mut p = Program::new();
-        let x = self.operand(&mut p, l)?;
-        let r = p.unary_op(op, &x);
-        self.run(p, &r, &[self])
-    }
-
-    pub fn reduce(
-        &self,
-        op: ReduceOp,
-        l: &Layout,
-        dim: Option<usize>,
-        out_dtype: DType,
-    ) -> Result<XlaStorage> {
-        if let Some(d) = self.expressible(l)? {
-            return d.reduce(op, &Layout::contiguous(l.shape.clone()), dim, out_dtype);
-        }
-        let mut p = Program::new();
-        let x = self.operand(&mut p, l)?;
-        let r = p.reduce_op(op, &x, dim);
-        if r.dtype != out_dtype {
-            return Err(Error::System(format!(
-                "internal error: XLA's {op:?} gives {} where {out_dtype} was asked",
-                r.dtype
-            )));
-        }
-        self.run(p, &r, &[self])
-    }
-
-    pub fn matmul(&self, rhs: &XlaStorage, spec: &MatmulSpec) -> Result<XlaStorage> {
-        let MatmulSpec { m, n, k, a, b, .. } = *spec;
-        let (la, lb) = hlo::matmul_layouts(spec);
-        if let Some(d) = self.expressible(&la)? {
-            // The dense copy holds one matrix when the batch stride was 0.
-            let dense = MatmulSpec {
-                a: (if a.0 == 0 { 0 } else { m * k }, k, 1, 0),
-                ..*spec
-            };
-            return d.matmul(rhs, &dense);
-        }
-        if let Some(d) = rhs.expressible(&lb)? {
-            let dense = MatmulSpec {
-                b: (if b.0 == 0 { 0 } else { k * n }, n, 1, 0),
-                ..*spec
-            };
-            return self.matmul(&d, &dense);
-        }
-        let mut p = Program::new();
-        let va = self.operand(&mut p, &la)?;
-        let vb = rhs.operand(&mut p, &lb)?;
-        let r = p.matmul_op(spec, &va, &vb);
-        self.run(p, &r, &[self, rhs])
     }
 }
 
@@ -744,7 +642,13 @@ impl BackendStorage for XlaStorage {
         self.len
     }
     fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
-        XlaStorage::to_cpu(self, l)
+        if l.is_contiguous() && l.offset == 0 && l.shape.elem_count() == self.len {
+            return self.download();
+        }
+        match self.copy_strided(l) {
+            Ok(c) => c.download(),
+            Err(_) => Ok(self.download()?.copy_strided(l)),
+        }
     }
     fn to_host(&self, l: &Layout, dst: &mut [u8]) -> Result<()> {
         dst.copy_from_slice(XlaStorage::to_cpu(self, l)?.as_bytes());
@@ -754,10 +658,16 @@ impl BackendStorage for XlaStorage {
         Ok(None)
     }
     fn copy_strided(&self, l: &Layout) -> Result<XlaStorage> {
-        XlaStorage::copy_strided(self, l)
+        self.to_dtype(l, self.dtype)
     }
     fn to_dtype(&self, l: &Layout, dtype: DType) -> Result<XlaStorage> {
-        self.cast(l, dtype)
+        if let Some(d) = self.expressible(l)? {
+            return d.to_dtype(&Layout::contiguous(l.shape.clone()), dtype);
+        }
+        let mut p = Program::new();
+        let v = self.operand(&mut p, l)?;
+        let c = p.convert(&v, dtype);
+        self.run(p, &c, &[self])
     }
     fn binary(
         &self,
@@ -767,10 +677,26 @@ impl BackendStorage for XlaStorage {
         rl: &Layout,
         out: &Shape,
     ) -> Result<XlaStorage> {
-        XlaStorage::binary(self, op, ll, rhs, rl, out)
+        if let Some(d) = self.expressible(ll)? {
+            return d.binary(op, &Layout::contiguous(ll.shape.clone()), rhs, rl, out);
+        }
+        if let Some(d) = rhs.expressible(rl)? {
+            return self.binary(op, ll, &d, &Layout::contiguous(rl.shape.clone()), out);
+        }
+        let mut p = Program::new();
+        let a = self.operand(&mut p, ll)?;
+        let b = rhs.operand(&mut p, rl)?;
+        let r = p.binary_op(op, &a, &b, out.dims());
+        self.run(p, &r, &[self, rhs])
     }
     fn unary(&self, op: UnaryOp, l: &Layout) -> Result<XlaStorage> {
-        XlaStorage::unary(self, op, l)
+        if let Some(d) = self.expressible(l)? {
+            return d.unary(op, &Layout::contiguous(l.shape.clone()));
+        }
+        let mut p = Program::new();
+        let x = self.operand(&mut p, l)?;
+        let r = p.unary_op(op, &x);
+        self.run(p, &r, &[self])
     }
     fn reduce(
         &self,
@@ -779,10 +705,43 @@ impl BackendStorage for XlaStorage {
         dim: Option<usize>,
         out_dtype: DType,
     ) -> Result<XlaStorage> {
-        XlaStorage::reduce(self, op, l, dim, out_dtype)
+        if let Some(d) = self.expressible(l)? {
+            return d.reduce(op, &Layout::contiguous(l.shape.clone()), dim, out_dtype);
+        }
+        let mut p = Program::new();
+        let x = self.operand(&mut p, l)?;
+        let r = p.reduce_op(op, &x, dim);
+        if r.dtype != out_dtype {
+            return Err(Error::System(format!(
+                "internal error: XLA's {op:?} gives {} where {out_dtype} was asked",
+                r.dtype
+            )));
+        }
+        self.run(p, &r, &[self])
     }
     fn matmul(&self, rhs: &XlaStorage, spec: &MatmulSpec) -> Result<XlaStorage> {
-        XlaStorage::matmul(self, rhs, spec)
+        let MatmulSpec { m, n, k, a, b, .. } = *spec;
+        let (la, lb) = hlo::matmul_layouts(spec);
+        if let Some(d) = self.expressible(&la)? {
+            // The dense copy holds one matrix when the batch stride was 0.
+            let dense = MatmulSpec {
+                a: (if a.0 == 0 { 0 } else { m * k }, k, 1, 0),
+                ..*spec
+            };
+            return d.matmul(rhs, &dense);
+        }
+        if let Some(d) = rhs.expressible(&lb)? {
+            let dense = MatmulSpec {
+                b: (if b.0 == 0 { 0 } else { k * n }, n, 1, 0),
+                ..*spec
+            };
+            return self.matmul(&d, &dense);
+        }
+        let mut p = Program::new();
+        let va = self.operand(&mut p, &la)?;
+        let vb = rhs.operand(&mut p, &lb)?;
+        let r = p.matmul_op(spec, &va, &vb);
+        self.run(p, &r, &[self, rhs])
     }
 }
 
