@@ -94,19 +94,27 @@ fn summaries_read_only_the_edges_and_agree_with_a_full_reference() -> accel::Res
             "{dims:?} transposed"
         );
     }
-    // On every device accel finds, the same text before the device suffix.
-    let cpu = Tensor::arange(0.0f32, 3000.0, &d)?.reshape((30, 100))?;
+    // On every device accel finds, PyTorch's text of torch.arange(10000, dtype=torch.int32)
+    // .reshape(100, 100), read there through the same edge blocks.
+    let want = "tensor([[   0,    1,    2,  ...,   97,   98,   99],
+        [ 100,  101,  102,  ...,  197,  198,  199],
+        [ 200,  201,  202,  ...,  297,  298,  299],
+        ...,
+        [9700, 9701, 9702,  ..., 9797, 9798, 9799],
+        [9800, 9801, 9802,  ..., 9897, 9898, 9899],
+        [9900, 9901, 9902,  ..., 9997, 9998, 9999]]";
+    let host = Tensor::arange(0i32, 10000, &d)?.reshape((100, 100))?;
+    let mut ran = 0;
     for dev in accel::available_devices() {
-        if dev == Device::Cpu || !dev.supports(DType::F32) {
+        if dev == Device::Cpu || !dev.supports(DType::I32) {
             continue;
         }
-        let got = cpu.to_device(&dev)?.t()?.to_string();
-        let want_t = cpu.t()?.contiguous()?.to_string();
-        assert!(
-            got.starts_with(want_t.trim_end_matches(')')),
-            "{dev}:\n{got}\nwant\n{want_t}"
-        );
-        assert!(got.ends_with(&format!("device='{dev}')")), "{got}");
+        let got = host.to_device(&dev)?.to_string();
+        assert_eq!(got, format!("{want}, device='{dev}', dtype=i32)"), "{dev}");
+        ran += 1;
+    }
+    if ran == 0 {
+        println!("skipped: accelerators: no accelerator here (summaries_read_only_the_edges, device part)");
     }
     Ok(())
 }
