@@ -60,6 +60,8 @@ FLOORS = {
     "backend::contract": 1,
     "backend::ops": 1,
     "backend::off": 1,
+    # 1 telemetry: the vendors' monitoring interfaces, beside the compute stack (values only)
+    "telemetry": 1,
     # 2 backends, side by side
     "backend::cpu*": 2,
     "backend::cuda*": 2,

@@ -28,6 +28,12 @@ if ! ls "$VENV"/lib/python3*/site-packages/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_pl
   echo "== installing XLA's CPU PJRT plugin into $VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "lammps-jax-pjrt-cpu"
 fi
+# Python's gRPC (grpcio, and grpcio-tools to compile tpu_metric_service.proto at test time): the
+# TPU telemetry tests serve known metrics from a real gRPC server to accel's hand-written client.
+if ! "$VENV/bin/python" -c 'import grpc, grpc_tools' >/dev/null 2>&1; then
+  echo "== installing grpcio and grpcio-tools into $VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check grpcio grpcio-tools
+fi
 # Mesa's lavapipe, a software Vulkan device, and the Vulkan loader: every wgpu test runs its
 # WGSL kernels for real on it. Prometheus (and promtool) scrape `accel serve` in its tests;
 # tmux drives `accel monitor` in its. (`grep` without -q: under pipefail, -q's early exit
@@ -46,8 +52,8 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
   XDG_RUNTIME_DIR="$(mktemp -d)"
   export XDG_RUNTIME_DIR
 fi
-# NVRTC, the XLA plugin and lavapipe must be found: missing ones fail the run, not skip.
-export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,xla,wgpu,prometheus,tmux"
+# NVRTC, the XLA plugin, lavapipe and grpcio must be found: missing ones fail the run, not skip.
+export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,xla,wgpu,prometheus,tmux,grpc"
 # Compiled kernels are cached per user; the tests use a fresh cache so NVRTC really runs.
 export ACCEL_CACHE_DIR="${ACCEL_CACHE_DIR:-$PWD/target/accel-cache}"
 rm -rf "$ACCEL_CACHE_DIR"

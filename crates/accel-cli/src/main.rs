@@ -7,6 +7,7 @@ mod doctor;
 mod mem;
 mod monitor;
 mod out;
+mod pick;
 mod plot;
 mod serve;
 mod walkthrough;
@@ -55,6 +56,8 @@ enum Command {
         /// Seconds between collections (above 0, at most 86400).
         #[arg(long, default_value = "5", value_name = "SECONDS", value_parser = parse_interval)]
         interval: f64,
+        #[command(flatten)]
+        roots: RootArgs,
     },
     /// Print a shell completion script (bash: `source <(accel completions bash)`).
     Completions {
@@ -75,6 +78,34 @@ enum Command {
         /// With --watch: stop after this many reports.
         #[arg(long, requires = "watch", value_parser = clap::value_parser!(u64).range(1..))]
         count: Option<u64>,
+        /// Without --watch: seconds the CPU use is measured over (with --watch, it is measured
+        /// over each interval).
+        #[arg(long, value_name = "SECONDS", default_value = "0.5", value_parser = parse_interval)]
+        interval: f64,
+        #[command(flatten)]
+        roots: RootArgs,
+    },
+    /// Pick the least-loaded GPUs for a job (GPUtil's getAvailable): prints a
+    /// CUDA_VISIBLE_DEVICES value of UUIDs; exit 1 with the reason when too few match.
+    Pick {
+        /// Only GPUs with at least this much free memory (e.g. 8GiB, 500MB, 1e9).
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        min_free: Option<u64>,
+        /// Only GPUs at most this busy, percent (0 to 100).
+        #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
+        max_util: Option<f64>,
+        /// How many GPUs the job needs.
+        #[arg(long, default_value = "1", value_parser = clap::value_parser!(u64).range(1..=1024))]
+        count: u64,
+        /// NVML's indices (PCI order, as nvidia-smi numbers GPUs) instead of UUIDs; set
+        /// CUDA_DEVICE_ORDER=PCI_BUS_ID beside them, or CUDA may number them otherwise.
+        #[arg(long)]
+        index: bool,
+        /// The picked GPUs as JSON (their readings), not a CUDA_VISIBLE_DEVICES value.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        roots: RootArgs,
     },
     /// A full-screen live view of the host's CPU and RAM and every device's load (q quits).
     Monitor {
@@ -87,7 +118,77 @@ enum Command {
         /// One JSON document per sample, one per line, instead of the full-screen view.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        roots: RootArgs,
     },
+}
+
+/// Where telemetry reads (node_exporter's flags): the host's `/sys` and `/proc` mounted
+/// elsewhere in a container, or fixture trees in tests; and the TPU runtime's metrics service.
+#[derive(clap::Args, Clone)]
+struct RootArgs {
+    /// Where sysfs is mounted (GPUs under class/drm, TPUs under bus/pci)
+    #[arg(long = "path.sysfs", value_name = "DIR", default_value = "/sys")]
+    sysfs: std::path::PathBuf,
+    /// Where procfs is mounted (host CPU and RAM, processes' GPU use from fdinfo)
+    #[arg(long = "path.procfs", value_name = "DIR", default_value = "/proc")]
+    procfs: std::path::PathBuf,
+    /// The TPU runtime's gRPC metrics service (answers while a TPU job runs)
+    #[arg(
+        long = "tpu.metrics-address",
+        value_name = "HOST:PORT",
+        default_value = "localhost:8431"
+    )]
+    tpu_metrics: String,
+}
+
+impl RootArgs {
+    fn roots(self) -> accel::telemetry::Roots {
+        accel::telemetry::Roots {
+            sysfs: self.sysfs,
+            procfs: self.procfs,
+            tpu_metrics: self.tpu_metrics,
+        }
+    }
+}
+
+/// A size: bytes, or with a unit (`8GiB`, `8G`, `500MB`, `500MiB`, `1.5TB`, `1e9`). K/M/G/T
+/// alone are binary units, as nvidia-smi and GPUtil count memory.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kib" => 1024.0,
+        "m" | "mib" => 1024f64.powi(2),
+        "g" | "gib" => 1024f64.powi(3),
+        "t" | "tib" => 1024f64.powi(4),
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        _ => {
+            return Err(format!(
+                "'{s}' is not a size: use bytes or a unit such as 8GiB, 500MB"
+            ))
+        }
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 && v * mult < 1.8e19 => Ok((v * mult) as u64),
+        _ => Err(format!(
+            "'{s}' is not a size: use bytes or a unit such as 8GiB, 500MB"
+        )),
+    }
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(v) if (0.0..=100.0).contains(&v) => Ok(v),
+        _ => Err(format!("'{s}' is not a percentage from 0 to 100")),
+    }
 }
 
 fn parse_interval(s: &str) -> Result<f64, String> {
@@ -105,8 +206,36 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Devices { json }) => devices::run(json),
         Some(Command::Doctor { json }) => doctor::run(json),
         Some(Command::Bench { workload }) => bench::run(workload),
-        Some(Command::Mem { json, watch, count }) => mem::run(json, watch, count),
-        Some(Command::Serve { listen, interval }) => serve::run(&listen, interval),
+        Some(Command::Mem {
+            json,
+            watch,
+            count,
+            interval,
+            roots,
+        }) => mem::run(json, watch, count, interval, roots.roots()),
+        Some(Command::Serve {
+            listen,
+            interval,
+            roots,
+        }) => serve::run(&listen, interval, roots.roots()),
+        Some(Command::Pick {
+            min_free,
+            max_util,
+            count,
+            index,
+            json,
+            roots,
+        }) => pick::run(
+            accel::telemetry::Criteria {
+                min_free_bytes: min_free,
+                max_util_percent: max_util,
+                count: count as usize,
+                ..Default::default()
+            },
+            index,
+            json,
+            roots.roots(),
+        ),
         Some(Command::Completions { shell }) => {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut command(), "accel", &mut out);
@@ -121,7 +250,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             interval,
             count,
             json,
-        }) => monitor::run(interval, count, json),
+            roots,
+        }) => monitor::run(interval, count, json, roots.roots()),
     }
 }
 

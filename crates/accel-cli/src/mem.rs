@@ -1,48 +1,46 @@
-//! `accel mem`: host CPU and RAM (psutil's role) and what accel holds on each device.
+//! `accel mem`: host CPU and RAM (psutil's role), every accelerator's memory and load as its
+//! monitoring interface reports it (nvidia-smi's and amdgpu's numbers), and what this
+//! process's allocators hold. Telemetry only: no device is probed, no compute library loaded.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use accel::memory::{human_bytes, MemoryStats};
-use accel::system::HostMemory;
+use accel::load::{Sampler, Snapshot};
+use accel::memory::human_bytes;
+use accel::telemetry::Roots;
 use serde::Serialize;
 
 use crate::out;
 
 #[derive(Serialize)]
 pub struct Report {
-    cpu_percent: f32,
-    host_memory: HostMemory,
-    process_rss_bytes: Option<u64>,
-    devices: Vec<MemoryStats>,
-    /// Load of each CUDA GPU through NVML (nvidia-smi's view), where NVML answers.
-    gpus: Vec<accel::cuda::GpuLoad>,
+    /// Seconds the CPU use was measured over.
+    measured_over_s: f64,
+    #[serde(flatten)]
+    snapshot: Snapshot,
 }
 
-pub fn report() -> anyhow::Result<Report> {
-    // Devices first: probing them loads drivers and plugins, which the host figures then
-    // include.
-    let devices = accel::available_devices()
-        .iter()
-        .map(accel::memory::stats)
-        .collect();
-    let gpus = (0..accel::cuda::device_count())
-        .filter_map(|i| accel::cuda::utilization(i).ok())
-        .collect();
-    Ok(Report {
-        cpu_percent: accel::system::cpu_percent(Duration::from_millis(200))?,
-        host_memory: accel::system::memory()?,
-        process_rss_bytes: accel::system::process_rss_bytes(),
-        devices,
-        gpus,
-    })
+/// A report from `sampler`, its CPU use over the time since the sampler's previous sample.
+pub fn report(sampler: &mut Sampler, since: Instant) -> Report {
+    let snapshot = sampler.sample();
+    Report {
+        measured_over_s: since.elapsed().as_secs_f64(),
+        snapshot,
+    }
+}
+
+fn opt_pct(v: Option<f64>) -> String {
+    v.map_or("?".into(), |v| format!("{v:.0} %"))
 }
 
 pub fn text(r: &Report) -> Vec<String> {
-    let m = &r.host_memory;
+    let s = &r.snapshot;
+    let m = &s.host.memory;
     let mut lines = vec![
         format!(
-            "host CPU use:   {:.1} % (sampled over 0.2 s)",
-            r.cpu_percent
+            "host CPU use:   {:.1} % (measured over {:.1} s, {} cores)",
+            s.host.cpu_percent,
+            r.measured_over_s,
+            s.host.cpu_per_core_percent.len()
         ),
         format!(
             "host RAM:       {} used / {} total ({} available)",
@@ -51,10 +49,10 @@ pub fn text(r: &Report) -> Vec<String> {
             human_bytes(m.available_bytes)
         ),
     ];
-    if let Some(rss) = r.process_rss_bytes {
+    if let Some(rss) = s.host.process_rss_bytes {
         lines.push(format!("this process:   {} resident", human_bytes(rss)));
     }
-    for d in &r.devices {
+    for d in &s.accel_memory {
         lines.push(format!(
             "{:<15} allocated {}, peak {}, reserved {}",
             format!("{} (accel):", d.device),
@@ -63,32 +61,77 @@ pub fn text(r: &Report) -> Vec<String> {
             human_bytes(d.reserved_bytes)
         ));
     }
-    for (i, g) in r.gpus.iter().enumerate() {
-        let opt = |v: Option<u32>, unit: &str| v.map_or("?".to_string(), |v| format!("{v}{unit}"));
-        lines.push(format!(
-            "cuda:{i} load:     {} GPU, {} memory bus; {} used / {} total; {}, {} / {} W",
-            opt(g.utilization_gpu_percent, " %"),
-            opt(g.utilization_memory_percent, " %"),
-            g.memory_used_bytes.map_or("?".into(), human_bytes),
-            g.memory_total_bytes.map_or("?".into(), human_bytes),
-            opt(g.temperature_c, " C"),
-            g.power_w.map_or("?".into(), |w| format!("{w:.0}")),
-            g.power_limit_w.map_or("?".into(), |w| format!("{w:.0}")),
-        ));
-        for p in &g.processes {
+    for d in &s.devices {
+        let mine = d
+            .accel_device
+            .map_or(String::new(), |a| format!(" = {a} here"));
+        if !d.up {
             lines.push(format!(
-                "                pid {} holds {}",
+                "{} {}{mine}: down ({})",
+                d.id(),
+                d.name,
+                d.status.clone().unwrap_or_default()
+            ));
+            continue;
+        }
+        lines.push(format!(
+            "{} {}{mine}: {} busy, {} memory bus; {} used / {} total; {}, {} / {} W{}",
+            d.id(),
+            d.name,
+            opt_pct(d.utilization_percent),
+            opt_pct(d.memory_busy_percent),
+            d.memory_used_bytes.map_or("?".into(), human_bytes),
+            d.memory_total_bytes.map_or("?".into(), human_bytes),
+            d.temperature_c
+                .map_or("? C".into(), |t| format!("{t:.0} C")),
+            d.power_w.map_or("?".into(), |w| format!("{w:.0}")),
+            d.power_limit_w.map_or("?".into(), |w| format!("{w:.0}")),
+            d.status
+                .as_ref()
+                .map_or(String::new(), |s| format!(" [{s}]")),
+        ));
+        for p in &d.processes {
+            lines.push(format!(
+                "                pid {}{}{} holds {}{}",
                 p.pid,
-                p.used_bytes.map_or("?".into(), human_bytes)
+                p.command
+                    .as_ref()
+                    .map_or(String::new(), |c| format!(" {c}")),
+                p.user.as_ref().map_or(String::new(), |u| format!(" ({u})")),
+                p.memory_bytes.map_or("?".into(), human_bytes),
+                p.busy_percent
+                    .map_or(String::new(), |b| format!(", {b:.0} % busy"))
             ));
         }
+    }
+    if s.devices.is_empty() {
+        let why: Vec<String> = s
+            .collectors
+            .iter()
+            .map(|c| match (&c.error, &c.note) {
+                (Some(e), _) => format!("{}: failed: {e}", c.collector),
+                (None, Some(n)) => format!("{}: {n}", c.collector),
+                (None, None) => format!("{}: none", c.collector),
+            })
+            .collect();
+        lines.push(format!("accelerators:   none found ({})", why.join("; ")));
     }
     lines
 }
 
-pub fn run(json: bool, watch: Option<f64>, count: Option<u64>) -> anyhow::Result<()> {
+pub fn run(
+    json: bool,
+    watch: Option<f64>,
+    count: Option<u64>,
+    interval: f64,
+    roots: Roots,
+) -> anyhow::Result<()> {
+    let mut sampler = Sampler::with_roots(roots);
+    let mut since = Instant::now();
+    // The first report's CPU use is over --interval, as psutil.cpu_percent(interval=...).
+    std::thread::sleep(Duration::from_secs_f64(interval));
     let Some(every) = watch else {
-        let r = report()?;
+        let r = report(&mut sampler, since);
         if json {
             return out::json("mem", &r);
         }
@@ -97,14 +140,14 @@ pub fn run(json: bool, watch: Option<f64>, count: Option<u64>) -> anyhow::Result
         }
         return Ok(());
     };
-    // A report every `every` seconds, from the start of the last one (sampling the CPU takes
-    // 0.2 s of it).
+    // A report every `every` seconds; each one's CPU use is over the time since the last.
     let every = Duration::from_secs_f64(every);
-    let t0 = std::time::Instant::now();
+    let t0 = Instant::now();
     let mut n = 0u64;
     loop {
-        let start = std::time::Instant::now();
-        let r = report()?;
+        let start = Instant::now();
+        let r = report(&mut sampler, since);
+        since = Instant::now();
         if json {
             out::json_line("mem", &r)?;
         } else {

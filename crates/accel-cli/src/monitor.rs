@@ -32,12 +32,14 @@ const HISTORY: usize = 60;
 /// Width of one core's cell: `" 12 ██████░░  45%"`.
 const CORE_CELL: u16 = 17;
 
-pub fn run(interval: f64, count: Option<u64>, json: bool) -> anyhow::Result<()> {
-    // Probing loads drivers and plugins: seconds, with nothing else to show yet.
-    out::progress(Some("probing devices..."));
-    let sampler = Sampler::new();
-    out::progress(None);
-    let mut sampler = sampler?;
+pub fn run(
+    interval: f64,
+    count: Option<u64>,
+    json: bool,
+    roots: accel::telemetry::Roots,
+) -> anyhow::Result<()> {
+    // Telemetry only: no compute library, PJRT plugin or Vulkan instance is loaded.
+    let mut sampler = Sampler::with_roots(roots);
     let every = Duration::from_secs_f64(interval);
     if json || !std::io::stdout().is_terminal() {
         return lines(&mut sampler, every, count, json);
@@ -87,13 +89,14 @@ fn text(s: &Snapshot) -> Vec<String> {
     ];
     for d in &s.devices {
         v.push(format!(
-            "{} ({}): util {}, memory {}, accel holds {}, temperature {}, power {}, clocks {}",
-            d.device,
+            "{} ({}){}: util {}, memory {}, accel holds {}, temperature {}, power {}, clocks {}",
+            d.id(),
             d.name,
-            opt(d.utilization_percent, " %"),
+            state(d),
+            pct(d.utilization_percent),
             memory(d),
             human_bytes(d.accel_allocated_bytes),
-            opt(d.temperature_c, " C"),
+            opt(d.temperature_c.map(|t| format!("{t:.0}")), " C"),
             power(d),
             clocks(d)
         ));
@@ -104,6 +107,20 @@ fn text(s: &Snapshot) -> Vec<String> {
 
 fn opt<T: Display>(v: Option<T>, unit: &str) -> String {
     v.map_or("-".into(), |v| format!("{v}{unit}"))
+}
+
+fn pct(v: Option<f64>) -> String {
+    opt(v.map(|u| format!("{u:.0}")), " %")
+}
+
+/// ` [down: reason]` for a device that is gone, ` [reason]` for one that does not report.
+fn state(d: &DeviceLoad) -> String {
+    match (&d.status, d.up) {
+        (Some(s), false) => format!(" [down: {s}]"),
+        (None, false) => " [down]".to_string(),
+        (Some(s), true) => format!(" [{s}]"),
+        (None, true) => String::new(),
+    }
 }
 
 fn ram(s: &Snapshot) -> String {
@@ -144,8 +161,8 @@ fn power(d: &DeviceLoad) -> String {
 
 fn clocks(d: &DeviceLoad) -> String {
     format!(
-        "SM {} / memory {}",
-        opt(d.clock_sm_mhz, " MHz"),
+        "core {} / memory {}",
+        opt(d.clock_core_mhz, " MHz"),
         opt(d.clock_memory_mhz, " MHz")
     )
 }
@@ -154,12 +171,16 @@ fn processes(d: &DeviceLoad) -> Vec<String> {
     d.processes
         .iter()
         .map(|p| {
-            // The name where this OS shows it (Linux); NVML gives only the pid.
-            let name = std::fs::read_to_string(format!("/proc/{}/comm", p.pid))
-                .map(|c| format!(" {}", c.trim()))
-                .unwrap_or_default();
-            let held = p.used_bytes.map_or("-".into(), human_bytes);
-            format!("pid {}{name} holds {held}", p.pid)
+            let name = p
+                .command
+                .as_ref()
+                .map_or(String::new(), |c| format!(" {c}"));
+            let user = p.user.as_ref().map_or(String::new(), |u| format!(" ({u})"));
+            let held = p.memory_bytes.map_or("-".into(), human_bytes);
+            let busy = p
+                .busy_percent
+                .map_or(String::new(), |b| format!(", {b:.0} % busy"));
+            format!("pid {}{name}{user} holds {held}{busy}", p.pid)
         })
         .collect()
 }
@@ -379,7 +400,7 @@ fn draw(f: &mut Frame, v: &View) {
 
     let mut y = area.y + 1 + host_height;
     if s.devices.is_empty() {
-        let msg = "no accelerator devices found (`accel devices` says why)";
+        let msg = "no accelerator found by any monitoring interface (NVML, amdgpu/i915/xe sysfs, TPU PCI ids)";
         f.render_widget(Paragraph::new(msg), row(area, y, 1));
     }
     for (i, d) in s.devices.iter().enumerate() {
@@ -472,8 +493,11 @@ fn panel_height(d: &DeviceLoad) -> u16 {
 
 /// One device: its figures, its history and its processes, under a titled rule.
 fn panel<'a>(d: &DeviceLoad, i: usize, v: &View, inner: u16) -> Paragraph<'a> {
-    let title = format!(" {}  {} ", d.device, d.name);
-    let util = d.utilization_percent.map(|u| f64::from(u) / 100.0);
+    let mine = d
+        .accel_device
+        .map_or(String::new(), |a| format!("  (this process: {a})"));
+    let title = format!(" {}  {}{}{mine} ", d.id(), d.name, state(d));
+    let util = d.utilization_percent.map(|u| u / 100.0);
     let mem_frac = d
         .memory_used_bytes
         .zip(d.memory_total_bytes)
@@ -483,13 +507,13 @@ fn panel<'a>(d: &DeviceLoad, i: usize, v: &View, inner: u16) -> Paragraph<'a> {
         Line::from(vec![
             Span::raw("util "),
             bar(util, 12),
-            Span::raw(format!(" {:>5}   mem ", opt(d.utilization_percent, " %"))),
+            Span::raw(format!(" {:>5}   mem ", pct(d.utilization_percent))),
             bar(mem_frac, 12),
             Span::raw(format!(" {}{mem_pct}", memory(d))),
         ]),
         Line::raw(format!(
             "temp {}   power {}   clocks {}   accel holds {}",
-            opt(d.temperature_c, " C"),
+            opt(d.temperature_c.map(|t| format!("{t:.0}")), " C"),
             power(d),
             clocks(d),
             human_bytes(d.accel_allocated_bytes)
@@ -507,13 +531,13 @@ fn panel<'a>(d: &DeviceLoad, i: usize, v: &View, inner: u16) -> Paragraph<'a> {
 }
 
 /// The sparkline of device `i`'s utilisation, or of its memory in use where utilisation is
-/// not reported (XLA, wgpu), or of what accel holds on it where neither is.
+/// not reported, or of what accel holds on it where neither is.
 fn history(d: &DeviceLoad, i: usize, v: &View, inner: u16) -> Line<'static> {
     type Pick = fn(&DeviceLoad) -> Option<u64>;
     let (label, pick, max): (&str, Pick, Option<u64>) = if d.utilization_percent.is_some() {
         (
             "util %",
-            |d| d.utilization_percent.map(u64::from),
+            |d| d.utilization_percent.map(|u| u.round() as u64),
             Some(100),
         )
     } else if d.memory_used_bytes.is_some() {

@@ -5,7 +5,7 @@ use std::io::Write;
 use serde::Serialize;
 
 /// The version of every JSON document accel prints; bumped when a key changes meaning.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Writes `s` and a newline to stdout, flushing so long runs show progress.
 pub fn line(s: impl AsRef<str>) -> anyhow::Result<()> {

@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use accel::load::{Sampler, Snapshot};
-use accel::probe::Availability;
+use accel::telemetry::{Roots, Vendor};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -83,6 +83,82 @@ fn hostname() -> String {
     sysinfo::System::host_name().unwrap_or_else(|_| "localhost".into())
 }
 
+/// Prometheus label values: `""` for an unknown value.
+fn or_empty(v: &Option<String>) -> String {
+    v.clone().unwrap_or_default()
+}
+
+/// Backend availability as telemetry sees it: the hardware and driver each backend would use,
+/// found through monitoring interfaces (NVML, sysfs, IOKit), without loading any compute
+/// library. `xla` counts TPU chips only (XLA's GPU and CPU plugins are not looked for).
+fn backend_availability(s: &Snapshot) -> Vec<(&'static str, bool, String)> {
+    let up = |v: Vendor| {
+        s.devices
+            .iter()
+            .filter(|d| d.reading.vendor == v && d.reading.up && d.reading.mig_parent.is_none())
+            .count()
+    };
+    let why = |v: Vendor, what: &str| -> String {
+        let c = s.collectors.iter().find(|c| c.collector == v.name());
+        match c {
+            Some(c) if !c.success => format!(
+                "{} reader failed: {}",
+                v,
+                c.error.clone().unwrap_or_default()
+            ),
+            Some(c) => c.note.clone().unwrap_or_else(|| format!("no {what} found")),
+            None => format!("no {what} reader on this platform"),
+        }
+    };
+    let one = |v: Vendor, what: &str| -> (bool, String) {
+        match up(v) {
+            0 => (false, why(v, what)),
+            n => (true, format!("{n} {what}(s)")),
+        }
+    };
+    let (cuda, cuda_why) = one(Vendor::Nvidia, "NVIDIA GPU");
+    let (mps, mps_why) = one(Vendor::Apple, "Apple GPU");
+    let (xla, xla_why) = one(Vendor::Tpu, "TPU chip");
+    let gpus = up(Vendor::Nvidia) + up(Vendor::Amd) + up(Vendor::Intel) + up(Vendor::Apple);
+    vec![
+        ("cpu", true, "the host".to_string()),
+        ("cuda", cuda, cuda_why),
+        ("mps", mps, mps_why),
+        ("xla", xla, xla_why),
+        (
+            "wgpu",
+            gpus > 0,
+            if gpus > 0 {
+                format!("{gpus} GPU(s)")
+            } else {
+                "no GPU found".to_string()
+            },
+        ),
+    ]
+}
+
+/// `/healthz`'s text: `ok`, or `degraded` with each failing reader and its reason (still
+/// 200: the exporter works and says what it cannot see; 503 is for a stalled collection).
+fn health_of(s: &Snapshot) -> String {
+    let failing: Vec<String> = s
+        .collectors
+        .iter()
+        .filter(|c| !c.success)
+        .map(|c| {
+            format!(
+                "collector {} failed: {}",
+                c.collector,
+                c.error.clone().unwrap_or_default()
+            )
+        })
+        .collect();
+    if failing.is_empty() {
+        "ok\n".to_string()
+    } else {
+        format!("degraded: {}\n", failing.join("; "))
+    }
+}
+
 /// The exposition text of one snapshot.
 pub fn render(s: &Snapshot, host: &str, collect_seconds: f64) -> String {
     let mut registry = Registry::default();
@@ -91,16 +167,20 @@ pub fn render(s: &Snapshot, host: &str, collect_seconds: f64) -> String {
         families: Vec::new(),
     };
     const MIB: f64 = 1024.0 * 1024.0;
-    // dcgm-exporter's series, for CUDA GPUs.
+    // dcgm-exporter's series, for NVIDIA GPUs that are up (whole GPUs; `gpu` is NVML's index,
+    // as dcgm-exporter's is).
     for d in &s.devices {
-        let accel::Device::Cuda(i) = d.device else {
+        let r = &d.reading;
+        if r.vendor != Vendor::Nvidia || !r.up || r.mig_parent.is_some() {
             continue;
-        };
+        }
+        let i = r.index;
         let l = [
             ("gpu", i.to_string()),
-            ("UUID", d.uuid.clone().unwrap_or_default()),
+            ("UUID", or_empty(&r.uuid)),
+            ("pci_bus_id", or_empty(&r.pci_bus_id)),
             ("device", format!("nvidia{i}")),
-            ("modelName", d.name.clone()),
+            ("modelName", r.name.clone()),
             ("Hostname", host.to_string()),
         ];
         let mut dcgm = |name, help, v: Option<f64>| {
@@ -111,49 +191,84 @@ pub fn render(s: &Snapshot, host: &str, collect_seconds: f64) -> String {
         dcgm(
             "DCGM_FI_DEV_GPU_UTIL",
             "GPU utilization (in %)",
-            d.utilization_percent.map(f64::from),
+            r.utilization_percent,
+        );
+        dcgm(
+            "DCGM_FI_DEV_MEM_COPY_UTIL",
+            "Memory utilization (in %)",
+            r.memory_busy_percent,
         );
         dcgm(
             "DCGM_FI_DEV_FB_USED",
             "Framebuffer memory used (in MiB)",
-            d.memory_used_bytes.map(|b| b as f64 / MIB),
+            r.memory_used_bytes.map(|b| b as f64 / MIB),
         );
         dcgm(
             "DCGM_FI_DEV_FB_FREE",
             "Framebuffer memory free (in MiB)",
-            d.memory_total_bytes
-                .zip(d.memory_used_bytes)
-                .map(|(t, u)| t.saturating_sub(u) as f64 / MIB),
+            r.memory_free_bytes().map(|b| b as f64 / MIB),
         );
         dcgm(
             "DCGM_FI_DEV_GPU_TEMP",
             "GPU temperature (in C)",
-            d.temperature_c.map(f64::from),
+            r.temperature_c,
         );
-        dcgm("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)", d.power_w);
+        dcgm("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)", r.power_w);
+        dcgm(
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+            "Total energy consumption since boot (in mJ)",
+            r.energy_joules.map(|j| j * 1e3),
+        );
         dcgm(
             "DCGM_FI_DEV_SM_CLOCK",
             "SM clock frequency (in MHz)",
-            d.clock_sm_mhz.map(f64::from),
+            r.clock_core_mhz.map(f64::from),
         );
         dcgm(
             "DCGM_FI_DEV_MEM_CLOCK",
             "Memory clock frequency (in MHz)",
-            d.clock_memory_mhz.map(f64::from),
+            r.clock_memory_mhz.map(f64::from),
+        );
+        dcgm(
+            "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+            "Total number of single-bit volatile ECC errors",
+            r.ecc_corrected_errors.map(|v| v as f64),
+        );
+        dcgm(
+            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+            "Total number of double-bit volatile ECC errors",
+            r.ecc_uncorrected_errors.map(|v| v as f64),
         );
     }
-    // accel's series, for every device.
+    // accel's series, for every device of every vendor.
     for d in &s.devices {
+        let r = &d.reading;
         let l = [
-            ("device", d.device.to_string()),
-            ("backend", d.backend.to_string()),
-            ("name", d.name.clone()),
+            ("device", r.id()),
+            ("vendor", r.vendor.to_string()),
+            ("name", r.name.clone()),
+            ("uuid", or_empty(&r.uuid)),
+            ("pci_bus_id", or_empty(&r.pci_bus_id)),
+            ("mig_parent", or_empty(&r.mig_parent)),
             ("Hostname", host.to_string()),
         ];
         m.set(
-            "accel_device_info",
-            "1 for every device accel found; its name and backend are labels",
+            "accel_device_up",
+            "1 while the device answers its monitoring interface; 0 once it is gone or its reader fails (the row stays)",
             &l,
+            if r.up { 1.0 } else { 0.0 },
+        );
+        m.set(
+            "accel_device_info",
+            "1 for every device found; its driver, status and this process's name for it are labels",
+            &[
+                ("device", r.id()),
+                ("vendor", r.vendor.to_string()),
+                ("driver", or_empty(&r.driver)),
+                ("status", or_empty(&r.status)),
+                ("accel_device", d.accel_device.map(|a| a.to_string()).unwrap_or_default()),
+                ("Hostname", host.to_string()),
+            ],
             1.0,
         );
         m.set(
@@ -169,25 +284,147 @@ pub fn render(s: &Snapshot, host: &str, collect_seconds: f64) -> String {
         };
         set(
             "accel_device_utilization_percent",
-            "Device utilization, percent, where the driver reports it",
-            d.utilization_percent.map(f64::from),
+            "Busy percent of the main engine (a TPU's TensorCore duty cycle)",
+            r.utilization_percent,
+        );
+        set(
+            "accel_device_memory_busy_percent",
+            "Busy percent of the memory controller",
+            r.memory_busy_percent,
         );
         set(
             "accel_device_memory_used_bytes",
-            "Device memory in use by every process, where the driver reports it",
-            d.memory_used_bytes.map(|b| b as f64),
+            "Device memory in use by every process (an APU: VRAM carve-out plus GTT)",
+            r.memory_used_bytes.map(|b| b as f64),
         );
         set(
             "accel_device_memory_total_bytes",
-            "Device memory in all, where the driver reports it",
-            d.memory_total_bytes.map(|b| b as f64),
+            "Device memory in all (an APU: VRAM carve-out plus GTT)",
+            r.memory_total_bytes.map(|b| b as f64),
+        );
+        set(
+            "accel_device_gtt_used_bytes",
+            "System memory mapped for the device (AMD GTT), in use",
+            r.gtt_used_bytes.map(|b| b as f64),
+        );
+        set(
+            "accel_device_gtt_total_bytes",
+            "System memory the device may map (AMD GTT)",
+            r.gtt_total_bytes.map(|b| b as f64),
         );
         set(
             "accel_device_temperature_celsius",
             "Device temperature",
-            d.temperature_c.map(f64::from),
+            r.temperature_c,
         );
-        set("accel_device_power_watts", "Device power draw", d.power_w);
+        set("accel_device_power_watts", "Device power draw", r.power_w);
+        set(
+            "accel_device_power_limit_watts",
+            "Device power cap",
+            r.power_limit_w,
+        );
+        set(
+            "accel_device_energy_joules",
+            "Energy counter since the driver loaded",
+            r.energy_joules,
+        );
+        set(
+            "accel_device_fan_rpm",
+            "Fan speed",
+            r.fan_rpm.map(f64::from),
+        );
+        set(
+            "accel_device_clock_core_hertz",
+            "Current core (graphics / SM) clock",
+            r.clock_core_mhz.map(|c| f64::from(c) * 1e6),
+        );
+        set(
+            "accel_device_clock_memory_hertz",
+            "Current memory clock",
+            r.clock_memory_mhz.map(|c| f64::from(c) * 1e6),
+        );
+        set(
+            "accel_device_pcie_tx_bytes_per_second",
+            "PCIe throughput, device to host",
+            r.pcie_tx_bytes_per_s.map(|b| b as f64),
+        );
+        set(
+            "accel_device_pcie_rx_bytes_per_second",
+            "PCIe throughput, host to device",
+            r.pcie_rx_bytes_per_s.map(|b| b as f64),
+        );
+        for (kind, v) in [
+            ("corrected", r.ecc_corrected_errors),
+            ("uncorrected", r.ecc_uncorrected_errors),
+        ] {
+            if let Some(v) = v {
+                m.set(
+                    "accel_device_ecc_errors",
+                    "Memory errors since the driver loaded (volatile ECC counters)",
+                    &[
+                        ("device", r.id()),
+                        ("kind", kind.to_string()),
+                        ("Hostname", host.to_string()),
+                    ],
+                    v as f64,
+                );
+            }
+        }
+        for reason in &r.throttle_reasons {
+            m.set(
+                "accel_device_throttle_reason",
+                "1 for each reason the clocks are held down now (NVML's clocks-event reasons)",
+                &[
+                    ("device", r.id()),
+                    ("reason", reason.clone()),
+                    ("Hostname", host.to_string()),
+                ],
+                1.0,
+            );
+        }
+        for p in &r.processes {
+            let pl = [
+                ("device", r.id()),
+                ("pid", p.pid.to_string()),
+                ("user", or_empty(&p.user)),
+                ("command", or_empty(&p.command)),
+                ("Hostname", host.to_string()),
+            ];
+            if let Some(b) = p.memory_bytes {
+                m.set(
+                    "accel_device_process_memory_bytes",
+                    "Device memory a process holds",
+                    &pl,
+                    b as f64,
+                );
+            }
+            if let Some(b) = p.busy_percent {
+                m.set(
+                    "accel_device_process_busy_percent",
+                    "A process's share of the device's engines since the previous sample",
+                    &pl,
+                    b,
+                );
+            }
+        }
+    }
+    for c in &s.collectors {
+        let l = [
+            ("collector", c.collector.to_string()),
+            ("Hostname", host.to_string()),
+        ];
+        m.set(
+            "accel_collector_success",
+            "1 when the vendor's reader answered in time in the last collection",
+            &l,
+            if c.success { 1.0 } else { 0.0 },
+        );
+        m.set(
+            "accel_collector_duration_seconds",
+            "How long the vendor's reader took in the last collection",
+            &l,
+            c.duration_s,
+        );
     }
     let l = [("Hostname", host.to_string())];
     let h = &s.host;
@@ -205,38 +442,55 @@ pub fn render(s: &Snapshot, host: &str, collect_seconds: f64) -> String {
             f64::from(*p),
         );
     }
-    m.set(
-        "accel_host_memory_total_bytes",
-        "Installed RAM",
-        &l,
-        h.memory.total_bytes as f64,
-    );
-    m.set(
-        "accel_host_memory_used_bytes",
-        "RAM in use",
-        &l,
-        h.memory.used_bytes as f64,
-    );
-    m.set(
-        "accel_host_memory_available_bytes",
-        "RAM available without swapping",
-        &l,
-        h.memory.available_bytes as f64,
-    );
-    for p in accel::devices() {
-        let (up, reason) = match &p.availability {
-            Availability::Available { devices } => (1.0, format!("{} device(s)", devices.len())),
-            Availability::Unavailable { reason, .. } => (0.0, reason.clone()),
-        };
+    for (name, help, v) in [
+        (
+            "accel_host_memory_total_bytes",
+            "Installed RAM",
+            h.memory.total_bytes,
+        ),
+        (
+            "accel_host_memory_used_bytes",
+            "RAM in use",
+            h.memory.used_bytes,
+        ),
+        (
+            "accel_host_memory_available_bytes",
+            "RAM available without swapping",
+            h.memory.available_bytes,
+        ),
+        (
+            "accel_host_swap_total_bytes",
+            "Swap space",
+            h.memory.swap_total_bytes,
+        ),
+        (
+            "accel_host_swap_used_bytes",
+            "Swap in use",
+            h.memory.swap_used_bytes,
+        ),
+    ] {
+        m.set(name, help, &l, v as f64);
+    }
+    if let Some(la) = h.load_average {
+        for (w, v) in ["1m", "5m", "15m"].iter().zip(la) {
+            m.set(
+                "accel_host_load_average",
+                "Run-queue load average",
+                &[("window", w.to_string()), ("Hostname", host.to_string())],
+                v,
+            );
+        }
+    }
+    for (backend, up, reason) in backend_availability(s) {
         m.set(
             "accel_backend_available",
-            "1 when the backend has usable devices; the reason when not",
+            "1 when telemetry finds hardware and a driver for the backend (NVML, sysfs, IOKit; no compute library is loaded); the reason when not",
             &[
-                ("backend", p.backend.to_string()),
+                ("backend", backend.to_string()),
                 ("reason", reason),
                 ("Hostname", host.to_string()),
             ],
-            up,
+            if up { 1.0 } else { 0.0 },
         );
     }
     m.set(
@@ -251,13 +505,21 @@ pub fn render(s: &Snapshot, host: &str, collect_seconds: f64) -> String {
         &l,
         s.time_unix_s,
     );
+    if let Some(rss) = h.process_rss_bytes {
+        m.set(
+            "accel_exporter_resident_memory_bytes",
+            "The exporter's own resident memory",
+            &l,
+            rss as f64,
+        );
+    }
     let mut text = String::new();
     // Writing to a String cannot fail.
     let _ = encode(&mut text, &registry);
     text
 }
 
-pub fn run(listen: &str, interval: f64) -> anyhow::Result<()> {
+pub fn run(listen: &str, interval: f64, roots: Roots) -> anyhow::Result<()> {
     let addr: SocketAddr = listen.parse().map_err(|_| {
         anyhow::anyhow!(
             "'{listen}' is not an address to listen on (such as 127.0.0.1:9400 or 0.0.0.0:9400)"
@@ -273,16 +535,21 @@ pub fn run(listen: &str, interval: f64) -> anyhow::Result<()> {
         .to_ip()
         .map_or_else(|| addr.to_string(), |a| a.to_string());
     let host = hostname();
-    // The first collection before the first scrape: probing the backends takes a moment.
-    let mut sampler = Sampler::new()?;
+    // The first collection before the first scrape. Telemetry only: no compute library is
+    // loaded, no PJRT client or Vulkan instance made.
+    let mut sampler = Sampler::with_roots(roots);
     let t = Instant::now();
     let first = sampler.sample();
     let latest = Arc::new(RwLock::new(Latest {
         text: Arc::new(render(&first, &host, t.elapsed().as_secs_f64())),
         at: Instant::now(),
     }));
-    let every = Duration::from_secs_f64(interval);
+    // Devices are found again at every collection, and collections are at most 10 s apart,
+    // so a GPU that disappears is shown down within 10 s whatever --interval says.
+    let every = Duration::from_secs_f64(interval.min(10.0));
+    let health = Arc::new(RwLock::new(health_of(&first)));
     {
+        let health = health.clone();
         let latest = latest.clone();
         let host = host.clone();
         std::thread::Builder::new()
@@ -292,6 +559,7 @@ pub fn run(listen: &str, interval: f64) -> anyhow::Result<()> {
                 let t = Instant::now();
                 let snap = sampler.sample();
                 let text = Arc::new(render(&snap, &host, t.elapsed().as_secs_f64()));
+                *health.write().unwrap_or_else(|e| e.into_inner()) = health_of(&snap);
                 let mut l = latest.write().unwrap_or_else(|e| e.into_inner());
                 *l = Latest {
                     text,
@@ -308,6 +576,7 @@ pub fn run(listen: &str, interval: f64) -> anyhow::Result<()> {
         .map(|i| {
             let server = server.clone();
             let latest = latest.clone();
+            let health = health.clone();
             std::thread::Builder::new()
                 .name(format!("accel-http-{i}"))
                 .spawn(move || {
@@ -327,7 +596,9 @@ pub fn run(listen: &str, interval: f64) -> anyhow::Result<()> {
                             }
                             (tiny_http::Method::Get, Some("/healthz")) => {
                                 if at.elapsed() < stale {
-                                    tiny_http::Response::from_data(b"ok\n".to_vec())
+                                    let h =
+                                        health.read().unwrap_or_else(|e| e.into_inner()).clone();
+                                    tiny_http::Response::from_data(h.into_bytes())
                                 } else {
                                     tiny_http::Response::from_data(
                                         format!(

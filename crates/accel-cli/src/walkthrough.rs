@@ -3,6 +3,7 @@
 //! then memory.
 
 use accel::bench::{self, Iterations};
+use accel::load::Sampler;
 use accel::{DType, Device};
 
 use crate::{bench as cli_bench, devices, mem, out};
@@ -30,6 +31,10 @@ pub fn run() -> anyhow::Result<()> {
         "2. Matmul {N}x{N} f32: {WARMUP} warm-ups, {ITERS} timed iterations, synchronised after each"
     ))?;
     out::line(format!("  {}", cli_bench::header()))?;
+    // The host's CPU use while the CPU multiplies, as psutil.cpu_percent(interval=...) around
+    // the work would measure it (telemetry only: this loads no compute library).
+    let mut meter = Sampler::new()?;
+    let cpu_start = std::time::Instant::now();
     let (cpu, c_cpu) = bench::matmul(
         &Device::Cpu,
         N,
@@ -38,6 +43,14 @@ pub fn run() -> anyhow::Result<()> {
         Iterations::Fixed(ITERS),
     )?;
     out::line(format!("  {}", cli_bench::row(&cpu)))?;
+    let during = meter.sample();
+    let since = std::time::Instant::now();
+    out::line(format!(
+        "  host CPU use during the CPU matmul: {:.0} % of {} cores (over {:.1} s, warm-ups included)",
+        during.host.cpu_percent,
+        during.host.cpu_per_core_percent.len(),
+        cpu_start.elapsed().as_secs_f64()
+    ))?;
     let mut runs = vec![cpu.clone()];
     if best.is_accelerator() {
         let (acc, c_acc) = bench::matmul(&best, N, DType::F32, WARMUP, Iterations::Fixed(ITERS))?;
@@ -61,8 +74,9 @@ pub fn run() -> anyhow::Result<()> {
     ))?;
 
     out::line("3. Memory")?;
-    // The last result is still alive here, so the allocator shows what it holds.
-    for l in mem::text(&mem::report()?) {
+    // The last result is still alive here, so the allocator shows what it holds; CPU use is
+    // over the accelerator's part.
+    for l in mem::text(&mem::report(&mut meter, since)) {
         out::line(format!("  {l}"))?;
     }
     drop(c_cpu);

@@ -26,7 +26,7 @@ fn devices_json_has_every_backend_with_a_reason() {
     let o = accel(&["devices", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v = json(&o);
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["kind"], "devices");
     let backends = v["backends"].as_array().unwrap();
     let names: Vec<&str> = backends
@@ -73,7 +73,7 @@ fn bench_matmul_json_is_checked_and_unit_suffixed() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v = json(&o);
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["benchmark"], "matmul");
     let r = v["results"].as_array().unwrap();
     assert_eq!(r.len(), 2);
@@ -112,15 +112,14 @@ fn mem_json_has_host_and_device_figures() {
     let o = accel(&["mem", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v = json(&o);
-    assert_eq!(v["schema_version"], 1);
-    assert!(v["host_memory"]["total_bytes"].as_u64().unwrap() > 0);
-    assert!(v["cpu_percent"].as_f64().is_some());
-    let devices = v["devices"].as_array().unwrap();
-    let cpu = devices
-        .iter()
-        .find(|d| d["device"] == "cpu")
-        .expect("the cpu");
-    assert!(cpu["allocated_bytes"].is_u64());
+    assert_eq!(v["schema_version"], 2);
+    assert!(v["host"]["memory"]["total_bytes"].as_u64().unwrap() > 0);
+    assert!(v["host"]["cpu_percent"].as_f64().is_some());
+    // Measured over --interval (0.5 s by default), as psutil.cpu_percent(interval=0.5).
+    assert!(v["measured_over_s"].as_f64().unwrap() >= 0.5);
+    // Telemetry only: a fresh process has used no device, and probes none.
+    assert_eq!(v["accel_memory"].as_array().unwrap().len(), 0);
+    assert!(v["devices"].is_array());
     let t = accel(&["mem"]);
     assert!(stdout(&t).contains("host RAM:"));
 }
@@ -465,7 +464,7 @@ fn mem_watch_reports_again_and_stops_after_count() {
     for l in &lines {
         let v: serde_json::Value = serde_json::from_str(l).unwrap();
         assert_eq!(v["kind"], "mem");
-        assert!(v["host_memory"]["total_bytes"].as_u64().unwrap() > 0);
+        assert!(v["host"]["memory"]["total_bytes"].as_u64().unwrap() > 0);
     }
     // Usage errors: --count needs --watch; the interval must be positive.
     assert_eq!(accel(&["mem", "--count", "2"]).status.code(), Some(2));

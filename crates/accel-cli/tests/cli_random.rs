@@ -57,6 +57,10 @@ const BASES: &[&[&str]] = &[
     &["doctor", "--json"],
     &["monitor", "--json", "--interval", "0.2", "--count", "2"],
     &["monitor", "--count", "1"],
+    &["pick"],
+    &["pick", "--index"],
+    &["pick", "--json", "--count", "2"],
+    &["mem", "--path.sysfs", "/nonexistent"],
     &["completions", "bash"],
     &["man"],
     &["help"],
@@ -166,6 +170,31 @@ const OPTIONS: &[(&str, &[&str])] = &[
     ("--op", &["add", "scale", "mul", ""]),
     ("--compare", &["/nonexistent/accel.json", "/dev/null", "/"]),
     ("--plot", &["/nonexistent/dir/p.svg", "/tmp/x.txt", "/"]),
+    (
+        "--min-free",
+        &["8GiB", "500MB", "1e9", "0", "-1", "1e30", "8XB", "nan", ""],
+    ),
+    (
+        "--max-util",
+        &["50", "0", "100", "101", "-1", "50%", "nan", "x"],
+    ),
+    (
+        "--path.sysfs",
+        &["/sys", "/nonexistent", "/dev/null", "/proc", ""],
+    ),
+    ("--path.procfs", &["/proc", "/nonexistent", "/sys", ""]),
+    (
+        "--tpu.metrics-address",
+        &[
+            "localhost:8431",
+            "127.0.0.1:1",
+            "nohost",
+            ":",
+            "[::1]:99999",
+            "",
+        ],
+    ),
+    ("--interval", &["0.2", "0", "-1", "nan", "1e20", ""]),
 ];
 
 /// Flags without a value, and stray tokens.
@@ -187,6 +216,8 @@ const TOKENS: &[&str] = &[
     "mem",
     "doctor",
     "monitor",
+    "pick",
+    "--index",
     "completions",
     "man",
     "x",

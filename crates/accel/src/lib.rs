@@ -57,6 +57,7 @@ pub mod fuzzing;
 pub mod load;
 pub mod memory;
 pub mod nn;
+pub mod telemetry;
 mod tensor;
 
 pub use api::{cuda, mps, wgpu, xla};

@@ -1,56 +1,34 @@
 //! Load and memory of the whole machine, sampled again and again: the data behind
-//! `accel monitor` and `accel serve` (nvidia-smi's, gpustat's and dcgm-exporter's numbers,
-//! for every device accel knows, and the host's per-core CPU and RAM).
+//! `accel monitor`, `accel serve`, `accel mem` and the walkthrough's memory section
+//! (nvidia-smi's, gpustat's, nvtop's and dcgm-exporter's numbers, for every vendor).
 //!
-//! A [`Sampler`] keeps the host's CPU counters between samples, so each sample's CPU use is
-//! over the time since the previous one, and takes no time of its own.
-
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+//! The numbers come from [`crate::telemetry`], which reads the vendors' monitoring interfaces
+//! and never opens a compute context, PJRT client or Vulkan device. This module only adds what
+//! this process itself holds: for each device the process has used (and only those: nothing
+//! is probed here), its allocator's counters, matched to the telemetry row of the same
+//! hardware by UUID or PCI address.
 
 use serde::Serialize;
-use sysinfo::{CpuRefreshKind, MemoryRefreshKind, RefreshKind, System};
 
-use crate::cuda::GpuProcess;
-use crate::system::HostMemory;
-use crate::{BackendKind, Device, Error, Result};
+use crate::memory::MemoryStats;
+use crate::telemetry::{CollectorStatus, HostReading, Reading, Roots, Telemetry};
+use crate::{Device, Result};
 
-/// The host at one moment.
+/// One device at one moment: what its monitoring interface reports, plus what this process
+/// holds on it when it uses it. JSON: the reading's fields, flattened, then these.
 #[derive(Debug, Clone, Serialize)]
-pub struct HostLoad {
-    /// Whole-machine CPU use, percent, since the previous sample.
-    pub cpu_percent: f32,
-    /// Each logical core's use, percent.
-    pub cpu_per_core_percent: Vec<f32>,
-    /// RAM.
-    pub memory: HostMemory,
-    /// This process's resident memory, where the OS reports it.
-    pub process_rss_bytes: Option<u64>,
-}
-
-/// One device at one moment; what its driver does not report is `None`. Units are in the
-/// field names.
-#[derive(Debug, Clone, Serialize)]
-#[allow(missing_docs)]
 pub struct DeviceLoad {
-    pub device: Device,
-    pub backend: BackendKind,
-    pub name: String,
-    pub uuid: Option<String>,
-    pub pci_bus_id: Option<String>,
-    pub utilization_percent: Option<u32>,
-    pub memory_used_bytes: Option<u64>,
-    pub memory_total_bytes: Option<u64>,
+    /// The monitoring interface's numbers.
+    #[serde(flatten)]
+    pub reading: Reading,
+    /// The device's compute name in this process (`cuda:0`), when this process uses it.
+    pub accel_device: Option<Device>,
     /// What this process's live tensors hold on the device.
     pub accel_allocated_bytes: u64,
     /// What this process's allocator holds on the device.
     pub accel_reserved_bytes: u64,
-    pub temperature_c: Option<u32>,
-    pub power_w: Option<f64>,
-    pub power_limit_w: Option<f64>,
-    pub clock_sm_mhz: Option<u32>,
-    pub clock_memory_mhz: Option<u32>,
-    /// Processes using the device, where the driver tells (NVML).
-    pub processes: Vec<GpuProcess>,
+    /// The most this process's live tensors have held on it.
+    pub accel_peak_bytes: u64,
 }
 
 /// The machine at one moment.
@@ -58,107 +36,110 @@ pub struct DeviceLoad {
 pub struct Snapshot {
     /// Seconds since the Unix epoch.
     pub time_unix_s: f64,
-    /// The host.
-    pub host: HostLoad,
-    /// Every accelerator device accel found (the CPU is `host`).
+    /// The host: CPU per core, RAM, swap, load average, this process's resident memory.
+    pub host: HostReading,
+    /// Every accelerator found, vendor by vendor (the CPU is `host`); devices that
+    /// disappeared stay, with `up: false` and the reason.
     pub devices: Vec<DeviceLoad>,
+    /// What this process's allocators hold on each device it has used, the CPU included.
+    pub accel_memory: Vec<MemoryStats>,
+    /// How each vendor's reader did.
+    pub collectors: Vec<CollectorStatus>,
 }
 
-/// Takes snapshots; keeps the CPU counters between them.
+/// Takes snapshots; keeps the counters between them.
 pub struct Sampler {
-    sys: System,
-    devices: Vec<Device>,
-    last: Instant,
+    telemetry: Telemetry,
 }
 
 impl Sampler {
-    /// A sampler over every accelerator device accel finds (probing each backend once).
+    /// A sampler over every device the vendors' monitoring interfaces show, read under the
+    /// usual `/sys` and `/proc`.
     pub fn new() -> Result<Sampler> {
-        let refresh = RefreshKind::nothing()
-            .with_cpu(CpuRefreshKind::nothing().with_usage())
-            .with_memory(MemoryRefreshKind::everything());
-        let mut sys = System::new_with_specifics(refresh)
-            .map_err(|e| Error::System(format!("cannot read host information: {e}")))?;
-        sys.refresh_cpu_usage();
-        let devices = crate::backend::registry::probe_all()
-            .iter()
-            .flat_map(|p| p.devices().iter().map(|d| d.device))
-            .filter(|d| d.is_accelerator())
-            .collect();
-        Ok(Sampler {
-            sys,
-            devices,
-            last: Instant::now(),
-        })
+        Ok(Sampler::with_roots(Roots::default()))
     }
 
-    /// The devices this sampler reports.
-    pub fn devices(&self) -> &[Device] {
-        &self.devices
+    /// A sampler reading under other roots (a container with the host's `/sys` and `/proc`
+    /// mounted elsewhere; fixture trees in tests).
+    pub fn with_roots(roots: Roots) -> Sampler {
+        Sampler {
+            telemetry: Telemetry::new(roots),
+        }
     }
 
-    /// The machine now. The CPU use is over the time since the previous sample (or since
-    /// `new`); a first sample right after `new` waits the OS's minimum interval.
+    /// The telemetry underneath (its deadline can be changed).
+    pub fn telemetry_mut(&mut self) -> &mut Telemetry {
+        &mut self.telemetry
+    }
+
+    /// The machine now. CPU use is over the time since the previous sample (or since `new`;
+    /// at least 0.2 s: a sample sooner than that waits).
     pub fn sample(&mut self) -> Snapshot {
-        std::thread::sleep(
-            sysinfo::MINIMUM_CPU_UPDATE_INTERVAL.saturating_sub(self.last.elapsed()),
-        );
-        self.sys.refresh_cpu_usage();
-        self.last = Instant::now();
-        self.sys.refresh_memory();
-        let host = HostLoad {
-            cpu_percent: self.sys.global_cpu_usage(),
-            cpu_per_core_percent: self.sys.cpus().iter().map(|c| c.usage()).collect(),
-            memory: HostMemory::of(&self.sys),
-            process_rss_bytes: crate::base::system::process_rss_in(&mut self.sys),
-        };
-        let devices = self.devices.iter().map(|d| device_load(*d)).collect();
+        let s = self.telemetry.sample();
+        let accel_memory = used_devices();
+        let devices = s
+            .devices
+            .into_iter()
+            .map(|reading| {
+                let mine = accel_memory
+                    .iter()
+                    .find(|m| same_hardware(&m.device, &reading));
+                DeviceLoad {
+                    accel_device: mine.map(|m| m.device),
+                    accel_allocated_bytes: mine.map_or(0, |m| m.allocated_bytes),
+                    accel_reserved_bytes: mine.map_or(0, |m| m.reserved_bytes),
+                    accel_peak_bytes: mine.map_or(0, |m| m.peak_allocated_bytes),
+                    reading,
+                }
+            })
+            .collect();
         Snapshot {
-            time_unix_s: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0.0, |t| t.as_secs_f64()),
-            host,
+            time_unix_s: s.time_unix_s,
+            host: s.host,
             devices,
+            accel_memory,
+            collectors: s.collectors,
         }
     }
 }
 
-fn device_load(device: Device) -> DeviceLoad {
-    let stats = crate::memory::stats(&device);
-    let caps = device.caps().ok();
-    let mut load = DeviceLoad {
-        device,
-        backend: device.backend(),
-        name: device.name().unwrap_or_default(),
-        uuid: caps.and_then(|c| c.uuid.clone()),
-        pci_bus_id: caps.and_then(|c| c.pci_bus_id.clone()),
-        utilization_percent: None,
-        memory_used_bytes: stats
-            .total_bytes
-            .zip(stats.free_bytes)
-            .map(|(t, f)| t.saturating_sub(f)),
-        memory_total_bytes: stats.total_bytes,
-        accel_allocated_bytes: stats.allocated_bytes,
-        accel_reserved_bytes: stats.reserved_bytes,
-        temperature_c: None,
-        power_w: None,
-        power_limit_w: None,
-        clock_sm_mhz: None,
-        clock_memory_mhz: None,
-        processes: Vec::new(),
-    };
-    if let Device::Cuda(i) = device {
-        if let Ok(g) = crate::cuda::utilization(i) {
-            load.utilization_percent = g.utilization_gpu_percent;
-            load.memory_used_bytes = g.memory_used_bytes.or(load.memory_used_bytes);
-            load.memory_total_bytes = g.memory_total_bytes.or(load.memory_total_bytes);
-            load.temperature_c = g.temperature_c;
-            load.power_w = g.power_w;
-            load.power_limit_w = g.power_limit_w;
-            load.clock_sm_mhz = g.clock_sm_mhz;
-            load.clock_memory_mhz = g.clock_memory_mhz;
-            load.processes = g.processes;
-        }
+/// The memory statistics of every device this process has used: those the ledger has seen
+/// and whose backend is already probed (asking about any other would probe it).
+pub fn used_devices() -> Vec<MemoryStats> {
+    let mut devices = crate::base::ledger::with_counters(|m| m.keys().copied().collect::<Vec<_>>());
+    devices
+        .retain(|d| *d == Device::Cpu || crate::backend::registry::probed(d.backend()).is_some());
+    devices.sort_by_key(|d| d.to_string());
+    devices.iter().map(crate::memory::stats).collect()
+}
+
+/// Whether the compute device `d` is the hardware the telemetry row describes: the same UUID,
+/// else the same PCI address.
+fn same_hardware(d: &Device, r: &Reading) -> bool {
+    if *d == Device::Cpu {
+        return false;
     }
-    load
+    let Some(caps) = crate::backend::registry::probed(d.backend())
+        .and_then(|p| p.devices().iter().find(|i| i.device == *d))
+        .map(|i| &i.caps)
+    else {
+        return false;
+    };
+    if let (Some(a), Some(b)) = (&caps.uuid, &r.uuid) {
+        return a.eq_ignore_ascii_case(b);
+    }
+    match (&caps.pci_bus_id, &r.pci_bus_id) {
+        (Some(a), Some(b)) => {
+            crate::telemetry::nvidia::normalize_bus_id(a)
+                == crate::telemetry::nvidia::normalize_bus_id(b)
+        }
+        _ => false,
+    }
+}
+
+impl std::ops::Deref for DeviceLoad {
+    type Target = Reading;
+    fn deref(&self) -> &Reading {
+        &self.reading
+    }
 }

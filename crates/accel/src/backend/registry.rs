@@ -48,11 +48,13 @@ macro_rules! on_backend {
 }
 pub(crate) use on_backend;
 
+/// One probe per backend, made on first use.
+static PROBES: [OnceLock<Probe>; BackendKind::ALL.len()] =
+    [const { OnceLock::new() }; BackendKind::ALL.len()];
+
 /// The probe of `kind`, made on first use (so `--device cpu` loads no plugin) and kept:
 /// availability does not change while we run, and probing can be slow.
 pub(crate) fn probe(kind: BackendKind) -> &'static Probe {
-    static PROBES: [OnceLock<Probe>; BackendKind::ALL.len()] =
-        [const { OnceLock::new() }; BackendKind::ALL.len()];
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     PROBES[kind as usize].get_or_init(|| {
         let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -63,6 +65,11 @@ pub(crate) fn probe(kind: BackendKind) -> &'static Probe {
         debug_assert_eq!(p.backend, kind, "a probe answered for another backend");
         p
     })
+}
+
+/// The probe of `kind` if something already made it; never probes.
+pub(crate) fn probed(kind: BackendKind) -> Option<&'static Probe> {
+    PROBES[kind as usize].get()
 }
 
 /// Every backend's probe, in `BackendKind::ALL` order.

@@ -13,7 +13,7 @@ fn system(refresh: RefreshKind) -> Result<System> {
 }
 
 /// Host RAM, in bytes (`psutil.virtual_memory()`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HostMemory {
     /// Installed RAM.
     pub total_bytes: u64,

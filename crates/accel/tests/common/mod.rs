@@ -5,8 +5,9 @@ use accel::{Availability, Device};
 
 /// The names `ACCEL_TEST_REQUIRE` accepts: the backends, `nvrtc` (CUDA's compiler, which
 /// compiles every kernel here without a GPU), and the tools the CLI's tests drive
-/// (`prometheus` for `accel serve`, `tmux` for `accel monitor`).
-pub const KNOWN_REQUIREMENTS: [&str; 8] = [
+/// (`prometheus` for `accel serve`, `tmux` for `accel monitor`, `grpc` for the fake TPU
+/// metrics service, Python's grpcio).
+pub const KNOWN_REQUIREMENTS: [&str; 9] = [
     "cpu",
     "cuda",
     "nvrtc",
@@ -15,6 +16,7 @@ pub const KNOWN_REQUIREMENTS: [&str; 8] = [
     "wgpu",
     "prometheus",
     "tmux",
+    "grpc",
 ];
 
 /// The backends `ACCEL_TEST_REQUIRE` names (e.g. `ACCEL_TEST_REQUIRE=cuda,xla`): a backend

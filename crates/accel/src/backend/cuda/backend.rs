@@ -14,7 +14,8 @@ use crate::{BackendKind, DType, Device, DeviceCaps, Error, Result};
 
 use super::gpu::{attr, err_name, Gpu, TimingEvent};
 use super::storage::CudaStorage;
-use super::{libs, nvml, pinned};
+use super::{libs, pinned};
+use crate::telemetry::nvidia as nvml;
 
 /// The CUDA backend.
 pub(crate) struct Cuda;
@@ -51,7 +52,7 @@ impl Backend for Cuda {
             None => {
                 let ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
                 let (_, uuid, pci) = ids.iter().find(|(o, _, _)| *o == i)?;
-                let l = nvml::load(Some(uuid), Some(pci)).ok()?;
+                let l = nvml::gpu_load(Some(uuid), Some(pci)).ok()?;
                 Some((l.memory_free_bytes?, l.memory_total_bytes?))
             }
         }
@@ -237,7 +238,7 @@ fn probe_driver() -> Probe {
             attr(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
             attr(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
         );
-        let load = nvml::load(Some(&uuid), Some(&pci)).ok();
+        let load = nvml::gpu_load(Some(&uuid), Some(&pci)).ok();
         let sm_count = attr(dev, A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).max(0) as u32;
         let bus_width = attr(dev, A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH).max(0) as u32;
         let mut details = vec![

@@ -7,7 +7,9 @@
 //! - `storage`: tensor data on a GPU and every op on it (`impl BackendStorage`).
 //! - [`kernels`]: accel's CUDA C kernels, compiled by NVRTC to the device's architecture.
 //! - `pinned`: page-locked host memory (`pin_memory()`), copied without staging.
-//! - `nvml`: load, temperature, power and processes, as nvidia-smi shows them.
+//!
+//! Load, temperature, power and processes come from NVML through [`crate::telemetry::nvidia`],
+//! which never opens a CUDA context.
 //!
 //! Without the `cuda` feature, `off.rs` stands in with the same items. Nothing here panics
 //! when the hardware or a library is missing: the probe reports why.
@@ -20,8 +22,6 @@ mod backend;
 #[cfg(feature = "cuda")]
 pub(crate) mod gpu;
 #[cfg(feature = "cuda")]
-pub(crate) mod nvml;
-#[cfg(feature = "cuda")]
 pub(crate) mod pinned;
 #[cfg(feature = "cuda")]
 pub(crate) mod storage;
@@ -31,48 +31,9 @@ pub(crate) use off::{Cuda, CudaStorage, PinnedBlock};
 #[cfg(feature = "cuda")]
 pub(crate) use {backend::Cuda, pinned::PinnedBlock, storage::CudaStorage};
 
-use serde::Serialize;
-
 use crate::Result;
 
-/// One process using a GPU.
-#[derive(Debug, Clone, Serialize)]
-pub struct GpuProcess {
-    /// Process id.
-    pub pid: u32,
-    /// GPU memory it holds, where the driver reports it.
-    pub used_bytes: Option<u64>,
-}
-
-/// A GPU's load as NVML reports it; fields the GPU does not report are None. Units are in
-/// the field names.
-#[derive(Debug, Clone, Serialize)]
-#[allow(missing_docs)]
-pub struct GpuLoad {
-    /// nvidia-smi's index (PCI order; CUDA's ordinal may differ).
-    pub nvml_index: Option<u32>,
-    pub name: Option<String>,
-    pub uuid: Option<String>,
-    pub pci_bus_id: Option<String>,
-    pub utilization_gpu_percent: Option<u32>,
-    pub utilization_memory_percent: Option<u32>,
-    pub memory_used_bytes: Option<u64>,
-    pub memory_free_bytes: Option<u64>,
-    pub memory_total_bytes: Option<u64>,
-    pub temperature_c: Option<u32>,
-    pub power_w: Option<f64>,
-    pub power_limit_w: Option<f64>,
-    pub clock_sm_mhz: Option<u32>,
-    pub clock_memory_mhz: Option<u32>,
-    pub max_clock_sm_mhz: Option<u32>,
-    pub max_clock_memory_mhz: Option<u32>,
-    /// The PCIe link the GPU is capable of (generation, lanes); the link may train lower
-    /// at idle to save power.
-    pub pcie_max_link: Option<(u32, u32)>,
-    /// The PCIe link now (generation, lanes).
-    pub pcie_link: Option<(u32, u32)>,
-    pub processes: Vec<GpuProcess>,
-}
+pub use crate::telemetry::nvidia::{GpuLoad, GpuProcess};
 
 /// Lets f32 matmul use TF32 tensor cores (`torch.backends.cuda.matmul.allow_tf32 = True`):
 /// several times faster, with inputs rounded to 10 mantissa bits. Off by default.
@@ -108,7 +69,7 @@ pub(crate) fn libraries() -> &'static [libs::Library] {
 pub(crate) fn load(uuid: Option<&str>, pci_bus_id: Option<&str>) -> Result<GpuLoad> {
     #[cfg(feature = "cuda")]
     {
-        nvml::load(uuid, pci_bus_id)
+        crate::telemetry::nvidia::gpu_load(uuid, pci_bus_id)
             .map_err(|e| crate::Error::backend(crate::BackendKind::Cuda, "NVML", e))
     }
     #[cfg(not(feature = "cuda"))]

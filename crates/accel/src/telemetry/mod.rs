@@ -1,0 +1,466 @@
+//! Telemetry: what every accelerator on the machine is doing, read from the vendors'
+//! *monitoring* interfaces (NVML, sysfs, DRM fdinfo, IOKit, the TPU runtime's metrics
+//! service), never from the compute stack. Nothing here creates a CUDA context, a PJRT client
+//! or a Vulkan device, so watching a device never disturbs the job that uses it (as nvidia-smi,
+//! dcgm-exporter, nvtop and all-smi work).
+//!
+//! One [`Reader`] per vendor, one file each (`nvidia.rs`, `amd.rs`, `intel.rs`, `apple.rs`,
+//! `tpu.rs`), and the host (`host.rs`). A [`Telemetry`] runs each reader on its own thread with
+//! a deadline, so one slow or failing source never holds up the others; it finds the devices
+//! again on every sample and keeps a device that disappeared as a row marked down, with the
+//! reason. This module imports only values (`base/`): the compute backends may call it, never
+//! the other way round.
+
+pub mod amd;
+pub mod apple;
+mod fdinfo;
+mod grpc;
+pub mod host;
+pub mod intel;
+pub mod nvidia;
+pub mod pick;
+mod sysfs;
+pub mod tpu;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+pub use host::HostReading;
+pub use pick::{pick, Criteria};
+
+/// Where the readers look: the roots of sysfs and procfs (node_exporter's `--path.sysfs` and
+/// `--path.procfs`, so an exporter in a container can read the host's, mounted elsewhere, and
+/// tests can read fixture trees), and the TPU runtime's metrics service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Roots {
+    /// `/sys` on a normal machine.
+    pub sysfs: PathBuf,
+    /// `/proc` on a normal machine.
+    pub procfs: PathBuf,
+    /// The TPU runtime's gRPC metrics service, `localhost:8431` by default.
+    pub tpu_metrics: String,
+}
+
+impl Default for Roots {
+    fn default() -> Roots {
+        Roots {
+            sysfs: PathBuf::from("/sys"),
+            procfs: PathBuf::from("/proc"),
+            tpu_metrics: "localhost:8431".to_string(),
+        }
+    }
+}
+
+/// Who made the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Vendor {
+    /// NVIDIA GPUs (NVML).
+    Nvidia,
+    /// AMD GPUs (amdgpu's sysfs and fdinfo).
+    Amd,
+    /// Intel GPUs (i915 and xe: sysfs, hwmon, fdinfo).
+    Intel,
+    /// Apple GPUs (IOKit's PerformanceStatistics).
+    Apple,
+    /// Google TPUs (PCI, the runtime's metrics service).
+    Tpu,
+}
+
+impl Vendor {
+    /// Every vendor, in the order rows are listed.
+    pub const ALL: [Vendor; 5] = [
+        Vendor::Nvidia,
+        Vendor::Amd,
+        Vendor::Intel,
+        Vendor::Apple,
+        Vendor::Tpu,
+    ];
+
+    /// `nvidia`, `amd`, `intel`, `apple`, `tpu`: the collector's name and the rows' prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Vendor::Nvidia => "nvidia",
+            Vendor::Amd => "amd",
+            Vendor::Intel => "intel",
+            Vendor::Apple => "apple",
+            Vendor::Tpu => "tpu",
+        }
+    }
+}
+
+impl std::fmt::Display for Vendor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One process using a device, with what the interface tells of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProcessUse {
+    /// Process id (in the procfs the reader was given).
+    pub pid: u32,
+    /// The owner's user name (or uid as text when it has no name).
+    pub user: Option<String>,
+    /// The command (`/proc/PID/comm`).
+    pub command: Option<String>,
+    /// Device memory it holds.
+    pub memory_bytes: Option<u64>,
+    /// Its share of the device's engines since the previous sample, percent (DRM fdinfo:
+    /// the difference of two cumulative engine times over the wall time between them).
+    pub busy_percent: Option<f64>,
+}
+
+/// One device at one moment. What its interface does not report is `None`; units are in the
+/// field names.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reading {
+    /// Who made it.
+    pub vendor: Vendor,
+    /// Its number among the vendor's devices (NVML's index, which is PCI order; the DRM card
+    /// number; the TPU chip's place in PCI order). The row's name is `vendor:index`.
+    pub index: u32,
+    /// Marketing or chip name (`NVIDIA H200`, `AMD Radeon RX 7900 XTX`, `TPU v4`...).
+    pub name: String,
+    /// The kernel driver or interface (`nvidia`, `amdgpu`, `i915`, `xe`, `vfio-pci`...).
+    pub driver: Option<String>,
+    /// A stable unique id where the interface gives one (NVIDIA's `GPU-...`, MIG's `MIG-...`).
+    pub uuid: Option<String>,
+    /// PCI address, lower case with its domain (`0000:03:00.0`).
+    pub pci_bus_id: Option<String>,
+    /// False when the device was seen earlier and is gone now, or its reader failed.
+    pub up: bool,
+    /// Why the device is down, or why its numbers are missing ("not reporting").
+    pub status: Option<String>,
+    /// Busy percent of the main engine (graphics/compute; a TPU's TensorCore duty cycle).
+    pub utilization_percent: Option<f64>,
+    /// Busy percent of the memory controller, where reported.
+    pub memory_busy_percent: Option<f64>,
+    /// Device memory in use by every process (an APU: its VRAM carve-out plus GTT).
+    pub memory_used_bytes: Option<u64>,
+    /// Device memory in all (an APU: its VRAM carve-out plus GTT).
+    pub memory_total_bytes: Option<u64>,
+    /// System memory mapped for the device (AMD's GTT), in use.
+    pub gtt_used_bytes: Option<u64>,
+    /// System memory the device may map (AMD's GTT), in all.
+    pub gtt_total_bytes: Option<u64>,
+    /// Temperature of the main sensor (edge / GPU).
+    pub temperature_c: Option<f64>,
+    /// Power draw.
+    pub power_w: Option<f64>,
+    /// The power cap.
+    pub power_limit_w: Option<f64>,
+    /// Energy counter since the driver loaded.
+    pub energy_joules: Option<f64>,
+    /// Fan speed.
+    pub fan_rpm: Option<u32>,
+    /// Current core (graphics / SM) clock.
+    pub clock_core_mhz: Option<u32>,
+    /// Current memory clock.
+    pub clock_memory_mhz: Option<u32>,
+    /// Why the clocks are held down now (NVML's clocks-event reasons), empty when they are not.
+    pub throttle_reasons: Vec<String>,
+    /// PCIe throughput, device to host.
+    pub pcie_tx_bytes_per_s: Option<u64>,
+    /// PCIe throughput, host to device.
+    pub pcie_rx_bytes_per_s: Option<u64>,
+    /// Corrected memory errors since the driver loaded (ECC, volatile).
+    pub ecc_corrected_errors: Option<u64>,
+    /// Uncorrected memory errors since the driver loaded (ECC, volatile).
+    pub ecc_uncorrected_errors: Option<u64>,
+    /// For a MIG instance: the UUID of the GPU it is part of.
+    pub mig_parent: Option<String>,
+    /// Processes using the device.
+    pub processes: Vec<ProcessUse>,
+}
+
+impl Reading {
+    /// A reading with nothing known but who and what the device is.
+    pub fn new(vendor: Vendor, index: u32, name: impl Into<String>) -> Reading {
+        Reading {
+            vendor,
+            index,
+            name: name.into(),
+            driver: None,
+            uuid: None,
+            pci_bus_id: None,
+            up: true,
+            status: None,
+            utilization_percent: None,
+            memory_busy_percent: None,
+            memory_used_bytes: None,
+            memory_total_bytes: None,
+            gtt_used_bytes: None,
+            gtt_total_bytes: None,
+            temperature_c: None,
+            power_w: None,
+            power_limit_w: None,
+            energy_joules: None,
+            fan_rpm: None,
+            clock_core_mhz: None,
+            clock_memory_mhz: None,
+            throttle_reasons: Vec::new(),
+            pcie_tx_bytes_per_s: None,
+            pcie_rx_bytes_per_s: None,
+            ecc_corrected_errors: None,
+            ecc_uncorrected_errors: None,
+            mig_parent: None,
+            processes: Vec::new(),
+        }
+    }
+
+    /// The row's name: `nvidia:0`, `amd:1`, `tpu:3`...
+    pub fn id(&self) -> String {
+        format!("{}:{}", self.vendor, self.index)
+    }
+
+    /// What identifies the hardware across samples: the UUID, else the PCI address, else the
+    /// row's name.
+    pub fn key(&self) -> String {
+        self.uuid
+            .clone()
+            .or_else(|| self.pci_bus_id.clone())
+            .unwrap_or_else(|| self.id())
+    }
+
+    /// Device memory free, where used and total are known.
+    pub fn memory_free_bytes(&self) -> Option<u64> {
+        self.memory_total_bytes
+            .zip(self.memory_used_bytes)
+            .map(|(t, u)| t.saturating_sub(u))
+    }
+}
+
+/// One vendor's reader: finds its devices and reads them, every time it is asked (so devices
+/// that appear or disappear are seen at the next sample). It keeps what it needs between
+/// samples (cumulative counters, a library handle).
+pub trait Reader: Send {
+    /// Its vendor.
+    fn vendor(&self) -> Vendor;
+    /// The devices now. `Err` when the source itself failed (its devices are then shown down
+    /// with this reason); no device is `Ok(vec![])`.
+    fn read(&mut self, roots: &Roots) -> Result<Vec<Reading>, String>;
+    /// Why the last read found nothing, when that has a reason worth showing ("no NVIDIA
+    /// driver is installed").
+    fn note(&self) -> Option<String> {
+        None
+    }
+}
+
+/// How one reader did in the last sample (node_exporter's `node_scrape_collector_success`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CollectorStatus {
+    /// The reader's vendor name.
+    pub collector: &'static str,
+    /// False when it failed or missed its deadline.
+    pub success: bool,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// How long it took (or how long it was waited for).
+    pub duration_s: f64,
+    /// Devices it reported.
+    pub devices: usize,
+    /// Why it found nothing, when that has a reason ("no NVIDIA driver is installed").
+    pub note: Option<String>,
+}
+
+/// Everything read at one moment.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    /// Seconds since the Unix epoch.
+    pub time_unix_s: f64,
+    /// The host: CPU, RAM, swap, load average.
+    pub host: HostReading,
+    /// Every accelerator, vendor by vendor; devices gone since they were first seen stay,
+    /// marked down.
+    pub devices: Vec<Reading>,
+    /// How each reader did.
+    pub collectors: Vec<CollectorStatus>,
+}
+
+/// How long one reader may take before its sample goes on without it.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(2);
+
+/// A reader's answer: its devices (or why it failed), how long it took, and its note.
+struct Answer(Result<Vec<Reading>, String>, Duration, Option<String>);
+
+/// A reader on its own thread: asked by a message, answering by another, so a reader stuck in
+/// a kernel read (a hung GPU's sysfs file) only makes its own answer late.
+struct Worker {
+    vendor: Vendor,
+    ask: mpsc::Sender<Roots>,
+    answers: mpsc::Receiver<Answer>,
+    /// An answer is still owed from an earlier sample.
+    busy: bool,
+}
+
+impl Worker {
+    fn start(mut reader: Box<dyn Reader>) -> Option<Worker> {
+        let vendor = reader.vendor();
+        let (ask, asked) = mpsc::channel::<Roots>();
+        let (answer, answers) = mpsc::channel();
+        std::thread::Builder::new()
+            .name(format!("accel-telemetry-{vendor}"))
+            .spawn(move || {
+                for roots in asked {
+                    let t = Instant::now();
+                    let r = reader.read(&roots);
+                    let note = reader.note();
+                    if answer.send(Answer(r, t.elapsed(), note)).is_err() {
+                        return;
+                    }
+                }
+            })
+            .ok()?;
+        Some(Worker {
+            vendor,
+            ask,
+            answers,
+            busy: false,
+        })
+    }
+}
+
+/// Samples the host and every vendor's devices, again and again. Devices are found again at
+/// every sample; one seen earlier and missing now stays as a row with `up: false` and the
+/// reason.
+pub struct Telemetry {
+    roots: Roots,
+    deadline: Duration,
+    host: host::HostReader,
+    workers: Vec<Worker>,
+    /// Every device seen so far, by [`Reading::key`], with its last reading.
+    seen: BTreeMap<(Vendor, String), Reading>,
+}
+
+impl Telemetry {
+    /// Telemetry over the readers this platform has (Linux: NVIDIA, AMD, Intel, TPU; macOS:
+    /// Apple), reading under `roots`.
+    pub fn new(roots: Roots) -> Telemetry {
+        let mut readers: Vec<Box<dyn Reader>> = Vec::new();
+        if cfg!(target_os = "macos") {
+            readers.push(Box::new(apple::AppleReader::new()));
+        } else {
+            readers.push(Box::new(nvidia::NvidiaReader::new()));
+            readers.push(Box::new(amd::AmdReader::new()));
+            readers.push(Box::new(intel::IntelReader::new()));
+            readers.push(Box::new(tpu::TpuReader::new()));
+        }
+        Telemetry::with_readers(roots, readers)
+    }
+
+    /// Telemetry over the given readers (tests pick theirs).
+    pub fn with_readers(roots: Roots, readers: Vec<Box<dyn Reader>>) -> Telemetry {
+        Telemetry {
+            host: host::HostReader::new(&roots),
+            roots,
+            deadline: DEFAULT_DEADLINE,
+            workers: readers.into_iter().filter_map(Worker::start).collect(),
+            seen: BTreeMap::new(),
+        }
+    }
+
+    /// How long each reader may take in one sample (2 s by default).
+    pub fn set_deadline(&mut self, d: Duration) {
+        self.deadline = d;
+    }
+
+    /// The roots the readers read under.
+    pub fn roots(&self) -> &Roots {
+        &self.roots
+    }
+
+    /// The machine now. Readers run in parallel; one that misses the deadline is reported
+    /// failed ("timed out") and its devices keep their last reading, marked down, until it
+    /// answers again.
+    pub fn sample(&mut self) -> Sample {
+        let start = Instant::now();
+        for w in &mut self.workers {
+            if !w.busy && w.ask.send(self.roots.clone()).is_ok() {
+                w.busy = true;
+            }
+        }
+        let host = self.host.read(&self.roots);
+        let mut collectors = Vec::new();
+        let mut results = Vec::new();
+        for w in &mut self.workers {
+            let left = self.deadline.saturating_sub(start.elapsed());
+            let (result, took, note) = match w.answers.recv_timeout(left) {
+                Ok(Answer(r, took, note)) => {
+                    w.busy = false;
+                    (r, took, note)
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => (
+                    Err(format!(
+                        "timed out: no answer within {:.1} s",
+                        self.deadline.as_secs_f64()
+                    )),
+                    start.elapsed(),
+                    None,
+                ),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    (Err("the reader stopped".to_string()), start.elapsed(), None)
+                }
+            };
+            let vendor = w.vendor;
+            collectors.push(CollectorStatus {
+                collector: vendor.name(),
+                success: result.is_ok(),
+                error: result.as_ref().err().cloned(),
+                duration_s: took.as_secs_f64(),
+                devices: result.as_ref().map_or(0, Vec::len),
+                note,
+            });
+            results.push((vendor, result));
+        }
+        let mut devices = Vec::new();
+        for (vendor, result) in results {
+            devices.extend(self.merge(vendor, result));
+        }
+        Sample {
+            time_unix_s: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |t| t.as_secs_f64()),
+            host,
+            devices,
+            collectors,
+        }
+    }
+
+    /// This vendor's rows: what was read now, and every device seen before but missing now,
+    /// marked down with the reason.
+    fn merge(&mut self, vendor: Vendor, result: Result<Vec<Reading>, String>) -> Vec<Reading> {
+        let (now, why_missing) = match result {
+            Ok(v) => (v, None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        let mut rows = Vec::new();
+        for r in now {
+            self.seen.insert((vendor, r.key()), r.clone());
+            rows.push(r);
+        }
+        let present: Vec<String> = rows.iter().map(Reading::key).collect();
+        for ((v, key), last) in &self.seen {
+            if *v != vendor || present.contains(key) {
+                continue;
+            }
+            let mut gone = Reading::new(vendor, last.index, last.name.clone());
+            gone.driver = last.driver.clone();
+            gone.uuid = last.uuid.clone();
+            gone.pci_bus_id = last.pci_bus_id.clone();
+            gone.mig_parent = last.mig_parent.clone();
+            gone.up = false;
+            gone.status = Some(match &why_missing {
+                Some(e) => format!("{vendor} reader failed: {e}"),
+                None => "no longer found".to_string(),
+            });
+            rows.push(gone);
+        }
+        rows.sort_by_key(|r| (r.index, r.mig_parent.is_some(), r.key()));
+        rows
+    }
+}
