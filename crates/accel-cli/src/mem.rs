@@ -105,18 +105,22 @@ pub fn text(r: &Report) -> Vec<String> {
         }
     }
     if s.devices.is_empty() {
-        let why: Vec<String> = s
-            .collectors
-            .iter()
-            .map(|c| match (&c.error, &c.note) {
-                (Some(e), _) => format!("{}: failed: {e}", c.collector),
-                (None, Some(n)) => format!("{}: {n}", c.collector),
-                (None, None) => format!("{}: none", c.collector),
-            })
-            .collect();
-        lines.push(format!("accelerators:   none found ({})", why.join("; ")));
+        lines.push(format!("accelerators:   none found ({})", why_none(s)));
     }
     lines
+}
+
+/// What each vendor's reader says when no device was found.
+pub fn why_none(s: &Snapshot) -> String {
+    s.collectors
+        .iter()
+        .map(|c| match (&c.error, &c.note) {
+            (Some(e), _) => format!("{}: failed: {e}", c.collector),
+            (None, Some(n)) => format!("{}: {n}", c.collector),
+            (None, None) => format!("{}: none", c.collector),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 pub fn run(

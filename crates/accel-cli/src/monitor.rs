@@ -102,6 +102,12 @@ fn text(s: &Snapshot) -> Vec<String> {
         ));
         v.extend(processes(d).into_iter().map(|p| format!("  {p}")));
     }
+    if s.devices.is_empty() {
+        v.push(format!(
+            "accelerators: none found ({})",
+            crate::mem::why_none(s)
+        ));
+    }
     v
 }
 

@@ -329,6 +329,27 @@ fn fixture_gpus_and_tpus_are_stored_and_a_removed_card_goes_down() {
         value("accel_device_memory_total_bytes{vendor=\"amd\"}"),
         Some(25_769_803_776.0)
     );
+    // The xe card: tile0/physical_vram_size_bytes 12884901888 (12 GiB), act_freq 2850 MHz.
+    assert_eq!(
+        value("accel_device_memory_total_bytes{vendor=\"intel\"}"),
+        Some(12_884_901_888.0)
+    );
+    assert_eq!(
+        value("accel_device_clock_core_hertz{vendor=\"intel\"}"),
+        Some(2.85e9)
+    );
+    // pid 1234 (python3) holds drm-memory-vram 1048576 KiB on the AMD card; pid 6000
+    // (llama-server) 2 GiB on the xe card.
+    assert_eq!(
+        value(
+            "accel_device_process_memory_bytes{pid=\"1234\",command=\"python3\",device=\"amd:0\"}"
+        ),
+        Some(1_073_741_824.0)
+    );
+    assert_eq!(
+        value("accel_device_process_memory_bytes{pid=\"6000\",device=\"intel:1\"}"),
+        Some(2_147_483_648.0)
+    );
     assert_eq!(
         value("accel_collector_success{collector=\"tpu\"}"),
         Some(1.0),

@@ -81,7 +81,7 @@ fn finds_the_four_chips_of_a_v4_vm_without_a_metrics_service() {
             assert_eq!(c.processes.len(), 1, "chip {i}");
             assert_eq!(c.processes[0].pid, 4242);
             assert_eq!(c.processes[0].command.as_deref(), Some("python3"));
-            assert_eq!(c.processes[0].user.as_deref(), Some("1000"));
+            assert_eq!(c.processes[0].user.as_deref(), Some("54321"));
         } else {
             assert!(c.processes.is_empty(), "chip {i}");
         }

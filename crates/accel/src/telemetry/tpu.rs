@@ -279,16 +279,10 @@ fn holders(procfs: &Path, nodes: &[String]) -> BTreeMap<String, Vec<u32>> {
 }
 
 fn process_use(procfs: &Path, pid: u32) -> ProcessUse {
-    let dir = procfs.join(pid.to_string());
-    let command = read_trim(&dir.join("comm"));
-    let uid = read_trim(&dir.join("status")).and_then(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|l| l.split_whitespace().next().map(str::to_string))
-    });
+    let (user, command) = super::host::describe_process(procfs, pid);
     ProcessUse {
         pid,
-        user: uid,
+        user,
         command,
         memory_bytes: None,
         busy_percent: None,
