@@ -19,7 +19,8 @@
 # to $OUT (default .gpu-out/results) as it is produced, at most 8 files per call (what the
 # device tool brings back): summary.txt (every step and command, ok/FAIL/SKIP, seconds, and
 # the failure counts), then per call:
-#   call1: devices.json (stdout only), devices.txt (listing, stderr, accel mem, nvidia-smi),
+#   call1: devices.json (stdout only), devices.txt (listing, stderr, accel mem, telemetry beside
+#          nvidia-smi, nvidia-smi),
 #          tests-cuda.txt, tests-xla.txt, tests-rest.txt
 #   call2: torch.txt, jax.txt, bench.txt, wgpu.txt
 # Nothing is put on LD_LIBRARY_PATH: finding pip's CUDA libraries is accel's own job.
@@ -142,6 +143,9 @@ step_devices() {
   fi
   run_cmd devices.txt "accel devices" "$ACCEL" devices
   run_cmd devices.txt "accel mem" "$ACCEL" mem
+  # Telemetry (NVML, no CUDA context) beside nvidia-smi at the same moment: monitor --json,
+  # serve's DCGM series, accel pick. Says skipped: without nvidia-smi (a rehearsal).
+  run_cmd devices.txt "telemetry beside nvidia-smi" "$PY" bench/telemetry_vs_nvidia_smi.py --accel "$ACCEL"
   if command -v nvidia-smi > /dev/null; then
     run_cmd devices.txt "nvidia-smi" nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem,pcie.link.gen.max,pcie.link.width.max --format=csv
   fi

@@ -9,8 +9,21 @@ use crate::out;
 pub fn run(c: Criteria, by_index: bool, json: bool, roots: Roots) -> anyhow::Result<()> {
     let snap = Sampler::with_roots(roots).sample();
     let readings: Vec<accel::telemetry::Reading> =
-        snap.devices.into_iter().map(|d| d.reading).collect();
-    let picked = pick(&readings, &c).map_err(|e| anyhow::anyhow!("{e}"))?;
+        snap.devices.iter().map(|d| d.reading.clone()).collect();
+    let picked = pick(&readings, &c).map_err(|e| {
+        // Why the vendor's reader found nothing, when it knows ("no NVIDIA driver").
+        let why = snap
+            .collectors
+            .iter()
+            .find(|s| s.collector == c.vendor.name())
+            .and_then(|s| s.error.clone().or_else(|| s.note.clone()));
+        match why {
+            Some(w) if readings.iter().all(|r| r.vendor != c.vendor) => {
+                anyhow::anyhow!("{e} ({w})")
+            }
+            _ => anyhow::anyhow!("{e}"),
+        }
+    })?;
     let value = accel::telemetry::pick::visible_devices(&picked, by_index);
     if json {
         return out::json(

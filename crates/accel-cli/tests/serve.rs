@@ -350,6 +350,28 @@ fn fixture_gpus_and_tpus_are_stored_and_a_removed_card_goes_down() {
         value("accel_device_process_memory_bytes{pid=\"6000\",device=\"intel:1\"}"),
         Some(2_147_483_648.0)
     );
+    // The host, from the fixture's procfs: MemTotal 65536000 kB, MemAvailable 49152000 kB,
+    // 2048000 kB of swap in use, load 3.50 / 2.25 / 1.00, four cores.
+    assert_eq!(
+        value("accel_host_memory_total_bytes"),
+        Some(65_536_000.0 * 1024.0)
+    );
+    assert_eq!(
+        value("accel_host_memory_used_bytes"),
+        Some(16_384_000.0 * 1024.0)
+    );
+    assert_eq!(
+        value("accel_host_swap_used_bytes"),
+        Some(2_048_000.0 * 1024.0)
+    );
+    assert_eq!(value("accel_host_load_average{window=\"1m\"}"), Some(3.5));
+    assert_eq!(
+        query("count(accel_host_cpu_core_percent)")
+            .as_ref()
+            .map(results)
+            .and_then(|r| r.first().map(|r| r.1)),
+        Some(4.0)
+    );
     assert_eq!(
         value("accel_collector_success{collector=\"tpu\"}"),
         Some(1.0),
