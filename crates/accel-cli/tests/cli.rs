@@ -470,3 +470,74 @@ fn mem_watch_reports_again_and_stops_after_count() {
     assert_eq!(accel(&["mem", "--count", "2"]).status.code(), Some(2));
     assert_eq!(accel(&["mem", "--watch", "0"]).status.code(), Some(2));
 }
+
+#[test]
+fn monitor_json_shows_the_fixture_gpus_with_their_values() {
+    let f = |d: &str| {
+        format!(
+            "{}/../accel/tests/fixtures/telemetry/mixed/{d}",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    };
+    let o = accel(&[
+        "monitor",
+        "--json",
+        "--count",
+        "1",
+        "--path.sysfs",
+        &f("sys"),
+        "--path.procfs",
+        &f("proc"),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(&o);
+    let devices = v["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 2, "{v}");
+    // fixtures/telemetry/mixed/README.md: amd:0 42 % busy, 6 of 24 GiB, 65 C, 245 of 355 W;
+    // intel:1 (xe) 12 GiB, 55 C.
+    let amd = &devices[0];
+    assert_eq!(amd["vendor"], "amd");
+    assert_eq!(amd["index"], 0);
+    assert_eq!(amd["driver"], "amdgpu");
+    assert_eq!(amd["pci_bus_id"], "0000:03:00.0");
+    assert_eq!(amd["utilization_percent"], 42.0);
+    assert_eq!(amd["memory_used_bytes"], 6u64 << 30);
+    assert_eq!(amd["memory_total_bytes"], 24u64 << 30);
+    assert_eq!(amd["temperature_c"], 65.0);
+    assert_eq!(amd["power_w"], 245.0);
+    assert_eq!(amd["power_limit_w"], 355.0);
+    assert_eq!(amd["processes"][0]["pid"], 1234);
+    assert_eq!(amd["processes"][0]["command"], "python3");
+    assert_eq!(amd["processes"][0]["memory_bytes"], 1u64 << 30);
+    let intel = &devices[1];
+    assert_eq!(intel["vendor"], "intel");
+    assert_eq!(intel["driver"], "xe");
+    assert_eq!(intel["memory_total_bytes"], 12u64 << 30);
+    assert_eq!(intel["processes"][0]["command"], "llama-server");
+    assert_eq!(intel["processes"][0]["memory_bytes"], 2u64 << 30);
+    // The fixture's procfs: 4 cores, MemTotal 65536000 kB, load 3.50.
+    assert_eq!(
+        v["host"]["cpu_per_core_percent"].as_array().unwrap().len(),
+        4
+    );
+    assert_eq!(v["host"]["memory"]["total_bytes"], 65_536_000u64 * 1024);
+    assert_eq!(v["host"]["load_average"][0], 3.5);
+}
+
+#[test]
+fn pick_without_a_gpu_says_why_and_refuses_bad_values() {
+    let o = accel(&["pick", "--min-free", "8GiB"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let e = stderr(&o);
+    assert!(e.starts_with("error: no nvidia GPU on this machine"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    for bad in [
+        &["pick", "--max-util", "101"][..],
+        &["pick", "--min-free", "8XB"],
+        &["pick", "--min-free", "-1"],
+        &["pick", "--count", "0"],
+    ] {
+        let o = accel(bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+    }
+}

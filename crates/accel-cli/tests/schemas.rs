@@ -84,6 +84,32 @@ fn monitor_stream() {
     );
 }
 
+/// A fixture machine's sysfs and procfs (tests/fixtures/telemetry in the library crate).
+fn fixture(name: &str, dir: &str) -> String {
+    format!(
+        "{}/../accel/tests/fixtures/telemetry/{name}/{dir}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[test]
+fn monitor_and_mem_with_gpus_and_tpus() {
+    // Rows of every shape: AMD and Intel GPUs with processes, TPU chips not reporting.
+    for (name, proc_) in [("mixed", "proc"), ("tpu-vm", "proc"), ("amd-apu", "proc")] {
+        let (sys, procfs) = (fixture(name, "sys"), fixture(name, proc_));
+        if !std::path::Path::new(&procfs).is_dir() {
+            continue;
+        }
+        let roots = ["--path.sysfs", &sys, "--path.procfs", &procfs];
+        let mut args = vec!["monitor", "--json", "--interval", "0.2", "--count", "2"];
+        args.extend(roots);
+        check("monitor", &args);
+        let mut args = vec!["mem", "--json", "--interval", "0.2"];
+        args.extend(roots);
+        check("mem", &args);
+    }
+}
+
 #[test]
 fn bench_matmul_elementwise_copy() {
     let small = ["--warmup", "1", "--iters", "3"];
