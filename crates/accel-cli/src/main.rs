@@ -56,6 +56,13 @@ enum Command {
         /// Seconds between collections (above 0, at most 86400).
         #[arg(long, default_value = "5", value_name = "SECONDS", value_parser = parse_interval)]
         interval: f64,
+        /// Prometheus's web configuration file: TLS (tls_server_config) and basic
+        /// authentication (basic_auth_users, bcrypt hashes), as node_exporter reads it.
+        #[arg(long = "web.config.file", value_name = "FILE")]
+        web_config: Option<std::path::PathBuf>,
+        /// Requests served at once; more are answered 503 (node_exporter's default, 40).
+        #[arg(long = "web.max-requests", value_name = "N", default_value = "40", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        max_requests: u64,
         #[command(flatten)]
         roots: RootArgs,
     },
@@ -216,8 +223,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Serve {
             listen,
             interval,
+            web_config,
+            max_requests,
             roots,
-        }) => serve::run(&listen, interval, roots.roots()),
+        }) => serve::run(
+            &listen,
+            serve::Options {
+                interval,
+                roots: roots.roots(),
+                web_config,
+                max_requests: max_requests as usize,
+            },
+        ),
         Some(Command::Pick {
             min_free,
             max_util,

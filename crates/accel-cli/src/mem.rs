@@ -20,10 +20,10 @@ pub struct Report {
 }
 
 /// A report from `sampler`, its CPU use over the time since the sampler's previous sample.
-pub fn report(sampler: &mut Sampler, since: Instant) -> Report {
+pub fn report(sampler: &mut Sampler) -> Report {
     let snapshot = sampler.sample();
     Report {
-        measured_over_s: since.elapsed().as_secs_f64(),
+        measured_over_s: snapshot.host.cpu_interval_s,
         snapshot,
     }
 }
@@ -131,11 +131,10 @@ pub fn run(
     roots: Roots,
 ) -> anyhow::Result<()> {
     let mut sampler = Sampler::with_roots(roots);
-    let mut since = Instant::now();
     // The first report's CPU use is over --interval, as psutil.cpu_percent(interval=...).
     std::thread::sleep(Duration::from_secs_f64(interval));
     let Some(every) = watch else {
-        let r = report(&mut sampler, since);
+        let r = report(&mut sampler);
         if json {
             return out::json("mem", &r);
         }
@@ -150,8 +149,7 @@ pub fn run(
     let mut n = 0u64;
     loop {
         let start = Instant::now();
-        let r = report(&mut sampler, since);
-        since = Instant::now();
+        let r = report(&mut sampler);
         if json {
             out::json_line("mem", &r)?;
         } else {

@@ -28,6 +28,11 @@ pub fn json<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<()> {
     line(serde_json::to_string_pretty(&envelope(kind, body)?)?)
 }
 
+/// [`json`]'s document as compact text, for a server to hand out.
+pub fn json_string<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<String> {
+    Ok(serde_json::to_string(&envelope(kind, body)?)?)
+}
+
 /// [`json`] on one line: one document per line (JSON Lines), for a stream of reports.
 pub fn json_line<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<()> {
     line(serde_json::to_string(&envelope(kind, body)?)?)

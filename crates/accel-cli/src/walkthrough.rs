@@ -34,7 +34,6 @@ pub fn run() -> anyhow::Result<()> {
     // The host's CPU use while the CPU multiplies, as psutil.cpu_percent(interval=...) around
     // the work would measure it (telemetry only: this loads no compute library).
     let mut meter = Sampler::new()?;
-    let cpu_start = std::time::Instant::now();
     let (cpu, c_cpu) = bench::matmul(
         &Device::Cpu,
         N,
@@ -44,12 +43,11 @@ pub fn run() -> anyhow::Result<()> {
     )?;
     out::line(format!("  {}", cli_bench::row(&cpu)))?;
     let during = meter.sample();
-    let since = std::time::Instant::now();
     out::line(format!(
         "  host CPU use during the CPU matmul: {:.0} % of {} cores (over {:.1} s, warm-ups included)",
         during.host.cpu_percent,
         during.host.cpu_per_core_percent.len(),
-        cpu_start.elapsed().as_secs_f64()
+        during.host.cpu_interval_s
     ))?;
     let mut runs = vec![cpu.clone()];
     if best.is_accelerator() {
@@ -76,7 +74,7 @@ pub fn run() -> anyhow::Result<()> {
     out::line("3. Memory")?;
     // The last result is still alive here, so the allocator shows what it holds; CPU use is
     // over the accelerator's part.
-    for l in mem::text(&mem::report(&mut meter, since)) {
+    for l in mem::text(&mem::report(&mut meter)) {
         out::line(format!("  {l}"))?;
     }
     drop(c_cpu);

@@ -66,9 +66,14 @@ impl Client {
 
     /// (status, content type, body).
     fn get(&mut self, path: &str) -> std::io::Result<(u32, String, String)> {
+        self.get_with(path, "")
+    }
+
+    /// [`Client::get`] with more header lines (each ending in `\r\n`).
+    fn get_with(&mut self, path: &str, headers: &str) -> std::io::Result<(u32, String, String)> {
         write!(
             self.r.get_mut(),
-            "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n"
         )?;
         let mut status = String::new();
         self.r.read_line(&mut status)?;
@@ -126,10 +131,32 @@ fn metrics_healthz_and_promtool() {
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let (_p, addr) = serve("1");
     let mut c = Client::new(addr);
-    let (code, ctype, text) = c.get("/metrics").unwrap();
+    // Content negotiation: OpenMetrics when asked for (as Prometheus asks), else the classic
+    // text format 0.0.4, which has no `# EOF`.
+    let (code, ctype, text) = c
+        .get_with(
+            "/metrics",
+            "Accept: application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3\r\n",
+        )
+        .unwrap();
     assert_eq!(code, 200);
     assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
     assert!(text.ends_with("# EOF\n"), "{text}");
+    let (code, ctype, plain) = c.get("/metrics").unwrap();
+    assert_eq!(code, 200);
+    assert_eq!(ctype, "text/plain; version=0.0.4; charset=utf-8");
+    assert!(!plain.contains("# EOF"), "{plain}");
+    assert!(
+        plain.contains("# TYPE accel_host_cpu_percent gauge"),
+        "{plain}"
+    );
+    // /snapshot is accel monitor --json's document.
+    let (code, ctype, snap) = c.get("/snapshot").unwrap();
+    assert_eq!((code, ctype.as_str()), (200, "application/json"));
+    let snap: serde_json::Value = serde_json::from_str(&snap).unwrap();
+    assert_eq!(snap["kind"], "monitor");
+    assert_eq!(snap["schema_version"], 2);
+    assert_eq!(c.get("/-/ready").unwrap().0, 200);
     let ram = sample(&text, "accel_host_memory_total_bytes").expect("RAM");
     assert_eq!(ram as u64, accel::system::memory().unwrap().total_bytes);
     assert!(
@@ -350,6 +377,15 @@ fn fixture_gpus_and_tpus_are_stored_and_a_removed_card_goes_down() {
         value("accel_device_process_memory_bytes{pid=\"6000\",device=\"intel:1\"}"),
         Some(2_147_483_648.0)
     );
+    // A process named `evil"na\me` (fixture pid 7000, 4096 KiB): its label was escaped, so
+    // the scrape was accepted and the name stored as it is.
+    let evil = query("accel_device_process_memory_bytes{pid=\"7000\"}")
+        .as_ref()
+        .map(results)
+        .unwrap_or_default();
+    assert_eq!(evil.len(), 1, "{evil:?}");
+    assert_eq!(evil[0].0["command"], "evil\"na\\me");
+    assert_eq!(evil[0].1, 4096.0 * 1024.0);
     // The host, from the fixture's procfs: MemTotal 65536000 kB, MemAvailable 49152000 kB,
     // 2048000 kB of swap in use, load 3.50 / 2.25 / 1.00, four cores.
     assert_eq!(
@@ -567,7 +603,7 @@ fn ten_seconds_of_concurrent_scrapes() {
                 while t0.elapsed().as_secs_f64() < seconds {
                     let s = Instant::now();
                     match c.get("/metrics") {
-                        Ok((200, _, body)) if body.ends_with("# EOF\n") => {
+                        Ok((200, _, body)) if body.contains("accel_host_cpu_percent") => {
                             lat.push(s.elapsed().as_secs_f64())
                         }
                         _ => {

@@ -125,8 +125,20 @@ fn same_hardware(d: &Device, r: &Reading) -> bool {
     else {
         return false;
     };
-    if let (Some(a), Some(b)) = (&caps.uuid, &r.uuid) {
-        return a.eq_ignore_ascii_case(b);
+    // CUDA writes `GPU-<hex>`, NVML a MIG instance as `MIG-<hex>`; a failed UUID query is
+    // all zeros, which names nothing.
+    let hex = |u: &str| -> Option<String> {
+        let h = u
+            .trim_start_matches("GPU-")
+            .trim_start_matches("MIG-")
+            .to_ascii_lowercase();
+        (!h.chars().all(|c| c == '0' || c == '-')).then_some(h)
+    };
+    if let (Some(a), Some(b)) = (
+        caps.uuid.as_deref().and_then(hex),
+        r.uuid.as_deref().and_then(hex),
+    ) {
+        return a == b;
     }
     match (&caps.pci_bus_id, &r.pci_bus_id) {
         (Some(a), Some(b)) => {

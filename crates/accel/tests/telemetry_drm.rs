@@ -293,8 +293,12 @@ fn mixed_machine_each_reader_finds_its_own() {
     let amd = AmdReader::new().read(&roots).expect("reads");
     assert_eq!(amd.len(), 1);
     assert_eq!(amd[0].pci_bus_id.as_deref(), Some("0000:03:00.0"));
-    assert_eq!(pids(&amd[0]), [1234]);
+    assert_eq!(pids(&amd[0]), [1234, 7000]);
     assert_eq!(amd[0].processes[0].memory_bytes, Some(GIB));
+    // pid 7000 names itself `evil"na\me`: the name is kept as it is (escaping is the
+    // exporter's job), with its 4096 KiB.
+    assert_eq!(amd[0].processes[1].command.as_deref(), Some("evil\"na\\me"));
+    assert_eq!(amd[0].processes[1].memory_bytes, Some(4096 * 1024));
     let intel = IntelReader::new().read(&roots).expect("reads");
     assert_eq!(intel.len(), 1);
     assert_eq!(intel[0].index, 1);

@@ -21,8 +21,11 @@ use super::Roots;
 pub struct HostReading {
     /// Whole-machine CPU use since the previous reading, percent.
     pub cpu_percent: f32,
-    /// Each logical core's use since the previous reading, percent.
+    /// Each logical core's use since the previous reading, percent, in CPU-number order (a
+    /// core that went offline or came online in between is left out).
     pub cpu_per_core_percent: Vec<f32>,
+    /// The seconds CPU use was measured over.
+    pub cpu_interval_s: f64,
     /// RAM and swap.
     pub memory: HostMemory,
     /// The 1, 5 and 15 minute load averages, where the OS reports them.
@@ -52,9 +55,10 @@ impl CpuTimes {
     }
 }
 
-/// The `cpu` line (whole machine) and each `cpuN` line of `/proc/stat`. Guest time is already
-/// counted in user time, so it is left out; iowait counts as idle, as psutil and top count it.
-pub fn parse_proc_stat(text: &str) -> (Option<CpuTimes>, Vec<CpuTimes>) {
+/// The `cpu` line (whole machine) and each `cpuN` line of `/proc/stat` with its number N
+/// (only online CPUs are listed, so numbers can skip). Guest time is already counted in user
+/// time, so it is left out; iowait counts as idle, as psutil and top count it.
+pub fn parse_proc_stat(text: &str) -> (Option<CpuTimes>, Vec<(u32, CpuTimes)>) {
     let mut all = None;
     let mut cores = Vec::new();
     for line in text.lines() {
@@ -76,8 +80,8 @@ pub fn parse_proc_stat(text: &str) -> (Option<CpuTimes>, Vec<CpuTimes>) {
         };
         if name == "cpu" {
             all = Some(t);
-        } else if name[3..].parse::<u32>().is_ok() {
-            cores.push(t);
+        } else if let Some(n) = name.strip_prefix("cpu").and_then(|n| n.parse::<u32>().ok()) {
+            cores.push((n, t));
         }
     }
     (all, cores)
@@ -182,7 +186,7 @@ pub fn own_rss_bytes() -> Option<u64> {
 
 /// Reads the host, keeping the CPU counters between readings.
 pub struct HostReader {
-    last: Option<(CpuTimes, Vec<CpuTimes>)>,
+    last: Option<(CpuTimes, Vec<(u32, CpuTimes)>)>,
     at: Instant,
     #[cfg(not(target_os = "linux"))]
     sys: Option<sysinfo::System>,
@@ -230,6 +234,7 @@ impl HostReader {
     /// [`MIN_INTERVAL`]: a reading sooner than that waits).
     pub fn read(&mut self, roots: &Roots) -> HostReading {
         std::thread::sleep(MIN_INTERVAL.saturating_sub(self.at.elapsed()));
+        let cpu_interval_s = self.at.elapsed().as_secs_f64();
         self.at = Instant::now();
         #[cfg(target_os = "linux")]
         {
@@ -241,8 +246,10 @@ impl HostReader {
                 (Some((a0, c0)), Some((a1, c1))) => (
                     a1.percent_since(a0),
                     c1.iter()
-                        .zip(c0.iter().chain(std::iter::repeat(&CpuTimes::default())))
-                        .map(|(n, e)| n.percent_since(e))
+                        .filter_map(|(n, now)| {
+                            let (_, before) = c0.iter().find(|(m, _)| m == n)?;
+                            Some(now.percent_since(before))
+                        })
                         .collect(),
                 ),
                 _ => (0.0, Vec::new()),
@@ -251,6 +258,7 @@ impl HostReader {
             HostReading {
                 cpu_percent,
                 cpu_per_core_percent,
+                cpu_interval_s,
                 memory: read_small(&roots.procfs.join("meminfo"))
                     .and_then(|t| parse_meminfo(&t))
                     .unwrap_or(HostMemory {
@@ -279,6 +287,7 @@ impl HostReader {
                 return HostReading {
                     cpu_percent: 0.0,
                     cpu_per_core_percent: Vec::new(),
+                    cpu_interval_s,
                     memory: zero,
                     load_average: None,
                     process_rss_bytes: None,
@@ -290,6 +299,7 @@ impl HostReader {
             HostReading {
                 cpu_percent: s.global_cpu_usage(),
                 cpu_per_core_percent: s.cpus().iter().map(|c| c.usage()).collect(),
+                cpu_interval_s,
                 memory: HostMemory::of(s),
                 load_average: Some([l.one, l.five, l.fifteen]),
                 process_rss_bytes: own_rss_bytes(),
@@ -320,10 +330,15 @@ cpu1 90 0 30 500 30 0 0 0 0 0\n";
         let p = a1.unwrap().percent_since(&a0.unwrap());
         assert!((p - 66.666_67).abs() < 1e-3, "{p}");
         // cpu0: busy 100+50 = 150, idle 0: 100 %. cpu1: busy 50, idle 100: 33.3 %.
-        assert_eq!(c1[0].percent_since(&c0[0]), 100.0);
-        assert!((c1[1].percent_since(&c0[1]) - 33.333_33).abs() < 1e-3);
+        assert_eq!(c1[0].0, 0);
+        assert_eq!(c1[1].0, 1);
+        assert_eq!(c1[0].1.percent_since(&c0[0].1), 100.0);
+        assert!((c1[1].1.percent_since(&c0[1].1) - 33.333_33).abs() < 1e-3);
         // Counters that went backwards (a wrapped or reset reading) are 0, not a panic.
-        assert_eq!(c0[0].percent_since(&c1[0]), 0.0);
+        assert_eq!(c0[0].1.percent_since(&c1[0].1), 0.0);
+        // An offline CPU is not listed: numbers skip.
+        let (_, c) = parse_proc_stat("cpu  1 0 1 1\ncpu0 1 0 1 1\ncpu2 1 0 1 1\ncpufreq 9\n");
+        assert_eq!(c.iter().map(|x| x.0).collect::<Vec<_>>(), [0, 2]);
     }
 
     #[test]

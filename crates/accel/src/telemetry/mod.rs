@@ -174,6 +174,8 @@ pub struct Reading {
     pub ecc_uncorrected_errors: Option<u64>,
     /// For a MIG instance: the UUID of the GPU it is part of.
     pub mig_parent: Option<String>,
+    /// For a MIG instance: its number on that GPU (the row's name is `nvidia:0/mig1`).
+    pub mig_index: Option<u32>,
     /// Processes using the device.
     pub processes: Vec<ProcessUse>,
 }
@@ -209,13 +211,17 @@ impl Reading {
             ecc_corrected_errors: None,
             ecc_uncorrected_errors: None,
             mig_parent: None,
+            mig_index: None,
             processes: Vec::new(),
         }
     }
 
-    /// The row's name: `nvidia:0`, `amd:1`, `tpu:3`...
+    /// The row's name: `nvidia:0`, `amd:1`, `tpu:3`, `nvidia:0/mig1` for a MIG instance.
     pub fn id(&self) -> String {
-        format!("{}:{}", self.vendor, self.index)
+        match self.mig_index {
+            Some(m) => format!("{}:{}/mig{m}", self.vendor, self.index),
+            None => format!("{}:{}", self.vendor, self.index),
+        }
     }
 
     /// What identifies the hardware across samples: the UUID, else the PCI address, else the
@@ -241,8 +247,8 @@ impl Reading {
 pub trait Reader: Send {
     /// Its vendor.
     fn vendor(&self) -> Vendor;
-    /// The devices now. `Err` when the source itself failed (its devices are then shown down
-    /// with this reason); no device is `Ok(vec![])`.
+    /// The devices now. `Err` when the source itself failed (its devices are then listed down,
+    /// without numbers, with this reason); no device is `Ok(vec![])`.
     fn read(&mut self, roots: &Roots) -> Result<Vec<Reading>, String>;
     /// Why the last read found nothing, when that has a reason worth showing ("no NVIDIA
     /// driver is installed").
@@ -284,6 +290,11 @@ pub struct Sample {
 
 /// How long one reader may take before its sample goes on without it.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(2);
+/// The first sample's deadline: starting NVML on a machine of many GPUs without persistence
+/// mode takes seconds, and a one-shot command (`accel pick`, `accel mem`) has only that sample.
+pub const FIRST_DEADLINE: Duration = Duration::from_secs(15);
+/// How long a device that disappeared stays listed (down) before it is forgotten.
+pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
 
 /// A reader's answer: its devices (or why it failed), how long it took, and its note.
 struct Answer(Result<Vec<Reading>, String>, Duration, Option<String>);
@@ -333,8 +344,12 @@ pub struct Telemetry {
     deadline: Duration,
     host: host::HostReader,
     workers: Vec<Worker>,
-    /// Every device seen so far, by [`Reading::key`], with its last reading.
-    seen: BTreeMap<(Vendor, String), Reading>,
+    /// Every device seen in the last hour, by [`Reading::key`], with its last reading and
+    /// when it was last there.
+    seen: BTreeMap<(Vendor, String), (Reading, Instant)>,
+    /// Samples taken so far (the first one gets a longer deadline: starting NVML on a machine
+    /// of many GPUs takes seconds).
+    samples: u64,
 }
 
 impl Telemetry {
@@ -361,6 +376,7 @@ impl Telemetry {
             deadline: DEFAULT_DEADLINE,
             workers: readers.into_iter().filter_map(Worker::start).collect(),
             seen: BTreeMap::new(),
+            samples: 0,
         }
     }
 
@@ -375,11 +391,22 @@ impl Telemetry {
     }
 
     /// The machine now. Readers run in parallel; one that misses the deadline is reported
-    /// failed ("timed out") and its devices keep their last reading, marked down, until it
-    /// answers again.
+    /// failed ("timed out") and its devices are listed down, without numbers, until it
+    /// answers in time again.
     pub fn sample(&mut self) -> Sample {
         let start = Instant::now();
+        let deadline = if self.samples == 0 {
+            self.deadline.max(FIRST_DEADLINE)
+        } else {
+            self.deadline
+        };
+        self.samples += 1;
         for w in &mut self.workers {
+            // An answer that came after its sample's deadline is old now: dropped, and the
+            // reader asked again, so a slow reader is never reported with stale numbers.
+            while w.answers.try_recv().is_ok() {
+                w.busy = false;
+            }
             if !w.busy && w.ask.send(self.roots.clone()).is_ok() {
                 w.busy = true;
             }
@@ -388,7 +415,7 @@ impl Telemetry {
         let mut collectors = Vec::new();
         let mut results = Vec::new();
         for w in &mut self.workers {
-            let left = self.deadline.saturating_sub(start.elapsed());
+            let left = deadline.saturating_sub(start.elapsed());
             let (result, took, note) = match w.answers.recv_timeout(left) {
                 Ok(Answer(r, took, note)) => {
                     w.busy = false;
@@ -397,7 +424,7 @@ impl Telemetry {
                 Err(mpsc::RecvTimeoutError::Timeout) => (
                     Err(format!(
                         "timed out: no answer within {:.1} s",
-                        self.deadline.as_secs_f64()
+                        deadline.as_secs_f64()
                     )),
                     start.elapsed(),
                     None,
@@ -432,20 +459,30 @@ impl Telemetry {
     }
 
     /// This vendor's rows: what was read now, and every device seen before but missing now,
-    /// marked down with the reason.
+    /// marked down with the reason (for an hour, then forgotten). A device counts as present
+    /// when a row read now has its UUID, its PCI address or its key, so a GPU that comes back
+    /// under another name (NVML's index row for a GPU it cannot open) is one device.
     fn merge(&mut self, vendor: Vendor, result: Result<Vec<Reading>, String>) -> Vec<Reading> {
+        let now_t = Instant::now();
         let (now, why_missing) = match result {
             Ok(v) => (v, None),
             Err(e) => (Vec::new(), Some(e)),
         };
+        let present = |last: &Reading| {
+            now.iter().any(|r| {
+                r.key() == last.key()
+                    || (last.uuid.is_some() && r.uuid == last.uuid)
+                    || (last.pci_bus_id.is_some()
+                        && r.pci_bus_id == last.pci_bus_id
+                        && r.mig_index == last.mig_index)
+            })
+        };
+        self.seen.retain(|(v, _), (last, at)| {
+            *v != vendor || (!present(last) && at.elapsed() < FORGET_AFTER)
+        });
         let mut rows = Vec::new();
-        for r in now {
-            self.seen.insert((vendor, r.key()), r.clone());
-            rows.push(r);
-        }
-        let present: Vec<String> = rows.iter().map(Reading::key).collect();
-        for ((v, key), last) in &self.seen {
-            if *v != vendor || present.contains(key) {
+        for ((v, _), (last, _)) in &self.seen {
+            if *v != vendor {
                 continue;
             }
             let mut gone = Reading::new(vendor, last.index, last.name.clone());
@@ -453,6 +490,7 @@ impl Telemetry {
             gone.uuid = last.uuid.clone();
             gone.pci_bus_id = last.pci_bus_id.clone();
             gone.mig_parent = last.mig_parent.clone();
+            gone.mig_index = last.mig_index;
             gone.up = false;
             gone.status = Some(match &why_missing {
                 Some(e) => format!("{vendor} reader failed: {e}"),
@@ -460,7 +498,119 @@ impl Telemetry {
             });
             rows.push(gone);
         }
-        rows.sort_by_key(|r| (r.index, r.mig_parent.is_some(), r.key()));
+        for r in now {
+            self.seen.insert((vendor, r.key()), (r.clone(), now_t));
+            rows.push(r);
+        }
+        rows.sort_by_key(|r| (r.index, r.mig_index, r.key()));
         rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    type Script = Arc<Mutex<Vec<Result<Vec<Reading>, String>>>>;
+
+    /// A reader that answers what the test scripted, one answer per sample.
+    struct Scripted(Script, Duration);
+
+    impl Reader for Scripted {
+        fn vendor(&self) -> Vendor {
+            Vendor::Amd
+        }
+        fn read(&mut self, _: &Roots) -> Result<Vec<Reading>, String> {
+            std::thread::sleep(self.1);
+            let mut v = self.0.lock().unwrap();
+            if v.is_empty() {
+                Ok(Vec::new())
+            } else {
+                v.remove(0)
+            }
+        }
+    }
+
+    fn gpu(i: u32, pci: &str) -> Reading {
+        let mut r = Reading::new(Vendor::Amd, i, "GPU");
+        r.pci_bus_id = Some(pci.to_string());
+        r.utilization_percent = Some(10.0);
+        r
+    }
+
+    fn rows(s: &Sample) -> Vec<(String, bool)> {
+        s.devices.iter().map(|r| (r.id(), r.up)).collect()
+    }
+
+    #[test]
+    fn a_vanished_device_stays_down_and_comes_back_as_one_row() {
+        let script = Arc::new(Mutex::new(vec![
+            Ok(vec![gpu(0, "0000:03:00.0"), gpu(1, "0000:04:00.0")]),
+            Ok(vec![gpu(0, "0000:03:00.0")]),
+            Err("sysfs unreadable".to_string()),
+            // Back, under another card number: the same PCI address, one row.
+            Ok(vec![gpu(0, "0000:03:00.0"), gpu(2, "0000:04:00.0")]),
+        ]));
+        let mut t = Telemetry::with_readers(
+            Roots::default(),
+            vec![Box::new(Scripted(script, Duration::ZERO))],
+        );
+        let s = t.sample();
+        assert_eq!(rows(&s), [("amd:0".into(), true), ("amd:1".into(), true)]);
+        let s = t.sample();
+        assert_eq!(rows(&s), [("amd:0".into(), true), ("amd:1".into(), false)]);
+        assert_eq!(s.devices[1].status.as_deref(), Some("no longer found"));
+        assert_eq!(s.devices[1].utilization_percent, None);
+        let s = t.sample();
+        assert!(!s.collectors[0].success);
+        assert_eq!(rows(&s), [("amd:0".into(), false), ("amd:1".into(), false)]);
+        assert_eq!(
+            s.devices[0].status.as_deref(),
+            Some("amd reader failed: sysfs unreadable")
+        );
+        let s = t.sample();
+        assert_eq!(rows(&s), [("amd:0".into(), true), ("amd:2".into(), true)]);
+    }
+
+    #[test]
+    fn a_slow_reader_misses_its_deadline_and_its_late_answer_is_dropped() {
+        let script = Arc::new(Mutex::new(vec![
+            Ok(vec![gpu(0, "a")]),
+            Ok(vec![gpu(1, "b")]),
+            Ok(vec![gpu(2, "c")]),
+        ]));
+        let mut t = Telemetry::with_readers(
+            Roots::default(),
+            vec![Box::new(Scripted(script, Duration::from_millis(300)))],
+        );
+        t.set_deadline(Duration::from_millis(50));
+        // The first sample waits up to 15 s: it gets the first answer.
+        let s = t.sample();
+        assert_eq!(rows(&s), [("amd:0".into(), true)]);
+        // Later ones give 50 ms: timed out, the device listed down.
+        let s = t.sample();
+        assert!(!s.collectors[0].success);
+        assert!(s.collectors[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .starts_with("timed out"));
+        assert_eq!(rows(&s), [("amd:0".into(), false)]);
+        // The answer to that sample (amd:1) arrives late and is dropped, not shown as now.
+        std::thread::sleep(Duration::from_millis(400));
+        t.set_deadline(Duration::from_secs(5));
+        let s = t.sample();
+        assert!(s.collectors[0].success);
+        assert!(
+            s.devices.iter().any(|r| r.id() == "amd:2" && r.up),
+            "{:?}",
+            rows(&s)
+        );
+        assert!(
+            !s.devices.iter().any(|r| r.id() == "amd:1"),
+            "{:?}",
+            rows(&s)
+        );
     }
 }

@@ -252,6 +252,7 @@ impl NvidiaReader {
                 if let Ok(mig) = dev.mig_device_by_index(m) {
                     let mut r = read_device(&mig, i, roots);
                     r.mig_parent = parent_uuid.clone();
+                    r.mig_index = Some(m);
                     out.push(r);
                 }
             }
@@ -292,7 +293,16 @@ impl Reader for NvidiaReader {
                 }
             }
             match (&self.nvml, &self.problem) {
-                (Some(n), _) => Self::read_nvml(n, roots),
+                (Some(n), _) => {
+                    let r = Self::read_nvml(n, roots);
+                    if let Err(e) = &r {
+                        // A driver unloaded or reloaded under us: start NVML again (at most
+                        // every 10 s) instead of failing until the exporter restarts.
+                        self.nvml = None;
+                        self.problem = Some((e.clone(), std::time::Instant::now(), true));
+                    }
+                    r
+                }
                 (None, Some((e, _, true))) => Err(e.clone()),
                 _ => Ok(Vec::new()),
             }

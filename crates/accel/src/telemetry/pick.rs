@@ -69,9 +69,11 @@ fn refusal(r: &Reading, c: &Criteria) -> Option<String> {
 /// (by utilisation, then by the share of memory in use, then by index); MIG instances are not
 /// picked. `Err` says why when fewer than `count` qualify, device by device.
 pub fn pick<'a>(devices: &'a [Reading], c: &Criteria) -> Result<Vec<&'a Reading>, String> {
+    // A GPU split into MIG instances cannot be named whole in CUDA_VISIBLE_DEVICES: left out.
+    let has_mig = |r: &Reading| r.uuid.is_some() && devices.iter().any(|m| m.mig_parent == r.uuid);
     let mine: Vec<&Reading> = devices
         .iter()
-        .filter(|r| r.vendor == c.vendor && r.mig_parent.is_none())
+        .filter(|r| r.vendor == c.vendor && r.mig_parent.is_none() && !has_mig(r))
         .collect();
     if mine.is_empty() {
         return Err(format!("no {} GPU on this machine", c.vendor));

@@ -7,6 +7,9 @@
 //! A background thread samples every `--interval` and renders the exposition text once; a
 //! scrape only copies the latest text, so it never waits on a slow probe or driver.
 
+pub mod http;
+pub mod webconfig;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -20,15 +23,6 @@ use prometheus_client::registry::Registry;
 
 type Labels = Vec<(String, String)>;
 type FloatFamily = Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>;
-
-/// The OpenMetrics text format `prometheus-client` writes (Prometheus reads it, and it is
-/// what the scrape negotiates).
-const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-struct Latest {
-    text: Arc<String>,
-    at: Instant,
-}
 
 /// Families registered under `name` on first use.
 struct Metrics<'a> {
@@ -49,34 +43,28 @@ impl Metrics<'_> {
         };
         let labels: Labels = labels
             .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
+            .map(|(k, v)| (k.to_string(), escape_label(v)))
             .collect();
         fam.get_or_create(&labels).set(v);
     }
 }
 
-/// TCP_NODELAY on the listening socket (Linux passes it on to every accepted connection): the
-/// server writes a response's headers and body separately, and Nagle's algorithm would hold
-/// the body until the client's delayed ACK, 40 ms later.
-fn no_delay(listener: &std::net::TcpListener) {
-    #[cfg(unix)]
-    {
-        use std::os::fd::AsRawFd;
-        let on: libc::c_int = 1;
-        // SAFETY: the fd is the listener's, open for this call; the option value is a
-        // c_int on the stack with its size passed; setsockopt reads it and copies it.
-        let _ = unsafe {
-            libc::setsockopt(
-                listener.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_NODELAY,
-                &on as *const libc::c_int as *const libc::c_void,
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
+/// A label value as the exposition formats require it: `\`, `"` and line feeds escaped.
+/// prometheus-client writes values as given, and values here come from outside (a process
+/// can name itself `a"b`, a driver's error text can hold a newline): one unescaped quote would
+/// make Prometheus reject the whole scrape.
+pub fn escape_label(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
     }
-    #[cfg(not(unix))]
-    let _ = listener;
+    out
 }
 
 fn hostname() -> String {
@@ -519,37 +507,70 @@ pub fn render(s: &Snapshot, host: &str, collect_seconds: f64) -> String {
     text
 }
 
-pub fn run(listen: &str, interval: f64, roots: Roots) -> anyhow::Result<()> {
+/// What one collection publishes: both text formats, the JSON snapshot and the health line.
+fn publish(snap: &accel::load::Snapshot, host: &str, seconds: f64) -> http::Published {
+    let om = render(snap, host, seconds);
+    let classic = om.strip_suffix("# EOF\n").unwrap_or(&om).to_string();
+    let snapshot = crate::out::json_string("monitor", snap)
+        .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    http::Published {
+        openmetrics: om.into(),
+        text: classic.into(),
+        snapshot: snapshot.into(),
+        health: health_of(snap),
+        at: Instant::now(),
+    }
+}
+
+/// The exporter's options beyond where to listen.
+pub struct Options {
+    /// Seconds between collections.
+    pub interval: f64,
+    /// Where telemetry reads.
+    pub roots: Roots,
+    /// Prometheus's web configuration file (TLS, basic auth).
+    pub web_config: Option<std::path::PathBuf>,
+    /// Requests served at once.
+    pub max_requests: usize,
+}
+
+pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
     let addr: SocketAddr = listen.parse().map_err(|_| {
         anyhow::anyhow!(
             "'{listen}' is not an address to listen on (such as 127.0.0.1:9400 or 0.0.0.0:9400)"
         )
     })?;
+    // The web config first: a mistake in it is an error before anything listens.
+    let web = match &o.web_config {
+        Some(p) => webconfig::WebConfig::load(p)?,
+        None => webconfig::WebConfig::none(),
+    };
+    let scheme = if web.tls.is_some() { "https" } else { "http" };
+    let auth = if web.auth.is_some() {
+        ", basic auth"
+    } else {
+        ""
+    };
     let listener = std::net::TcpListener::bind(addr)
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
-    no_delay(&listener);
-    let server = tiny_http::Server::from_listener(listener, None)
-        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
-    let bound = server
-        .server_addr()
-        .to_ip()
-        .map_or_else(|| addr.to_string(), |a| a.to_string());
+    let bound = listener
+        .local_addr()
+        .map_or_else(|_| addr.to_string(), |a| a.to_string());
     let host = hostname();
     // The first collection before the first scrape. Telemetry only: no compute library is
     // loaded, no PJRT client or Vulkan instance made.
-    let mut sampler = Sampler::with_roots(roots);
+    let mut sampler = Sampler::with_roots(o.roots);
     let t = Instant::now();
     let first = sampler.sample();
-    let latest = Arc::new(RwLock::new(Latest {
-        text: Arc::new(render(&first, &host, t.elapsed().as_secs_f64())),
-        at: Instant::now(),
-    }));
+    let latest = Arc::new(RwLock::new(publish(
+        &first,
+        &host,
+        t.elapsed().as_secs_f64(),
+    )));
     // Devices are found again at every collection, and collections are at most 10 s apart,
     // so a GPU that disappears is shown down within 10 s whatever --interval says.
-    let every = Duration::from_secs_f64(interval.min(10.0));
-    let health = Arc::new(RwLock::new(health_of(&first)));
+    let every = Duration::from_secs_f64(o.interval.min(10.0));
     {
-        let health = health.clone();
         let latest = latest.clone();
         let host = host.clone();
         std::thread::Builder::new()
@@ -558,71 +579,15 @@ pub fn run(listen: &str, interval: f64, roots: Roots) -> anyhow::Result<()> {
                 std::thread::sleep(every);
                 let t = Instant::now();
                 let snap = sampler.sample();
-                let text = Arc::new(render(&snap, &host, t.elapsed().as_secs_f64()));
-                *health.write().unwrap_or_else(|e| e.into_inner()) = health_of(&snap);
-                let mut l = latest.write().unwrap_or_else(|e| e.into_inner());
-                *l = Latest {
-                    text,
-                    at: Instant::now(),
-                };
+                let p = publish(&snap, &host, t.elapsed().as_secs_f64());
+                *latest.write().unwrap_or_else(|e| e.into_inner()) = p;
             })?;
     }
+    let mut limits = http::Limits::for_this_process(every.mul_f64(3.0) + Duration::from_secs(5));
+    limits.max_requests = o.max_requests;
     crate::out::line(format!(
-        "serving http://{bound}/metrics and /healthz (collecting every {interval} s); Ctrl-C stops"
+        "serving {scheme}://{bound}/metrics, /snapshot and /healthz (collecting every {} s{auth}); Ctrl-C stops",
+        every.as_secs_f64()
     ))?;
-    let server = Arc::new(server);
-    let stale = every.mul_f64(3.0) + Duration::from_secs(5);
-    let workers: Vec<_> = (0..4)
-        .map(|i| {
-            let server = server.clone();
-            let latest = latest.clone();
-            let health = health.clone();
-            std::thread::Builder::new()
-                .name(format!("accel-http-{i}"))
-                .spawn(move || {
-                    for req in server.incoming_requests() {
-                        let (text, at) = {
-                            let l = latest.read().unwrap_or_else(|e| e.into_inner());
-                            (l.text.clone(), l.at)
-                        };
-                        let header = |k: &str, v: &str| {
-                            tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes())
-                                .expect("ASCII header")
-                        };
-                        let resp = match (req.method(), req.url().split('?').next()) {
-                            (tiny_http::Method::Get, Some("/metrics")) => {
-                                tiny_http::Response::from_data(text.as_bytes().to_vec())
-                                    .with_header(header("Content-Type", CONTENT_TYPE))
-                            }
-                            (tiny_http::Method::Get, Some("/healthz")) => {
-                                if at.elapsed() < stale {
-                                    let h =
-                                        health.read().unwrap_or_else(|e| e.into_inner()).clone();
-                                    tiny_http::Response::from_data(h.into_bytes())
-                                } else {
-                                    tiny_http::Response::from_data(
-                                        format!(
-                                            "stale: the last collection was {:.0} s ago\n",
-                                            at.elapsed().as_secs_f64()
-                                        )
-                                        .into_bytes(),
-                                    )
-                                    .with_status_code(503)
-                                }
-                            }
-                            (tiny_http::Method::Get, Some("/")) => tiny_http::Response::from_data(
-                                b"accel exporter: /metrics, /healthz\n".to_vec(),
-                            ),
-                            _ => tiny_http::Response::from_data(b"not found\n".to_vec())
-                                .with_status_code(404),
-                        };
-                        let _ = req.respond(resp);
-                    }
-                })
-        })
-        .collect::<Result<_, _>>()?;
-    for w in workers {
-        let _ = w.join();
-    }
-    Ok(())
+    http::serve(listener, latest, web, limits)
 }

@@ -1,0 +1,537 @@
+//! The exporter's HTTP server: hyper 1 on tokio, with the limits a server on a fleet's network
+//! needs, so slow, oversized or hostile clients cannot stop it.
+//!
+//! - Headers must arrive within `header_timeout` (10 s) and stay under `MAX_HEADER_BYTES`
+//!   (larger: 431); an idle keep-alive connection is closed after `idle_timeout` (2 min).
+//! - At most `max_requests` (40, node_exporter's `--web.max-requests`) requests are served at
+//!   once; more get 503.
+//! - Connections are capped below the file-descriptor limit with a reserve. At the cap, the
+//!   oldest connection that has not yet sent one complete request is closed to make room, so a
+//!   crowd of half-open connections cannot keep a real scraper out. Running out of descriptors
+//!   slows accepting down; it never ends the accept loop (tiny_http's did, for good).
+//! - TLS (rustls, ring) and basic authentication from the web config file.
+//! - SIGTERM or SIGINT: stop accepting, let requests in flight finish (at most 5 s), exit 0.
+//!
+//! A request never waits on a collection: it copies the latest rendered text.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{oneshot, watch, Semaphore};
+
+use super::webconfig::WebConfig;
+
+/// The largest request head accepted (request line and headers together).
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// Descriptors kept free for everything else the process opens (sysfs, procfs, NVML).
+const FD_RESERVE: u64 = 64;
+
+/// What the collector publishes and every request reads.
+pub struct Published {
+    /// OpenMetrics text (ends with `# EOF`).
+    pub openmetrics: Bytes,
+    /// The classic text format 0.0.4 (the same, without `# EOF`).
+    pub text: Bytes,
+    /// `accel monitor --json`'s document for the same sample.
+    pub snapshot: Bytes,
+    /// `/healthz`'s text.
+    pub health: String,
+    /// When it was collected.
+    pub at: Instant,
+}
+
+/// The server's limits.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Time for a request's head to arrive.
+    pub header_timeout: Duration,
+    /// Time an open connection may stay silent.
+    pub idle_timeout: Duration,
+    /// Requests served at once (more: 503).
+    pub max_requests: usize,
+    /// Open connections at once (more: the oldest not yet sending a request is closed).
+    pub max_connections: usize,
+    /// A collection older than this makes `/healthz` 503.
+    pub stale_after: Duration,
+}
+
+/// The process's open-file limit, raised to its hard limit where the soft one is lower.
+pub fn fd_limit() -> u64 {
+    #[cfg(unix)]
+    {
+        // SAFETY: getrlimit/setrlimit read and write the `rlimit` struct on our stack only.
+        unsafe {
+            let mut r: libc::rlimit = std::mem::zeroed();
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+                return 1024;
+            }
+            if r.rlim_cur < r.rlim_max {
+                let mut up = r;
+                up.rlim_cur = r.rlim_max.min(65536);
+                if up.rlim_cur > r.rlim_cur && libc::setrlimit(libc::RLIMIT_NOFILE, &up) == 0 {
+                    r = up;
+                }
+            }
+            r.rlim_cur as u64
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        1024
+    }
+}
+
+impl Limits {
+    /// The defaults, with the connection cap below this process's descriptor limit.
+    pub fn for_this_process(stale_after: Duration) -> Limits {
+        let fds = fd_limit();
+        Limits {
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
+            max_requests: 40,
+            max_connections: fds.saturating_sub(FD_RESERVE).clamp(16, 10_000) as usize,
+            stale_after,
+        }
+    }
+}
+
+struct Conn {
+    /// Set once a complete request head has arrived.
+    served: Arc<AtomicBool>,
+    kill: Option<oneshot::Sender<()>>,
+}
+
+/// Open connections, oldest first (ids grow).
+#[derive(Default)]
+struct Conns {
+    map: Mutex<BTreeMap<u64, Conn>>,
+    next: AtomicU64,
+}
+
+impl Conns {
+    fn len(&self) -> usize {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Closes the oldest connection that has not sent a complete request; false when every
+    /// open connection has.
+    fn evict_oldest_unserved(&self) -> bool {
+        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let victim = m
+            .iter()
+            .find(|(_, c)| !c.served.load(Ordering::Relaxed) && c.kill.is_some())
+            .map(|(id, _)| *id);
+        match victim
+            .and_then(|id| m.get_mut(&id))
+            .and_then(|c| c.kill.take())
+        {
+            Some(k) => {
+                let _ = k.send(());
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn add(&self) -> (u64, Arc<AtomicBool>, oneshot::Receiver<()>) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let served = Arc::new(AtomicBool::new(false));
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            id,
+            Conn {
+                served: served.clone(),
+                kill: Some(tx),
+            },
+        );
+        (id, served, rx)
+    }
+
+    fn remove(&self, id: u64) {
+        self.map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+    }
+}
+
+/// A stream that notes when it last moved bytes, for the idle timeout.
+struct Watched<S> {
+    inner: S,
+    last: Arc<AtomicU64>,
+    t0: Instant,
+}
+
+impl<S> Watched<S> {
+    fn touch(&self) {
+        self.last
+            .store(self.t0.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.touch();
+        }
+        r
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(r, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        r
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Returns once the stream has been silent for `idle`.
+async fn idle_for(last: Arc<AtomicU64>, t0: Instant, idle: Duration) {
+    loop {
+        let silent = t0
+            .elapsed()
+            .saturating_sub(Duration::from_millis(last.load(Ordering::Relaxed)));
+        if silent >= idle {
+            return;
+        }
+        tokio::time::sleep(idle - silent).await;
+    }
+}
+
+struct App {
+    latest: Arc<RwLock<Published>>,
+    auth: Option<super::webconfig::BasicAuth>,
+    requests: Semaphore,
+    limits: Limits,
+}
+
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// Whether the scraper asks for OpenMetrics (Prometheus sends
+/// `application/openmetrics-text;version=1.0.0,...;q=0.5,text/plain;version=0.0.4;q=0.4,...`):
+/// yes when an openmetrics entry has a q above every text/plain entry's.
+pub fn wants_openmetrics(accept: Option<&str>) -> bool {
+    let Some(a) = accept else { return false };
+    let (mut om, mut plain) = (-1.0f64, -1.0f64);
+    for entry in a.split(',') {
+        let mut parts = entry.split(';').map(str::trim);
+        let kind = parts.next().unwrap_or("").to_ascii_lowercase();
+        let q = parts
+            .find_map(|p| p.strip_prefix("q="))
+            .and_then(|q| q.parse::<f64>().ok())
+            .unwrap_or(1.0);
+        if kind == "application/openmetrics-text" {
+            om = om.max(q);
+        } else if kind == "text/plain" || kind == "*/*" {
+            plain = plain.max(q);
+        }
+    }
+    om > 0.0 && om >= plain
+}
+
+impl App {
+    fn respond(&self, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+        let Ok(_permit) = self.requests.try_acquire() else {
+            return text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many requests at once; try again\n",
+            );
+        };
+        if let Some(auth) = &self.auth {
+            if !auth.check(req.headers().get(AUTHORIZATION).map(|v| v.as_bytes())) {
+                let mut r = text(StatusCode::UNAUTHORIZED, "unauthorized\n");
+                r.headers_mut().insert(
+                    WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"accel\""),
+                );
+                return r;
+            }
+        }
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+            r.headers_mut()
+                .insert(hyper::header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return r;
+        }
+        let l = self.latest.read().unwrap_or_else(|e| e.into_inner());
+        match req.uri().path() {
+            "/metrics" => {
+                let om = wants_openmetrics(req.headers().get(ACCEPT).and_then(|v| v.to_str().ok()));
+                let (body, ctype) = if om {
+                    (
+                        l.openmetrics.clone(),
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )
+                } else {
+                    (l.text.clone(), "text/plain; version=0.0.4; charset=utf-8")
+                };
+                let mut r = Response::new(Full::new(body));
+                r.headers_mut()
+                    .insert(CONTENT_TYPE, HeaderValue::from_static(ctype));
+                r
+            }
+            "/snapshot" => {
+                let mut r = Response::new(Full::new(l.snapshot.clone()));
+                r.headers_mut()
+                    .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                r
+            }
+            "/healthz" | "/-/healthy" | "/-/ready" => {
+                let age = l.at.elapsed();
+                if age < self.limits.stale_after {
+                    text(StatusCode::OK, l.health.clone())
+                } else {
+                    text(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!(
+                            "stale: the last collection was {:.0} s ago\n",
+                            age.as_secs_f64()
+                        ),
+                    )
+                }
+            }
+            "/" => text(
+                StatusCode::OK,
+                "accel exporter: /metrics, /snapshot, /healthz, /-/ready\n",
+            ),
+            _ => text(StatusCode::NOT_FOUND, "not found\n"),
+        }
+    }
+}
+
+/// Serves until SIGTERM or SIGINT.
+pub fn serve(
+    listener: std::net::TcpListener,
+    latest: Arc<RwLock<Published>>,
+    web: WebConfig,
+    limits: Limits,
+) -> anyhow::Result<()> {
+    listener.set_nonblocking(true)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("accel-http")
+        .enable_all()
+        .build()?;
+    rt.block_on(run(listener, latest, web, limits))
+}
+
+async fn run(
+    listener: std::net::TcpListener,
+    latest: Arc<RwLock<Published>>,
+    web: WebConfig,
+    limits: Limits,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let tls = web.tls.map(tokio_rustls::TlsAcceptor::from);
+    let app = Arc::new(App {
+        latest,
+        auth: web.auth,
+        requests: Semaphore::new(limits.max_requests),
+        limits: limits.clone(),
+    });
+    let conns = Arc::new(Conns::default());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut stop = std::pin::pin!(stop_signal());
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut stop => break,
+            a = listener.accept() => a,
+        };
+        let stream = match accepted {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // Out of descriptors (EMFILE, ENFILE) or memory: make room if a half-open
+                // connection can go, and slow down; never leave the loop.
+                let room = conns.evict_oldest_unserved();
+                let pause = if room { 5 } else { 50 };
+                if !matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) {
+                    eprintln!("accel serve: accept: {e}");
+                }
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+                continue;
+            }
+        };
+        if conns.len() >= limits.max_connections && !conns.evict_oldest_unserved() {
+            // Every connection is a scraper that has been served: this one waits its turn
+            // by being refused (closed) now.
+            drop(stream);
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        let (id, served, kill) = conns.add();
+        let conns = conns.clone();
+        let app = app.clone();
+        let tls = tls.clone();
+        let stop_rx = stop_rx.clone();
+        tokio::spawn(async move {
+            connection(stream, tls, app, served, kill, stop_rx).await;
+            conns.remove(id);
+        });
+    }
+    // Graceful shutdown: no new connections; those open finish their request (5 s at most).
+    drop(listener);
+    let _ = stop_tx.send(true);
+    let t0 = Instant::now();
+    while conns.len() > 0 && t0.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(mut t), Ok(mut i)) => {
+                tokio::select! {
+                    _ = t.recv() => {}
+                    _ = i.recv() => {}
+                }
+            }
+            _ => std::future::pending::<()>().await,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn connection(
+    stream: tokio::net::TcpStream,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    app: Arc<App>,
+    served: Arc<AtomicBool>,
+    mut kill: oneshot::Receiver<()>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let t0 = Instant::now();
+    let last = Arc::new(AtomicU64::new(0));
+    let io = Watched {
+        inner: stream,
+        last: last.clone(),
+        t0,
+    };
+    let header_timeout = app.limits.header_timeout;
+    let idle = app.limits.idle_timeout;
+    match tls {
+        None => http(io, app, served, &mut kill, &mut stop, last, t0, idle).await,
+        Some(acceptor) => {
+            // The handshake counts as sending the request head: it gets the same time.
+            let hs = tokio::select! {
+                r = tokio::time::timeout(header_timeout, acceptor.accept(io)) => r,
+                _ = &mut kill => return,
+            };
+            if let Ok(Ok(s)) = hs {
+                http(s, app, served, &mut kill, &mut stop, last, t0, idle).await
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn http<S>(
+    io: S,
+    app: Arc<App>,
+    served: Arc<AtomicBool>,
+    kill: &mut oneshot::Receiver<()>,
+    stop: &mut watch::Receiver<bool>,
+    last: Arc<AtomicU64>,
+    t0: Instant,
+    idle: Duration,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let header_timeout = app.limits.header_timeout;
+    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+        served.store(true, Ordering::Relaxed);
+        let r = app.respond(&req);
+        async move { Ok::<_, Infallible>(r) }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(Some(header_timeout))
+        .max_buf_size(64 * 1024)
+        .max_headers(100)
+        .keep_alive(true);
+    builder.max_header_size(MAX_HEADER_BYTES);
+    let conn = builder.serve_connection(TokioIo::new(io), svc);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = kill => {}
+        _ = idle_for(last, t0, idle) => {}
+        _ = stop.changed() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_negotiation() {
+        // Prometheus 2.x/3.x's scrape Accept header.
+        let prom = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+        assert!(wants_openmetrics(Some(prom)));
+        assert!(!wants_openmetrics(Some("text/plain;version=0.0.4")));
+        assert!(!wants_openmetrics(Some("*/*")));
+        assert!(!wants_openmetrics(None));
+        assert!(!wants_openmetrics(Some(
+            "text/plain;q=0.9,application/openmetrics-text;q=0.5"
+        )));
+        assert!(wants_openmetrics(Some("application/openmetrics-text")));
+        assert!(!wants_openmetrics(Some("application/openmetrics-text;q=0")));
+    }
+}
