@@ -325,7 +325,8 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if out::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            // `{:#}`: the message with its context chain on one line ("file: section: cause").
+            eprintln!("error: {e:#}");
             ExitCode::from(1)
         }
     }
