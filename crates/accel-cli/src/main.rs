@@ -4,6 +4,7 @@
 mod bench;
 mod devices;
 mod doctor;
+mod fleet;
 mod mem;
 mod monitor;
 mod out;
@@ -125,6 +126,24 @@ enum Command {
         /// One JSON document per sample, one per line, instead of the full-screen view.
         #[arg(long)]
         json: bool,
+        /// A fleet view: poll these machines' `accel serve` (HOST:PORT or https://HOST:PORT,
+        /// comma-separated), one row each.
+        #[arg(long, value_name = "HOST:PORT,...", conflicts_with = "prometheus")]
+        hosts: Option<String>,
+        /// A fleet view of the machines listed in FILE (one HOST:PORT per line, # comments).
+        #[arg(long, value_name = "FILE", conflicts_with = "prometheus")]
+        hostfile: Option<std::path::PathBuf>,
+        /// A fleet view read from a Prometheus server's HTTP API (accel's and dcgm-exporter's
+        /// series), e.g. http://prometheus:9090.
+        #[arg(long, value_name = "URL")]
+        prometheus: Option<String>,
+        /// Credentials and CA for the fleet view, in Prometheus's http_config shape
+        /// (basic_auth with password_file, tls_config with ca_file).
+        #[arg(long = "http-config", value_name = "FILE")]
+        http_config: Option<std::path::PathBuf>,
+        /// Seconds each host (or Prometheus) has to answer in the fleet view.
+        #[arg(long, value_name = "SECONDS", default_value = "2", value_parser = parse_interval)]
+        timeout: f64,
         #[command(flatten)]
         roots: RootArgs,
     },
@@ -267,8 +286,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             interval,
             count,
             json,
+            hosts,
+            hostfile,
+            prometheus,
+            http_config,
+            timeout,
             roots,
-        }) => monitor::run(interval, count, json, roots.roots()),
+        }) => {
+            let fleet = fleet::Options {
+                hosts,
+                hostfile,
+                prometheus,
+                http_config,
+                timeout,
+            };
+            if fleet.is_fleet() {
+                fleet::run(&fleet, interval, count, json)
+            } else {
+                monitor::run(interval, count, json, roots.roots())
+            }
+        }
     }
 }
 

@@ -192,7 +192,7 @@ fn processes(d: &DeviceLoad) -> Vec<String> {
 }
 
 /// `2026-12-01 13:05:56 UTC` (the civil-from-days algorithm; no time-zone database).
-fn utc(unix_s: f64) -> String {
+pub(crate) fn utc(unix_s: f64) -> String {
     let secs = unix_s.max(0.0) as i64;
     let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
     let z = days + 719_468;
@@ -214,10 +214,10 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// Raw mode, the alternate screen and a hidden cursor while it lives; all undone when it is
 /// dropped (quit, error) and, through the panic hook, on a panic (whose hook exits without
 /// unwinding, so no Drop would run).
-struct Screen;
+pub(crate) struct Screen;
 
 impl Screen {
-    fn enter() -> anyhow::Result<Screen> {
+    pub(crate) fn enter() -> anyhow::Result<Screen> {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             restore();
@@ -257,7 +257,7 @@ fn restore() {
     }
 }
 
-fn quits(k: &KeyEvent) -> bool {
+pub(crate) fn quits(k: &KeyEvent) -> bool {
     k.kind == KeyEventKind::Press
         && match k.code {
             KeyCode::Char('q') | KeyCode::Char('Q') | KeyCode::Esc => true,
@@ -277,7 +277,8 @@ struct View {
 
 /// Set by SIGTERM or SIGHUP (a `kill`, a closed terminal): the view stops at its next poll
 /// and the terminal is restored, as on `q`.
-static STOPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+pub(crate) static STOPPED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 #[cfg(unix)]
 extern "C" fn on_signal(_: libc::c_int) {
@@ -286,7 +287,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 /// Routes SIGTERM and SIGHUP to [`STOPPED`] for as long as the view is up.
-fn catch_stop_signals() {
+pub(crate) fn catch_stop_signals() {
     #[cfg(unix)]
     for sig in [libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: `on_signal` is an `extern "C" fn(c_int)` that only stores to an atomic,
@@ -436,7 +437,7 @@ fn ratio(part: u64, whole: u64) -> Option<f64> {
 }
 
 /// A `width`-cell bar, coloured by how full it is; dots where the value is unknown.
-fn bar(frac: Option<f64>, width: u16) -> Span<'static> {
+pub(crate) fn bar(frac: Option<f64>, width: u16) -> Span<'static> {
     let w = usize::from(width);
     let Some(frac) = frac.filter(|f| f.is_finite()) else {
         return Span::styled("·".repeat(w), Style::new().fg(Color::DarkGray));

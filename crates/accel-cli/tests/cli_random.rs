@@ -195,6 +195,27 @@ const OPTIONS: &[(&str, &[&str])] = &[
         ],
     ),
     ("--interval", &["0.2", "0", "-1", "nan", "1e20", ""]),
+    (
+        "--hosts",
+        &[
+            "127.0.0.1:1",
+            "",
+            ":",
+            "x:99999",
+            "https://127.0.0.1:1",
+            ",,,",
+        ],
+    ),
+    (
+        "--prometheus",
+        &["http://127.0.0.1:1", "", "ftp://x", "[::1"],
+    ),
+    ("--hostfile", &["/nonexistent", "/dev/null", "/"]),
+    (
+        "--http-config",
+        &["/nonexistent", "/dev/null", "/etc/passwd"],
+    ),
+    ("--timeout", &["0.2", "0", "nan", "-1"]),
 ];
 
 /// Flags without a value, and stray tokens.

@@ -1008,3 +1008,355 @@ fn a_broken_web_config_is_an_error_at_start() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A fixture machine's roots as `accel serve` arguments.
+fn fixture_roots(name: &str, procfs: &str) -> Vec<String> {
+    let f = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../accel/tests/fixtures/telemetry")
+        .join(name);
+    vec![
+        "--path.sysfs".into(),
+        f.join("sys").display().to_string(),
+        "--path.procfs".into(),
+        f.join(procfs).display().to_string(),
+        "--tpu.metrics-address".into(),
+        format!("127.0.0.1:{}", free_port()),
+    ]
+}
+
+/// Three exporters over three fixture machines: an AMD and an Intel GPU, a TPU VM, an APU.
+fn three_machines() -> Vec<(Proc, SocketAddr)> {
+    [("mixed", "proc"), ("tpu-vm", "proc"), ("amd-apu", "proc")]
+        .iter()
+        .map(|(name, procfs)| {
+            let args = fixture_roots(name, procfs);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            serve_with("0.5", &args)
+        })
+        .collect()
+}
+
+fn fleet_json(args: &[&str]) -> (Option<i32>, Vec<serde_json::Value>, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(args)
+        .output()
+        .unwrap();
+    let docs = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    (
+        o.status.code(),
+        docs,
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn fleet_schema() -> jsonschema::Validator {
+    let path = format!(
+        "{}/../../schemas/fleet.schema.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    jsonschema::validator_for(&v).unwrap()
+}
+
+#[test]
+fn fleet_json_of_three_machines_a_dead_one_and_a_silent_one() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let machines = three_machines();
+    // One that accepts connections and never answers, one where nothing listens.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    let dead = format!("127.0.0.1:{}", free_port());
+    let hosts: Vec<String> = machines
+        .iter()
+        .map(|(_, a)| a.to_string())
+        .chain([silent_addr.to_string(), dead.clone()])
+        .collect();
+    let list = hosts.join(",");
+    let t = Instant::now();
+    let (code, docs, err) = fleet_json(&[
+        "monitor",
+        "--hosts",
+        &list,
+        "--json",
+        "--count",
+        "2",
+        "--interval",
+        "0.5",
+        "--timeout",
+        "1",
+    ]);
+    let took = t.elapsed().as_secs_f64();
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(docs.len(), 2);
+    // Two rounds, each waiting at most the 1 s timeout on the silent host.
+    assert!(took < 4.0, "two rounds took {took:.1} s");
+    let schema = fleet_schema();
+    for d in &docs {
+        let errors: Vec<String> = schema
+            .iter_errors(d)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+    let rows = docs[1]["hosts"].as_array().unwrap();
+    let row = |h: &str| {
+        rows.iter()
+            .find(|r| r["host"] == h)
+            .unwrap_or_else(|| panic!("{h} missing"))
+    };
+    // The mixed machine: amd:0 42 % busy, 6 of 24 GiB; intel:1 12 GiB.
+    let m = row(&hosts[0]);
+    assert_eq!(m["state"], "up");
+    assert_eq!(m["devices"], 2);
+    assert_eq!(m["temperature_max_c"], 65.0);
+    assert_eq!(m["memory_total_bytes"], 36u64 << 30);
+    assert_eq!(m["device_rows"][0]["utilization_percent"], 42.0);
+    let tpu = row(&hosts[1]);
+    assert_eq!(
+        (tpu["state"].as_str(), tpu["devices"].as_u64()),
+        (Some("up"), Some(4))
+    );
+    assert_eq!(row(&hosts[2])["state"], "up");
+    let s = row(&hosts[3]);
+    assert_eq!(s["state"], "down");
+    assert!(
+        s["error"]
+            .as_str()
+            .unwrap()
+            .contains("no answer within 1.0 s"),
+        "{s}"
+    );
+    let d = row(&dead);
+    assert_eq!(d["state"], "down");
+    assert!(
+        d["error"].as_str().unwrap().contains("cannot connect"),
+        "{d}"
+    );
+    assert_eq!(docs[1]["totals"]["hosts_up"], 3);
+    drop(silent);
+}
+
+/// A command in a detached tmux session on its own server socket.
+struct Tmux(String);
+
+impl Tmux {
+    fn start(name: &str, cmd: &str) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            println!("skipped: tmux: not installed ({name})");
+            return None;
+        }
+        let sock = format!("accel-fleet-{name}-{}", std::process::id());
+        let st = Command::new("tmux")
+            .args([
+                "-L",
+                &sock,
+                "new-session",
+                "-d",
+                "-x",
+                "140",
+                "-y",
+                "30",
+                cmd,
+            ])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        Some(Tmux(sock))
+    }
+    fn screen(&self) -> String {
+        let o = Command::new("tmux")
+            .args(["-L", &self.0, "capture-pane", "-p"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+    fn keys(&self, k: &str) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.0, "send-keys", k])
+            .status();
+    }
+    fn wait(&self, what: &str, secs: f64, ok: impl Fn(&str) -> bool) -> String {
+        let t = Instant::now();
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            assert!(
+                t.elapsed().as_secs_f64() < secs,
+                "no {what} within {secs} s:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.0, "kill-server"])
+            .status();
+    }
+}
+
+#[test]
+fn fleet_view_in_tmux_shows_a_killed_machine_down_and_drills_down() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut machines = three_machines();
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let hosts: Vec<String> = machines
+        .iter()
+        .map(|(_, a)| a.to_string())
+        .chain([silent.local_addr().unwrap().to_string()])
+        .collect();
+    let Some(t) = Tmux::start(
+        "view",
+        &format!(
+            "{} monitor --hosts {} --interval 0.5 --timeout 1",
+            env!("CARGO_BIN_EXE_accel"),
+            hosts.join(",")
+        ),
+    ) else {
+        return;
+    };
+    let up_rows = |s: &str, n: usize| s.lines().filter(|l| l.contains(" up ")).count() == n;
+    let s = t.wait("three machines up", 15.0, |s| {
+        up_rows(s, 3) && s.contains("fleet: 3/4 hosts up")
+    });
+    assert!(
+        s.lines()
+            .any(|l| l.starts_with(&hosts[3]) && l.contains("down")),
+        "{s}"
+    );
+    // One machine dies: down within two rounds (each at most 0.5 s + the 1 s timeout).
+    let (mut victim, _) = machines.remove(1);
+    let _ = victim.0.kill();
+    let _ = victim.0.wait();
+    let t0 = Instant::now();
+    let s = t.wait("the killed machine down", 5.0, |s| {
+        s.lines()
+            .any(|l| l.starts_with(&hosts[1]) && l.contains("down"))
+    });
+    println!(
+        "a killed exporter showed down {:.1} s later",
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(up_rows(&s, 2), "{s}");
+    // The others keep updating while the silent and the dead host time out.
+    let round = |s: &str| -> u64 {
+        s.split("round ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let r0 = round(&s);
+    let s = t.wait("two more rounds", 6.0, |s| round(s) >= r0 + 2);
+    assert!(up_rows(&s, 2), "{s}");
+    // Drill-down into the first machine: its devices.
+    t.keys("Enter");
+    let s = t.wait("the first machine's devices", 5.0, |s| {
+        s.contains("amd:0") && s.contains("intel:1")
+    });
+    assert!(s.contains("AMD GPU 0x744c"), "{s}");
+    t.keys("Escape");
+    t.wait("the table again", 5.0, |s| s.contains("device memory"));
+    t.keys("q");
+    let t1 = Instant::now();
+    while t1.elapsed() < Duration::from_secs(5)
+        && Command::new("tmux")
+            .args(["-L", &t.0, "has-session"])
+            .status()
+            .is_ok_and(|s| s.success())
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(silent);
+}
+
+#[test]
+fn fleet_view_read_from_prometheus() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    if !tool("prometheus") {
+        println!("skipped: prometheus: not installed (fleet_view_read_from_prometheus)");
+        return;
+    }
+    let machines = three_machines();
+    let targets: Vec<String> = machines.iter().map(|(_, a)| format!("'{a}'")).collect();
+    let dir = std::env::temp_dir().join(format!("accel-fleet-prom-{}", std::process::id()));
+    let (prom, query) = prometheus_with(
+        &dir,
+        &format!(
+            "  - job_name: accel\n    static_configs:\n      - targets: [{}]\n",
+            targets.join(", ")
+        ),
+    );
+    wait_for(&query, "accel_host_cpu_percent", 60, |r| r.len() == 3)
+        .expect("Prometheus stored the three machines");
+    wait_for(&query, "accel_device_utilization_percent", 10, |r| {
+        !r.is_empty()
+    })
+    .expect("device series");
+    let url = {
+        let log = std::fs::read_to_string(dir.join("prometheus.yml")).unwrap();
+        assert!(log.contains("job_name: accel"));
+        // The port prometheus_with chose is in its command line; ask the query closure's
+        // server through the same port by reading it back from /proc.
+        let cmdline = std::fs::read_to_string(format!("/proc/{}/cmdline", prom.0.id())).unwrap();
+        let listen = cmdline
+            .split('\0')
+            .find_map(|a| a.strip_prefix("--web.listen-address="))
+            .unwrap()
+            .to_string();
+        format!("http://{listen}")
+    };
+    let (code, docs, err) =
+        fleet_json(&["monitor", "--prometheus", &url, "--json", "--count", "1"]);
+    assert_eq!(code, Some(0), "{err}");
+    let d = &docs[0];
+    assert!(fleet_schema().is_valid(d), "{d}");
+    assert_eq!(d["source"], "prometheus");
+    let rows = d["hosts"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{d}");
+    let mixed = rows
+        .iter()
+        .find(|r| r["host"] == machines[0].1.to_string())
+        .expect("the mixed machine");
+    assert_eq!(mixed["state"], "up");
+    assert_eq!(mixed["devices"], 2);
+    let amd = mixed["device_rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["device"] == "amd:0")
+        .unwrap();
+    assert_eq!(amd["utilization_percent"], 42.0);
+    assert_eq!(amd["memory_total_bytes"], 24u64 << 30);
+    let tpu = rows
+        .iter()
+        .find(|r| r["host"] == machines[1].1.to_string())
+        .unwrap();
+    assert_eq!(tpu["devices"], 4);
+    // Prometheus stopped: the view says so and exits 1.
+    drop(prom);
+    let (code, _, err) = fleet_json(&[
+        "monitor",
+        "--prometheus",
+        &url,
+        "--json",
+        "--count",
+        "1",
+        "--timeout",
+        "1",
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.starts_with("error: cannot query Prometheus at "),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -36,6 +36,8 @@ pub struct DeviceLoad {
 pub struct Snapshot {
     /// Seconds since the Unix epoch.
     pub time_unix_s: f64,
+    /// The machine's name.
+    pub hostname: String,
     /// The host: CPU per core, RAM, swap, load average, this process's resident memory.
     pub host: HostReading,
     /// Every accelerator found, vendor by vendor (the CPU is `host`); devices that
@@ -50,6 +52,7 @@ pub struct Snapshot {
 /// Takes snapshots; keeps the counters between them.
 pub struct Sampler {
     telemetry: Telemetry,
+    hostname: String,
 }
 
 impl Sampler {
@@ -64,6 +67,7 @@ impl Sampler {
     pub fn with_roots(roots: Roots) -> Sampler {
         Sampler {
             telemetry: Telemetry::new(roots),
+            hostname: sysinfo::System::host_name().unwrap_or_else(|_| "localhost".to_string()),
         }
     }
 
@@ -95,6 +99,7 @@ impl Sampler {
             .collect();
         Snapshot {
             time_unix_s: s.time_unix_s,
+            hostname: self.hostname.clone(),
             host: s.host,
             devices,
             accel_memory,

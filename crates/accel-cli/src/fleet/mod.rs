@@ -1,0 +1,561 @@
+//! `accel monitor --hosts` / `--hostfile` / `--prometheus`: many machines in one screen.
+//!
+//! `--hosts` polls each machine's `accel serve` (`/snapshot`, the same document as
+//! `accel monitor --json`) in parallel, each with a timeout, so a host that is down or slow
+//! never freezes the view; `--prometheus` reads the same rows from a Prometheus server's HTTP
+//! API (instant queries of the `accel_*` series and of dcgm-exporter's `DCGM_FI_*` series, so
+//! machines running dcgm-exporter instead of accel appear too): polling suits a handful of
+//! machines, a fleet of hundreds is read from the engine that already collects it.
+
+pub mod client;
+mod view;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail};
+use serde::Serialize;
+use serde_json::Value;
+
+use client::{HttpConfig, Target};
+
+/// One device of a host, as the fleet view shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceRow {
+    pub device: String,
+    pub name: String,
+    pub up: bool,
+    pub status: Option<String>,
+    pub utilization_percent: Option<f64>,
+    pub memory_used_bytes: Option<u64>,
+    pub memory_total_bytes: Option<u64>,
+    pub temperature_c: Option<f64>,
+    pub power_w: Option<f64>,
+}
+
+/// One machine.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostRow {
+    /// As given on the command line (or Prometheus's `instance` label).
+    pub host: String,
+    /// `up`, `stale` (answers, but its last collection is old) or `down`.
+    pub state: &'static str,
+    /// When it entered that state (Unix seconds), where known.
+    pub since_unix_s: Option<f64>,
+    /// Why it is down or stale.
+    pub error: Option<String>,
+    /// The machine's own name (its exporter's `Hostname`).
+    pub hostname: Option<String>,
+    pub cpu_percent: Option<f64>,
+    pub devices: usize,
+    pub devices_up: usize,
+    /// Mean utilisation of the devices that report one.
+    pub utilization_percent: Option<f64>,
+    pub memory_used_bytes: Option<u64>,
+    pub memory_total_bytes: Option<u64>,
+    pub temperature_max_c: Option<f64>,
+    pub power_w: Option<f64>,
+    /// When the numbers were collected on the machine (Unix seconds).
+    pub sampled_unix_s: Option<f64>,
+    pub device_rows: Vec<DeviceRow>,
+}
+
+/// The fleet's totals.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Totals {
+    pub hosts: usize,
+    pub hosts_up: usize,
+    pub devices: usize,
+    pub devices_up: usize,
+    pub utilization_percent: Option<f64>,
+    pub memory_used_bytes: u64,
+    pub memory_total_bytes: u64,
+    pub power_w: f64,
+}
+
+/// One round over the fleet.
+#[derive(Debug, Clone, Serialize)]
+pub struct Round {
+    pub time_unix_s: f64,
+    /// `hosts` or `prometheus`.
+    pub source: &'static str,
+    pub hosts: Vec<HostRow>,
+    pub totals: Totals,
+}
+
+fn now_unix() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |t| t.as_secs_f64())
+}
+
+fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
+    let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    (n > 0).then(|| s / n as f64)
+}
+
+impl HostRow {
+    fn empty(host: &str) -> HostRow {
+        HostRow {
+            host: host.to_string(),
+            state: "down",
+            since_unix_s: None,
+            error: None,
+            hostname: None,
+            cpu_percent: None,
+            devices: 0,
+            devices_up: 0,
+            utilization_percent: None,
+            memory_used_bytes: None,
+            memory_total_bytes: None,
+            temperature_max_c: None,
+            power_w: None,
+            sampled_unix_s: None,
+            device_rows: Vec::new(),
+        }
+    }
+
+    /// Fills the summary columns from the device rows.
+    fn summarize(&mut self) {
+        let up: Vec<&DeviceRow> = self.device_rows.iter().filter(|d| d.up).collect();
+        self.devices = self.device_rows.len();
+        self.devices_up = up.len();
+        self.utilization_percent = mean(up.iter().filter_map(|d| d.utilization_percent));
+        let sum = |f: fn(&DeviceRow) -> Option<u64>| {
+            let v: Vec<u64> = up.iter().filter_map(|d| f(d)).collect();
+            (!v.is_empty()).then(|| v.iter().sum())
+        };
+        self.memory_used_bytes = sum(|d| d.memory_used_bytes);
+        self.memory_total_bytes = sum(|d| d.memory_total_bytes);
+        self.temperature_max_c = up
+            .iter()
+            .filter_map(|d| d.temperature_c)
+            .fold(None, |m: Option<f64>, t| Some(m.map_or(t, |m| m.max(t))));
+        let p: Vec<f64> = up.iter().filter_map(|d| d.power_w).collect();
+        self.power_w = (!p.is_empty()).then(|| p.iter().sum());
+    }
+}
+
+fn totals(hosts: &[HostRow]) -> Totals {
+    Totals {
+        hosts: hosts.len(),
+        hosts_up: hosts.iter().filter(|h| h.state == "up").count(),
+        devices: hosts.iter().map(|h| h.devices).sum(),
+        devices_up: hosts.iter().map(|h| h.devices_up).sum(),
+        utilization_percent: mean(
+            hosts
+                .iter()
+                .flat_map(|h| h.device_rows.iter())
+                .filter(|d| d.up)
+                .filter_map(|d| d.utilization_percent),
+        ),
+        memory_used_bytes: hosts.iter().filter_map(|h| h.memory_used_bytes).sum(),
+        memory_total_bytes: hosts.iter().filter_map(|h| h.memory_total_bytes).sum(),
+        power_w: hosts.iter().filter_map(|h| h.power_w).sum(),
+    }
+}
+
+/// A host row from an `accel serve` `/snapshot` document.
+fn from_snapshot(host: &str, v: &Value) -> anyhow::Result<HostRow> {
+    if v["kind"] != "monitor" {
+        bail!("not an accel snapshot (kind {})", v["kind"]);
+    }
+    let mut r = HostRow::empty(host);
+    r.sampled_unix_s = v["time_unix_s"].as_f64();
+    r.hostname = v["hostname"].as_str().map(String::from);
+    r.cpu_percent = v["host"]["cpu_percent"].as_f64();
+    for d in v["devices"].as_array().into_iter().flatten() {
+        let vendor = d["vendor"].as_str().unwrap_or("?");
+        let index = d["index"].as_u64().unwrap_or(0);
+        let device = match d["mig_index"].as_u64() {
+            Some(m) => format!("{vendor}:{index}/mig{m}"),
+            None => format!("{vendor}:{index}"),
+        };
+        r.device_rows.push(DeviceRow {
+            device,
+            name: d["name"].as_str().unwrap_or("").to_string(),
+            up: d["up"].as_bool().unwrap_or(false),
+            status: d["status"].as_str().map(String::from),
+            utilization_percent: d["utilization_percent"].as_f64(),
+            memory_used_bytes: d["memory_used_bytes"].as_u64(),
+            memory_total_bytes: d["memory_total_bytes"].as_u64(),
+            temperature_c: d["temperature_c"].as_f64(),
+            power_w: d["power_w"].as_f64(),
+        });
+    }
+    r.summarize();
+    Ok(r)
+}
+
+/// Where the rows come from.
+pub enum Source {
+    /// Each machine's `accel serve`.
+    Hosts(Vec<Target>),
+    /// A Prometheus server.
+    Prometheus(Target),
+}
+
+/// The fleet options of `accel monitor`.
+pub struct Options {
+    pub hosts: Option<String>,
+    pub hostfile: Option<PathBuf>,
+    pub prometheus: Option<String>,
+    pub http_config: Option<PathBuf>,
+    pub timeout: f64,
+}
+
+impl Options {
+    pub fn is_fleet(&self) -> bool {
+        self.hosts.is_some() || self.hostfile.is_some() || self.prometheus.is_some()
+    }
+
+    fn source(&self) -> anyhow::Result<Source> {
+        if let Some(p) = &self.prometheus {
+            return Ok(Source::Prometheus(Target::parse(p, 9090)?));
+        }
+        let mut list: Vec<String> = Vec::new();
+        if let Some(h) = &self.hosts {
+            list.extend(
+                h.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from),
+            );
+        }
+        if let Some(f) = &self.hostfile {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| anyhow!("cannot read the host file {}: {e}", f.display()))?;
+            list.extend(
+                text.lines()
+                    .map(|l| l.split('#').next().unwrap_or("").trim())
+                    .filter(|l| !l.is_empty())
+                    .map(String::from),
+            );
+        }
+        if list.is_empty() {
+            bail!("no hosts given (--hosts HOST:PORT,... or a --hostfile with one per line)");
+        }
+        if list.len() > 10_000 {
+            bail!(
+                "{} hosts: poll at most 10,000 (read a larger fleet through --prometheus)",
+                list.len()
+            );
+        }
+        Ok(Source::Hosts(
+            list.iter()
+                .map(|h| Target::parse(h, 9400))
+                .collect::<anyhow::Result<_>>()?,
+        ))
+    }
+}
+
+/// Polls the source round after round, remembering since when each host is in its state.
+pub struct Poller {
+    source: Source,
+    cfg: HttpConfig,
+    timeout: Duration,
+    stale_after: f64,
+    rt: tokio::runtime::Runtime,
+    /// host -> (state, since)
+    states: BTreeMap<String, (&'static str, f64)>,
+    /// The last good row of each host (shown, marked, while it is down).
+    last: BTreeMap<String, HostRow>,
+}
+
+impl Poller {
+    pub fn new(o: &Options, interval: f64) -> anyhow::Result<Poller> {
+        let source = o.source()?;
+        let cfg = HttpConfig::load(o.http_config.as_deref())?;
+        Ok(Poller {
+            source,
+            cfg,
+            timeout: Duration::from_secs_f64(o.timeout),
+            // A sample older than three intervals (and 10 s) is stale.
+            stale_after: (interval * 3.0).max(10.0),
+            rt: tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?,
+            states: BTreeMap::new(),
+            last: BTreeMap::new(),
+        })
+    }
+
+    /// One round: every host at once, each within the timeout.
+    pub fn round(&mut self) -> anyhow::Result<Round> {
+        let now = now_unix();
+        let (source, mut hosts) = match &self.source {
+            Source::Hosts(targets) => {
+                let cfg = self.cfg.clone();
+                let timeout = self.timeout;
+                let results: Vec<(String, anyhow::Result<Value>)> = self.rt.block_on(async {
+                    let tasks: Vec<_> = targets
+                        .iter()
+                        .cloned()
+                        .map(|t| {
+                            let cfg = cfg.clone();
+                            tokio::spawn(async move {
+                                let r = client::get(&cfg, &t, "/snapshot", timeout)
+                                    .await
+                                    .and_then(|b| Ok(serde_json::from_slice::<Value>(&b)?));
+                                (t.label.clone(), r)
+                            })
+                        })
+                        .collect();
+                    let mut out = Vec::new();
+                    for t in tasks {
+                        if let Ok(r) = t.await {
+                            out.push(r);
+                        }
+                    }
+                    out
+                });
+                let mut rows = Vec::new();
+                for (host, r) in results {
+                    let row = match r.and_then(|v| from_snapshot(&host, &v)) {
+                        Ok(mut row) => {
+                            let age = row.sampled_unix_s.map_or(0.0, |t| now - t);
+                            if age > self.stale_after {
+                                row.state = "stale";
+                                row.error = Some(format!("its last collection is {age:.0} s old"));
+                            } else {
+                                row.state = "up";
+                            }
+                            self.last.insert(host.clone(), row.clone());
+                            row
+                        }
+                        Err(e) => {
+                            let mut row = self
+                                .last
+                                .get(&host)
+                                .cloned()
+                                .unwrap_or_else(|| HostRow::empty(&host));
+                            row.state = "down";
+                            row.error = Some(format!("{e:#}"));
+                            for d in &mut row.device_rows {
+                                d.up = false;
+                            }
+                            row.summarize();
+                            row
+                        }
+                    };
+                    rows.push(row);
+                }
+                ("hosts", rows)
+            }
+            Source::Prometheus(t) => {
+                let rows = self
+                    .rt
+                    .block_on(prometheus_rows(&self.cfg, t, self.timeout))?;
+                ("prometheus", rows)
+            }
+        };
+        for h in &mut hosts {
+            let e = self.states.entry(h.host.clone()).or_insert((h.state, now));
+            if e.0 != h.state {
+                *e = (h.state, now);
+            }
+            if source == "hosts" {
+                h.since_unix_s = Some(e.1);
+            }
+        }
+        Ok(Round {
+            time_unix_s: now,
+            source,
+            totals: totals(&hosts),
+            hosts,
+        })
+    }
+}
+
+/// The instant value of every series of `query`: (labels, value).
+async fn instant(
+    cfg: &HttpConfig,
+    t: &Target,
+    query: &str,
+    timeout: Duration,
+) -> anyhow::Result<Vec<(Value, f64)>> {
+    let q: String = query
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let body = client::get(cfg, t, &format!("/api/v1/query?query={q}"), timeout).await?;
+    let v: Value =
+        serde_json::from_slice(&body).map_err(|e| anyhow!("not Prometheus's API: {e}"))?;
+    if v["status"] != "success" {
+        bail!(
+            "Prometheus: {}",
+            v["error"].as_str().unwrap_or("query failed")
+        );
+    }
+    Ok(v["data"]["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| Some((r["metric"].clone(), r["value"][1].as_str()?.parse().ok()?)))
+        .collect())
+}
+
+/// The rows from a Prometheus server: every `instance` with accel's or dcgm-exporter's series.
+async fn prometheus_rows(
+    cfg: &HttpConfig,
+    t: &Target,
+    timeout: Duration,
+) -> anyhow::Result<Vec<HostRow>> {
+    const QUERIES: [&str; 12] = [
+        "up",
+        "accel_host_cpu_percent",
+        "accel_device_up",
+        "accel_device_utilization_percent",
+        "accel_device_memory_used_bytes",
+        "accel_device_memory_total_bytes",
+        "accel_device_temperature_celsius",
+        "accel_device_power_watts",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_GPU_TEMP",
+    ];
+    let mut answers = Vec::new();
+    for q in QUERIES.iter().chain(["DCGM_FI_DEV_POWER_USAGE"].iter()) {
+        answers.push(
+            instant(cfg, t, q, timeout)
+                .await
+                .map_err(|e| anyhow!("cannot query Prometheus at {}: {e:#}", t.label))?,
+        );
+    }
+    let get = |i: usize| &answers[i];
+    let inst = |m: &Value| m["instance"].as_str().unwrap_or("?").to_string();
+    let mut hosts: BTreeMap<String, HostRow> = BTreeMap::new();
+    // Machines: an instance with accel's or dcgm-exporter's series.
+    for i in [1, 2, 8] {
+        for (m, _) in get(i) {
+            let h = inst(m);
+            hosts.entry(h.clone()).or_insert_with(|| HostRow::empty(&h));
+        }
+    }
+    for (m, v) in get(0) {
+        if let Some(h) = hosts.get_mut(&inst(m)) {
+            h.state = if *v == 1.0 { "up" } else { "down" };
+            if *v != 1.0 {
+                h.error = Some("Prometheus's last scrape of it failed (up == 0)".into());
+            }
+        }
+    }
+    for (m, v) in get(1) {
+        if let Some(h) = hosts.get_mut(&inst(m)) {
+            h.cpu_percent = Some(*v);
+            h.hostname = m["Hostname"].as_str().map(String::from);
+        }
+    }
+    // accel's devices, keyed by (instance, device).
+    let mut devs: BTreeMap<(String, String), DeviceRow> = BTreeMap::new();
+    let key = |m: &Value, label: &str| (inst(m), m[label].as_str().unwrap_or("?").to_string());
+    for (m, v) in get(2) {
+        devs.insert(
+            key(m, "device"),
+            DeviceRow {
+                device: m["device"].as_str().unwrap_or("?").to_string(),
+                name: m["name"].as_str().unwrap_or("").to_string(),
+                up: *v == 1.0,
+                status: None,
+                utilization_percent: None,
+                memory_used_bytes: None,
+                memory_total_bytes: None,
+                temperature_c: None,
+                power_w: None,
+            },
+        );
+    }
+    for (i, set) in [
+        (
+            3usize,
+            (|d: &mut DeviceRow, v: f64| d.utilization_percent = Some(v))
+                as fn(&mut DeviceRow, f64),
+        ),
+        (4, |d, v| d.memory_used_bytes = Some(v as u64)),
+        (5, |d, v| d.memory_total_bytes = Some(v as u64)),
+        (6, |d, v| d.temperature_c = Some(v)),
+        (7, |d, v| d.power_w = Some(v)),
+    ] {
+        for (m, v) in get(i) {
+            if let Some(d) = devs.get_mut(&key(m, "device")) {
+                set(d, *v);
+            }
+        }
+    }
+    // dcgm-exporter's GPUs, where accel has no row for the instance.
+    let accel_instances: Vec<String> = devs.keys().map(|(i, _)| i.clone()).collect();
+    const MIB: f64 = 1024.0 * 1024.0;
+    for (m, v) in get(8) {
+        let h = inst(m);
+        if accel_instances.contains(&h) {
+            continue;
+        }
+        let gpu = m["gpu"].as_str().unwrap_or("?");
+        let uuid = m["UUID"].as_str().unwrap_or("");
+        let find = |i: usize| {
+            answers[i]
+                .iter()
+                .find(|(x, _)| inst(x) == h && x["UUID"].as_str().unwrap_or("") == uuid)
+                .map(|(_, v)| *v)
+        };
+        let used = find(9);
+        let free = find(10);
+        devs.insert(
+            (h.clone(), format!("nvidia:{gpu}")),
+            DeviceRow {
+                device: format!("nvidia:{gpu}"),
+                name: m["modelName"].as_str().unwrap_or("").to_string(),
+                up: true,
+                status: Some("dcgm-exporter".into()),
+                utilization_percent: Some(*v),
+                memory_used_bytes: used.map(|u| (u * MIB) as u64),
+                memory_total_bytes: used.zip(free).map(|(u, f)| ((u + f) * MIB) as u64),
+                temperature_c: find(11),
+                power_w: find(12),
+            },
+        );
+    }
+    for ((i, _), d) in devs {
+        if let Some(h) = hosts.get_mut(&i) {
+            h.device_rows.push(d);
+        }
+    }
+    let mut rows: Vec<HostRow> = hosts.into_values().collect();
+    for r in &mut rows {
+        r.summarize();
+    }
+    Ok(rows)
+}
+
+/// `accel monitor` over a fleet.
+pub fn run(o: &Options, interval: f64, count: Option<u64>, json: bool) -> anyhow::Result<()> {
+    let mut p = Poller::new(o, interval)?;
+    let every = Duration::from_secs_f64(interval);
+    use std::io::IsTerminal;
+    if json || !std::io::stdout().is_terminal() {
+        let mut n = 0u64;
+        loop {
+            let start = Instant::now();
+            let r = p.round()?;
+            if json {
+                crate::out::json_line("fleet", &r)?;
+            } else {
+                for l in view::text(&r) {
+                    crate::out::line(l)?;
+                }
+            }
+            n += 1;
+            if count.is_some_and(|c| n >= c) {
+                return Ok(());
+            }
+            std::thread::sleep(every.saturating_sub(start.elapsed()));
+        }
+    }
+    view::tui(&mut p, every, count)
+}
