@@ -258,6 +258,12 @@ fn draw(f: &mut Frame, st: &State) {
                 style = style.add_modifier(Modifier::REVERSED);
             }
             lines.push(Line::styled(host_line(h, r.time_unix_s), style));
+            if let Some(e) = &h.error {
+                lines.push(Line::styled(
+                    format!("  {e}"),
+                    Style::new().fg(Color::DarkGray),
+                ));
+            }
         }
     }
     let h = (lines.len() as u16).min(area.height);
