@@ -159,6 +159,23 @@ fn metrics_healthz_and_promtool() {
     let snap: serde_json::Value = serde_json::from_str(&snap).unwrap();
     assert_eq!(snap["kind"], "monitor");
     assert_eq!(snap["schema_version"], 2);
+    let monitor_schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{}/../../schemas/monitor.schema.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let errors: Vec<String> = jsonschema::validator_for(&monitor_schema)
+        .unwrap()
+        .iter_errors(&snap)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "/snapshot against monitor.schema.json: {errors:?}"
+    );
     assert_eq!(c.get("/-/ready").unwrap().0, 200);
     let ram = sample(&text, "accel_host_memory_total_bytes").expect("RAM");
     assert_eq!(ram as u64, accel::system::memory().unwrap().total_bytes);
@@ -951,6 +968,39 @@ fn tls_and_basic_auth_from_a_web_config_file_with_a_real_prometheus() {
         println!("skipped: prometheus: not installed (the TLS scrape part)");
     }
 
+    // The fleet view reaches it over TLS with the credentials in Prometheus's http_config
+    // shape (a password file, the CA); without them the host is down with the reason.
+    std::fs::write(dir.join("password"), "s3cret-pw\n").unwrap();
+    std::fs::write(
+        dir.join("http.yml"),
+        "basic_auth:\n  username: prom\n  password_file: password\ntls_config:\n  ca_file: ca.crt\n",
+    )
+    .unwrap();
+    let host = format!("https://{addr}");
+    let http = dir.join("http.yml");
+    let (code, docs, err) = fleet_json(&[
+        "monitor",
+        "--hosts",
+        &host,
+        "--http-config",
+        http.to_str().unwrap(),
+        "--json",
+        "--count",
+        "1",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(docs[0]["hosts"][0]["state"], "up", "{}", docs[0]);
+    let (_, docs, _) = fleet_json(&["monitor", "--hosts", &host, "--json", "--count", "1"]);
+    assert_eq!(docs[0]["hosts"][0]["state"], "down");
+    assert!(
+        docs[0]["hosts"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("TLS"),
+        "{}",
+        docs[0]
+    );
+
     // A client certificate required: without one the handshake fails; with one it works.
     std::fs::write(
         dir.join("mtls.yml"),
@@ -1359,4 +1409,30 @@ fn fleet_view_read_from_prometheus() {
         "{err}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sigterm_stops_the_exporter_cleanly() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut p, addr) = serve("1");
+    let mut c = Client::new(addr);
+    assert_eq!(c.get("/metrics").unwrap().0, 200);
+    // SAFETY: kill sends a signal to our own child's pid.
+    unsafe { libc::kill(p.0.id() as libc::pid_t, libc::SIGTERM) };
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = p.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(8),
+            "still running 8 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    assert!(
+        TcpStream::connect(addr).is_err(),
+        "still listening after it exited"
+    );
 }
