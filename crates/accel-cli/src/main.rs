@@ -5,6 +5,7 @@ mod bench;
 mod devices;
 mod doctor;
 mod fleet;
+mod keys;
 mod mem;
 mod monitor;
 mod out;

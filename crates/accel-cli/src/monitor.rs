@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use accel::load::{DeviceLoad, Sampler, Snapshot};
 use accel::memory::human_bytes;
 use ratatui::backend::CrosstermBackend;
-use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::crossterm::{cursor, execute, terminal};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -22,6 +21,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::{Frame, Terminal};
 
+use crate::keys::{Input, Key};
 use crate::out;
 
 /// Below this size the view cannot be drawn legibly; a one-line message says so instead.
@@ -257,16 +257,6 @@ fn restore() {
     }
 }
 
-pub(crate) fn quits(k: &KeyEvent) -> bool {
-    k.kind == KeyEventKind::Press
-        && match k.code {
-            KeyCode::Char('q') | KeyCode::Char('Q') | KeyCode::Esc => true,
-            // Raw mode turns Ctrl-C into a key, not a SIGINT.
-            KeyCode::Char('c') => k.modifiers.contains(KeyModifiers::CONTROL),
-            _ => false,
-        }
-}
-
 /// What the screen shows: the latest samples (newest last).
 struct View {
     host: String,
@@ -328,21 +318,27 @@ fn tui(s: &mut Sampler, every: Duration, count: Option<u64>) -> anyhow::Result<(
         if STOPPED.load(std::sync::atomic::Ordering::Relaxed) {
             return Ok(());
         }
-        // Short polls, so a stop signal is seen within a tenth of a second.
+        // Short waits, so a stop signal or a resize is seen within a tenth of a second.
         let wait = next
             .saturating_duration_since(Instant::now())
             .min(Duration::from_millis(100));
-        if event::poll(wait)? {
-            match event::read()? {
-                Event::Key(k) if quits(&k) => return Ok(()),
-                Event::Resize(..) => {
-                    term.autoresize()?;
-                    term.draw(|f| draw(f, &view))?;
-                }
-                _ => {}
-            }
+        match crate::keys::wait(wait)? {
+            Input::Key(Key::Quit | Key::Esc) | Input::Gone => return Ok(()),
+            _ => {}
+        }
+        if resized(&mut term)? {
+            term.draw(|f| draw(f, &view))?;
         }
     }
+}
+
+/// Follows the terminal's size; true when it changed (the view must be drawn again).
+pub(crate) fn resized(
+    term: &mut Terminal<CrosstermBackend<std::io::Stdout>>,
+) -> anyhow::Result<bool> {
+    let before = term.get_frame().area();
+    term.autoresize()?;
+    Ok(term.get_frame().area() != before)
 }
 
 fn draw(f: &mut Frame, v: &View) {

@@ -319,3 +319,76 @@ fn monitor_through_a_pipe_prints_plain_lines() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o).matches("--- t = ").count(), 2, "{}", stdout(&o));
 }
+
+/// The pids of running `accel monitor` processes whose command line holds `marker`.
+fn monitors_with(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            // The accel binary itself, not the shell or tmux that carry the same words.
+            std::fs::read_link(format!("/proc/{pid}/exe"))
+                .is_ok_and(|e| e == std::path::Path::new(env!("CARGO_BIN_EXE_accel")))
+        })
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let c = String::from_utf8_lossy(&c).replace('\0', " ");
+                c.contains(" monitor ") && c.contains(marker)
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn monitor_exits_when_its_terminal_goes_away() {
+    // A closed tmux pane (or a dropped ssh session): the terminal hangs up. crossterm's event
+    // reader used to spin on read() == 0 at 100 % of a core for good, deaf to SIGTERM.
+    for (name, args) in [
+        ("gone_single", "--interval 0.3 --count 1000000"),
+        (
+            "gone_fleet",
+            "--hosts 127.0.0.1:1 --interval 0.3 --timeout 0.2",
+        ),
+    ] {
+        let Some(t) = Tmux::start(name, 100, 24, args) else {
+            return;
+        };
+        let marker = args.to_string();
+        let start = Instant::now();
+        while monitors_with(&marker).is_empty() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let pids = monitors_with(&marker);
+        assert_eq!(pids.len(), 1, "{name}: {pids:?}");
+        std::thread::sleep(Duration::from_millis(500));
+        let _ = t.tmux(&["kill-server"]);
+        let t0 = Instant::now();
+        while std::path::Path::new(&format!("/proc/{}", pids[0])).exists()
+            && t0.elapsed() < Duration::from_secs(5)
+        {
+            // A zombie (exited, not yet reaped by tmux) counts as gone.
+            let state =
+                std::fs::read_to_string(format!("/proc/{}/stat", pids[0])).unwrap_or_default();
+            if state.split(") ").nth(1).is_some_and(|s| s.starts_with('Z')) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let alive = std::fs::read_to_string(format!("/proc/{}/stat", pids[0]))
+            .is_ok_and(|s| !s.split(") ").nth(1).is_some_and(|s| s.starts_with('Z')));
+        if alive {
+            // SAFETY: kill on a pid we found; the test is failing anyway.
+            unsafe { libc::kill(pids[0] as i32, libc::SIGKILL) };
+        }
+        assert!(
+            !alive,
+            "{name}: accel monitor still running 5 s after its terminal closed"
+        );
+        println!(
+            "{name}: accel monitor exited {:.2} s after its terminal closed",
+            t0.elapsed().as_secs_f64()
+        );
+    }
+}

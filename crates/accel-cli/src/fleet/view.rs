@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use accel::memory::human_bytes;
 use ratatui::backend::CrosstermBackend;
-use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -13,7 +12,8 @@ use ratatui::widgets::Paragraph;
 use ratatui::{Frame, Terminal};
 
 use super::{HostRow, Poller, Round};
-use crate::monitor::{bar, catch_stop_signals, quits, utc, Screen, STOPPED};
+use crate::keys::{Input, Key};
+use crate::monitor::{bar, catch_stop_signals, utc, Screen, STOPPED};
 
 fn pct(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.0} %"))
@@ -150,30 +150,22 @@ pub fn tui(p: &mut Poller, every: Duration, count: Option<u64>) -> anyhow::Resul
             if STOPPED.load(std::sync::atomic::Ordering::Relaxed) {
                 break Ok(());
             }
-            if event::poll(Duration::from_millis(50))? {
-                match event::read()? {
-                    Event::Key(k) if k.kind == KeyEventKind::Press => {
-                        let n = st.round.as_ref().map_or(0, |r| r.hosts.len());
-                        match k.code {
-                            KeyCode::Esc if st.open => st.open = false,
-                            _ if quits(&k) => break Ok(()),
-                            KeyCode::Down | KeyCode::Char('j') if n > 0 => {
-                                st.selected = (st.selected + 1).min(n - 1)
-                            }
-                            KeyCode::Up | KeyCode::Char('k') => {
-                                st.selected = st.selected.saturating_sub(1)
-                            }
-                            KeyCode::Enter if n > 0 => st.open = true,
-                            _ => {}
-                        }
-                        term.draw(|f| draw(f, &st))?;
-                    }
-                    Event::Resize(..) => {
-                        term.autoresize()?;
-                        term.draw(|f| draw(f, &st))?;
-                    }
-                    _ => {}
-                }
+            let n = st.round.as_ref().map_or(0, |r| r.hosts.len());
+            let key = match crate::keys::wait(Duration::from_millis(50))? {
+                Input::Gone => break Ok(()),
+                Input::Key(k) => Some(k),
+                Input::Nothing => None,
+            };
+            match key {
+                Some(Key::Esc) if st.open => st.open = false,
+                Some(Key::Quit | Key::Esc) => break Ok(()),
+                Some(Key::Down) if n > 0 => st.selected = (st.selected + 1).min(n - 1),
+                Some(Key::Up) => st.selected = st.selected.saturating_sub(1),
+                Some(Key::Enter) if n > 0 => st.open = true,
+                _ => {}
+            }
+            if key.is_some() || crate::monitor::resized(&mut term)? {
+                term.draw(|f| draw(f, &st))?;
             }
         };
         drop(ask_tx);
