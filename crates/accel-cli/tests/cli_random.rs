@@ -303,8 +303,50 @@ struct Outcome {
     timed_out: bool,
 }
 
-fn run(args: &[String], limit: Duration) -> Outcome {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_accel"))
+/// One environment variable set for a run.
+type Env = Option<(&'static str, std::ffi::OsString)>;
+
+/// `ACCEL_*` variables drawn beside the arguments: valid, out of range, empty, not UTF-8, and
+/// a name accel does not know.
+fn env_draw(rng: &mut Rng) -> Env {
+    use std::os::unix::ffi::OsStringExt;
+    const VARS: &[(&str, &[&str])] = &[
+        (
+            "ACCEL_PJRT_TIMEOUT",
+            &["inf", "1e20", "-1", "", "5", "nan", "0.05", "\u{ff}"],
+        ),
+        ("ACCEL_WGPU_MATMUL", &["bogus", "simple", "", "\u{ff}"]),
+        (
+            "ACCEL_CACHE_DIR",
+            &["/nonexistent/x", "/dev/null", "\u{ff}"],
+        ),
+        ("ACCEL_CUDA_LIB_DIR", &["/nonexistent", ":::", "\u{ff}"]),
+        (
+            "ACCEL_PJRT_PLUGIN",
+            &["/nonexistent.so", "/dev/null", "/etc/passwd", "\u{ff}"],
+        ),
+        ("ACCEL_PJRT_TIMOUT", &["5"]),
+    ];
+    if rng.below(4) != 0 {
+        return None;
+    }
+    let (k, values) = rng.pick(VARS);
+    let v = *rng.pick(values);
+    // "\u{ff}" stands for bytes that are not UTF-8.
+    let v = if v == "\u{ff}" {
+        std::ffi::OsString::from_vec(vec![0xff, 0xfe, b'/', b'x'])
+    } else {
+        v.into()
+    };
+    Some((k, v))
+}
+
+fn run(args: &[String], env: &Env, limit: Duration) -> Outcome {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_accel"));
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -356,19 +398,25 @@ fn random_argument_vectors_exit_0_1_or_2_without_a_panic() {
     let seed = env("ACCEL_CLI_RANDOM_SEED", 1);
     let cases = env("ACCEL_CLI_RANDOM_CASES", 1500) as usize;
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let vectors: Vec<Vec<String>> = (0..cases).map(|_| vector(&mut rng)).collect();
+    let vectors: Vec<(Vec<String>, Env)> = (0..cases)
+        .map(|_| (vector(&mut rng), env_draw(&mut rng)))
+        .collect();
     let start = Instant::now();
     // Two workers: this machine's cores; each child is mostly waiting on its own start-up.
-    let chunks: Vec<&[Vec<String>]> = vectors.chunks(cases.div_ceil(2).max(1)).collect();
+    let chunks: Vec<&[(Vec<String>, Env)]> = vectors.chunks(cases.div_ceil(2).max(1)).collect();
     let results: Vec<Vec<(Vec<String>, Outcome)>> = std::thread::scope(|s| {
         let hs: Vec<_> = chunks
             .iter()
             .map(|c| {
                 s.spawn(move || {
                     c.iter()
-                        .map(|v| {
+                        .map(|(v, env)| {
                             let limit = if endless(v) { 8 } else { 60 };
-                            (v.clone(), run(v, Duration::from_secs(limit)))
+                            let mut shown = v.clone();
+                            if let Some((k, val)) = env {
+                                shown.insert(0, format!("{k}={}", val.to_string_lossy()));
+                            }
+                            (shown, run(v, env, Duration::from_secs(limit)))
                         })
                         .collect()
                 })

@@ -230,3 +230,155 @@ fn no_vulkan_driver_is_a_failure_with_the_fix() {
         assert_eq!(a["status"], "fail", "{a}");
     }
 }
+
+/// `accel ARGS` run in `cwd` with no Python environment named and an empty HOME, so only the
+/// working directory's `.venv` could hold a plugin.
+fn accel_in(cwd: &Path, home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("VIRTUAL_ENV")
+        .env_remove("CONDA_PREFIX")
+        .env_remove("ACCEL_PJRT_PLUGIN")
+        .env_remove("PJRT_NAMES_AND_LIBRARY_PATHS")
+        .env("HOME", home)
+        .output()
+        .expect("accel runs")
+}
+
+#[test]
+fn a_planted_plugin_in_an_untrusted_venv_is_never_loaded() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = std::env::temp_dir().join(format!("accel-plant-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let repo = root.join("cloned-repo");
+    let sp = repo.join(".venv/lib/python3.11/site-packages/evil");
+    std::fs::create_dir_all(&sp).unwrap();
+    let home = root.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let marker = root.join("MARKER");
+    // A PJRT "plugin" whose constructor, which runs at dlopen, writes a marker file.
+    let src = root.join("evil.c");
+    std::fs::write(
+        &src,
+        format!(
+            "#include <fcntl.h>\n#include <unistd.h>\n__attribute__((constructor)) static void planted(void) {{ int fd = open(\"{}\", O_CREAT | O_WRONLY, 0644); if (fd >= 0) close(fd); }}\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let so = sp.join("pjrt_c_api_evil_plugin.so");
+    let built = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&so)
+        .arg(&src)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !built {
+        println!("skipped: gcc: cannot build the planted plugin");
+        return;
+    }
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    // 1. The repository folder is writable by everyone: never loaded; doctor says why.
+    mode(&repo, 0o777);
+    let o = accel_in(&repo, &home, &["devices"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        !marker.exists(),
+        "the planted plugin ran from a world-writable folder"
+    );
+    let o = accel_in(&repo, &home, &["doctor", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = find(&v, "env.untrusted_folders");
+    assert_eq!(c["status"], "warn", "{c}");
+    assert!(
+        c["found"]
+            .as_str()
+            .unwrap()
+            .contains("is writable by everyone"),
+        "{c}"
+    );
+    assert!(!marker.exists());
+    // 2. The .venv belongs to another user: never loaded either.
+    mode(&repo, 0o755);
+    let venv = repo.join(".venv");
+    let chowned = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&venv)
+        .status()
+        .is_ok_and(|s| s.success());
+    if chowned {
+        let o = accel_in(&repo, &home, &["doctor", "--json"]);
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let c = find(&v, "env.untrusted_folders");
+        assert!(
+            c["found"]
+                .as_str()
+                .unwrap()
+                .contains("belongs to uid 65534"),
+            "{c}"
+        );
+        assert!(
+            !marker.exists(),
+            "the planted plugin ran from another user's folder"
+        );
+        let _ = Command::new("chown")
+            .args(["-R", &format!("{}:{}", uid(), uid())])
+            .arg(&venv)
+            .status();
+    } else {
+        println!("skipped: chown: cannot give the folder to another user (not root)");
+    }
+    // 3. Control: the user's own private folder is searched, so the check above can fail.
+    let o = accel_in(&repo, &home, &["devices"]);
+    assert!(o.status.success());
+    assert!(
+        marker.exists(),
+        "the control failed: the plugin did not load from the user's own .venv, so the test proves nothing"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+fn uid() -> u32 {
+    // SAFETY: getuid takes no arguments and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+#[test]
+fn out_of_range_accel_variables_are_named_not_a_crash() {
+    // `inf` once ended every command with "cannot convert float seconds to Duration".
+    for bad in ["inf", "1e20", "-1", "nan"] {
+        let (o, v) = doctor(&[("ACCEL_PJRT_TIMEOUT", bad)], &[]);
+        assert!(o.status.code().is_some_and(|c| c <= 1), "{o:?}");
+        let c = find(&v, "env.accel_variables");
+        assert_eq!(c["status"], "fail", "{c}");
+        assert!(
+            c["found"].as_str().unwrap().starts_with(&format!(
+                "ACCEL_PJRT_TIMEOUT='{bad}' is not valid: it takes seconds"
+            )),
+            "{c}"
+        );
+    }
+    // A misspelt name is named too, instead of being ignored.
+    let (_, v) = doctor(&[("ACCEL_PJRT_TIMOUT", "5")], &[]);
+    let c = find(&v, "env.accel_variables");
+    assert!(
+        c["found"]
+            .as_str()
+            .unwrap()
+            .contains("ACCEL_PJRT_TIMOUT is set, but accel reads no such variable"),
+        "{c}"
+    );
+    // accel devices says it per plugin, and does not load one it cannot time-limit.
+    let o = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .arg("devices")
+        .env("ACCEL_PJRT_TIMEOUT", "inf")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let s = String::from_utf8_lossy(&o.stdout);
+    if s.contains("pjrt_c_api") || s.contains("plugin") {
+        assert!(s.contains("ACCEL_PJRT_TIMEOUT='inf' is not valid"), "{s}");
+    }
+}

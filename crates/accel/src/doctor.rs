@@ -110,6 +110,11 @@ pub fn diagnose() -> Report {
             checks,
         });
     }
+    // Checks about accel's own settings go with the first section (they apply to every
+    // backend), after the probes, which is when untrusted folders have been met.
+    if let Some(first) = sections.first_mut() {
+        first.checks.extend(environment_checks());
+    }
     let best_device = Device::best();
     let best_device_works = Tensor::ones((2, 2), crate::DType::F32, &best_device)
         .and_then(|t| t.matmul(&t))
@@ -181,6 +186,64 @@ fn cpu_checks() -> Vec<Check> {
                 info.logical_cores, info.physical_cores
             ),
             "",
+        )
+    });
+    v
+}
+
+/// The `ACCEL_*` variables (every one range-checked by `base::env`) and the folders and
+/// programs the library search refused to take native code from.
+fn environment_checks() -> Vec<Check> {
+    let problems = crate::base::env::problems();
+    let mut v = vec![if problems.is_empty() {
+        let set: Vec<String> = crate::base::env::KNOWN
+            .iter()
+            .filter_map(|(k, _)| {
+                std::env::var_os(k).map(|v| format!("{k}={}", v.to_string_lossy()))
+            })
+            .collect();
+        check(
+            "env.accel_variables",
+            "accel's environment variables",
+            Status::Pass,
+            if set.is_empty() {
+                "none set".to_string()
+            } else {
+                set.join(", ")
+            },
+            "",
+        )
+    } else {
+        check(
+            "env.accel_variables",
+            "accel's environment variables",
+            Status::Fail,
+            problems.join("; "),
+            "correct or unset the variables named",
+        )
+    }];
+    let skipped = crate::backend::cuda::libs::trust::skipped_so_far();
+    v.push(if skipped.is_empty() {
+        check(
+            "env.untrusted_folders",
+            "folders and programs refused as sources of native code",
+            Status::Pass,
+            "none",
+            "",
+        )
+    } else {
+        check(
+            "env.untrusted_folders",
+            "folders and programs refused as sources of native code",
+            Status::Warn,
+            skipped
+                .iter()
+                .map(|(p, why)| format!("{}: {why}", p.display()))
+                .collect::<Vec<_>>()
+                .join("; "),
+            "accel loads libraries and plugins only from folders you own that no one else may \
+             write (as git's safe.directory); fix the owner or mode (chown, chmod go-w), or point \
+             VIRTUAL_ENV or ACCEL_PJRT_PLUGIN at the environment explicitly",
         )
     });
     v

@@ -5,6 +5,7 @@
 pub(crate) mod caps;
 pub(crate) mod device;
 pub(crate) mod dtype;
+pub mod env;
 pub(crate) mod error;
 pub(crate) mod ledger;
 pub mod probe;

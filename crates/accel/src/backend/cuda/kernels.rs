@@ -710,8 +710,7 @@ pub fn fnv1a(parts: &[&[u8]]) -> u64 {
 /// `$XDG_CACHE_HOME/accel`, else `~/.cache/accel`.
 pub fn cache_dir() -> Option<std::path::PathBuf> {
     let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
-    var("ACCEL_CACHE_DIR")
-        .map(Into::into)
+    crate::base::env::path("ACCEL_CACHE_DIR")
         .or_else(|| var("XDG_CACHE_HOME").map(|p| std::path::PathBuf::from(p).join("accel")))
         .or_else(|| var("HOME").map(|p| std::path::PathBuf::from(p).join(".cache/accel")))
 }

@@ -258,7 +258,21 @@ pub fn python_environments(env: &SearchEnv) -> Vec<(PathBuf, &'static str)> {
         }
     }
     if env.system_dirs {
-        let mut roots: Vec<PathBuf> = vec![PathBuf::from(".venv"), PathBuf::from("venv")];
+        let mut roots: Vec<PathBuf> = Vec::new();
+        // `./.venv` and `./venv` of the working directory only when the user owns them: a
+        // cloned repository's `.venv` is someone else's native code.
+        if let Ok(cwd) = std::env::current_dir() {
+            for name in [".venv", "venv"] {
+                let dir = cwd.join(name);
+                if !dir.is_dir() {
+                    continue;
+                }
+                match trust::owned_and_private(&dir, &cwd) {
+                    Ok(()) => roots.push(dir),
+                    Err(why) => trust::skipped(&dir, &why),
+                }
+            }
+        }
         if let Some(h) = &env.home {
             let h = Path::new(h);
             roots.extend([h.join(".venv"), h.join("venv"), h.join(".local")]);
@@ -337,7 +351,16 @@ fn python_site_packages() -> Vec<PathBuf> {
 }
 
 fn ask_python() -> Vec<PathBuf> {
-    let out = std::process::Command::new("python3")
+    // The python3 on PATH only when it and its folder are the user's or root's and nobody
+    // else may write them (its answer decides which native code accel loads).
+    let Some(python) = trust::on_path("python3") else {
+        return Vec::new();
+    };
+    if let Err(why) = trust::safe_program(&python) {
+        trust::skipped(&python, &why);
+        return Vec::new();
+    }
+    let out = std::process::Command::new(&python)
         .args([
             "-c",
             "import site,sys;print('\\n'.join(site.getsitepackages()+[site.getusersitepackages()]))",
@@ -352,6 +375,114 @@ fn ask_python() -> Vec<PathBuf> {
             .filter(|p| p.is_dir())
             .collect(),
         _ => Vec::new(),
+    }
+}
+
+/// Which folders and programs accel may take native code from: git's `safe.directory`
+/// reasoning. A folder found relative to the working directory must belong to the current
+/// user, as must every folder up to the working directory, and none of them may be writable
+/// by group or others; a program found on PATH must belong to the user or root and sit in a
+/// folder no one else may write. What is skipped is remembered for `accel doctor`.
+pub mod trust {
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    static SKIPPED: Mutex<Vec<(PathBuf, String)>> = Mutex::new(Vec::new());
+
+    /// Notes that `path` was not used, and why.
+    pub fn skipped(path: &Path, why: &str) {
+        let mut s = SKIPPED.lock().unwrap_or_else(|e| e.into_inner());
+        if !s.iter().any(|(p, _)| p == path) {
+            s.push((path.to_path_buf(), why.to_string()));
+        }
+    }
+
+    /// Every folder or program skipped so far in this process, with why.
+    pub fn skipped_so_far() -> Vec<(PathBuf, String)> {
+        SKIPPED.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    #[cfg(target_os = "linux")]
+    fn check(path: &Path, owners: &[u32]) -> Result<(), String> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if !owners.contains(&m.uid()) {
+            return Err(format!(
+                "{} belongs to uid {}, not to you (uid {})",
+                path.display(),
+                m.uid(),
+                owners[0]
+            ));
+        }
+        if m.mode() & 0o022 != 0 {
+            return Err(format!(
+                "{} is writable by {} (mode {:o})",
+                path.display(),
+                if m.mode() & 0o002 != 0 {
+                    "everyone"
+                } else {
+                    "its group"
+                },
+                m.mode() & 0o7777
+            ));
+        }
+        Ok(())
+    }
+
+    #[cfg(target_os = "linux")]
+    fn me() -> u32 {
+        // SAFETY: geteuid takes no arguments and cannot fail.
+        unsafe { libc::geteuid() }
+    }
+
+    /// `dir` and every folder from it up to `top` belong to the current user and are not
+    /// writable by group or others.
+    pub fn owned_and_private(dir: &Path, top: &Path) -> Result<(), String> {
+        #[cfg(target_os = "linux")]
+        {
+            let me = me();
+            let mut d = Some(dir);
+            while let Some(p) = d {
+                check(p, &[me])?;
+                if p == top {
+                    break;
+                }
+                d = p.parent();
+            }
+            Ok(())
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (dir, top);
+            Ok(())
+        }
+    }
+
+    /// A program and its folder belong to the user or root and no one else may write them.
+    pub fn safe_program(program: &Path) -> Result<(), String> {
+        #[cfg(target_os = "linux")]
+        {
+            let owners = [me(), 0];
+            check(program, &owners)?;
+            match program.parent() {
+                Some(dir) => check(dir, &owners),
+                None => Ok(()),
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = program;
+            Ok(())
+        }
+    }
+
+    /// The first `name` on PATH, as the shell would run it.
+    pub fn on_path(name: &str) -> Option<PathBuf> {
+        let path = std::env::var_os("PATH")?;
+        std::env::split_paths(&path)
+            .filter(|d| d.is_absolute())
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
     }
 }
 

@@ -99,7 +99,14 @@ pub(crate) fn matmul_choice() -> MatmulChoice {
     use std::sync::atomic::Ordering::Relaxed;
     let i = MATMUL_KERNEL.load(Relaxed);
     if i == u8::MAX {
-        let env = std::env::var("ACCEL_WGPU_MATMUL").unwrap_or_default();
+        // A bad value is reported by `accel doctor` (base::env::problems) and means auto here.
+        let env = crate::base::env::choice(
+            "ACCEL_WGPU_MATMUL",
+            &["auto", "blocked", "blocked128", "simple"],
+        )
+        .ok()
+        .flatten()
+        .unwrap_or_default();
         let k = MatmulChoice::from_name(&env).unwrap_or(MatmulChoice::Auto);
         let _ = MATMUL_KERNEL.compare_exchange(u8::MAX, k as u8, Relaxed, Relaxed);
     }

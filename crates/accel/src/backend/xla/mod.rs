@@ -184,10 +184,8 @@ pub fn plugin_candidates(env: &super::cuda::libs::SearchEnv) -> Vec<(PathBuf, St
             out.push((p, src.to_string()));
         }
     };
-    if let Ok(v) = std::env::var("ACCEL_PJRT_PLUGIN") {
-        for p in v.split([':', ',']).filter(|s| !s.is_empty()) {
-            add(PathBuf::from(p), "ACCEL_PJRT_PLUGIN");
-        }
+    for p in crate::base::env::paths("ACCEL_PJRT_PLUGIN", &[':', ',']) {
+        add(p, "ACCEL_PJRT_PLUGIN");
     }
     if let Ok(v) = std::env::var("PJRT_NAMES_AND_LIBRARY_PATHS") {
         for pair in v.split(',').filter(|s| !s.is_empty()) {

@@ -34,13 +34,10 @@ pub(crate) struct Runtime {
     pub devices: Vec<Arc<XlaDevice>>,
 }
 
-/// How long one plugin may take to load and start its client.
-fn load_limit() -> Duration {
-    let s = std::env::var("ACCEL_PJRT_TIMEOUT")
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(60.0);
-    Duration::from_secs_f64(s.max(0.1))
+/// How long one plugin may take to load and start its client (`ACCEL_PJRT_TIMEOUT`, checked
+/// by the central parser: a bad value is an error naming it, reported as the probe's reason).
+fn load_limit() -> std::result::Result<Duration, crate::base::env::EnvError> {
+    crate::base::env::seconds("ACCEL_PJRT_TIMEOUT", 60.0, 0.1, 3600.0)
 }
 
 fn platform_rank(p: &str) -> u8 {
@@ -59,6 +56,7 @@ pub(crate) fn runtime() -> &'static Runtime {
         let env = crate::backend::cuda::libs::SearchEnv::from_process();
         let mut plugins = Vec::new();
         let mut clients: Vec<Arc<Client>> = Vec::new();
+        let limit = load_limit();
         for (path, source) in super::plugin_candidates(&env) {
             let mut plugin = Plugin {
                 path: path.clone(),
@@ -70,6 +68,15 @@ pub(crate) fn runtime() -> &'static Runtime {
                 problem: None,
                 preloaded: Vec::new(),
                 notes: Vec::new(),
+            };
+            let limit = match &limit {
+                Ok(l) => *l,
+                Err(e) => {
+                    // No time limit, no load: nothing runs that could not be stopped.
+                    plugin.problem = Some(format!("not loaded: {e}"));
+                    plugins.push(plugin);
+                    continue;
+                }
             };
             let is_tpu = path.file_name().is_some_and(|n| n == "libtpu.so");
             // Off a TPU VM, libtpu retries a metadata server for minutes unless
@@ -105,7 +112,7 @@ pub(crate) fn runtime() -> &'static Runtime {
                     let r = pjrt::Api::load(&p).and_then(|api| start_client(api, options));
                     let _ = tx.send(r);
                 });
-            match rx.recv_timeout(load_limit()) {
+            match rx.recv_timeout(limit) {
                 Ok(Ok((c, note))) => {
                     plugin.notes.extend(note);
                     plugin.platform = Some(c.platform.clone());
@@ -126,7 +133,7 @@ pub(crate) fn runtime() -> &'static Runtime {
                 Err(_) => {
                     plugin.problem = Some(format!(
                         "did not start within {:.0} s (set ACCEL_PJRT_TIMEOUT to wait longer)",
-                        load_limit().as_secs_f64()
+                        limit.as_secs_f64()
                     ))
                 }
             }
