@@ -61,12 +61,25 @@ pub fn run(json: bool) -> anyhow::Result<()> {
             out::line(l)?;
         }
     }
-    if r.best_device_works {
-        Ok(())
-    } else {
+    let fails: Vec<&str> = r
+        .sections
+        .iter()
+        .flat_map(|s| s.checks.iter())
+        .filter(|c| c.status == accel::doctor::Status::Fail)
+        .map(|c| c.id)
+        .collect();
+    if !r.best_device_works {
         anyhow::bail!(
             "the best device, {}, failed a test computation (see the checks above)",
             r.best_device
         )
     }
+    if !fails.is_empty() {
+        anyhow::bail!(
+            "{} check(s) failed: {} (each says what to do above)",
+            fails.len(),
+            fails.join(", ")
+        )
+    }
+    Ok(())
 }

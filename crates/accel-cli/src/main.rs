@@ -38,7 +38,7 @@ enum Command {
         json: bool,
     },
     /// Why each backend works or not: a checklist per backend, each failure with its fix.
-    /// Exits 1 when the best device does not work.
+    /// Exits 1 when any check fails (WARN and SKIP do not) or the best device does not work.
     Doctor {
         /// Machine-readable output (one object per check, stable keys).
         #[arg(long)]

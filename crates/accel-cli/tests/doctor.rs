@@ -216,10 +216,12 @@ fn no_vulkan_driver_is_a_failure_with_the_fix() {
         &[("VK_DRIVER_FILES", "/nonexistent/accel_icd.json")],
         &["VK_ICD_FILENAMES"],
     );
-    // The CPU still works: exit 0.
-    assert!(o.status.success());
     well_formed(&v);
     if cfg!(target_os = "linux") {
+        // A FAIL check: exit 1, naming it (the CPU still works, and the JSON is complete).
+        assert_eq!(o.status.code(), Some(1));
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains("wgpu.vulkan_icd"), "{e}");
         let c = find(&v, "wgpu.vulkan_icd");
         assert_eq!(c["status"], "fail", "{c}");
         assert!(
@@ -381,4 +383,32 @@ fn out_of_range_accel_variables_are_named_not_a_crash() {
     if s.contains("pjrt_c_api") || s.contains("plugin") {
         assert!(s.contains("ACCEL_PJRT_TIMEOUT='inf' is not valid"), "{s}");
     }
+}
+
+#[test]
+fn a_python3_that_hangs_is_killed_and_named() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("slowpython");
+    let py = dir.path().join("python3");
+    std::fs::write(&py, "#!/bin/sh\nsleep 60\n").unwrap();
+    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let t = std::time::Instant::now();
+    let (o, v) = doctor(&[("PATH", &path)], &["VIRTUAL_ENV", "CONDA_PREFIX"]);
+    let took = t.elapsed().as_secs_f64();
+    assert!(
+        took < 5.0,
+        "doctor took {took:.1} s behind a hanging python3"
+    );
+    assert!(o.status.code().is_some_and(|c| c <= 1));
+    let c = find(&v, "env.untrusted_folders");
+    assert_eq!(c["status"], "warn", "{c}");
+    let found = c["found"].as_str().unwrap();
+    assert!(found.contains(&py.display().to_string()), "{c}");
+    assert!(found.contains("did not answer within 3 s"), "{c}");
 }

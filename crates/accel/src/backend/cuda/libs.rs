@@ -360,15 +360,42 @@ fn ask_python() -> Vec<PathBuf> {
         trust::skipped(&python, &why);
         return Vec::new();
     }
-    let out = std::process::Command::new(&python)
+    // A time limit: a python3 that hangs (a broken shim, a network home folder) must not
+    // hang `accel devices` or doctor; it is killed and named instead.
+    let child = std::process::Command::new(&python)
         .args([
             "-c",
             "import site,sys;print('\\n'.join(site.getsitepackages()+[site.getusersitepackages()]))",
         ])
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
-        .output();
-    match out {
+        .spawn();
+    let Ok(mut child) = child else {
+        return Vec::new();
+    };
+    let t0 = std::time::Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if t0.elapsed() < PYTHON_LIMIT => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                trust::skipped(
+                    &python,
+                    &format!(
+                        "did not answer within {:.0} s when asked for its site-packages (killed)",
+                        PYTHON_LIMIT.as_secs_f64()
+                    ),
+                );
+                return Vec::new();
+            }
+        }
+    }
+    match child.wait_with_output() {
         Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
             .lines()
             .map(PathBuf::from)
@@ -377,6 +404,9 @@ fn ask_python() -> Vec<PathBuf> {
         _ => Vec::new(),
     }
 }
+
+/// How long `python3` may take to name its site-packages.
+const PYTHON_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Which folders and programs accel may take native code from: git's `safe.directory`
 /// reasoning. A folder found relative to the working directory must belong to the current
