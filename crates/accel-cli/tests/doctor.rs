@@ -412,3 +412,36 @@ fn a_python3_that_hangs_is_killed_and_named() {
     assert!(found.contains(&py.display().to_string()), "{c}");
     assert!(found.contains("did not answer within 3 s"), "{c}");
 }
+
+#[test]
+fn a_runtime_folder_someone_else_can_write_is_not_used() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = TempDir::new("tmpdir");
+    // SAFETY: getuid takes no arguments and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let planted = tmp.path().join(format!("accel-runtime-{uid}"));
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (_, v) = doctor(
+        &[("TMPDIR", tmp.path().to_str().unwrap())],
+        &["XDG_RUNTIME_DIR"],
+    );
+    let c = find(&v, "env.runtime_dir");
+    assert_eq!(c["status"], "warn", "{c}");
+    assert!(
+        c["found"]
+            .as_str()
+            .unwrap()
+            .contains("is not a private folder"),
+        "{c}"
+    );
+    // Private and ours: used.
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let (_, v) = doctor(
+        &[("TMPDIR", tmp.path().to_str().unwrap())],
+        &["XDG_RUNTIME_DIR"],
+    );
+    let c = find(&v, "env.runtime_dir");
+    assert_eq!(c["status"], "pass", "{c}");
+    assert_eq!(c["found"], planted.display().to_string());
+}

@@ -222,6 +222,24 @@ fn environment_checks() -> Vec<Check> {
             "correct or unset the variables named",
         )
     }];
+    v.push(match crate::runtime_dir_refused() {
+        Some(why) => check(
+            "env.runtime_dir",
+            "the runtime folder (XDG_RUNTIME_DIR)",
+            Status::Warn,
+            why,
+            "remove that folder (it was not made by you, or others can enter it), or set \
+             XDG_RUNTIME_DIR to a private folder of yours",
+        ),
+        None => check(
+            "env.runtime_dir",
+            "the runtime folder (XDG_RUNTIME_DIR)",
+            Status::Pass,
+            std::env::var_os("XDG_RUNTIME_DIR")
+                .map_or("unset".to_string(), |v| v.to_string_lossy().into_owned()),
+            "",
+        ),
+    });
     let skipped = crate::backend::cuda::libs::trust::skipped_so_far();
     v.push(if skipped.is_empty() {
         check(

@@ -94,10 +94,30 @@ pub unsafe fn prepare_environment() {
         let uid = unsafe { libc::getuid() };
         let dir = std::env::temp_dir().join(format!("accel-runtime-{uid}"));
         let made = std::fs::DirBuilder::new().mode(0o700).create(&dir);
-        if made.is_ok() || dir.is_dir() {
+        // An existing folder is used only when it is ours and private: anyone may create
+        // `/tmp/accel-runtime-<uid>` first (a symlink, or a folder others can write).
+        let ours = || {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::symlink_metadata(&dir)
+                .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0)
+        };
+        if made.is_ok() || ours() {
             std::env::set_var("XDG_RUNTIME_DIR", &dir);
+        } else {
+            let _ = RUNTIME_DIR_REFUSED.set(format!(
+                "{} exists but is not a private folder of uid {uid} (owner, mode 0700, not a \
+                 symlink), so XDG_RUNTIME_DIR was left unset",
+                dir.display()
+            ));
         }
     }
+}
+
+static RUNTIME_DIR_REFUSED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Why [`prepare_environment`] did not set `XDG_RUNTIME_DIR`, when it refused a folder.
+pub fn runtime_dir_refused() -> Option<&'static str> {
+    RUNTIME_DIR_REFUSED.get().map(String::as_str)
 }
 
 /// Seeds the generator behind `rand`, `randn` and parameter initialisation, so a program
