@@ -158,6 +158,56 @@ mod xla {
     }
 
     #[test]
+    fn empty_cache_forgets_programs_and_the_cache_is_bounded() -> accel::Result<()> {
+        let _serial = common::lock();
+        let _one_at_a_time = compiling();
+        let Some(d) = xla_devices().first().copied() else {
+            return Ok(());
+        };
+        // A shape no other test uses.
+        let a = Tensor::ones((41, 2), DType::F32, &d)?;
+        let first = |a: &Tensor| -> accel::Result<f32> {
+            a.add_scalar(1.0)?.sum_all()?.to_scalar::<f32>()
+        };
+        assert_eq!(first(&a)?, 164.0);
+        let compiled = accel::xla::compile_count();
+        assert_eq!(first(&a)?, 164.0);
+        assert_eq!(accel::xla::compile_count(), compiled, "cached");
+        accel::memory::empty_cache(&d)?;
+        assert_eq!(first(&a)?, 164.0);
+        assert!(
+            accel::xla::compile_count() > compiled,
+            "empty_cache forgot nothing: the same program was not compiled again"
+        );
+        // More distinct programs than the cache holds: the least recently used goes.
+        let start = accel::xla::compile_count();
+        for n in 1..=300usize {
+            let t = Tensor::ones((n,), DType::F32, &d)?;
+            assert_eq!(t.add_scalar(1.0)?.to_vec1::<f32>()?.len(), n);
+        }
+        assert!(accel::xla::compile_count() - start >= 300);
+        let again = accel::xla::compile_count();
+        // n = 1 was used 300 programs ago: evicted, compiled again. n = 300 is still there.
+        Tensor::ones((1,), DType::F32, &d)?
+            .add_scalar(1.0)?
+            .to_vec1::<f32>()?;
+        assert!(
+            accel::xla::compile_count() > again,
+            "the cache kept 300+ programs"
+        );
+        let again = accel::xla::compile_count();
+        Tensor::ones((300,), DType::F32, &d)?
+            .add_scalar(1.0)?
+            .to_vec1::<f32>()?;
+        assert_eq!(
+            accel::xla::compile_count(),
+            again,
+            "a recent program was evicted"
+        );
+        Ok(())
+    }
+
+    #[test]
     fn identical_ops_compile_once_and_sync_waits() -> accel::Result<()> {
         let _serial = common::lock();
         let _one_at_a_time = compiling();

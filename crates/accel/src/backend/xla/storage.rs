@@ -324,19 +324,45 @@ pub(crate) fn compile_seconds() -> f64 {
     COMPILE_NANOS.load(Ordering::Relaxed) as f64 / 1e9
 }
 
-/// Per client, per program text. Looked up by `&str`: no copy of the text on a hit.
-type Cache = HashMap<usize, HashMap<String, Arc<pjrt::Executable>>>;
+/// Programs kept per client. A program is specialised to its op, shapes and views, so a
+/// training loop uses tens of them; one compiled executable holds from ~100 KiB (XLA's CPU) to
+/// a few MiB (GPU kernels) of host memory. 256 bounds that to some hundreds of MiB at worst
+/// while a program in use is never compiled twice; the least recently used goes first.
+pub(crate) const CACHE_PROGRAMS: usize = 256;
 
-fn executable(dev: &XlaDevice, mlir: &str) -> Result<Arc<pjrt::Executable>> {
-    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+/// Per client, per program text: the executable and when it was last used (a tick). Looked up
+/// by `&str`: no copy of the text on a hit.
+type Cache = HashMap<usize, HashMap<String, (Arc<pjrt::Executable>, u64)>>;
+
+static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+static TICK: AtomicU64 = AtomicU64::new(0);
+
+fn cache() -> &'static Mutex<Cache> {
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Forgets every compiled program of `dev`'s client (`empty_cache`); programs still running
+/// keep their executable alive until they finish.
+fn forget_programs(dev: &XlaDevice) {
     let client = Arc::as_ptr(&dev.client) as usize;
-    let hit = cache
+    cache()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .get(&client)
-        .and_then(|m| m.get(mlir))
-        .cloned();
+        .remove(&client);
+}
+
+fn executable(dev: &XlaDevice, mlir: &str) -> Result<Arc<pjrt::Executable>> {
+    let client = Arc::as_ptr(&dev.client) as usize;
+    let now = TICK.fetch_add(1, Ordering::Relaxed);
+    let hit = cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_mut(&client)
+        .and_then(|m| m.get_mut(mlir))
+        .map(|(e, used)| {
+            *used = now;
+            e.clone()
+        });
     if let Some(e) = hit {
         return Ok(e);
     }
@@ -354,12 +380,19 @@ fn executable(dev: &XlaDevice, mlir: &str) -> Result<Arc<pjrt::Executable>> {
     COMPILE_NANOS.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
     COMPILES.fetch_add(1, Ordering::Relaxed);
     let exe = Arc::new(exe);
-    cache
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(client)
-        .or_default()
-        .insert(mlir.to_string(), exe.clone());
+    let mut c = cache().lock().unwrap_or_else(|e| e.into_inner());
+    let m = c.entry(client).or_default();
+    while m.len() >= CACHE_PROGRAMS {
+        let Some(oldest) = m
+            .iter()
+            .min_by_key(|(_, (_, used))| *used)
+            .map(|(k, _)| k.clone())
+        else {
+            break;
+        };
+        m.remove(&oldest);
+    }
+    m.insert(mlir.to_string(), (exe.clone(), now));
     Ok(exe)
 }
 
@@ -483,10 +516,26 @@ pub(crate) fn synchronize(i: usize) -> Result<()> {
     let dev = device(i)?;
     let pending: Vec<Weak<pjrt::Buffer>> =
         std::mem::take(&mut *dev.pending.lock().unwrap_or_else(|e| e.into_inner()));
+    // Every result is waited for, even after one failed, and every failure is reported: the
+    // first as the error, with how many more failed.
+    let mut errors = Vec::new();
     for b in pending.iter().filter_map(Weak::upgrade) {
-        b.ready().map_err(perr(&dev, "waiting", 0))?;
+        if let Err(e) = b.ready() {
+            errors.push(e);
+        }
     }
-    Ok(())
+    let n = errors.len();
+    match errors.into_iter().next() {
+        None => Ok(()),
+        Some(first) => {
+            let what = if n == 1 {
+                "waiting for a result".to_string()
+            } else {
+                format!("waiting for results ({n} failed; the first error)")
+            };
+            Err(perr(&dev, &what, 0)(first))
+        }
+    }
 }
 
 impl XlaStorage {
@@ -615,7 +664,13 @@ impl Backend for Xla {
     fn allocator_reserved_bytes(_: Device) -> Option<u64> {
         None
     }
-    fn empty_cache(_: Device) {}
+    fn empty_cache(device: Device) {
+        if let Device::Xla(i) = device {
+            if let Ok(dev) = self::device(i) {
+                forget_programs(&dev);
+            }
+        }
+    }
     fn host_cached_bytes() -> u64 {
         0
     }

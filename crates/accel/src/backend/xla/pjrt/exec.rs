@@ -209,6 +209,9 @@ impl Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
+        if self.raw.is_null() {
+            return;
+        }
         let mut a = sys::BufferArgs {
             struct_size: args_size!(sys::BufferArgs, buffer),
             extension_start: std::ptr::null_mut(),

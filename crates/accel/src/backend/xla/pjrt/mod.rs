@@ -533,15 +533,23 @@ impl Client {
             self.api
                 .call(slot::CLIENT_BUFFER_FROM_HOST_BUFFER, &mut a)?
         };
+        // Owned first, so that a failed wait below destroys the buffer and the event instead
+        // of leaking them.
         let done = Event {
             api: self.api.clone(),
             raw: a.done_with_host_buffer,
         };
-        done.wait()?;
-        Ok(Buffer {
+        if a.buffer.is_null() {
+            return Err(local(
+                "the plugin returned no buffer for a host-to-device copy".to_string(),
+            ));
+        }
+        let buffer = Buffer {
             api: self.api.clone(),
             raw: a.buffer,
-        })
+        };
+        done.wait()?;
+        Ok(buffer)
     }
 }
 
