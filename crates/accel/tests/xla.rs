@@ -166,9 +166,8 @@ mod xla {
         };
         // A shape no other test uses.
         let a = Tensor::ones((41, 2), DType::F32, &d)?;
-        let first = |a: &Tensor| -> accel::Result<f32> {
-            a.add_scalar(1.0)?.sum_all()?.to_scalar::<f32>()
-        };
+        let first =
+            |a: &Tensor| -> accel::Result<f32> { a.add_scalar(1.0)?.sum_all()?.to_scalar::<f32>() };
         assert_eq!(first(&a)?, 164.0);
         let compiled = accel::xla::compile_count();
         assert_eq!(first(&a)?, 164.0);

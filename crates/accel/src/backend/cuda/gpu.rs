@@ -316,8 +316,9 @@ impl Gpu {
         let mut module: sys::CUmodule = std::ptr::null_mut();
         // SAFETY: context bound above; `image` is a borrowed byte buffer alive for the call
         // (cuModuleLoadData copies it); `module` is a valid out-pointer. The driver parses the
-        // image and rejects a damaged one with an error (kernels::cubin only accepts cached
-        // files that start with the ELF magic, keyed by a hash of the source and arch).
+        // image; a cached image is handed over only when its length and FNV-1a hash match
+        // the header written with it (kernels::unframe), so a truncated file is never read
+        // past its end.
         let load = |image: &[u8], module: &mut sys::CUmodule| unsafe {
             sys::cuModuleLoadData(module, image.as_ptr() as *const c_void)
         };
