@@ -304,6 +304,8 @@ mod cuda {
 
     #[test]
     fn gpu_matmul_every_float_dtype_and_tf32_against_the_cpu() -> accel::Result<()> {
+        // Exact ledger values and the global generator: one GPU test at a time.
+        let _serial = common::lock();
         for d in gpus() {
             for (m, k, n) in [(1, 1, 1), (17, 33, 5), (128, 64, 96), (257, 513, 129)] {
                 let a = Tensor::randn(0.0, 1.0, (m, k), &Device::Cpu)?;
@@ -350,6 +352,8 @@ mod cuda {
 
     #[test]
     fn gpu_memory_is_accounted_and_copies_round_trip() -> accel::Result<()> {
+        // Exact ledger values and the global generator: one GPU test at a time.
+        let _serial = common::lock();
         for d in gpus() {
             let before = accel::memory::stats(&d);
             // 48 MiB: large enough to go through the pinned staging buffers both ways.
@@ -381,6 +385,8 @@ mod cuda {
 
     #[test]
     fn gpu_random_numbers_are_seedable_and_have_the_right_moments() -> accel::Result<()> {
+        // Exact ledger values and the global generator: one GPU test at a time.
+        let _serial = common::lock();
         for d in gpus() {
             accel::manual_seed(7);
             let a = Tensor::randn(2.0, 3.0, 1 << 20, &d)?.to_vec1::<f32>()?;
@@ -404,6 +410,8 @@ mod cuda {
 
     #[test]
     fn gpu_long_reductions_use_every_sm_and_agree_with_the_cpu() -> accel::Result<()> {
+        // Exact ledger values and the global generator: one GPU test at a time.
+        let _serial = common::lock();
         for d in gpus() {
             let n = 3 << 20;
             let host: Vec<f32> = (0..n).map(|i| ((i % 7) as f32) - 3.0).collect();
@@ -422,6 +430,8 @@ mod cuda {
 
     #[test]
     fn gpu_to_gpu_copies() -> accel::Result<()> {
+        // Exact ledger values and the global generator: one GPU test at a time.
+        let _serial = common::lock();
         let g = gpus();
         if g.len() < 2 {
             if !g.is_empty() {
@@ -438,6 +448,8 @@ mod cuda {
 
     #[test]
     fn gpu_pinned_memory() -> accel::Result<()> {
+        // Exact ledger values and the global generator: one GPU test at a time.
+        let _serial = common::lock();
         for d in gpus() {
             // 40 MiB: above the size where pageable copies are staged.
             let n = 10 << 20;
