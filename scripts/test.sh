@@ -76,8 +76,9 @@ cargo run --release -q -p accel-cli -- devices
 echo "== tests"
 # Release mode: the kernels run at real sizes, and the build is shared with `cargo run --release`.
 # --nocapture lets each test binary's `skipped:` lines through (tests print nothing else).
-cargo test --workspace --release --all-targets -- --nocapture
-cargo test --workspace --release --doc
+mkdir -p target
+cargo test --workspace --release --all-targets -- --nocapture 2>&1 | tee target/test-output.log
+cargo test --workspace --release --doc 2>&1 | tee -a target/test-output.log
 
 echo "== GPU check rehearsal: both calls of scripts/gpu_check.sh against this machine"
 # JAX on the CPU, in its own environment (beside accel's plugin in .venv-test it would be
@@ -97,3 +98,6 @@ echo "== fuzzing: every cargo-fuzz target, a fixed number of runs from seed 1, w
 # ones for N seconds per target instead); `scripts/fuzz.sh 600` is the long one
 # (RELIABILITY.md).
 scripts/fuzz.sh "${ACCEL_FUZZ_SECONDS:-short}"
+
+echo "== tests per backend"
+python3 scripts/test_counts.py target/test-output.log
