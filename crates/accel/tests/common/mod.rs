@@ -170,6 +170,32 @@ pub fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
     }
 }
 
+/// A batched matrix product by the textbook triple loop in f64: the independent reference for
+/// every backend's matmul. `a` is `batch x m x k`; `b` is `k x n`, or `batch x k x n` when
+/// `b_batched`.
+#[allow(dead_code)]
+pub fn naive_matmul(
+    a: &[f64],
+    b: &[f64],
+    (batch, m, k, n): (usize, usize, usize, usize),
+    b_batched: bool,
+) -> Vec<f64> {
+    let mut c = vec![0.0; batch * m * n];
+    for z in 0..batch {
+        let bo = if b_batched { z * k * n } else { 0 };
+        for i in 0..m {
+            for j in 0..n {
+                let mut s = 0.0;
+                for p in 0..k {
+                    s += a[z * m * k + i * k + p] * b[bo + p * n + j];
+                }
+                c[z * m * n + i * n + j] = s;
+            }
+        }
+    }
+    c
+}
+
 /// Deterministic pseudo-random values in [-4, 4), for references that do not depend on
 /// accel's own generator.
 pub fn values(n: usize, seed: u64) -> Vec<f64> {
