@@ -665,6 +665,9 @@ impl BackendStorage for CudaStorage {
         if k == 0 {
             return CudaStorage::full(&self.gpu, self.dtype, bsz * m * n, 0.0);
         }
+        // Checked here too, as the CPU GEMM does: cuBLAS and the integer kernel index the
+        // operands with these strides and trust them.
+        spec.check_in_bounds(self.len, rhs.len)?;
         match self.dtype {
             DType::I32 | DType::I64 => {
                 let p = [
