@@ -623,39 +623,9 @@ fn ten_seconds_of_concurrent_scrapes() {
         c.get("/metrics").unwrap();
     }
     let rss_before = rss_kib(pid);
-    let seconds = 10.0;
     let threads = 4;
-    let t0 = Instant::now();
-    let handles: Vec<_> = (0..threads)
-        .map(|_| {
-            std::thread::spawn(move || {
-                let mut c = Client::new(addr);
-                let (mut lat, mut errors) = (Vec::new(), 0u32);
-                while t0.elapsed().as_secs_f64() < seconds {
-                    let s = Instant::now();
-                    match c.get("/metrics") {
-                        Ok((200, _, body)) if body.contains("accel_host_cpu_percent") => {
-                            lat.push(s.elapsed().as_secs_f64())
-                        }
-                        _ => {
-                            errors += 1;
-                            c = Client::new(addr);
-                        }
-                    }
-                }
-                (lat, errors)
-            })
-        })
-        .collect();
-    let (mut lat, mut errors) = (Vec::new(), 0);
-    for h in handles {
-        let (l, e) = h.join().unwrap();
-        lat.extend(l);
-        errors += e;
-    }
-    let wall = t0.elapsed().as_secs_f64();
+    let (lat, wall, errors) = scrape_for(addr, threads, 10.0);
     let rss_after = rss_kib(pid);
-    lat.sort_by(f64::total_cmp);
     let pct = |q: f64| lat[((lat.len() - 1) as f64 * q) as usize] * 1e3;
     let rate = lat.len() as f64 / wall;
     println!(
@@ -717,9 +687,9 @@ fn serve_limited(limit: u32, more: &str) -> (Proc, SocketAddr) {
     (Proc(child), addr)
 }
 
-/// Scrapes from `threads` keep-alive connections for `seconds`: (scrapes per second, p99 ms,
-/// errors).
-fn load(addr: SocketAddr, threads: usize, seconds: f64) -> (f64, f64, u32) {
+/// Scrapes `/metrics` from `threads` keep-alive connections for `seconds`: each successful
+/// scrape's latency in seconds (sorted), the wall time, and the errors.
+fn scrape_for(addr: SocketAddr, threads: usize, seconds: f64) -> (Vec<f64>, f64, u32) {
     let t0 = Instant::now();
     let handles: Vec<_> = (0..threads)
         .map(|_| {
@@ -749,12 +719,18 @@ fn load(addr: SocketAddr, threads: usize, seconds: f64) -> (f64, f64, u32) {
         errors += e;
     }
     lat.sort_by(f64::total_cmp);
+    (lat, t0.elapsed().as_secs_f64(), errors)
+}
+
+/// [`scrape_for`] summed up: (scrapes per second, p99 ms, errors).
+fn load(addr: SocketAddr, threads: usize, seconds: f64) -> (f64, f64, u32) {
+    let (lat, wall, errors) = scrape_for(addr, threads, seconds);
     let p99 = lat
         .get(((lat.len().max(1) - 1) as f64 * 0.99) as usize)
         .copied()
         .unwrap_or(f64::NAN)
         * 1e3;
-    (lat.len() as f64 / t0.elapsed().as_secs_f64(), p99, errors)
+    (lat.len() as f64 / wall, p99, errors)
 }
 
 #[test]

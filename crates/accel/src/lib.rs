@@ -104,7 +104,7 @@ pub unsafe fn prepare_environment() {
         if made.is_ok() || ours() {
             std::env::set_var("XDG_RUNTIME_DIR", &dir);
         } else {
-            let _ = RUNTIME_DIR_REFUSED.set(format!(
+            base::env::refuse_runtime_dir(format!(
                 "{} exists but is not a private folder of uid {uid} (owner, mode 0700, not a \
                  symlink), so XDG_RUNTIME_DIR was left unset",
                 dir.display()
@@ -113,12 +113,7 @@ pub unsafe fn prepare_environment() {
     }
 }
 
-static RUNTIME_DIR_REFUSED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// Why [`prepare_environment`] did not set `XDG_RUNTIME_DIR`, when it refused a folder.
-pub fn runtime_dir_refused() -> Option<&'static str> {
-    RUNTIME_DIR_REFUSED.get().map(String::as_str)
-}
+pub use base::env::runtime_dir_refused;
 
 /// Seeds the generator behind `rand`, `randn` and parameter initialisation, so a program
 /// draws the same numbers on every run (`torch.manual_seed`).

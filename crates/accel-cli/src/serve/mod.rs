@@ -67,9 +67,6 @@ pub fn escape_label(v: &str) -> String {
     out
 }
 
-fn hostname() -> String {
-    sysinfo::System::host_name().unwrap_or_else(|_| "localhost".into())
-}
 
 /// Prometheus label values: `""` for an unknown value.
 fn or_empty(v: &Option<String>) -> String {
@@ -556,12 +553,13 @@ pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
     let bound = listener
         .local_addr()
         .map_or_else(|_| addr.to_string(), |a| a.to_string());
-    let host = hostname();
     // The first collection before the first scrape. Telemetry only: no compute library is
     // loaded, no PJRT client or Vulkan instance made.
     let mut sampler = Sampler::with_roots(o.roots);
     let t = Instant::now();
     let first = sampler.sample();
+    // The machine's name, as the sampler read it once.
+    let host = first.hostname.clone();
     let latest = Arc::new(RwLock::new(publish(
         &first,
         &host,

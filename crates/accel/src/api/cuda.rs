@@ -1,7 +1,7 @@
 //! NVIDIA GPUs through the CUDA driver API, cuBLAS and NVRTC (PyTorch's `torch.cuda`).
 //! Nothing here panics when the hardware or a library is missing: the probe reports why.
 
-pub use crate::backend::cuda::{kernels, libs, GpuLoad, GpuProcess};
+pub use crate::backend::cuda::{kernel_cache, kernels, libs, trust, GpuLoad, GpuProcess};
 
 use crate::backend::registry;
 use crate::base::probe::Probe;

@@ -138,6 +138,19 @@ pub fn path(var: &'static str) -> Option<PathBuf> {
     raw(var).map(PathBuf::from)
 }
 
+static RUNTIME_DIR_REFUSED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Notes why `prepare_environment` left `XDG_RUNTIME_DIR` unset.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub(crate) fn refuse_runtime_dir(why: String) {
+    let _ = RUNTIME_DIR_REFUSED.set(why);
+}
+
+/// Why `accel::prepare_environment` did not set `XDG_RUNTIME_DIR`, when it refused a folder.
+pub fn runtime_dir_refused() -> Option<&'static str> {
+    RUNTIME_DIR_REFUSED.get().map(String::as_str)
+}
+
 /// Every problem with the `ACCEL_*` variables set now: values out of range, and names accel
 /// does not know (a typo such as `ACCEL_PJRT_TIMOUT` would otherwise be ignored silently).
 pub fn problems() -> Vec<String> {

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys;
 
+use super::kernel_cache;
 use super::kernels::{self, Family, Kernel};
 use crate::backend::ops::par_copy;
 use crate::base::error::Room;
@@ -304,20 +305,21 @@ impl Gpu {
         if let Some(x) = m.get(&family) {
             return Ok(*x);
         }
-        let cubin = kernels::cubin(family, &self.arch).map_err(|e| Error::DeviceUnavailable {
-            device: self.device(),
-            reason: e,
-            hint: "accel compiles its kernels with NVRTC: `pip install nvidia-cuda-nvrtc` or \
+        let cubin =
+            kernel_cache::cubin(family, &self.arch).map_err(|e| Error::DeviceUnavailable {
+                device: self.device(),
+                reason: e,
+                hint: "accel compiles its kernels with NVRTC: `pip install nvidia-cuda-nvrtc` or \
                    set ACCEL_CUDA_LIB_DIR to a folder holding libnvrtc.so.13"
-                .to_string(),
-            available: String::new(),
-        })?;
+                    .to_string(),
+                available: String::new(),
+            })?;
         self.bind()?;
         let mut module: sys::CUmodule = std::ptr::null_mut();
         // SAFETY: context bound above; `image` is a borrowed byte buffer alive for the call
         // (cuModuleLoadData copies it); `module` is a valid out-pointer. The driver parses the
         // image; a cached image is handed over only when its length and FNV-1a hash match
-        // the header written with it (kernels::unframe), so a truncated file is never read
+        // the header written with it (kernel_cache::unframe), so a truncated file is never read
         // past its end.
         let load = |image: &[u8], module: &mut sys::CUmodule| unsafe {
             sys::cuModuleLoadData(module, image.as_ptr() as *const c_void)
@@ -333,7 +335,7 @@ impl Gpu {
                         e,
                     )
                 })?;
-            kernels::store(family, &self.arch, &fresh);
+            kernel_cache::store(family, &self.arch, &fresh);
             r = load(&fresh, &mut module);
         }
         ck(

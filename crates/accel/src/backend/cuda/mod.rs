@@ -14,8 +14,10 @@
 //! Without the `cuda` feature, `off.rs` stands in with the same items. Nothing here panics
 //! when the hardware or a library is missing: the probe reports why.
 
+pub mod kernel_cache;
 pub mod kernels;
 pub mod libs;
+pub mod trust;
 
 #[cfg(feature = "cuda")]
 mod backend;

@@ -23,6 +23,8 @@ pub mod sys;
 #[cfg(all(feature = "xla", target_os = "linux"))]
 pub(crate) mod pjrt;
 #[cfg(all(feature = "xla", target_os = "linux"))]
+mod programs;
+#[cfg(all(feature = "xla", target_os = "linux"))]
 pub(crate) mod storage;
 
 #[cfg(not(all(feature = "xla", target_os = "linux")))]
