@@ -336,6 +336,16 @@ fn main() -> ExitCode {
     // SAFETY: the first statement of main: no other thread exists yet to read the
     // environment while it changes.
     unsafe { accel::prepare_environment() };
+    // `accel __probe-helper <task>`: this program run as its own probe helper (a child that
+    // tries a driver's or plugin's start and is killed if it hangs).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if args.first().is_some_and(|a| a == "__probe-helper") {
+        let task = args.get(1).map(|t| t.to_string_lossy().into_owned());
+        accel::probe_helper_main(&task.unwrap_or_default(), args.get(2..).unwrap_or_default());
+    }
+    if let Ok(me) = std::env::current_exe() {
+        accel::enable_probe_helper(me);
+    }
     // A bug must still read as one line, not a panic message and a backtrace.
     std::panic::set_hook(Box::new(|info| {
         let msg = info

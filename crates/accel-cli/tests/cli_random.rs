@@ -315,6 +315,10 @@ fn env_draw(rng: &mut Rng) -> Env {
             "ACCEL_PJRT_TIMEOUT",
             &["inf", "1e20", "-1", "", "5", "nan", "0.05", "\u{ff}"],
         ),
+        (
+            "ACCEL_PROBE_TIMEOUT",
+            &["inf", "0", "-3", "", "30", "\u{ff}"],
+        ),
         ("ACCEL_WGPU_MATMUL", &["bogus", "simple", "", "\u{ff}"]),
         (
             "ACCEL_CACHE_DIR",

@@ -115,6 +115,65 @@ pub unsafe fn prepare_environment() {
 
 pub use base::env::runtime_dir_refused;
 
+/// Probes the drivers and plugins that cannot be stopped inside a process (`cuInit`,
+/// `nvmlInit`, a PJRT plugin's start, Vulkan enumeration) first in a child process started
+/// from `program` with the arguments `__probe-helper <task>`, killed at `ACCEL_PROBE_TIMEOUT`
+/// (90 s by default) with anything it started: a hung or crashing driver then makes its
+/// backend unavailable with the step that hung, instead of hanging or crashing the caller.
+/// `program` must answer those arguments with [`probe_helper_main`]; the `accel` command
+/// does this for itself. Off unless called.
+pub fn enable_probe_helper(program: std::path::PathBuf) {
+    base::helper::enable(program, || {
+        backend::cuda::libs::site_packages_for_helper()
+            .map(|v| (backend::cuda::libs::SITE_PACKAGES_VAR, v))
+            .into_iter()
+            .collect()
+    })
+}
+
+/// The helper's side of [`enable_probe_helper`]: runs `task` (`cuda`, `xla`, `wgpu` or
+/// `nvml`; for `xla`, `--skip <plugin>` pairs may follow) in this process, prints what the
+/// parent needs on stdout, and exits (status 0; 2 for an unknown task) without running exit
+/// handlers.
+pub fn probe_helper_main(task: &str, rest: &[std::ffi::OsString]) -> ! {
+    base::helper::mark_helper();
+    let skip: Vec<std::path::PathBuf> = rest
+        .windows(2)
+        .filter(|w| w[0] == "--skip")
+        .map(|w| std::path::PathBuf::from(&w[1]))
+        .collect();
+    backend::xla::skip_in_helper(skip);
+    let kind = |k: BackendKind| {
+        vec![(
+            "available",
+            backend::registry::probe(k).is_available().to_string(),
+        )]
+    };
+    let answer = match task {
+        "cuda" => kind(BackendKind::Cuda),
+        "wgpu" => kind(BackendKind::Wgpu),
+        "xla" => {
+            let mut a = kind(BackendKind::Xla);
+            for p in backend::xla::stalled_plugins() {
+                a.push(("stalled", p.to_string_lossy().into_owned()));
+            }
+            a
+        }
+        "nvml" => {
+            telemetry::nvidia::start_for_helper();
+            Vec::new()
+        }
+        other => {
+            eprintln!(
+                "error: unknown probe helper task {other:?} (tasks: {})",
+                base::helper::TASKS.join(", ")
+            );
+            base::helper::finish(&[], 2)
+        }
+    };
+    base::helper::finish(&answer, 0)
+}
+
 /// Seeds the generator behind `rand`, `randn` and parameter initialisation, so a program
 /// draws the same numbers on every run (`torch.manual_seed`).
 pub fn manual_seed(seed: u64) {

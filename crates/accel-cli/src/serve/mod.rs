@@ -67,7 +67,6 @@ pub fn escape_label(v: &str) -> String {
     out
 }
 
-
 /// Prometheus label values: `""` for an unknown value.
 fn or_empty(v: &Option<String>) -> String {
     v.clone().unwrap_or_default()

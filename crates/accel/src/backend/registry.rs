@@ -58,6 +58,16 @@ pub(crate) fn probe(kind: BackendKind) -> &'static Probe {
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     PROBES[kind as usize].get_or_init(|| {
         let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        // Drivers that cannot be stopped inside this process are tried first in a helper
+        // process killed at a deadline (when the program enabled one). XLA asks per plugin,
+        // in its own loader, so one bad plugin does not hide the others.
+        let task = match kind {
+            BackendKind::Cuda | BackendKind::Wgpu if kind.is_compiled() => Some(kind.name()),
+            _ => None,
+        };
+        if let Some(Err(r)) = task.map(crate::base::helper::canary) {
+            return Probe::unavailable(kind, true, r.reason, r.hint);
+        }
         let p = on_backend!(kind, B => {
             debug_assert_eq!(B::KIND, kind);
             B::probe()
@@ -72,8 +82,20 @@ pub(crate) fn probed(kind: BackendKind) -> Option<&'static Probe> {
     PROBES[kind as usize].get()
 }
 
+/// Starts the probe helpers of every backend not yet probed side by side, before a question
+/// that needs them all.
+fn prestart_helpers() {
+    let helpers: Vec<&'static str> = [BackendKind::Cuda, BackendKind::Xla, BackendKind::Wgpu]
+        .into_iter()
+        .filter(|k| k.is_compiled() && probed(*k).is_none())
+        .map(BackendKind::name)
+        .collect();
+    crate::base::helper::prestart(&helpers);
+}
+
 /// Every backend's probe, in `BackendKind::ALL` order.
 pub(crate) fn probe_all() -> Vec<&'static Probe> {
+    prestart_helpers();
     BackendKind::ALL.into_iter().map(probe).collect()
 }
 
@@ -179,6 +201,7 @@ impl Device {
     /// computes on the host's CPU again (XLA's CPU platform, a software adapter such as
     /// lavapipe) is never chosen over the CPU itself.
     pub fn best() -> Device {
+        prestart_helpers();
         BackendKind::BEST_ORDER
             .into_iter()
             .flat_map(|k| probe(k).devices())

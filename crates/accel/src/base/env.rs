@@ -14,6 +14,14 @@ pub const KNOWN: &[(&str, &str)] = &[
         "seconds one PJRT plugin may take to load, from 0.1 to 3600 (default 60)",
     ),
     (
+        "ACCEL_PROBE_TIMEOUT",
+        "seconds one backend's probe may take in its helper process, from 0.1 to 3600 (default 90)",
+    ),
+    (
+        "ACCEL_HELPER_SITE_PACKAGES",
+        "set by accel for its probe helpers (python3's site-packages, separated by ':')",
+    ),
+    (
         "ACCEL_PJRT_PLUGIN",
         "PJRT plugin files to load, separated by ':' or ','",
     ),

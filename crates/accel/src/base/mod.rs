@@ -7,6 +7,7 @@ pub(crate) mod device;
 pub(crate) mod dtype;
 pub mod env;
 pub(crate) mod error;
+pub(crate) mod helper;
 pub(crate) mod ledger;
 pub mod probe;
 pub(crate) mod shape;

@@ -129,7 +129,15 @@ fn nvml_candidates() -> Vec<std::ffi::OsString> {
 fn start_nvml() -> Result<Option<nvml_wrapper::Nvml>, String> {
     use nvml_wrapper::error::NvmlError;
     let mut last = None;
-    for lib in nvml_candidates() {
+    let candidates = nvml_candidates();
+    // nvmlInit cannot be interrupted: where the program enabled the probe helper, a child
+    // starts NVML first (once per process), and a hang or crash there keeps it out of here.
+    if !candidates.is_empty() {
+        crate::base::helper::canary("nvml")
+            .map_err(|r| format!("NVML not started: {}", r.reason))?;
+    }
+    for lib in candidates {
+        crate::base::helper::step(format!("nvmlInit ({})", lib.to_string_lossy()));
         match nvml_wrapper::Nvml::builder().lib_path(&lib).init() {
             Ok(n) => return Ok(Some(n)),
             Err(NvmlError::LibloadingError(_)) => continue,
@@ -361,6 +369,12 @@ pub struct GpuLoad {
     /// The PCIe link now (generation, lanes).
     pub pcie_link: Option<(u32, u32)>,
     pub processes: Vec<GpuProcess>,
+}
+
+/// The probe helper's `nvml` task: start NVML (and stop, by exiting).
+pub fn start_for_helper() {
+    #[cfg(feature = "nvml")]
+    let _ = start_nvml();
 }
 
 /// NVML for one-off questions (the CUDA backend's probe, `accel::cuda::utilization`), started

@@ -145,6 +145,7 @@ fn probe_driver() -> Probe {
             "update the NVIDIA driver to 580 or newer".to_string(),
         );
     }
+    crate::base::helper::step("cuInit");
     // SAFETY: libcuda is loaded (checked above); cuInit takes flags 0 and may be called any
     // number of times, from any thread.
     let r = unsafe { sys::cuInit(0) };
@@ -181,6 +182,7 @@ fn probe_driver() -> Probe {
     if count <= 0 {
         return no_device("the driver is installed but finds no CUDA GPU".to_string());
     }
+    crate::base::helper::step("NVML: start and read the driver version");
     let driver = nvml::driver_version();
     let lib_note = |name: &str| -> String {
         match libs.iter().find(|l| l.name == name) {

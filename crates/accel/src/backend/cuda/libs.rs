@@ -347,9 +347,34 @@ pub fn search_dirs(env: &SearchEnv) -> Vec<SearchDir> {
 
 /// `python3 -c ...`'s site-packages, asked once per process (a process start costs tens of
 /// milliseconds, and both the CUDA and the XLA searches want it).
+static PYTHON_SP: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+
 fn python_site_packages() -> Vec<PathBuf> {
-    static SP: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
-    SP.get_or_init(ask_python).clone()
+    PYTHON_SP
+        .get_or_init(|| {
+            // A probe helper takes its parent's answer: python3 is asked once per command.
+            match std::env::var_os(SITE_PACKAGES_VAR) {
+                Some(v) if crate::base::helper::is_helper() => std::env::split_paths(&v)
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .collect(),
+                _ => ask_python(),
+            }
+        })
+        .clone()
+}
+
+/// The variable that carries `python3`'s site-packages to a probe helper.
+pub const SITE_PACKAGES_VAR: &str = "ACCEL_HELPER_SITE_PACKAGES";
+
+/// `python3`'s site-packages for a probe helper's environment, when this process asks python3
+/// at all (it does only where no Python environment is found otherwise; the helper, with the
+/// same environment, then does not ask either).
+pub fn site_packages_for_helper() -> Option<std::ffi::OsString> {
+    static SEARCHED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    SEARCHED.get_or_init(|| drop(python_environments(&SearchEnv::from_process())));
+    PYTHON_SP
+        .get()
+        .map(|sp| std::env::join_paths(sp).unwrap_or_default())
 }
 
 fn ask_python() -> Vec<PathBuf> {
@@ -623,6 +648,7 @@ pub fn load(w: &Wanted, dirs: &[SearchDir]) -> Library {
         if let (Some(d), "nvrtc") = (dir, w.name) {
             preload_nvrtc_builtins(d);
         }
+        crate::base::helper::step(format!("dlopen {path}"));
         match dl::open(path) {
             Ok(h) => Some((h, source.to_string())),
             Err(e) => {
@@ -731,6 +757,21 @@ fn hint_for(w: &Wanted) -> String {
 pub fn libraries() -> &'static [Library] {
     static LIBS: std::sync::OnceLock<Vec<Library>> = std::sync::OnceLock::new();
     LIBS.get_or_init(|| {
+        // A driver library whose load hung or crashed the probe helper is not loaded here.
+        if let Err(r) = crate::base::helper::canary("cuda") {
+            return WANTED
+                .iter()
+                .map(|w| Library {
+                    name: w.name,
+                    file: w.file,
+                    path: None,
+                    source: None,
+                    version: None,
+                    problem: Some(format!("not loaded: {}", r.reason)),
+                    hint: Some(r.hint.clone()),
+                })
+                .collect();
+        }
         let env = SearchEnv::from_process();
         // The override and the loader path are tried before the folder list, which costs a
         // python3 start; build that list only when something is missing from both.

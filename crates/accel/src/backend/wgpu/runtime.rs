@@ -76,8 +76,18 @@ struct Registry {
 fn registry() -> &'static Registry {
     static R: OnceLock<Registry> = OnceLock::new();
     R.get_or_init(|| {
+        // Vulkan's loader and drivers cannot be stopped once enumerating: where the program
+        // enabled the probe helper, a child enumerates first, killed at its deadline.
+        if let Err(r) = crate::base::helper::canary("wgpu") {
+            return Registry {
+                gpus: Vec::new(),
+                problem: Some(r.reason),
+            };
+        }
+        crate::base::helper::step("create the wgpu instance");
         let instance =
             wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        crate::base::helper::step("enumerate Vulkan/Metal adapters");
         let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
         let problem = adapters.is_empty().then(|| {
             if cfg!(target_os = "linux") {

@@ -59,6 +59,9 @@ pub struct Plugin {
     pub devices: usize,
     /// Why it failed to load or start, if it did.
     pub problem: Option<String>,
+    /// Its load or client start did not finish within `ACCEL_PJRT_TIMEOUT` (here or in the
+    /// probe helper); it is not tried again in this process.
+    pub stalled: bool,
     /// Libraries loaded first, by absolute path, because the plugin needs them and its own
     /// Python package would have loaded them (JAX's CUDA plugin: the CUDA wheels beside it).
     pub preloaded: Vec<PathBuf>,
@@ -144,6 +147,26 @@ pub(crate) fn plugins() -> Vec<Plugin> {
     {
         Vec::new()
     }
+}
+
+/// In the probe helper: plugins not to load (they stalled or crashed an earlier helper).
+pub(crate) fn skip_in_helper(paths: Vec<PathBuf>) {
+    let _ = SKIP_IN_HELPER.set(paths);
+}
+
+pub(crate) static SKIP_IN_HELPER: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+
+/// The step name of a plugin's load, as the probe helper reports it.
+pub(crate) const LOAD_STEP: &str = "load the PJRT plugin ";
+
+/// The plugins whose load did not finish in time, for the probe helper's answer (the parent
+/// then leaves them alone).
+pub(crate) fn stalled_plugins() -> Vec<PathBuf> {
+    plugins()
+        .into_iter()
+        .filter(|p| p.stalled)
+        .map(|p| p.path)
+        .collect()
 }
 
 /// How many programs accel has compiled for XLA devices in this process (a second identical

@@ -57,7 +57,13 @@ pub(crate) fn runtime() -> &'static Runtime {
         let mut plugins = Vec::new();
         let mut clients: Vec<Arc<Client>> = Vec::new();
         let limit = load_limit();
-        for (path, source) in super::plugin_candidates(&env) {
+        let candidates = super::plugin_candidates(&env);
+        let (refused, mut set_aside) = ask_helpers(&candidates, &limit);
+        if let Some(skip) = super::SKIP_IN_HELPER.get() {
+            set_aside.extend(skip.iter().map(|p| (p.clone(), "skipped".to_string())));
+        }
+        let mut stalled_here = false;
+        for (path, source) in candidates {
             let mut plugin = Plugin {
                 path: path.clone(),
                 source,
@@ -66,9 +72,28 @@ pub(crate) fn runtime() -> &'static Runtime {
                 pjrt_api_version: None,
                 devices: 0,
                 problem: None,
+                stalled: false,
                 preloaded: Vec::new(),
                 notes: Vec::new(),
             };
+            if let Some(r) = &refused {
+                plugin.problem = Some(format!("not loaded: {}", r.reason));
+                plugins.push(plugin);
+                continue;
+            }
+            if let Some((_, why)) = set_aside.iter().find(|(p, _)| *p == path) {
+                plugin.stalled = why.contains("did not start within");
+                plugin.problem = Some(why.clone());
+                plugins.push(plugin);
+                continue;
+            }
+            if stalled_here {
+                // A plugin whose constructor hangs holds the dynamic loader's lock: every
+                // later dlopen in this process would wait behind it.
+                plugin.problem = Some("not tried: an earlier plugin's load stalled".to_string());
+                plugins.push(plugin);
+                continue;
+            }
             let limit = match &limit {
                 Ok(l) => *l,
                 Err(e) => {
@@ -99,6 +124,7 @@ pub(crate) fn runtime() -> &'static Runtime {
                         .push(format!("could not preload {}: {e}", lib.display())),
                 }
             }
+            crate::base::helper::step(format!("{}{}", super::LOAD_STEP, path.display()));
             let (tx, rx) = std::sync::mpsc::channel();
             let p = path.clone();
             let _ = std::thread::Builder::new()
@@ -131,8 +157,10 @@ pub(crate) fn runtime() -> &'static Runtime {
                     plugin.problem = Some(explain(&e, &path));
                 }
                 Err(_) => {
+                    plugin.stalled = true;
+                    stalled_here = true;
                     plugin.problem = Some(format!(
-                        "did not start within {:.0} s (set ACCEL_PJRT_TIMEOUT to wait longer)",
+                        "did not start within {:.1} s (set ACCEL_PJRT_TIMEOUT to wait longer)",
                         limit.as_secs_f64()
                     ))
                 }
@@ -154,6 +182,72 @@ pub(crate) fn runtime() -> &'static Runtime {
         }
         Runtime { plugins, devices }
     })
+}
+
+/// Where the program enabled the probe helper: loads the plugins in helpers first, and sets
+/// aside each one that stalls (past `ACCEL_PJRT_TIMEOUT`) or kills its helper (crash, or past
+/// `ACCEL_PROBE_TIMEOUT`), asking again without it, until a helper loads the rest. Returns a
+/// refusal that holds for every plugin (the helper could not run at all) and the plugins set
+/// aside, with why.
+#[allow(clippy::type_complexity)]
+fn ask_helpers(
+    candidates: &[(std::path::PathBuf, String)],
+    limit: &std::result::Result<Duration, crate::base::env::EnvError>,
+) -> (
+    Option<crate::base::helper::Refusal>,
+    Vec<(std::path::PathBuf, String)>,
+) {
+    use crate::base::helper;
+    let mut aside: Vec<(std::path::PathBuf, String)> = Vec::new();
+    if !helper::active() || candidates.is_empty() {
+        return (None, aside);
+    }
+    for round in 0..=candidates.len() {
+        let extra: Vec<std::ffi::OsString> = aside
+            .iter()
+            .flat_map(|(p, _)| ["--skip".into(), p.clone().into_os_string()])
+            .collect();
+        // The first round is the shared verdict (`helper::prestart` may have it already).
+        let verdict = if round == 0 {
+            helper::canary("xla")
+        } else {
+            helper::run_task("xla", &extra)
+        };
+        match verdict {
+            Ok(Some(answer)) => {
+                let new: Vec<std::path::PathBuf> = answer
+                    .values("stalled")
+                    .map(std::path::PathBuf::from)
+                    .filter(|p| !aside.iter().any(|(q, _)| q == p))
+                    .collect();
+                if new.is_empty() {
+                    return (None, aside);
+                }
+                for p in new {
+                    aside.push((
+                        p,
+                        format!(
+                            "did not start within {} in the probe helper (killed there; not \
+                             loaded here): set ACCEL_PJRT_TIMEOUT to wait longer",
+                            match limit {
+                                Ok(l) => format!("{:.1} s", l.as_secs_f64()),
+                                Err(_) => "its time limit".to_string(),
+                            }
+                        ),
+                    ));
+                }
+            }
+            Ok(None) => return (None, aside),
+            Err(r) => match r.step.strip_prefix(super::LOAD_STEP) {
+                Some(p) if !aside.iter().any(|(q, _)| q.as_os_str() == p) => aside.push((
+                    std::path::PathBuf::from(p),
+                    format!("not loaded: {}", r.reason),
+                )),
+                _ => return (Some(r), aside),
+            },
+        }
+    }
+    (None, aside)
 }
 
 /// Starts a client with `options`; when the plugin rejects them, starts it with its defaults

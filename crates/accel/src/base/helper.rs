@@ -1,0 +1,315 @@
+//! The probe helper: work that cannot be cancelled inside this process — a driver's
+//! initialisation (`cuInit`, `nvmlInit`), a PJRT plugin's constructor and client start, Vulkan
+//! adapter enumeration — is first tried in a child process (the `accel` program re-executed
+//! with `__probe-helper <task>`) that is killed at a deadline, with its whole process group.
+//! Only when the child finished does this process run the same step itself, so a hung or
+//! crashing driver costs one killed child and a reason, never a hung or crashed command and
+//! never a thread left running behind the answer.
+//!
+//! Off by default: a program that embeds the library has no helper to re-execute. The `accel`
+//! command turns it on ([`enable`]) with its own path. In the child, [`step`] names each step
+//! on stderr, so a timeout says where it stopped.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The tasks a helper can run.
+pub const TASKS: &[&str] = &["cuda", "xla", "wgpu", "nvml"];
+
+/// The argument that turns the `accel` program into a probe helper.
+pub const ARG: &str = "__probe-helper";
+
+/// The prefix of a step line on the child's stderr.
+const STEP: &str = "accel-step: ";
+
+static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
+/// Facts this process already found, passed to every helper as environment variables so the
+/// helper does not ask again (the `python3` on PATH, which may take seconds).
+static CHILD_ENV: OnceLock<ChildEnv> = OnceLock::new();
+
+/// Names the environment variables (and values) every helper gets.
+pub type ChildEnv = fn() -> Vec<(&'static str, std::ffi::OsString)>;
+static IN_HELPER: AtomicBool = AtomicBool::new(false);
+
+/// Runs the risky steps of every later probe in a child process started from `program` (a
+/// build of the `accel` command). Call once, early; later calls are ignored.
+pub fn enable(program: PathBuf, child_env: ChildEnv) {
+    let _ = CHILD_ENV.set(child_env);
+    let _ = PROGRAM.set(program);
+}
+
+/// Marks this process as a helper: [`step`] reports, and nothing here starts another helper.
+pub fn mark_helper() {
+    IN_HELPER.store(true, Ordering::SeqCst);
+}
+
+/// Whether this process is a probe helper.
+pub fn is_helper() -> bool {
+    IN_HELPER.load(Ordering::SeqCst)
+}
+
+/// In a helper: names the step about to run (read by the parent when the child times out or
+/// dies). Elsewhere: nothing.
+pub fn step(what: impl std::fmt::Display) {
+    if is_helper() {
+        let mut e = std::io::stderr().lock();
+        let _ = writeln!(e, "{STEP}{}", what.to_string().replace('\n', " "));
+        let _ = e.flush();
+    }
+}
+
+/// Why a task was refused in this process: its child timed out, died or could not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// One line: what happened and at which step.
+    pub reason: String,
+    /// What the user can do.
+    pub hint: String,
+    /// The step the child was at (empty when it never started).
+    pub step: String,
+}
+
+/// What a child that finished said: `key<TAB>value` lines on its stdout.
+#[derive(Debug, Clone, Default)]
+pub struct Answer {
+    /// The pairs, in order.
+    pub lines: Vec<(String, String)>,
+}
+
+impl Answer {
+    /// Every value of `key`.
+    pub fn values<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.lines
+            .iter()
+            .filter(move |(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The verdict on `task`, asked once per process: `Ok` when no helper is enabled (the step
+/// runs here as before), or when the child finished in time (with its answer); `Err` when it
+/// did not, and this process must not run the step.
+pub fn canary(task: &'static str) -> Result<Option<Answer>, Refusal> {
+    type Cells = Mutex<HashMap<&'static str, Arc<OnceLock<Verdict>>>>;
+    static VERDICTS: OnceLock<Cells> = OnceLock::new();
+    if is_helper() {
+        return Ok(None);
+    }
+    let Some(program) = PROGRAM.get() else {
+        return Ok(None);
+    };
+    let cell = VERDICTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(task)
+        .or_default()
+        .clone();
+    cell.get_or_init(|| run(program, task, &[])).clone()
+}
+
+/// Starts the helpers of `tasks` side by side (each [`canary`] then finds its verdict made
+/// or in the making), so probing every backend costs the slowest helper, not their sum.
+pub fn prestart(tasks: &[&'static str]) {
+    if !active() {
+        return;
+    }
+    let handles: Vec<_> = tasks
+        .iter()
+        .map(|&t| std::thread::spawn(move || drop(canary(t))))
+        .collect();
+    for h in handles {
+        let _ = h.join();
+    }
+}
+
+/// Whether this process starts helpers (enabled, and not a helper itself).
+pub fn active() -> bool {
+    !is_helper() && PROGRAM.get().is_some()
+}
+
+/// Runs `task` in a new helper with `extra` arguments, every time it is called (`Ok(None)`
+/// when no helper is enabled).
+pub fn run_task(task: &str, extra: &[std::ffi::OsString]) -> Verdict {
+    match PROGRAM.get() {
+        Some(program) if !is_helper() => run(program, task, extra),
+        _ => Ok(None),
+    }
+}
+
+type Verdict = Result<Option<Answer>, Refusal>;
+
+/// How long one helper may run (`ACCEL_PROBE_TIMEOUT`).
+pub fn limit() -> Result<Duration, super::env::EnvError> {
+    super::env::seconds("ACCEL_PROBE_TIMEOUT", 90.0, 0.1, 3600.0)
+}
+
+fn run(program: &PathBuf, task: &str, extra: &[std::ffi::OsString]) -> Verdict {
+    let limit = limit().map_err(|e| Refusal {
+        reason: format!("not probed: {e}"),
+        hint: "fix the variable; nothing was loaded".to_string(),
+        step: String::new(),
+    })?;
+    let hint_timeout = "a driver or plugin step hangs: `accel doctor` names the library; set \
+                        ACCEL_PROBE_TIMEOUT to wait longer"
+        .to_string();
+    let mut cmd = Command::new(program);
+    cmd.arg(ARG)
+        .arg(task)
+        .args(extra)
+        .envs(CHILD_ENV.get().map(|f| f()).unwrap_or_default())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        // Its own process group, so the kill at the deadline takes anything it started.
+        cmd.process_group(0);
+    }
+    let started = Instant::now();
+    let mut child = cmd.spawn().map_err(|e| Refusal {
+        reason: format!(
+            "the probe helper ({}) could not start: {e}",
+            program.display()
+        ),
+        hint: "reinstall accel; nothing was loaded in this process".to_string(),
+        step: String::new(),
+    })?;
+    let last_step = Arc::new(Mutex::new(String::from("starting")));
+    let stderr_tail = Arc::new(Mutex::new(Vec::<String>::new()));
+    let err_reader = child.stderr.take().map(|e| {
+        let (step, tail) = (last_step.clone(), stderr_tail.clone());
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(e).lines().map_while(|l| l.ok()) {
+                if let Some(s) = line.strip_prefix(STEP) {
+                    *step.lock().unwrap_or_else(|e| e.into_inner()) = s.to_string();
+                } else {
+                    let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+                    t.push(line);
+                    if t.len() > 5 {
+                        t.remove(0);
+                    }
+                }
+            }
+        })
+    });
+    let out_reader = child.stdout.take().map(|mut o| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = o.by_ref().take(1 << 20).read_to_string(&mut s);
+            s
+        })
+    });
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if started.elapsed() >= limit => break None,
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => break None,
+        }
+    };
+    let step_now = || last_step.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let Some(status) = status else {
+        let at = step_now();
+        kill_group(&mut child);
+        // The readers end with the pipes, which closed with the group.
+        let _ = err_reader.map(|h| h.join());
+        let _ = out_reader.map(|h| h.join());
+        return Err(Refusal {
+            reason: format!(
+                "the {task} probe did not finish within {:.1} s (step: {at}); its helper \
+                 process was killed and nothing of it runs on",
+                limit.as_secs_f64()
+            ),
+            hint: hint_timeout,
+            step: at,
+        });
+    };
+    let _ = err_reader.map(|h| h.join());
+    let out = out_reader.and_then(|h| h.join().ok()).unwrap_or_default();
+    let at = step_now();
+    if !status.success() {
+        let how = describe_exit(status);
+        let tail = stderr_tail
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .join(" | ");
+        return Err(Refusal {
+            reason: format!(
+                "the {task} probe crashed ({how}) at step: {at}{}; accel did not run it in \
+                 this process",
+                if tail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (it said: {tail})")
+                }
+            ),
+            hint: "the step names the library at fault: update or remove it".to_string(),
+            step: at,
+        });
+    }
+    let lines = out
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Ok(Some(Answer { lines }))
+}
+
+fn kill_group(child: &mut std::process::Child) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: kill(2) with a negative pid signals that process group; the group is the
+    // child's own (process_group(0) above), whose id is the child's pid, not yet reaped.
+    unsafe {
+        libc::kill(-(child.id() as i32), libc::SIGKILL);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn describe_exit(s: std::process::ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = s.signal() {
+            let name = match sig {
+                libc::SIGABRT => " (SIGABRT)",
+                libc::SIGSEGV => " (SIGSEGV)",
+                libc::SIGBUS => " (SIGBUS)",
+                libc::SIGILL => " (SIGILL)",
+                libc::SIGFPE => " (SIGFPE)",
+                libc::SIGKILL => " (SIGKILL)",
+                _ => "",
+            };
+            return format!("signal {sig}{name}");
+        }
+    }
+    match s.code() {
+        Some(c) => format!("exit status {c}"),
+        None => "no exit status".to_string(),
+    }
+}
+
+/// The child's side: prints `answer` as `key<TAB>value` lines and leaves with `code` at once,
+/// without running any library's exit handlers (a plugin thread that still hangs must not
+/// hold the exit).
+pub fn finish(answer: &[(&str, String)], code: i32) -> ! {
+    let mut o = std::io::stdout().lock();
+    for (k, v) in answer {
+        let _ = writeln!(o, "{k}\t{}", v.replace(['\n', '\t'], " "));
+    }
+    let _ = o.flush();
+    #[cfg(target_os = "linux")]
+    // SAFETY: _exit ends the process at once; nothing after it runs.
+    unsafe {
+        libc::_exit(code)
+    }
+    #[cfg(not(target_os = "linux"))]
+    std::process::exit(code)
+}
