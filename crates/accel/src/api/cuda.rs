@@ -1,7 +1,9 @@
 //! NVIDIA GPUs through the CUDA driver API, cuBLAS and NVRTC (PyTorch's `torch.cuda`).
 //! Nothing here panics when the hardware or a library is missing: the probe reports why.
 
-pub use crate::backend::cuda::{kernel_cache, kernels, libs, trust, GpuLoad, GpuProcess};
+pub use crate::backend::cuda::{
+    kernel_cache, kernels, libs, trust, FreeFailures, GpuLoad, GpuProcess,
+};
 
 use crate::backend::registry;
 use crate::base::probe::Probe;
@@ -42,6 +44,12 @@ pub fn set_allow_tf32(on: bool) {
 /// Whether TF32 is allowed for f32 matmul.
 pub fn allow_tf32() -> bool {
     crate::backend::cuda::allow_tf32()
+}
+
+/// Frees the driver refused so far in this process (device memory and pinned host blocks):
+/// memory it may still hold. Zero in a healthy process; `accel mem` prints it when not.
+pub fn free_failures() -> crate::backend::cuda::FreeFailures {
+    crate::backend::cuda::free_failures()
 }
 
 /// The CUDA libraries as found on this machine: path, version, or why each is missing

@@ -247,15 +247,31 @@ impl Gpu {
         Ok(p)
     }
 
-    /// Frees stream-ordered: the memory returns to the pool once queued work is done.
-    pub fn free(&self, p: sys::CUdeviceptr) {
-        if p != 0 && self.bind().is_ok() {
-            // SAFETY: callers pass only pointers from `Gpu::alloc` of this Gpu (CudaStorage::drop,
-            // the one owner of each allocation, calls this once); the free is ordered after
-            // all work queued on `self.stream`, the only stream accel queues work on, so
-            // kernels and copies still using `p` finish first. Cross-device readers synchronise
-            // before returning (`dtod`).
-            unsafe { sys::cuMemFreeAsync(p, self.stream) };
+    /// Frees `bytes` at `p` stream-ordered: the memory returns to the pool once queued work
+    /// is done. A failure (no context on this thread, a driver error) is counted in
+    /// `cuda::free_failures`, since a drop cannot return it.
+    pub fn free(&self, p: sys::CUdeviceptr, bytes: usize) {
+        if p == 0 {
+            return;
+        }
+        if let Err(e) = self.bind() {
+            super::record_free_failure(
+                bytes as u64,
+                format!("cuda:{}: a free of {bytes} bytes: {e}", self.ordinal),
+            );
+            return;
+        }
+        // SAFETY: callers pass only pointers from `Gpu::alloc` of this Gpu (CudaStorage::drop,
+        // the one owner of each allocation, calls this once); the free is ordered after
+        // all work queued on `self.stream`, the only stream accel queues work on, so
+        // kernels and copies still using `p` finish first. Cross-device readers synchronise
+        // before returning (`dtod`).
+        let r = unsafe { sys::cuMemFreeAsync(p, self.stream) };
+        if let Err(e) = ck(r, "cuMemFreeAsync") {
+            super::record_free_failure(
+                bytes as u64,
+                format!("cuda:{}: a free of {bytes} bytes: {e}", self.ordinal),
+            );
         }
     }
 

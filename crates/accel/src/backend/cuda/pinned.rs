@@ -57,7 +57,7 @@ pub(crate) fn empty_cache() {
 
 /// Gives a block back to the driver, through its device's context.
 fn free(p: usize, device: usize) {
-    lock(&BLOCKS).remove(&p);
+    let bytes = lock(&BLOCKS).remove(&p).unwrap_or(0);
     if let Some(g) = super::gpu::opened(device) {
         // A thread that never used CUDA has no current context; cuMemFreeHost needs one.
         let _ = g.bind();
@@ -66,9 +66,15 @@ fn free(p: usize, device: usize) {
     // those enter CACHE), taken out of CACHE by the caller (`empty_cache` or
     // `PinnedBlock::drop`), so no PinnedBlock and hence no pinned tensor's vector uses it, and
     // it is freed once. Removing it from BLOCKS first means `contains` no longer treats it as
-    // pinned. A failure leaves the memory pinned until the process ends; there is nothing
-    // better to do in a drop.
-    unsafe { sys::cuMemFreeHost(p as *mut c_void) };
+    // pinned. A failure leaves the memory pinned until the process ends: counted, since a
+    // drop cannot return it.
+    let r = unsafe { sys::cuMemFreeHost(p as *mut c_void) };
+    if let Err(e) = ck(r, "cuMemFreeHost") {
+        super::record_free_failure(
+            bytes as u64,
+            format!("pinned host block of {bytes} bytes: {e}"),
+        );
+    }
 }
 
 /// One block of pinned host memory, given back to the cache on drop.

@@ -47,7 +47,8 @@ impl std::fmt::Debug for CudaStorage {
 
 impl Drop for CudaStorage {
     fn drop(&mut self) {
-        self.gpu.free(self.ptr);
+        self.gpu
+            .free(self.ptr, self.len * self.dtype.size_in_bytes());
     }
 }
 
