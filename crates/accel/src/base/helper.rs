@@ -76,11 +76,13 @@ pub struct Refusal {
 
 /// What a child that finished said: `key<TAB>value` lines on its stdout.
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(not(feature = "xla"), allow(dead_code))]
 pub struct Answer {
     /// The pairs, in order.
     pub lines: Vec<(String, String)>,
 }
 
+#[cfg_attr(not(feature = "xla"), allow(dead_code))]
 impl Answer {
     /// Every value of `key`.
     pub fn values<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
@@ -135,6 +137,7 @@ pub fn active() -> bool {
 
 /// Runs `task` in a new helper with `extra` arguments, every time it is called (`Ok(None)`
 /// when no helper is enabled).
+#[cfg_attr(not(feature = "xla"), allow(dead_code))]
 pub fn run_task(task: &str, extra: &[std::ffi::OsString]) -> Verdict {
     match PROGRAM.get() {
         Some(program) if !is_helper() => run(program, task, extra),

@@ -157,6 +157,7 @@ pub(crate) fn skip_in_helper(paths: Vec<PathBuf>) {
 pub(crate) static SKIP_IN_HELPER: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
 
 /// The step name of a plugin's load, as the probe helper reports it.
+#[cfg_attr(not(all(feature = "xla", target_os = "linux")), allow(dead_code))]
 pub(crate) const LOAD_STEP: &str = "load the PJRT plugin ";
 
 /// The plugins whose load did not finish in time, for the probe helper's answer (the parent
