@@ -1,8 +1,9 @@
 //! The wgpu backend on a real adapter (the test command installs Mesa's lavapipe, a software
 //! Vulkan device): adapters as data, both matmul kernels at odd shapes in every dtype, casts,
 //! f16 rounding and overflow, work larger than one dispatch dimension, and honest errors for
-//! the dtypes WGSL lacks. Every op in every dtype the adapter holds is also checked against the
-//! CPU by the device tests in ops.rs and matmul.rs, which run on each wgpu adapter.
+//! the dtypes WGSL lacks, each against a reference written here (the formats' rounding rules,
+//! exact f64 arithmetic, hand-checked values); the CPU backend's answer is a second opinion
+//! only. The device tests in ops.rs and matmul.rs also run on each wgpu adapter.
 #![cfg(feature = "wgpu")]
 
 mod common;
@@ -146,43 +147,67 @@ mod wgpu {
         Ok(())
     }
 
+    /// `x` (held exactly in f64) converted to `to` by the rules accel documents, written here
+    /// from the formats' definitions: floats round to nearest even (`common::round_to`), f16
+    /// overflows to infinity; floats to i32 truncate toward zero and saturate, NaN to 0.
+    fn cast_ref(x: f64, to: DType) -> f64 {
+        match to {
+            DType::I32 if x.is_nan() => 0.0,
+            DType::I32 => x.trunc().clamp(i32::MIN as f64, i32::MAX as f64),
+            _ => common::round_to(&[x], to)[0],
+        }
+    }
+
     #[test]
-    fn casts_between_every_dtype_match_the_cpu() -> accel::Result<()> {
+    fn casts_between_every_dtype_follow_the_rules() -> accel::Result<()> {
+        let v: Vec<f32> = vec![
+            0.0,
+            -0.0,
+            1.5,
+            -2.5,
+            2.7,
+            -2.7,
+            65504.0,
+            65520.0,
+            -1e6,
+            3e9,
+            -3e9,
+            1e-6,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            0.1,
+            12345.678,
+            -7.0,
+        ];
+        // Hand-checked corners of the rules above, so the reference itself is pinned down.
+        assert_eq!(cast_ref(65520.0, DType::F16), f64::INFINITY);
+        assert_eq!(cast_ref(65504.0, DType::F16), 65504.0);
+        assert_eq!(cast_ref(3e9, DType::I32), 2147483647.0);
+        assert_eq!(cast_ref(-2.7, DType::I32), -2.0);
+        assert_eq!(cast_ref(0.1, DType::F16), 0.0999755859375);
         for d in wgpu_devices() {
-            let v: Vec<f32> = vec![
-                0.0,
-                -0.0,
-                1.5,
-                -2.5,
-                2.7,
-                -2.7,
-                65504.0,
-                65520.0,
-                -1e6,
-                3e9,
-                -3e9,
-                1e-6,
-                f32::INFINITY,
-                f32::NEG_INFINITY,
-                f32::NAN,
-                0.1,
-                12345.678,
-                -7.0,
-            ];
             let host = Tensor::new(v.as_slice(), &Device::Cpu)?;
             for from in dtypes(&d) {
+                // The source as `from` holds it, by the same rules.
+                let held: Vec<f64> = v.iter().map(|&x| cast_ref(x as f64, from)).collect();
                 let src = host.to_dtype(from)?;
+                assert_eq!(src.dtype(), from);
                 for to in dtypes(&d) {
-                    let want = src.to_dtype(to)?.to_vec_f64()?;
+                    let want: Vec<f64> = held.iter().map(|&x| cast_ref(x, to)).collect();
                     let got = src.to_device(&d)?.to_dtype(to)?;
                     assert_eq!(got.dtype(), to);
                     let got = got.to_vec_f64()?;
-                    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    // The CPU backend, as a second opinion.
+                    let cpu = src.to_dtype(to)?.to_vec_f64()?;
+                    for (i, ((g, w), c)) in got.iter().zip(&want).zip(&cpu).enumerate() {
+                        let same = |a: &f64, b: &f64| a == b || (a.is_nan() && b.is_nan());
                         assert!(
-                            g == w || (g.is_nan() && w.is_nan()),
-                            "{from} -> {to} of {} on {d}: {g}, the CPU gives {w}",
+                            same(g, w),
+                            "{from} -> {to} of {} on {d}: {g}, the rules give {w}",
                             v[i]
                         );
+                        assert!(same(c, w), "{from} -> {to} of {} on the CPU: {c}", v[i]);
                     }
                 }
             }
@@ -191,31 +216,43 @@ mod wgpu {
     }
 
     #[test]
-    fn f16_and_i32_ops_round_and_wrap_as_on_the_cpu() -> accel::Result<()> {
+    fn f16_and_i32_ops_round_and_wrap_by_the_rules() -> accel::Result<()> {
         for d in wgpu_devices() {
             if d.supports(DType::F16) {
                 // 60000 + 60000 overflows f16 to infinity; 1 + 2^-11 rounds to even.
-                let a = Tensor::new(&[60000.0f32, 1.0, -3.0, 0.5], &Device::Cpu)?
-                    .to_dtype(DType::F16)?;
-                let b = Tensor::new(&[60000.0f32, 0.00048828125, 2.0, 0.25], &Device::Cpu)?
-                    .to_dtype(DType::F16)?;
-                for (name, want, got) in [
-                    ("add", a.add(&b)?, a.to_device(&d)?.add(&b.to_device(&d)?)?),
-                    ("mul", a.mul(&b)?, a.to_device(&d)?.mul(&b.to_device(&d)?)?),
-                    ("div", a.div(&b)?, a.to_device(&d)?.div(&b.to_device(&d)?)?),
-                    ("exp", a.exp()?, a.to_device(&d)?.exp()?),
+                let (xa, xb) = (
+                    [60000.0, 1.0, -3.0, 0.5],
+                    [60000.0, 0.00048828125, 2.0, 0.25],
+                );
+                let a =
+                    Tensor::new(&xa.map(|x: f64| x as f32), &Device::Cpu)?.to_dtype(DType::F16)?;
+                let b =
+                    Tensor::new(&xb.map(|x: f64| x as f32), &Device::Cpu)?.to_dtype(DType::F16)?;
+                // The reference: the exact result in f64, rounded once to f16.
+                let f16 = |f: fn(f64, f64) -> f64| -> Vec<f64> {
+                    let exact: Vec<f64> = xa.iter().zip(&xb).map(|(&x, &y)| f(x, y)).collect();
+                    common::round_to(&exact, DType::F16)
+                };
+                let (ga, gb) = (a.to_device(&d)?, b.to_device(&d)?);
+                for (name, want, got, cpu) in [
+                    ("add", f16(|x, y| x + y), ga.add(&gb)?, a.add(&b)?),
+                    ("mul", f16(|x, y| x * y), ga.mul(&gb)?, a.mul(&b)?),
+                    ("div", f16(|x, y| x / y), ga.div(&gb)?, a.div(&b)?),
+                    ("exp", f16(|x, _| x.exp()), ga.exp()?, a.exp()?),
                 ] {
                     // Vulkan lets exp and division be a few f32 ulps off; after rounding to f16
                     // that is at most one f16 ulp.
-                    let (g, w) = (got.to_vec_f64()?, want.to_vec_f64()?);
-                    for (x, y) in g.iter().zip(&w) {
-                        let ok = x == y || (x - y).abs() <= 1e-3 * y.abs().max(1.0);
-                        assert!(ok, "f16 {name} on {d}: {g:?}, the CPU gives {w:?}");
+                    for (who, got) in [("wgpu", got.to_vec_f64()?), ("cpu", cpu.to_vec_f64()?)] {
+                        for (x, y) in got.iter().zip(&want) {
+                            let ok = x == y || (x - y).abs() <= 1e-3 * y.abs().max(1.0);
+                            assert!(ok, "f16 {name} on {who} ({d}): {got:?}, want {want:?}");
+                        }
                     }
                 }
+                // The hand-checked corners: overflow to infinity, ties to even.
                 assert_eq!(
-                    a.to_device(&d)?.add(&b.to_device(&d)?)?.to_vec_f64()?[0],
-                    f64::INFINITY
+                    ga.add(&gb)?.to_vec_f64()?,
+                    vec![f64::INFINITY, 1.0, -1.0, 0.75]
                 );
                 // An odd number of f16 round-trips (buffers are padded to whole words).
                 let odd = Tensor::new(&[1.0f32, 2.0, 3.0], &Device::Cpu)?.to_dtype(DType::F16)?;
@@ -248,18 +285,26 @@ mod wgpu {
             // second pass combines: along a strided dimension too, and for the mean in f16.
             let rows = 2_100_000;
             let host: Vec<f32> = (0..rows * 2).map(|i| ((i * 7) % 13) as f32 - 6.0).collect();
-            let t = Tensor::from_vec(host, (rows, 2), &Device::Cpu)?;
+            // The references: naive f64 loops over the same values.
+            let hv = &host;
+            let col = |c: usize| (0..rows).map(move |r| hv[r * 2 + c] as f64);
+            let sum0: Vec<f64> = (0..2).map(|c| col(c).sum()).collect();
+            let max0: Vec<f64> = (0..2).map(|c| col(c).fold(f64::MIN, f64::max)).collect();
+            let row = |r: usize| [host[r * 2] as f64, host[r * 2 + 1] as f64];
+            let sum1: Vec<f64> = (0..rows).map(|r| row(r).iter().sum()).collect();
+            let max1: Vec<f64> = (0..rows).map(|r| row(r)[0].max(row(r)[1])).collect();
+            let t = Tensor::from_vec(host.clone(), (rows, 2), &Device::Cpu)?;
             let g = t.to_device(&d)?;
-            for dim in [0isize, -1] {
-                let want = t.sum(dim)?.to_vec_f64()?;
-                common::assert_close(&g.sum(dim)?.to_vec_f64()?, &want, 1e-6, "long sum");
-                let want = t.mean(dim)?.to_vec_f64()?;
-                common::assert_close(&g.mean(dim)?.to_vec_f64()?, &want, 1e-6, "long mean");
-                assert_eq!(g.max(dim)?.to_vec_f64()?, t.max(dim)?.to_vec_f64()?);
+            for (dim, sum, max, n) in [(0isize, &sum0, &max0, rows), (-1, &sum1, &max1, 2)] {
+                common::assert_close(&g.sum(dim)?.to_vec_f64()?, sum, 1e-6, "long sum");
+                let mean: Vec<f64> = sum.iter().map(|s| s / n as f64).collect();
+                common::assert_close(&g.mean(dim)?.to_vec_f64()?, &mean, 1e-6, "long mean");
+                assert_eq!(&g.max(dim)?.to_vec_f64()?, max);
             }
             if d.supports(DType::F16) {
+                // The values are small integers, exact in f16; the mean rounds once.
                 let h = t.to_dtype(DType::F16)?;
-                let want = h.mean(0)?.to_vec_f64()?;
+                let want: Vec<f64> = sum0.iter().map(|s| s / rows as f64).collect();
                 let got = h.to_device(&d)?.mean(0)?.to_vec_f64()?;
                 common::assert_close(&got, &want, 2e-3, "long f16 mean");
             }
