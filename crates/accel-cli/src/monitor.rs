@@ -265,7 +265,7 @@ struct View {
     history: VecDeque<Snapshot>,
 }
 
-/// Set by SIGTERM or SIGHUP (a `kill`, a closed terminal): the view stops at its next poll
+/// Set by SIGTERM, SIGHUP, SIGINT or SIGQUIT (a `kill`, a closed terminal): the view stops at its next poll
 /// and the terminal is restored, as on `q`.
 pub(crate) static STOPPED: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
@@ -276,12 +276,12 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOPPED.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Routes SIGTERM and SIGHUP to [`STOPPED`] for as long as the view is up.
+/// Routes SIGTERM, SIGHUP, SIGINT and SIGQUIT to [`STOPPED`] for as long as the view is up.
 pub(crate) fn catch_stop_signals() {
     #[cfg(unix)]
-    for sig in [libc::SIGTERM, libc::SIGHUP] {
+    for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT, libc::SIGQUIT] {
         // SAFETY: `on_signal` is an `extern "C" fn(c_int)` that only stores to an atomic,
-        // which is async-signal-safe; replacing the default disposition of SIGTERM/SIGHUP
+        // which is async-signal-safe; replacing the default disposition of these signals
         // affects only this process, which then quits through its normal path.
         unsafe {
             libc::signal(sig, on_signal as *const () as libc::sighandler_t);

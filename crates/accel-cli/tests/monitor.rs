@@ -47,9 +47,13 @@ impl Tmux {
             socket: std::env::temp_dir().join(format!("accel-tmux-{}-{test}", std::process::id())),
             session: test.to_string(),
         };
+        // The terminal's mode (`stty -g`: raw or cooked, echo, ...) is saved before accel and
+        // after it, to compare: the screen can look right while the mode stays raw.
         let command = format!(
-            "'{}' monitor {args}; echo EXIT=$?; sleep 5",
-            env!("CARGO_BIN_EXE_accel")
+            "stty -g > '{}'; '{}' monitor {args}; echo EXIT=$?; stty -g > '{}'; sleep 5",
+            t.stty_file("before").display(),
+            env!("CARGO_BIN_EXE_accel"),
+            t.stty_file("after").display(),
         );
         let (w, h) = (width.to_string(), height.to_string());
         let o = t.tmux(&[
@@ -65,6 +69,25 @@ impl Tmux {
         ]);
         assert!(o.status.success(), "tmux new-session: {}", stderr(&o));
         Some(t)
+    }
+
+    fn stty_file(&self, when: &str) -> std::path::PathBuf {
+        self.socket.with_extension(format!("stty-{when}"))
+    }
+
+    /// The terminal mode after accel is the mode before it (`stty -g`).
+    fn assert_mode_restored(&self, how: &str) {
+        let read = |w: &str| std::fs::read_to_string(self.stty_file(w)).unwrap_or_default();
+        let t0 = std::time::Instant::now();
+        while read("after").is_empty() && t0.elapsed().as_secs() < 5 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let (before, after) = (read("before"), read("after"));
+        assert!(!before.trim().is_empty(), "{how}: no stty -g before");
+        assert_eq!(
+            before, after,
+            "{how}: the terminal mode changed (stty -g before / after)"
+        );
     }
 
     fn tmux(&self, args: &[&str]) -> Output {
@@ -127,6 +150,7 @@ impl Tmux {
             "alternate screen left"
         );
         assert_eq!(self.display("#{cursor_flag}"), "1", "cursor shown");
+        self.assert_mode_restored(key);
     }
 }
 
@@ -135,6 +159,8 @@ impl Drop for Tmux {
         let _ = self.tmux(&["kill-server"]);
         // tmux leaves its socket behind.
         let _ = std::fs::remove_file(&self.socket);
+        let _ = std::fs::remove_file(self.stty_file("before"));
+        let _ = std::fs::remove_file(self.stty_file("after"));
     }
 }
 
@@ -203,8 +229,10 @@ fn monitor_quits_on_esc_and_ctrl_c_at_the_smallest_size() {
 }
 
 #[test]
-fn monitor_restores_the_terminal_when_killed_by_sigterm_or_sighup() {
-    for sig in ["TERM", "HUP"] {
+fn monitor_restores_the_terminal_when_killed_by_a_signal() {
+    // SIGINT and SIGQUIT sent with `kill` (not typed: raw mode turns Ctrl-C into a key) as
+    // well as SIGTERM and SIGHUP.
+    for sig in ["TERM", "HUP", "INT", "QUIT"] {
         let name = format!("monitor_sig{}", sig.to_lowercase());
         let Some(t) = Tmux::start(&name, 100, 30, "--interval 0.2") else {
             return;
@@ -229,6 +257,7 @@ fn monitor_restores_the_terminal_when_killed_by_sigterm_or_sighup() {
             "SIG{sig}: alternate screen left"
         );
         assert_eq!(t.display("#{cursor_flag}"), "1", "SIG{sig}: cursor shown");
+        t.assert_mode_restored(&format!("SIG{sig}"));
     }
 }
 
