@@ -92,6 +92,18 @@ def main():
 
     import numpy as np
     import torch
+    cpu = {}
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            cpu.setdefault(k.strip(), v.strip())
+    flags = [x for x in cpu.get("flags", "").split() if x.startswith(("avx512", "amx")) or x in ("avx2", "fma")]
+    print(f"CPU: {cpu.get('model name', '?')} (family {cpu.get('cpu family', '?')}, model "
+          f"{cpu.get('model', '?')}); flags: {' '.join(flags)}")
+    for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        if v in os.environ:
+            print(f"  note: {v}={os.environ[v]} is set: OpenBLAS may not use its best kernels "
+                  f"(bench/run.sh unsets it)")
     print(f"numpy {np.__version__}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
           f"{os.cpu_count()} cpus, rounds {args.rounds}", flush=True)
     try:
@@ -107,15 +119,22 @@ def main():
     sizes = [2000] if args.quick else [2000, 4096]
     for n in sizes + [1024]:
         for dt in ["f32", "f64", "f16", "bf16"]:
-            # PyTorch's CPU half-precision matmul runs near 1 GFLOP/s here: time it at N=1024
-            # only, with fewer iterations, or a round takes minutes.
-            if dt.endswith("16") != (n == 1024):
+            # PyTorch's CPU f16 matmul runs near 1 GFLOP/s on CPUs without AVX512_FP16: time
+            # the half types at N=1024 (and bf16 at 2048) only, with fewer iterations.
+            if dt.endswith("16") != (n == 1024) and not (dt == "bf16" and n == 2000):
                 continue
             it = iters if not dt.endswith("16") else 3
             fns = {"numpy": lambda n=n, dt=dt, it=it: numpy_matmul(n, dt, warmup if it > 3 else 1, it),
                    "torch": lambda n=n, dt=dt, it=it: torch_matmul(n, dt, warmup if it > 3 else 1, it),
                    "accel": lambda n=n, dt=dt, it=it: accel_matmul(n, dt, warmup if it > 3 else 1, it)}
             cases.append((f"matmul {dt} N={n}", 2.0 * n ** 3 / 1e9, "GFLOP/s", fns))
+    # Small products, where threading and packing overheads dominate.
+    for n in [32, 64, 128, 256, 512]:
+        it = 200 if n <= 128 else 30
+        fns = {"numpy": lambda n=n, it=it: numpy_matmul(n, "f32", 10, it),
+               "torch": lambda n=n, it=it: torch_matmul(n, "f32", 10, it),
+               "accel": lambda n=n, it=it: accel_matmul(n, "f32", 10, it)}
+        cases.append((f"matmul f32 N={n}", 2.0 * n ** 3 / 1e9, "GFLOP/s", fns))
     n = 10_000_000
     cases.append((f"add f32 n={n:,}", 3 * 4 * n / 1e9, "GB/s",
                   {"numpy": lambda: numpy_add(n, warmup, iters),

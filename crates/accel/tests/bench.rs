@@ -52,25 +52,31 @@ fn statistics_of_known_samples() {
 #[test]
 fn peak_formulas_of_known_chips() {
     use accel::system::CpuInfo;
-    let chip = |mhz: u64, physical: usize, simd: &[&str]| CpuInfo {
-        brand: "test".into(),
-        logical_cores: physical * 2,
-        physical_cores: physical,
-        frequency_mhz: Some(mhz),
-        simd: simd.iter().map(|s| s.to_string()).collect(),
-    };
-    // This machine's kind: 2 Zen 3 cores at 2.445 GHz, AVX2 + FMA: 2 x 2.445 x 2 x 8 x 2.
-    let zen3 = chip(2445, 2, &["avx", "avx2", "fma"]);
+    let chip =
+        |vendor: &str, family: u32, model: u32, mhz: u64, physical: usize, simd: &[&str]| CpuInfo {
+            brand: "test".into(),
+            logical_cores: physical * 2,
+            physical_cores: physical,
+            frequency_mhz: Some(mhz),
+            simd: simd.iter().map(|s| s.to_string()).collect(),
+            vendor: vendor.into(),
+            family,
+            model,
+        };
+    let amd = |f, m, mhz, simd: &[&str]| chip("AuthenticAMD", f, m, mhz, 2, simd);
+    // Zen 3 (EPYC 7B13: family 0x19, model 0x01), 2 cores at 2.445 GHz: 2 x 2.445 x 32.
+    let zen3 = amd(0x19, 0x01, 2445, &["avx", "avx2", "fma"]);
     let p = bench::cpu_peak(&zen3, 2, DType::F32).unwrap();
     assert!(close(p.gflop_per_s, 156.48), "{p:?}");
     assert_eq!(
         p.formula,
-        "2 cores x 2.445 GHz x 2 FMA units x 8 f32 lanes x 2 = 156.5 GFLOP/s"
+        "2 cores x 2.445 GHz x 32 f32 flops/cycle (Zen 3: two 256-bit FMA units) = 156.5 GFLOP/s"
     );
     assert!(close(
         bench::cpu_peak(&zen3, 2, DType::F64).unwrap().gflop_per_s,
         78.24
     ));
+    // bf16 without AVX512_BF16 is converted to f32: the f32 rate.
     assert!(close(
         bench::cpu_peak(&zen3, 2, DType::BF16).unwrap().gflop_per_s,
         156.48
@@ -84,23 +90,82 @@ fn peak_formulas_of_known_chips() {
         bench::cpu_peak(&zen3, 4, DType::F32).unwrap().gflop_per_s,
         156.48
     ));
-    // A 16-core AVX-512 part at 3.0 GHz: 16 x 3.0 x 2 x 16 x 2 = 3072 GFLOP/s in f32.
-    let avx512 = chip(3000, 16, &["avx2", "fma", "avx512f"]);
+    // Zen 4 (EPYC 9004: model 0x11) has AVX-512 on 256-bit units: the same 32 flops per
+    // cycle as AVX2 (the figure that once read 55% for 182 GFLOP/s at 2 x 2.6 GHz: 55% of a
+    // peak twice too high; it is 110% of 166.4 at the nominal clock, so the clock under load
+    // is higher, which the measured clock shows), and bf16 pair dot products at twice that.
+    let zen4 = amd(0x19, 0x11, 2600, &["avx2", "fma", "avx512f", "avx512bf16"]);
     assert!(close(
-        bench::cpu_peak(&avx512, 16, DType::F32)
-            .unwrap()
-            .gflop_per_s,
+        bench::cpu_peak(&zen4, 2, DType::F32).unwrap().gflop_per_s,
+        166.4
+    ));
+    assert!(close(
+        bench::cpu_peak(&zen4, 2, DType::BF16).unwrap().gflop_per_s,
+        332.8
+    ));
+    // Zen 5 (EPYC 9005: family 0x1a, model 0x02) has two full 512-bit units.
+    let zen5 = amd(0x1a, 0x02, 4000, &["avx2", "fma", "avx512f", "avx512bf16"]);
+    let p = bench::cpu_peak(&zen5, 2, DType::F32).unwrap();
+    assert!(close(p.gflop_per_s, 512.0), "{p:?}");
+    assert!(p.formula.contains("Zen 5: two 512-bit FMA units"), "{p:?}");
+    assert!(close(
+        bench::cpu_peak(&zen5, 2, DType::F64).unwrap().gflop_per_s,
+        256.0
+    ));
+    assert!(close(
+        bench::cpu_peak(&zen5, 2, DType::BF16).unwrap().gflop_per_s,
+        1024.0
+    ));
+    // Mobile Zen 5 (model 0x24) has 256-bit datapaths.
+    let strix = amd(0x1a, 0x24, 4000, &["avx2", "fma", "avx512f"]);
+    assert!(close(
+        bench::cpu_peak(&strix, 2, DType::F32).unwrap().gflop_per_s,
+        256.0
+    ));
+    // A 16-core Xeon (Sapphire Rapids: model 0x8f) at 3.0 GHz: 16 x 3.0 x 64 = 3072.
+    let spr = chip(
+        "GenuineIntel",
+        6,
+        0x8f,
+        3000,
+        16,
+        &["avx2", "fma", "avx512f"],
+    );
+    assert!(close(
+        bench::cpu_peak(&spr, 16, DType::F32).unwrap().gflop_per_s,
         3072.0
     ));
-    // No FMA peak for integers, without AVX2+FMA, or without a clock.
+    // A client core with AVX-512 (Tiger Lake: model 0x8c) has one 512-bit unit.
+    let tgl = chip(
+        "GenuineIntel",
+        6,
+        0x8c,
+        3000,
+        4,
+        &["avx2", "fma", "avx512f"],
+    );
+    assert!(close(
+        bench::cpu_peak(&tgl, 4, DType::F32).unwrap().gflop_per_s,
+        384.0
+    ));
+    // Unknown CPUs, integers and a missing clock: no peak, rather than a guess.
+    assert!(bench::cpu_peak(&amd(0x1b, 0x00, 3000, &["avx2", "fma"]), 2, DType::F32).is_none());
+    assert!(bench::cpu_peak(&chip("", 0, 0, 3000, 2, &["avx2", "fma"]), 2, DType::F32).is_none());
     assert!(bench::cpu_peak(&zen3, 2, DType::I64).is_none());
-    assert!(bench::cpu_peak(&chip(2445, 2, &["avx"]), 2, DType::F32).is_none());
     let mut unknown = zen3.clone();
     unknown.frequency_mhz = None;
     assert!(bench::cpu_peak(&unknown, 2, DType::F32).is_none());
-    // And this machine's own figure follows the same formula.
+    // This machine's own figure uses the table and says where its clock came from.
     if let Some(p) = bench::peak(&Device::Cpu, DType::F32) {
-        assert!(p.gflop_per_s > 0.0 && p.formula.contains("FMA units"));
+        assert!(
+            p.gflop_per_s > 0.0 && p.formula.contains("flops/cycle"),
+            "{p:?}"
+        );
+        assert!(p.formula.contains("clock"), "{p:?}");
+    }
+    // The measured clock is a plausible one (0.4 to 7 GHz) where it can be measured.
+    if let Some(mhz) = bench::measured_cpu_clock_mhz() {
+        assert!((400..7000).contains(&mhz), "{mhz} MHz");
     }
 }
 

@@ -275,8 +275,13 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
                     match bench::peak(d, dtype) {
                         Some(p) => out::line(format!("peak of {d} for {dtype}: {}", p.formula))?,
                         None => out::line(format!(
-                            "peak of {d} for {dtype}: not derivable (no FMA peak for this dtype, or the clock is unknown)"
+                            "peak of {d} for {dtype}: unknown (no FMA peak for this dtype, a CPU not in accel's microarchitecture table, or no known clock)"
                         ))?,
+                    }
+                    if *d == accel::Device::Cpu {
+                        for (what, k) in bench::cpu_kernels() {
+                            out::line(format!("cpu kernel, {what}: {k}"))?;
+                        }
                     }
                 }
             }

@@ -31,6 +31,10 @@ pub const KNOWN: &[(&str, &str)] = &[
     ),
     ("ACCEL_CACHE_DIR", "the folder for compiled kernels"),
     (
+        "ACCEL_CPU_KERNEL",
+        "the CPU matmul kernels: portable, avx2 or avx512 (at most what the CPU has)",
+    ),
+    (
         "ACCEL_WGPU_MATMUL",
         "the wgpu matmul kernel: auto, blocked, blocked128 or simple",
     ),

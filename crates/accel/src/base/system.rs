@@ -40,6 +40,12 @@ pub struct CpuInfo {
     pub frequency_mhz: Option<u64>,
     /// Vector extensions the kernels use, as detected at run time.
     pub simd: Vec<String>,
+    /// CPUID's vendor (`AuthenticAMD`, `GenuineIntel`), `Apple` on Apple silicon, else empty.
+    pub vendor: String,
+    /// CPUID's display family (base + extended: 25 = 0x19 for Zen 3/4), 0 where unknown.
+    pub family: u32,
+    /// CPUID's display model (extended model and model), 0 where unknown.
+    pub model: u32,
 }
 
 /// Host RAM now.
@@ -95,12 +101,54 @@ pub fn cpu_info() -> CpuInfo {
         .unwrap_or_else(|| std::env::consts::ARCH.to_string());
     let frequency_mhz = first.map(|c| c.frequency()).filter(|&f| f > 0);
     let logical_cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (vendor, family, model) = cpu_identity();
     CpuInfo {
         brand,
         logical_cores,
         physical_cores: System::physical_core_count().unwrap_or(logical_cores),
         frequency_mhz,
         simd: simd_features(),
+        vendor,
+        family,
+        model,
+    }
+}
+
+/// CPUID's vendor string, display family and display model.
+fn cpu_identity() -> (String, u32, u32) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::__cpuid;
+        // CPUID exists on every x86_64 CPU; leaves 0 and 1 are always valid.
+        let (l0, l1) = (__cpuid(0), __cpuid(1));
+        let mut v = Vec::with_capacity(12);
+        for r in [l0.ebx, l0.edx, l0.ecx] {
+            v.extend_from_slice(&r.to_le_bytes());
+        }
+        let vendor = String::from_utf8_lossy(&v).into_owned();
+        let base_family = (l1.eax >> 8) & 0xf;
+        let family = if base_family == 0xf {
+            base_family + ((l1.eax >> 20) & 0xff)
+        } else {
+            base_family
+        };
+        let model = if base_family == 0x6 || base_family == 0xf {
+            ((l1.eax >> 12) & 0xf0) | ((l1.eax >> 4) & 0xf)
+        } else {
+            (l1.eax >> 4) & 0xf
+        };
+        (vendor, family, model)
+    }
+    #[cfg(all(target_arch = "aarch64", target_os = "macos"))]
+    {
+        ("Apple".to_string(), 0, 0)
+    }
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "aarch64", target_os = "macos")
+    )))]
+    {
+        (String::new(), 0, 0)
     }
 }
 
@@ -116,7 +164,15 @@ fn simd_features() -> Vec<String> {
                 }
             )*};
         }
-        detect!("sse4.2", "avx", "avx2", "fma", "f16c", "avx512f");
+        detect!(
+            "sse4.2",
+            "avx",
+            "avx2",
+            "fma",
+            "f16c",
+            "avx512f",
+            "avx512bf16"
+        );
     }
     #[cfg(target_arch = "aarch64")]
     out.push("neon".to_string());

@@ -6,8 +6,8 @@ use accel::{Availability, Device};
 /// The names `ACCEL_TEST_REQUIRE` accepts: the backends, `nvrtc` (CUDA's compiler, which
 /// compiles every kernel here without a GPU), and the tools the CLI's tests drive
 /// (`prometheus` for `accel serve`, `tmux` for `accel monitor`, `grpc` for the fake TPU
-/// metrics service, Python's grpcio).
-pub const KNOWN_REQUIREMENTS: [&str; 9] = [
+/// metrics service, Python's grpcio), and `avx512` (the CPU kernels' AVX-512 paths).
+pub const KNOWN_REQUIREMENTS: [&str; 10] = [
     "cpu",
     "cuda",
     "nvrtc",
@@ -17,6 +17,7 @@ pub const KNOWN_REQUIREMENTS: [&str; 9] = [
     "prometheus",
     "tmux",
     "grpc",
+    "avx512",
 ];
 
 /// The backends `ACCEL_TEST_REQUIRE` names (e.g. `ACCEL_TEST_REQUIRE=cuda,xla`): a backend

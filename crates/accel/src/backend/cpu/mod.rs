@@ -324,7 +324,11 @@ impl CpuStorage {
         // inside `self` and `rhs`, and the product is not empty.
         spec.check_in_bounds(self.len(), rhs.len())?;
         let threads = rayon::current_num_threads();
-        fn float<S: matmul::PackInto<D>, D: matmul::Accum>(
+        /// One matrix product: `gemm`, or `gemm_bf16` for bf16 (pair dot products where the
+        /// CPU has them). Same # Safety as `matmul::gemm`.
+        type Gemm<S, D> = unsafe fn(usize, usize, usize, MatRef<S>, MatRef<S>, &mut [D], usize);
+        fn float<S: Copy + Send + Sync, D: matmul::Accum>(
+            gemm: Gemm<S, D>,
             x: &[S],
             y: &[S],
             dims: (usize, usize, usize, usize),
@@ -357,7 +361,7 @@ impl CpuStorage {
                 // Tensor::matmul never passes). `c` is one m * n chunk of `out`, allocated by
                 // alloc::output(bsz * m * n) above, as gemm requires. x and y are only read
                 // (shared borrows for the whole call).
-                unsafe { matmul::gemm(m, n, k, ar, br, c, t) };
+                unsafe { gemm(m, n, k, ar, br, c, t) };
             };
             if m * n == 0 {
                 return out;
@@ -404,17 +408,19 @@ impl CpuStorage {
         let cast = |v: Vec<f32>, to: DType| cast_vec(&v, to);
         Ok(match (self, rhs) {
             (CpuStorage::F32(x), CpuStorage::F32(y)) => {
-                CpuStorage::F32(float::<f32, f32>(x, y, dims, a, b, threads))
+                CpuStorage::F32(float(matmul::gemm::<f32, f32>, x, y, dims, a, b, threads))
             }
             (CpuStorage::F64(x), CpuStorage::F64(y)) => {
-                CpuStorage::F64(float::<f64, f64>(x, y, dims, a, b, threads))
+                CpuStorage::F64(float(matmul::gemm::<f64, f64>, x, y, dims, a, b, threads))
             }
-            (CpuStorage::F16(x), CpuStorage::F16(y)) => {
-                cast(float::<f16, f32>(x, y, dims, a, b, threads), DType::F16)
-            }
-            (CpuStorage::BF16(x), CpuStorage::BF16(y)) => {
-                cast(float::<bf16, f32>(x, y, dims, a, b, threads), DType::BF16)
-            }
+            (CpuStorage::F16(x), CpuStorage::F16(y)) => cast(
+                float(matmul::gemm::<f16, f32>, x, y, dims, a, b, threads),
+                DType::F16,
+            ),
+            (CpuStorage::BF16(x), CpuStorage::BF16(y)) => cast(
+                float(matmul::gemm_bf16, x, y, dims, a, b, threads),
+                DType::BF16,
+            ),
             (CpuStorage::I32(x), CpuStorage::I32(y)) => CpuStorage::I32(int(x, y, dims, a, b)),
             (CpuStorage::I64(x), CpuStorage::I64(y)) => CpuStorage::I64(int(x, y, dims, a, b)),
             _ => {
