@@ -53,9 +53,25 @@ def torch_matmul(n, dtype, warmup, iters):
     return time_it(lambda: a @ b, warmup, iters)
 
 
-def accel_matmul(n, dtype, warmup, iters):
+def numpy_bmm(b, n, warmup, iters):
+    import numpy as np
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((b, n, n)).astype(np.float32)
+    y = rng.standard_normal((b, n, n)).astype(np.float32)
+    return time_it(lambda: np.matmul(x, y), warmup, iters)
+
+
+def torch_bmm(b, n, warmup, iters):
+    import torch
+    x = torch.randn(b, n, n)
+    y = torch.randn(b, n, n)
+    return time_it(lambda: torch.bmm(x, y), warmup, iters)
+
+
+def accel_matmul(n, dtype, warmup, iters, batch=1):
     out = subprocess.run(
         [ACCEL, "bench", "matmul", "--device", "cpu", "--size", str(n), "--dtype", dtype,
+         "--batch", str(batch),
          "--warmup", str(warmup), "--iters", str(iters), "--json"],
         check=True, capture_output=True, text=True).stdout
     return json.loads(out)["results"][0]["stats"]["median_s"]
@@ -135,6 +151,11 @@ def main():
                "torch": lambda n=n, it=it: torch_matmul(n, "f32", 10, it),
                "accel": lambda n=n, it=it: accel_matmul(n, "f32", 10, it)}
         cases.append((f"matmul f32 N={n}", 2.0 * n ** 3 / 1e9, "GFLOP/s", fns))
+    # A batch of 64 products of 64 x 64 (np.matmul / torch.bmm / one batched accel call).
+    fns = {"numpy": lambda: numpy_bmm(64, 64, 10, 100),
+           "torch": lambda: torch_bmm(64, 64, 10, 100),
+           "accel": lambda: accel_matmul(64, "f32", 10, 100, batch=64)}
+    cases.append(("bmm f32 64 x 64x64", 64 * 2.0 * 64 ** 3 / 1e9, "GFLOP/s", fns))
     n = 10_000_000
     cases.append((f"add f32 n={n:,}", 3 * 4 * n / 1e9, "GB/s",
                   {"numpy": lambda: numpy_add(n, warmup, iters),

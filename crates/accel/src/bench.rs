@@ -580,6 +580,9 @@ pub struct MatmulRun {
     pub dtype: DType,
     /// Matrix size N (N x N by N x N).
     pub size: usize,
+    /// Products per call: a batched matmul of `batch` N x N pairs (1: one product).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub batch: usize,
     /// Warm-up iterations (not timed).
     pub warmup: usize,
     /// The very first multiplication, synchronised: includes one-time costs (thread pool
@@ -601,6 +604,14 @@ pub struct MatmulRun {
     pub device_stats: Option<Stats>,
 }
 
+fn one() -> usize {
+    1
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
+}
+
 /// Times `a @ b` for N x N random operands on `device`.
 pub fn matmul(
     device: &Device,
@@ -609,8 +620,26 @@ pub fn matmul(
     warmup: usize,
     iters: Iterations,
 ) -> Result<(MatmulRun, Tensor)> {
-    let a_host = Tensor::randn(0.0, 1.0, (size, size), &Device::Cpu)?.to_dtype(dtype)?;
-    let b_host = Tensor::randn(0.0, 1.0, (size, size), &Device::Cpu)?.to_dtype(dtype)?;
+    matmul_batched(device, 1, size, dtype, warmup, iters)
+}
+
+/// Times `a @ b` for `batch` pairs of N x N random operands on `device` (one batched call;
+/// `batch` = 1 is a plain N x N product). The error is sampled in the first product.
+pub fn matmul_batched(
+    device: &Device,
+    batch: usize,
+    size: usize,
+    dtype: DType,
+    warmup: usize,
+    iters: Iterations,
+) -> Result<(MatmulRun, Tensor)> {
+    let shape: Vec<usize> = if batch == 1 {
+        vec![size, size]
+    } else {
+        vec![batch, size, size]
+    };
+    let a_host = Tensor::randn(0.0, 1.0, shape.as_slice(), &Device::Cpu)?.to_dtype(dtype)?;
+    let b_host = Tensor::randn(0.0, 1.0, shape.as_slice(), &Device::Cpu)?.to_dtype(dtype)?;
     let a = a_host.to_device(device)?;
     let b = b_host.to_device(device)?;
     let Measured {
@@ -619,16 +648,24 @@ pub fn matmul(
         stats,
         device_stats,
     } = measure(device, warmup, iters, || a.matmul(&b))?;
-    let flops = 2.0 * (size as f64).powi(3);
+    let flops = batch as f64 * 2.0 * (size as f64).powi(3);
     let gflop_per_s = flops / stats.median_s / 1e9;
     let peak = peak(device, dtype);
     let percent_of_peak = peak.as_ref().map(|p| 100.0 * gflop_per_s / p.gflop_per_s);
-    let max_rel_error = sampled_error(&a_host, &b_host, &c, 64)?;
+    let first = |t: &Tensor| -> Result<Tensor> {
+        if batch == 1 {
+            return Ok(t.clone());
+        }
+        let v: Vec<f64> = t.to_vec_f64()?.into_iter().take(size * size).collect();
+        Tensor::from_vec(v, (size, size), &Device::Cpu)
+    };
+    let max_rel_error = sampled_error(&first(&a_host)?, &first(&b_host)?, &first(&c)?, 64)?;
     Ok((
         MatmulRun {
             device: *device,
             dtype,
             size,
+            batch,
             warmup,
             first_run_s,
             stats,

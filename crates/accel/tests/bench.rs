@@ -439,3 +439,28 @@ fn an_older_report_reads_with_defaults_and_a_broken_one_says_what_is_wrong() {
         serde_json::from_str::<Report<CopyRun>>(&OLD_COPY_REPORT.replace("0.5", "null")).unwrap();
     assert!(inf.results[0].gb_per_s.is_nan());
 }
+
+#[test]
+fn a_batched_matmul_benchmark_counts_every_product_and_checks_the_first() {
+    let (run, c) = bench::matmul_batched(
+        &Device::Cpu,
+        3,
+        24,
+        DType::F32,
+        1,
+        bench::Iterations::Fixed(3),
+    )
+    .unwrap();
+    assert_eq!((run.batch, run.size), (3, 24));
+    assert_eq!(c.dims(), &[3, 24, 24]);
+    // Three products of 2 * 24^3 flops in the median time.
+    let want = 3.0 * 2.0 * 24f64.powi(3) / run.stats.median_s / 1e9;
+    assert!(close(run.gflop_per_s, want), "{} {want}", run.gflop_per_s);
+    assert!(run.max_rel_error < 1e-5, "{}", run.max_rel_error);
+    // The JSON names the batch; a plain product leaves it out (old reports still read).
+    let v = serde_json::to_value(&run).unwrap();
+    assert_eq!(v["batch"], 3);
+    let (one, _) =
+        bench::matmul(&Device::Cpu, 8, DType::F32, 1, bench::Iterations::Fixed(2)).unwrap();
+    assert!(serde_json::to_value(&one).unwrap().get("batch").is_none());
+}

@@ -21,10 +21,17 @@ pub trait Comparable {
 
 impl Comparable for MatmulRun {
     fn same_work(&self, o: &Self) -> bool {
-        (self.device, self.dtype, self.size) == (o.device, o.dtype, o.size)
+        (self.device, self.dtype, self.size, self.batch) == (o.device, o.dtype, o.size, o.batch)
     }
     fn work(&self) -> String {
-        format!("{} {} size {}", self.device, self.dtype, self.size)
+        if self.batch == 1 {
+            format!("{} {} size {}", self.device, self.dtype, self.size)
+        } else {
+            format!(
+                "{} {} size {} batch {}",
+                self.device, self.dtype, self.size, self.batch
+            )
+        }
     }
 }
 

@@ -30,6 +30,10 @@ pub enum Workload {
         /// Element type: f32, f64, f16, bf16, i32, i64.
         #[arg(long, default_value = "f32", value_parser = parse_dtype)]
         dtype: DType,
+        /// Products per call: a batched matmul of B pairs of N x N matrices (PyTorch's
+        /// `torch.bmm`), 1 to 65536.
+        #[arg(long, default_value = "1", value_name = "B", value_parser = clap::value_parser!(u64).range(1..=65536))]
+        batch: u64,
         /// Show how each device's peak (the "% peak" column) is computed.
         #[arg(long)]
         explain: bool,
@@ -263,13 +267,14 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
         Workload::Matmul {
             sizes,
             dtype,
+            batch,
             explain,
             tf32,
             common,
         } => {
             let plan = common.plan::<MatmulRun>()?;
             accel::cuda::set_allow_tf32(tf32);
-            run::matmul(&plan, &sizes, dtype)?;
+            run::matmul(&plan, &sizes, dtype, batch as usize)?;
             if explain && plan.format == Format::Text {
                 for d in &plan.devices {
                     match bench::peak(d, dtype) {

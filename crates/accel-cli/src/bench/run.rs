@@ -185,9 +185,18 @@ pub(super) fn copy(
     })
 }
 
-pub(super) fn matmul(plan: &Plan<MatmulRun>, sizes: &[usize], dtype: DType) -> anyhow::Result<()> {
+pub(super) fn matmul(
+    plan: &Plan<MatmulRun>,
+    sizes: &[usize],
+    dtype: DType,
+    batch: usize,
+) -> anyhow::Result<()> {
     let table = Table {
-        title: format!("matmul {dtype}"),
+        title: if batch == 1 {
+            format!("matmul {dtype}")
+        } else {
+            format!("matmul {dtype}, batches of {batch} products")
+        },
         text_header: header(),
         csv_header: format!(
             "device,dtype,size,{CSV_TIMING},gflop_per_s,peak_gflop_per_s,percent_of_peak,max_rel_error"
@@ -195,7 +204,7 @@ pub(super) fn matmul(plan: &Plan<MatmulRun>, sizes: &[usize], dtype: DType) -> a
         axes: ("N", "GFLOP/s"),
     };
     execute(plan, &plan.grid(sizes), table, |d, size| {
-        Ok(bench::matmul(d, size, dtype, plan.warmup, plan.iters)?.0)
+        Ok(bench::matmul_batched(d, batch, size, dtype, plan.warmup, plan.iters)?.0)
     })
 }
 

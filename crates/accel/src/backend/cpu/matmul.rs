@@ -100,14 +100,21 @@ impl PackInto<f64> for f64 {
 
 /// A value of a packed panel: one element of k (f32, f64), or a pair of consecutive k
 /// elements in one 32-bit word (bf16 for AVX512_BF16's `vdpbf16ps`, which multiplies pairs).
-pub(crate) trait Packed: Copy + Default + Send + Sync + 'static {
+///
+/// # Safety
+/// Implementors are plain data of at most 8 bytes whose size divides 8, aligned to at most 8,
+/// for which every bit pattern is a valid value: packed panels live in reused `u64` scratch
+/// ([`Scratch`]) that is viewed as `[Self]`.
+pub(crate) unsafe trait Packed: Copy + Default + Send + Sync + 'static {
     /// Elements of k per packed value.
     const K_PER: usize;
 }
-impl Packed for f32 {
+// SAFETY: 4 bytes, align 4, every bit pattern is an f32.
+unsafe impl Packed for f32 {
     const K_PER: usize = 1;
 }
-impl Packed for f64 {
+// SAFETY: 8 bytes, align 8, every bit pattern is an f64.
+unsafe impl Packed for f64 {
     const K_PER: usize = 1;
 }
 
@@ -115,7 +122,8 @@ impl Packed for f64 {
 #[derive(Clone, Copy, Default)]
 #[repr(transparent)]
 pub(crate) struct Bf16Pair(u32);
-impl Packed for Bf16Pair {
+// SAFETY: a transparent u32: 4 bytes, align 4, every bit pattern valid.
+unsafe impl Packed for Bf16Pair {
     const K_PER: usize = 2;
 }
 
@@ -542,30 +550,51 @@ mod avx512 {
                     _mm_prefetch::<_MM_HINT_T0>(p);
                     _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(NR * std::mem::size_of::<$t>() - 1));
                 }
-                for _ in 0..ks {
-                    _mm_prefetch::<_MM_HINT_T0>((a as *const i8).wrapping_add(768));
-                    let b0 = {
-                        let $lb = b;
-                        $load_b
-                    };
-                    let b1 = {
-                        let $lb = b.add($lanes);
-                        $load_b
-                    };
-                    for (i, row) in acc.iter_mut().enumerate() {
-                        let av = {
-                            let $la = a.add(i);
-                            $bcast_a
+                // One packed step of k: two B vectors, MR broadcast A values, 2 MR FMAs.
+                macro_rules! step {
+                    ($u:expr) => {{
+                        let bp = b.add($u * NR);
+                        let ap = a.add($u * MR);
+                        let b0 = {
+                            let $lb = bp;
+                            $load_b
                         };
-                        row[0] = {
-                            let ($acc, $x, $y) = (row[0], av, b0);
-                            $fma
+                        let b1 = {
+                            let $lb = bp.add($lanes);
+                            $load_b
                         };
-                        row[1] = {
-                            let ($acc, $x, $y) = (row[1], av, b1);
-                            $fma
-                        };
-                    }
+                        for (i, row) in acc.iter_mut().enumerate() {
+                            let av = {
+                                let $la = ap.add(i);
+                                $bcast_a
+                            };
+                            row[0] = {
+                                let ($acc, $x, $y) = (row[0], av, b0);
+                                $fma
+                            };
+                            row[1] = {
+                                let ($acc, $x, $y) = (row[1], av, b1);
+                                $fma
+                            };
+                        }
+                    }};
+                }
+                // Unrolled by 4, with two prefetches of the A stream (4 x 56 bytes) per turn;
+                // `wrapping_add`: past the panel's end for the last turns, and a prefetch
+                // never faults.
+                for _ in 0..ks / 4 {
+                    let pa = a as *const i8;
+                    _mm_prefetch::<_MM_HINT_T0>(pa.wrapping_add(1024));
+                    _mm_prefetch::<_MM_HINT_T0>(pa.wrapping_add(1024 + 128));
+                    step!(0);
+                    step!(1);
+                    step!(2);
+                    step!(3);
+                    a = a.add(4 * MR);
+                    b = b.add(4 * NR);
+                }
+                for _ in 0..ks % 4 {
+                    step!(0);
                     a = a.add(MR);
                     b = b.add(NR);
                 }
@@ -814,6 +843,14 @@ unsafe fn pack_b<S: Copy, P: PackFrom<S>>(
 ) {
     let ks = kc.div_ceil(P::K_PER);
     let panels = nc.div_ceil(nr);
+    // One packed value from the group of K_PER rows of k starting at p0, column j (j < nc).
+    let at = |p0: usize, j: usize| {
+        P::make(|t| {
+            let p = p0 + t;
+            // SAFETY: p < kc and j < nc (callers below): valid by # Safety.
+            (p < kc).then(|| unsafe { b.at(p, j) })
+        })
+    };
     if b.cs == 1 {
         // Row-major B: read each row (group of K_PER rows) front to back, one page at a time
         // however far apart the rows are, and deal its nr-wide pieces out to the panels.
@@ -823,13 +860,25 @@ unsafe fn pack_b<S: Copy, P: PackFrom<S>>(
                 let j0 = q * nr;
                 let w = nr.min(nc - j0);
                 let out = &mut dst[q * ks * nr + s * nr..q * ks * nr + (s + 1) * nr];
-                for (j, v) in out.iter_mut().enumerate() {
-                    *v = P::make(|t| {
-                        let p = p0 + t;
-                        // SAFETY: p < kc and j0 + j < nc (w <= nc - j0): valid by # Safety.
-                        (p < kc && j < w).then(|| unsafe { *b.ptr.add(p * b.rs + j0 + j) })
-                    });
+                let (body, pad) = out.split_at_mut(w);
+                // SAFETY (both slices): row p < kc, columns j0..j0 + w <= nc: valid by
+                // # Safety, and contiguous (cs == 1).
+                let row =
+                    |p: usize| unsafe { std::slice::from_raw_parts(b.ptr.add(p * b.rs + j0), w) };
+                if P::K_PER == 1 {
+                    for (v, &x) in body.iter_mut().zip(row(p0)) {
+                        *v = P::make(|_| Some(x));
+                    }
+                } else if P::K_PER == 2 && p0 + 1 < kc {
+                    for ((v, &x0), &x1) in body.iter_mut().zip(row(p0)).zip(row(p0 + 1)) {
+                        *v = P::make(|t| Some(if t == 0 { x0 } else { x1 }));
+                    }
+                } else {
+                    for (j, v) in body.iter_mut().enumerate() {
+                        *v = at(p0, j0 + j);
+                    }
                 }
+                pad.fill(P::default());
             }
         }
         return;
@@ -839,11 +888,11 @@ unsafe fn pack_b<S: Copy, P: PackFrom<S>>(
         let w = nr.min(nc - j0);
         for j in 0..nr {
             for s in 0..ks {
-                panel[s * nr + j] = P::make(|t| {
-                    let p = s * P::K_PER + t;
-                    // SAFETY: p < kc and j0 + j < nc: valid by # Safety.
-                    (p < kc && j < w).then(|| unsafe { b.at(p, j0 + j) })
-                });
+                panel[s * nr + j] = if j < w {
+                    at(s * P::K_PER, j0 + j)
+                } else {
+                    P::default()
+                };
             }
         }
     }
@@ -863,30 +912,42 @@ unsafe fn pack_a<S: Copy, P: PackFrom<S>>(
     dst: &mut [P],
 ) {
     let ks = kc.div_ceil(P::K_PER);
+    // One packed value from row i (< mc), the group of K_PER columns of k starting at p0.
+    let at = |i: usize, p0: usize| {
+        P::make(|t| {
+            let p = p0 + t;
+            // SAFETY: i < mc and p < kc: valid by # Safety.
+            (p < kc).then(|| unsafe { a.at(i, p) })
+        })
+    };
     for (q, panel) in dst.chunks_mut(ks * mr).take(mc.div_ceil(mr)).enumerate() {
         let i0 = q * mr;
         let h = mr.min(mc - i0);
-        // Row-major A is read along its rows (k); column-major A down its columns.
         if a.cs == 1 {
-            for i in 0..mr {
-                for s in 0..ks {
-                    panel[s * mr + i] = P::make(|t| {
-                        let p = s * P::K_PER + t;
-                        // SAFETY: i0 + i < mc and p < kc: valid by # Safety.
-                        (p < kc && i < h).then(|| unsafe { a.at(i0 + i, p) })
-                    });
+            // Row-major A: each row read front to back (in groups of K_PER), dealt out at
+            // stride mr.
+            for i in 0..h {
+                // SAFETY: row i0 + i < mc, columns 0..kc: valid by # Safety, contiguous.
+                let src = unsafe { std::slice::from_raw_parts(a.ptr.add((i0 + i) * a.rs), kc) };
+                if P::K_PER == 1 {
+                    for (s, &x) in src.iter().enumerate() {
+                        panel[s * mr + i] = P::make(|_| Some(x));
+                    }
+                } else {
+                    for (s, g) in src.chunks(P::K_PER).enumerate() {
+                        panel[s * mr + i] = P::make(|t| g.get(t).copied());
+                    }
                 }
             }
         } else {
             for s in 0..ks {
-                for i in 0..mr {
-                    panel[s * mr + i] = P::make(|t| {
-                        let p = s * P::K_PER + t;
-                        // SAFETY: i0 + i < mc and p < kc: valid by # Safety.
-                        (p < kc && i < h).then(|| unsafe { a.at(i0 + i, p) })
-                    });
+                for i in 0..h {
+                    panel[s * mr + i] = at(i0 + i, s * P::K_PER);
                 }
             }
+        }
+        for s in 0..ks {
+            panel[s * mr + h..(s + 1) * mr].fill(P::default());
         }
     }
 }
@@ -952,8 +1013,52 @@ fn prefetch_l2(p: *const i8) {
     let _ = p;
 }
 
-/// Below this many multiply-adds one thread is faster than waking the pool.
-const PARALLEL_MIN_FLOPS: usize = 1 << 21;
+/// Buffers for packed panels, kept between calls: a fresh zeroed allocation per call costs as
+/// much as a whole 64 x 64 product. At most 8 are kept (a thread's A block plus the B panel
+/// per call; more only under concurrent calls).
+static SCRATCH: std::sync::Mutex<Vec<Vec<u64>>> = std::sync::Mutex::new(Vec::new());
+
+/// One scratch buffer, back in the pool on drop.
+struct Scratch(Vec<u64>);
+
+impl Scratch {
+    /// A buffer of at least `len` values of P (contents: whatever the last user left, or
+    /// zeros where it grew; packing overwrites every value a kernel reads).
+    fn take<P: Packed>(len: usize) -> Scratch {
+        let words = (len * std::mem::size_of::<P>()).div_ceil(8);
+        let mut v = SCRATCH
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default();
+        if v.len() < words {
+            v.resize(words, 0);
+        }
+        Scratch(v)
+    }
+
+    fn view<P: Packed>(&mut self) -> &mut [P] {
+        let n = self.0.len() * 8 / std::mem::size_of::<P>();
+        // SAFETY: `Packed`'s contract: P's size divides 8 and its alignment is at most u64's,
+        // so the u64 buffer holds exactly n values of P, aligned; every bit pattern is a valid
+        // P, so the initialised u64s are initialised Ps. The borrow of `self` is unique.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr() as *mut P, n) }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let mut pool = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
+        // Buffers past 64 MiB are not kept (a one-off huge product).
+        if pool.len() < 8 && self.0.len() <= 8 << 20 {
+            pool.push(std::mem::take(&mut self.0));
+        }
+    }
+}
+
+/// Below this many multiply-adds one thread is faster than waking the pool (measured on Zen 5:
+/// f32 N=128 takes 32 us on one thread and 73 us on two, N=256 207 and 189 us).
+const PARALLEL_MIN_FLOPS: usize = 1 << 24;
 
 /// C = A * B for one matrix, with C contiguous row-major (m x n), on up to `threads` threads,
 /// with the best kernel for D on this CPU.
@@ -1041,10 +1146,11 @@ unsafe fn gemm_with<S: Copy + Send + Sync, P: PackFrom<S>, D: Accum>(
     let split_rows = m >= threads * mr * 4;
     let ks_max = kcb.min(k).div_ceil(P::K_PER);
     let nc_max = ncb.min(n);
-    let mut bpack = vec![P::default(); ks_max * nc_max.div_ceil(nr) * nr];
-    let mut apacks: Vec<Vec<P>> = (0..threads)
-        .map(|_| vec![P::default(); ks_max * mcb.min(m).div_ceil(mr) * mr])
-        .collect();
+    let mut bscratch = Scratch::take::<P>(ks_max * nc_max.div_ceil(nr) * nr);
+    let bpack: &mut [P] = bscratch.view();
+    let alen = ks_max * mcb.min(m).div_ceil(mr) * mr;
+    let mut ascratch: Vec<Scratch> = (0..threads).map(|_| Scratch::take::<P>(alen)).collect();
+    let mut apacks: Vec<&mut [P]> = ascratch.iter_mut().map(|s| s.view()).collect();
     let cp = OutPtr(c.as_mut_ptr());
     for jc in (0..n).step_by(ncb) {
         let nc = ncb.min(n - jc);
@@ -1073,7 +1179,7 @@ unsafe fn gemm_with<S: Copy + Send + Sync, P: PackFrom<S>, D: Accum>(
                     });
             }
             let bpack = &bpack[..];
-            let work = |(t, apack): (usize, &mut Vec<P>)| {
+            let work = |(t, apack): (usize, &mut &mut [P])| {
                 let (rows, cols) = if split_rows {
                     let per = m.div_ceil(threads).div_ceil(mr) * mr;
                     ((t * per).min(m)..((t + 1) * per).min(m), (0, nc))
