@@ -20,11 +20,14 @@
 //!
 //! | backend | devices | cargo feature | status in this version |
 //! |---|---|---|---|
-//! | CPU | `cpu` | always | multi-threaded, AVX2/FMA matmul |
-//! | CUDA | `cuda`, `cuda:N` | `cuda` | reports "not implemented in this version" |
-//! | Apple GPU | `mps` | `wgpu` | reports "not implemented in this version" |
-//! | XLA (TPU, GPU, CPU via PJRT) | `xla`, `xla:N` | `xla` | reports "not implemented in this version" |
-//! | other GPUs (Vulkan, Metal, DX12) | `wgpu:N` | `wgpu` | reports "not implemented in this version" |
+//! | CPU | `cpu` | always | multi-threaded; matmul with AVX-512 (bf16 through AVX512_BF16), AVX2+FMA or portable micro-kernels chosen at run time |
+//! | CUDA | `cuda`, `cuda:N` | `cuda` | driver API, cuBLAS, NVRTC-compiled kernels, NVML; compiled and its discovery tested, not yet run on a GPU |
+//! | Apple GPU | `mps` | `wgpu` | the first Metal adapter through wgpu; never run on a Mac |
+//! | XLA (TPU, GPU, CPU via PJRT) | `xla`, `xla:N` | `xla` | PJRT plugins; tested on XLA's CPU plugin |
+//! | other GPUs (Vulkan, Metal, DX12) | `wgpu:N` | `wgpu` | f32 and i32 (f16 with `shader-f16`); tested on Mesa's lavapipe |
+//!
+//! Monitoring ([`telemetry`], [`load`]) reads the vendors' monitoring interfaces and never opens
+//! a compute context.
 //!
 //! ## PyTorch -> accel
 //!
