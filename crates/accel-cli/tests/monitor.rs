@@ -351,7 +351,7 @@ fn monitor_through_a_pipe_prints_plain_lines() {
 
 /// The pids of running `accel monitor` processes whose command line holds `marker`.
 fn monitors_with(marker: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
+    let found: Vec<u32> = std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .flatten()
@@ -367,6 +367,22 @@ fn monitors_with(marker: &str) -> Vec<u32> {
                 c.contains(" monitor ") && c.contains(marker)
             })
         })
+        .collect::<Vec<u32>>();
+    // A child the monitor is starting (its probe helper, between fork and exec) still looks
+    // like the monitor: leave out every process whose parent is in the list.
+    let parent = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit(')')
+            .next()?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    found
+        .iter()
+        .copied()
+        .filter(|&p| parent(p).is_none_or(|pp| !found.contains(&pp)))
         .collect()
 }
 
