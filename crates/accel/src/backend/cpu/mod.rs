@@ -45,6 +45,17 @@ impl Backend for Cpu {
         if let Some(mhz) = sys.frequency_mhz {
             details.push(("frequency_mhz".to_string(), mhz.to_string()));
         }
+        // The matmul micro-kernels chosen for this CPU (`accel bench matmul --explain` gives
+        // their tiles and blocking).
+        use matmul::Accum;
+        let k32 = f32::kernel().name;
+        details.push((
+            "matmul_kernel".to_string(),
+            match matmul::bf16_kernel() {
+                Some(b) => format!("{k32}, bf16 {}", b.name),
+                None => k32.to_string(),
+            },
+        ));
         Probe {
             backend: BackendKind::Cpu,
             compiled: true,
