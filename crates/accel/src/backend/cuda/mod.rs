@@ -17,6 +17,7 @@
 pub mod kernel_cache;
 pub mod kernels;
 pub mod libs;
+mod pyenv;
 pub mod trust;
 
 #[cfg(feature = "cuda")]

@@ -25,6 +25,8 @@ pub(crate) mod pjrt;
 #[cfg(all(feature = "xla", target_os = "linux"))]
 mod programs;
 #[cfg(all(feature = "xla", target_os = "linux"))]
+mod runtime;
+#[cfg(all(feature = "xla", target_os = "linux"))]
 pub(crate) mod storage;
 
 #[cfg(not(all(feature = "xla", target_os = "linux")))]

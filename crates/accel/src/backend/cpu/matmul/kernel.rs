@@ -1,0 +1,326 @@
+//! Which micro-kernel runs here: the kernels with their tiles, the blocking derived from the
+//! caches (`Caches`, `Rule`), the choice by CPU features and `ACCEL_CPU_KERNEL`, and the
+//! description `accel bench matmul --explain` prints.
+
+use super::micro::generic_kernel;
+#[cfg(target_arch = "x86_64")]
+use super::micro::{avx2, avx512};
+use super::pack::{Bf16Pair, Packed};
+
+/// `(ks, a, b, c, ldc, accumulate, mr, nr)`, with `ks` packed steps of k.
+///
+/// Calling one is unsafe: `a` must point to ks * MR readable packed values (an MR-tall
+/// micro-panel from `pack_a`), `b` to ks * NR (an NR-wide micro-panel from `pack_b`), and
+/// `c` to an mr x nr block (mr <= MR, nr <= NR) of writable, initialised values at row
+/// stride `ldc`, not accessed by anyone else during the call; the SIMD kernels also require
+/// the CPU features they were compiled for (checked by `Kernel::select`).
+pub(super) type MicroKernel<P, D> =
+    unsafe fn(usize, *const P, *const P, *mut D, usize, bool, usize, usize);
+
+/// One micro-kernel, its tile (MR x NR) and the blocking derived for it from this machine's
+/// caches (MC x KC blocks of A in L2, KC x NR micro-panels of B in L1, KC x NC panels of B in
+/// L3), as BLIS's analytical model does.
+#[derive(Clone, Copy)]
+pub(crate) struct Kernel<P, D> {
+    /// `avx512`, `avx512-bf16`, `avx2` or `portable`.
+    pub name: &'static str,
+    pub mr: usize,
+    pub nr: usize,
+    pub mc: usize,
+    /// In elements of k (a multiple of 4 * K_PER).
+    pub kc: usize,
+    pub nc: usize,
+    pub(super) run: MicroKernel<P, D>,
+}
+
+/// The cache sizes the blocking is derived from, in bytes: L1 data and L2 of one core, L3 of
+/// the whole chip, from Linux's sysfs; Zen 3's sizes where it says nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Caches {
+    pub l1d: usize,
+    pub l2: usize,
+    pub l3: usize,
+}
+
+impl Caches {
+    pub(crate) fn of_this_machine() -> Caches {
+        static C: std::sync::OnceLock<Caches> = std::sync::OnceLock::new();
+        *C.get_or_init(|| {
+            let mut c = Caches {
+                l1d: 32 << 10,
+                l2: 512 << 10,
+                l3: 32 << 20,
+            };
+            let base = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+            for i in 0..8 {
+                let d = base.join(format!("index{i}"));
+                let read = |f: &str| std::fs::read_to_string(d.join(f)).ok();
+                let (Some(level), Some(kind), Some(size)) =
+                    (read("level"), read("type"), read("size"))
+                else {
+                    continue;
+                };
+                let size = size.trim();
+                let bytes = match size.strip_suffix('K') {
+                    Some(k) => k.parse::<usize>().ok().map(|k| k << 10),
+                    None => match size.strip_suffix('M') {
+                        Some(m) => m.parse::<usize>().ok().map(|m| m << 20),
+                        None => size.parse().ok(),
+                    },
+                };
+                let Some(bytes) = bytes.filter(|&b| b > 0) else {
+                    continue;
+                };
+                match (level.trim(), kind.trim()) {
+                    ("1", "Data") => c.l1d = bytes,
+                    ("2", _) => c.l2 = bytes,
+                    ("3", _) => c.l3 = bytes,
+                    _ => {}
+                }
+            }
+            c
+        })
+    }
+}
+
+/// How a kernel's blocking follows the caches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rule {
+    /// BLIS's: a B micro-panel (KC x NR) in 3/4 of L1, an A block (MC x KC) in 27/64 of L2.
+    /// On Zen 3 (32 KiB, 512 KiB) this gives the KC = 384, MC = 144 measured best there for
+    /// the AVX2 f32 kernel.
+    L1Panel,
+    /// For the AVX-512 kernels, measured on Zen 5 (48 KiB L1, 1 MiB L2): a B micro-panel of
+    /// L2 / 8 (1024 packed steps of 128 bytes) streamed from L2, and an A block of MC x KC x 4
+    /// bytes = L2. Deep slices halve the C traffic of BLIS's L1 rule, which measured 15-20%
+    /// slower there (KC = 288: 299-316 GFLOP/s; KC = 1024, MC = 252: 380-400, f32 N=2000-4096).
+    L2Panel,
+}
+
+impl<P: Packed, D> Kernel<P, D> {
+    /// The kernel with the blocking these caches call for under `rule`, each figure rounded
+    /// to the kernel's tile; a B panel (KC x NC) takes 0.4 of L3 (shared by the threads).
+    pub(super) fn blocked(
+        name: &'static str,
+        (mr, nr): (usize, usize),
+        run: MicroKernel<P, D>,
+        caches: Caches,
+        rule: Rule,
+    ) -> Self {
+        let psize = std::mem::size_of::<P>();
+        // Packed steps of k per slice (a multiple of the unroll of 4).
+        let ks = match rule {
+            Rule::L1Panel => caches.l1d * 3 / 4 / (nr * psize),
+            Rule::L2Panel => caches.l2 / 8 / (nr * psize),
+        };
+        let ks = (ks / 4 * 4).clamp(16, 1024);
+        let mc = match rule {
+            Rule::L1Panel => caches.l2 * 27 / 64 / (ks * psize),
+            Rule::L2Panel => caches.l2 / (ks * 4),
+        };
+        let mc = (mc / mr * mr).clamp(mr * 4, 1200 / mr * mr);
+        let nc = (caches.l3 * 4 / 10 / (ks * psize)) / nr * nr;
+        let nc = nc.clamp(nr * 16, 8160 / nr * nr);
+        Kernel {
+            name,
+            mr,
+            nr,
+            mc,
+            kc: ks * P::K_PER,
+            nc,
+            run,
+        }
+    }
+}
+
+/// Which micro-kernel family `ACCEL_CPU_KERNEL` asks for (`None`: the best this CPU has).
+/// A bad value is ignored here (and reported by `accel doctor` through the central parser).
+fn forced_kernel() -> Option<&'static str> {
+    static F: std::sync::OnceLock<Option<&'static str>> = std::sync::OnceLock::new();
+    *F.get_or_init(|| {
+        match crate::base::env::choice("ACCEL_CPU_KERNEL", &["portable", "avx2", "avx512"]) {
+            Ok(Some(v)) => Some(match v.as_str() {
+                "portable" => "portable",
+                "avx2" => "avx2",
+                _ => "avx512",
+            }),
+            _ => None,
+        }
+    })
+}
+
+/// Whether the CPU has every feature of the `family` kernels (and the family is allowed by
+/// `ACCEL_CPU_KERNEL`: a forced family allows itself and those below it).
+fn usable(family: &str) -> bool {
+    let rank = |f: &str| match f {
+        "avx512" => 2,
+        "avx2" => 1,
+        _ => 0,
+    };
+    if forced_kernel().is_some_and(|f| rank(family) > rank(f)) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        match family {
+            "avx512" => std::is_x86_feature_detected!("avx512f"),
+            "avx2" => std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma"),
+            _ => true,
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        family == "portable"
+    }
+}
+
+/// Whether bf16 products can use AVX512_BF16's pair dot products here.
+pub(crate) fn bf16_dot_usable() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        usable("avx512") && std::is_x86_feature_detected!("avx512bf16")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// An accumulator type with its micro-kernels.
+pub(crate) trait Accum:
+    super::super::alloc::ZeroBits
+    + Packed
+    + Copy
+    + Send
+    + Sync
+    + Default
+    + std::ops::Add<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + 'static
+{
+    /// The best kernel for this CPU (and `ACCEL_CPU_KERNEL`), chosen once.
+    fn kernel() -> Kernel<Self, Self>;
+}
+
+impl Accum for f32 {
+    fn kernel() -> Kernel<f32, f32> {
+        static K: std::sync::OnceLock<Kernel<f32, f32>> = std::sync::OnceLock::new();
+        *K.get_or_init(|| {
+            let caches = Caches::of_this_machine();
+            #[cfg(target_arch = "x86_64")]
+            {
+                if usable("avx512") {
+                    return Kernel::blocked(
+                        "avx512",
+                        (14, 32),
+                        avx512::kernel_f32,
+                        caches,
+                        Rule::L2Panel,
+                    );
+                }
+                if usable("avx2") {
+                    return Kernel::blocked(
+                        "avx2",
+                        (6, 16),
+                        avx2::kernel_f32,
+                        caches,
+                        Rule::L1Panel,
+                    );
+                }
+            }
+            Kernel::blocked(
+                "portable",
+                (6, 16),
+                generic_kernel::<f32, 6, 16>,
+                caches,
+                Rule::L1Panel,
+            )
+        })
+    }
+}
+
+impl Accum for f64 {
+    fn kernel() -> Kernel<f64, f64> {
+        static K: std::sync::OnceLock<Kernel<f64, f64>> = std::sync::OnceLock::new();
+        *K.get_or_init(|| {
+            let caches = Caches::of_this_machine();
+            #[cfg(target_arch = "x86_64")]
+            {
+                if usable("avx512") {
+                    return Kernel::blocked(
+                        "avx512",
+                        (14, 16),
+                        avx512::kernel_f64,
+                        caches,
+                        Rule::L2Panel,
+                    );
+                }
+                if usable("avx2") {
+                    return Kernel::blocked(
+                        "avx2",
+                        (6, 8),
+                        avx2::kernel_f64,
+                        caches,
+                        Rule::L1Panel,
+                    );
+                }
+            }
+            Kernel::blocked(
+                "portable",
+                (6, 8),
+                generic_kernel::<f64, 6, 8>,
+                caches,
+                Rule::L1Panel,
+            )
+        })
+    }
+}
+
+/// The kernel bf16 products use here: AVX512_BF16 pair dot products where the CPU has them
+/// (`None` elsewhere: bf16 is then converted to f32 while packing and runs the f32 kernel).
+pub(crate) fn bf16_kernel() -> Option<Kernel<Bf16Pair, f32>> {
+    static K: std::sync::OnceLock<Option<Kernel<Bf16Pair, f32>>> = std::sync::OnceLock::new();
+    *K.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        if bf16_dot_usable() {
+            return Some(Kernel::blocked(
+                "avx512-bf16",
+                (14, 32),
+                avx512::kernel_bf16,
+                Caches::of_this_machine(),
+                Rule::L2Panel,
+            ));
+        }
+        None
+    })
+}
+
+/// The names of the kernels in use for f32, f64 and bf16 (for `accel bench --explain` and
+/// doctor), with their blocking.
+pub fn describe() -> Vec<(&'static str, String)> {
+    let f = |name: &str, mr, nr, mc, kc, nc| format!("{name} {mr}x{nr}, MC={mc} KC={kc} NC={nc}");
+    let k32 = f32::kernel();
+    let k64 = f64::kernel();
+    let mut v = vec![
+        ("f32", f(k32.name, k32.mr, k32.nr, k32.mc, k32.kc, k32.nc)),
+        ("f64", f(k64.name, k64.mr, k64.nr, k64.mc, k64.kc, k64.nc)),
+    ];
+    match bf16_kernel() {
+        Some(k) => v.push(("bf16", f(k.name, k.mr, k.nr, k.mc, k.kc, k.nc))),
+        None => v.push((
+            "bf16",
+            format!("converted to f32 while packing, then {}", k32.name),
+        )),
+    }
+    let c = Caches::of_this_machine();
+    v.push((
+        "caches",
+        format!(
+            "L1d {} KiB, L2 {} KiB, L3 {} MiB",
+            c.l1d >> 10,
+            c.l2 >> 10,
+            c.l3 >> 20
+        ),
+    ));
+    v
+}

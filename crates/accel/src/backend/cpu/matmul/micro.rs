@@ -1,0 +1,377 @@
+//! The micro-kernels: one MR x NR tile of C from a packed micro-panel of A and of B. The
+//! portable one in plain Rust; AVX2+FMA (6x16 f32, 6x8 f64); AVX-512 (14x32 f32, 14x16 f64,
+//! and bf16 pairs through AVX512_BF16). `Kernel` (kernel.rs) says which may run here.
+
+// Micro-kernels take the tile's operands, its C pointer and stride, and its valid extent:
+// eight scalars that belong in registers, not in a struct.
+#![allow(clippy::too_many_arguments)]
+
+use super::kernel::Accum;
+#[cfg(target_arch = "x86_64")]
+use super::pack::Bf16Pair;
+
+/// The portable micro-kernel: the same tile shape in plain Rust, for CPUs without AVX2+FMA.
+///
+/// # Safety
+/// As for [`super::kernel::MicroKernel`]: `a` valid for reads of ks * MR elements, `b` of ks * NR, `c` valid
+/// for reads and writes of rows 0..mr, columns 0..nr at stride `ldc` (mr <= MR, nr <= NR),
+/// with no other access to that block during the call.
+pub(super) unsafe fn generic_kernel<D: Accum, const MR: usize, const NR: usize>(
+    ks: usize,
+    a: *const D,
+    b: *const D,
+    c: *mut D,
+    ldc: usize,
+    accumulate: bool,
+    mr: usize,
+    nr: usize,
+) {
+    let mut acc = [[D::default(); NR]; MR];
+    for p in 0..ks {
+        let ap = a.add(p * MR);
+        let bp = b.add(p * NR);
+        for (i, row) in acc.iter_mut().enumerate() {
+            let av = *ap.add(i);
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = *v + av * *bp.add(j);
+            }
+        }
+    }
+    for (i, row) in acc.iter().enumerate().take(mr) {
+        for (j, v) in row.iter().enumerate().take(nr) {
+            let dst = c.add(i * ldc + j);
+            *dst = if accumulate { *dst + *v } else { *v };
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(super) mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::Bf16Pair;
+
+    /// Rows of the tile: 14 rows x 2 vectors = 28 accumulators, 2 B vectors and one
+    /// broadcast A value in the 32 zmm registers.
+    const MR: usize = 14;
+
+    /// Generates a 14 x (2 * LANES) AVX-512 micro-kernel. `load_b`, `bcast_a` and `fma` are
+    /// the packed-type-specific steps, written as expressions over the names given.
+    macro_rules! kernel {
+        ($name:ident, $p:ty, $t:ty, $v:ty, $lanes:expr, $feat:literal,
+         zero = $zero:expr,
+         load_b($lb:ident) = $load_b:expr,
+         bcast_a($la:ident) = $bcast_a:expr,
+         fma($acc:ident, $x:ident, $y:ident) = $fma:expr,
+         load_c = $load_c:ident, add_c = $add_c:ident, store_c = $store_c:ident) => {
+            /// # Safety
+            /// The CPU must have the target features named above (`Accum::kernel` and
+            /// `bf16_kernel` check with `is_x86_feature_detected!` before handing this out).
+            /// Pointers as for [`super::super::kernel::MicroKernel`]: `a` readable for ks * 14 packed
+            /// values, `b` for ks * NR, `c` readable and writable for rows 0..mr, columns
+            /// 0..nr at stride `ldc`, and, when mr == 14 and nr == NR, the whole tile
+            /// (full-width vector stores).
+            #[target_feature(enable = $feat)]
+            pub(crate) unsafe fn $name(
+                ks: usize,
+                mut a: *const $p,
+                mut b: *const $p,
+                c: *mut $t,
+                ldc: usize,
+                accumulate: bool,
+                mr: usize,
+                nr: usize,
+            ) {
+                const NR: usize = 2 * $lanes;
+                let mut acc: [[$v; 2]; MR] = [[$zero; 2]; MR];
+                // Prefetch addresses use `wrapping_add`: for an edge tile they may point past
+                // C's allocation, and a prefetch of any address never faults.
+                for i in 0..MR {
+                    let p = c.wrapping_add(i * ldc) as *const i8;
+                    _mm_prefetch::<_MM_HINT_T0>(p);
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(NR * std::mem::size_of::<$t>() - 1));
+                }
+                // One packed step of k: two B vectors, MR broadcast A values, 2 MR FMAs.
+                macro_rules! step {
+                    ($u:expr) => {{
+                        let bp = b.add($u * NR);
+                        let ap = a.add($u * MR);
+                        let b0 = {
+                            let $lb = bp;
+                            $load_b
+                        };
+                        let b1 = {
+                            let $lb = bp.add($lanes);
+                            $load_b
+                        };
+                        for (i, row) in acc.iter_mut().enumerate() {
+                            let av = {
+                                let $la = ap.add(i);
+                                $bcast_a
+                            };
+                            row[0] = {
+                                let ($acc, $x, $y) = (row[0], av, b0);
+                                $fma
+                            };
+                            row[1] = {
+                                let ($acc, $x, $y) = (row[1], av, b1);
+                                $fma
+                            };
+                        }
+                    }};
+                }
+                // Unrolled by 4, with prefetches of the A and B streams per turn;
+                // `wrapping_add`: past the panels' ends for the last turns, and a prefetch
+                // never faults.
+                for _ in 0..ks / 4 {
+                    let (pa, pb) = (a as *const i8, b as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(pa.wrapping_add(1024));
+                    _mm_prefetch::<_MM_HINT_T0>(pa.wrapping_add(1024 + 128));
+                    // The B micro-panel streams from L2 (KC x NR is larger than L1 with the
+                    // L2 rule): 4 x 128 bytes a turn, fetched 2 KiB ahead (+2-3% on Zen 5,
+                    // interleaved: f32 N=2000 423-428 vs 415-426 GFLOP/s, bf16 735-747 vs
+                    // 711-738).
+                    for l in 0..8 {
+                        _mm_prefetch::<_MM_HINT_T0>(pb.wrapping_add(2048 + l * 64));
+                    }
+                    step!(0);
+                    step!(1);
+                    step!(2);
+                    step!(3);
+                    a = a.add(4 * MR);
+                    b = b.add(4 * NR);
+                }
+                for _ in 0..ks % 4 {
+                    step!(0);
+                    a = a.add(MR);
+                    b = b.add(NR);
+                }
+                if mr == MR && nr == NR {
+                    for (i, row) in acc.iter().enumerate() {
+                        let p = c.add(i * ldc);
+                        if accumulate {
+                            $store_c(p, $add_c($load_c(p), row[0]));
+                            $store_c(p.add($lanes), $add_c($load_c(p.add($lanes)), row[1]));
+                        } else {
+                            $store_c(p, row[0]);
+                            $store_c(p.add($lanes), row[1]);
+                        }
+                    }
+                } else {
+                    // Edge tile: spill to a buffer and copy the valid part.
+                    let mut tmp = [0 as $t; MR * NR];
+                    for (i, row) in acc.iter().enumerate() {
+                        $store_c(tmp.as_mut_ptr().add(i * NR), row[0]);
+                        $store_c(tmp.as_mut_ptr().add(i * NR + $lanes), row[1]);
+                    }
+                    for i in 0..mr {
+                        for j in 0..nr {
+                            let dst = c.add(i * ldc + j);
+                            let v = tmp[i * NR + j];
+                            *dst = if accumulate { *dst + v } else { v };
+                        }
+                    }
+                }
+            }
+        };
+    }
+
+    kernel!(
+        kernel_f32,
+        f32,
+        f32,
+        __m512,
+        16,
+        "avx512f",
+        zero = _mm512_setzero_ps(),
+        load_b(p) = _mm512_loadu_ps(p),
+        bcast_a(p) = _mm512_set1_ps(*p),
+        fma(acc, x, y) = _mm512_fmadd_ps(x, y, acc),
+        load_c = _mm512_loadu_ps,
+        add_c = _mm512_add_ps,
+        store_c = _mm512_storeu_ps
+    );
+
+    kernel!(
+        kernel_f64,
+        f64,
+        f64,
+        __m512d,
+        8,
+        "avx512f",
+        zero = _mm512_setzero_pd(),
+        load_b(p) = _mm512_loadu_pd(p),
+        bcast_a(p) = _mm512_set1_pd(*p),
+        fma(acc, x, y) = _mm512_fmadd_pd(x, y, acc),
+        load_c = _mm512_loadu_pd,
+        add_c = _mm512_add_pd,
+        store_c = _mm512_storeu_pd
+    );
+
+    // bf16: each 32-bit lane of a B vector holds the pair (k, k + 1) of one column, and the
+    // broadcast A value the pair of one row: `vdpbf16ps` adds both products to the f32 lane.
+    kernel!(
+        kernel_bf16,
+        Bf16Pair,
+        f32,
+        __m512,
+        16,
+        "avx512f,avx512bf16",
+        zero = _mm512_setzero_ps(),
+        load_b(p) =
+            std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(p as *const __m512i)),
+        bcast_a(p) = std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32((*p).0 as i32)),
+        fma(acc, x, y) = _mm512_dpbf16_ps(acc, x, y),
+        load_c = _mm512_loadu_ps,
+        add_c = _mm512_add_ps,
+        store_c = _mm512_storeu_ps
+    );
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(super) mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// Generates a 6 x (2 * LANES) AVX2+FMA micro-kernel: 12 accumulators, 2 B vectors and one
+    /// broadcast A value live in the 16 ymm registers.
+    macro_rules! kernel {
+        ($name:ident, $t:ty, $lanes:expr, $zero:ident, $load:ident, $bcast:ident, $fma:ident,
+         $add:ident, $store:ident) => {
+            /// # Safety
+            /// The CPU must support AVX2 and FMA (`Accum::kernel` checks with
+            /// `is_x86_feature_detected!` before handing this out). Pointers as for
+            /// [`super::super::kernel::MicroKernel`]: `a` readable for kc * 6 values, `b` for kc * NR, `c`
+            /// readable and writable for rows 0..mr, columns 0..nr at stride `ldc`, and, when
+            /// mr == 6 and nr == NR, the whole 6 x NR tile (full-width vector stores).
+            #[target_feature(enable = "avx2,fma")]
+            pub(crate) unsafe fn $name(
+                kc: usize,
+                mut a: *const $t,
+                mut b: *const $t,
+                c: *mut $t,
+                ldc: usize,
+                accumulate: bool,
+                mr: usize,
+                nr: usize,
+            ) {
+                const NR: usize = 2 * $lanes;
+                const PF_A: usize = 384;
+                let (mut c00, mut c01, mut c10, mut c11) = ($zero(), $zero(), $zero(), $zero());
+                let (mut c20, mut c21, mut c30, mut c31) = ($zero(), $zero(), $zero(), $zero());
+                let (mut c40, mut c41, mut c50, mut c51) = ($zero(), $zero(), $zero(), $zero());
+                // Bring the C tile towards L1 while the loop runs: it is read at the end,
+                // and its rows are far apart.
+                // Prefetch addresses are computed with `wrapping_add`: for an edge tile (mr < 6
+                // or nr < NR) at the bottom/right of C they can point past C's allocation,
+                // which `add` must not do; a prefetch of any address never faults.
+                for i in 0..6 {
+                    let p = c.wrapping_add(i * ldc) as *const i8;
+                    _mm_prefetch::<_MM_HINT_T0>(p);
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(NR * std::mem::size_of::<$t>() - 1));
+                }
+                // One k step: two B vectors, six broadcast A values, twelve FMAs.
+                macro_rules! step {
+                    ($u:expr) => {{
+                        let bp = b.add($u * NR);
+                        let ap = a.add($u * 6);
+                        let b0 = $load(bp);
+                        let b1 = $load(bp.add($lanes));
+                        let a0 = $bcast(&*ap);
+                        c00 = $fma(a0, b0, c00);
+                        c01 = $fma(a0, b1, c01);
+                        let a1 = $bcast(&*ap.add(1));
+                        c10 = $fma(a1, b0, c10);
+                        c11 = $fma(a1, b1, c11);
+                        let a2 = $bcast(&*ap.add(2));
+                        c20 = $fma(a2, b0, c20);
+                        c21 = $fma(a2, b1, c21);
+                        let a3 = $bcast(&*ap.add(3));
+                        c30 = $fma(a3, b0, c30);
+                        c31 = $fma(a3, b1, c31);
+                        let a4 = $bcast(&*ap.add(4));
+                        c40 = $fma(a4, b0, c40);
+                        c41 = $fma(a4, b1, c41);
+                        let a5 = $bcast(&*ap.add(5));
+                        c50 = $fma(a5, b0, c50);
+                        c51 = $fma(a5, b1, c51);
+                    }};
+                }
+                // Unrolled by 4, with one prefetch of the A panel per cache line consumed.
+                // PF_A = 384 bytes ahead passes the end of `apack` for the last tiles of a
+                // block: `wrapping_add` (a prefetch never faults); the loads stay inside the
+                // packed panels.
+                for _ in 0..kc / 4 {
+                    _mm_prefetch::<_MM_HINT_T0>((a as *const i8).wrapping_add(PF_A));
+                    step!(0);
+                    step!(1);
+                    step!(2);
+                    step!(3);
+                    a = a.add(24);
+                    b = b.add(4 * NR);
+                }
+                for _ in 0..kc % 4 {
+                    step!(0);
+                    a = a.add(6);
+                    b = b.add(NR);
+                }
+                let rows = [
+                    (c00, c01),
+                    (c10, c11),
+                    (c20, c21),
+                    (c30, c31),
+                    (c40, c41),
+                    (c50, c51),
+                ];
+                if mr == 6 && nr == NR {
+                    for (i, (lo, hi)) in rows.into_iter().enumerate() {
+                        let p = c.add(i * ldc);
+                        if accumulate {
+                            $store(p, $add($load(p), lo));
+                            $store(p.add($lanes), $add($load(p.add($lanes)), hi));
+                        } else {
+                            $store(p, lo);
+                            $store(p.add($lanes), hi);
+                        }
+                    }
+                } else {
+                    // Edge tile: spill to a buffer and copy the valid part.
+                    let mut tmp = [0 as $t; 6 * NR];
+                    for (i, (lo, hi)) in rows.into_iter().enumerate() {
+                        $store(tmp.as_mut_ptr().add(i * NR), lo);
+                        $store(tmp.as_mut_ptr().add(i * NR + $lanes), hi);
+                    }
+                    for i in 0..mr {
+                        for j in 0..nr {
+                            let dst = c.add(i * ldc + j);
+                            let v = tmp[i * NR + j];
+                            *dst = if accumulate { *dst + v } else { v };
+                        }
+                    }
+                }
+            }
+        };
+    }
+
+    kernel!(
+        kernel_f32,
+        f32,
+        8,
+        _mm256_setzero_ps,
+        _mm256_loadu_ps,
+        _mm256_broadcast_ss,
+        _mm256_fmadd_ps,
+        _mm256_add_ps,
+        _mm256_storeu_ps
+    );
+    kernel!(
+        kernel_f64,
+        f64,
+        4,
+        _mm256_setzero_pd,
+        _mm256_loadu_pd,
+        _mm256_broadcast_sd,
+        _mm256_fmadd_pd,
+        _mm256_add_pd,
+        _mm256_storeu_pd
+    );
+}

@@ -1,0 +1,377 @@
+//! Matrix multiplication on the CPU.
+//!
+//! Floats use the BLIS/GotoBLAS structure: the operands are packed into cache-sized panels
+//! (B into KC x NC panels that stay in L3, A into MC x KC blocks that stay in L2), and a
+//! register-blocked micro-kernel (6 x 16 for f32, 6 x 8 for f64 with AVX2 and FMA, chosen at
+//! run time) computes each MR x NR tile of C from one micro-panel of each. Packing reads any
+//! strides, so transposed views cost nothing extra, and converts f16/bf16 to f32 on the way, so
+//! half-precision matmul runs at f32 speed. Threads split C into disjoint blocks of rows (or
+//! columns when C is wide and short) and each runs the whole blocked loop on its own block.
+
+// Micro-kernels take the tile's operands, its C pointer and stride, and its valid extent:
+// eight scalars that belong in registers, not in a struct.
+#![allow(clippy::too_many_arguments)]
+
+mod kernel;
+mod micro;
+mod pack;
+#[cfg(test)]
+mod tests;
+
+use half::bf16;
+use rayon::prelude::*;
+
+pub use kernel::describe;
+pub(crate) use kernel::{bf16_kernel, Accum};
+pub(crate) use pack::PackInto;
+
+use kernel::Kernel;
+use pack::{pack_a, pack_b, PackFrom, Packed};
+
+/// A strided matrix operand: element (i, j) is at `ptr + i * rs + j * cs`.
+#[derive(Clone, Copy)]
+pub(crate) struct MatRef<T> {
+    pub ptr: *const T,
+    pub rs: usize,
+    pub cs: usize,
+}
+
+// SAFETY: a MatRef is a shared, read-only view (like `&[T]`, which is Send + Sync for T:
+// Sync): nothing writes through `ptr`. It carries no lifetime, so the pointee's lifetime is
+// the creator's obligation: `CpuStorage::matmul` (cpu/mod.rs) makes MatRefs from `&[S]`
+// borrowed for the whole call, and `gemm`/`gemm_int` join all their rayon tasks before
+// returning, so no thread uses one after the storage is released.
+unsafe impl<T: Sync> Send for MatRef<T> {}
+// SAFETY: as for Send: shared reads of T: Sync data only.
+unsafe impl<T: Sync> Sync for MatRef<T> {}
+
+impl<T: Copy> MatRef<T> {
+    /// Element (i, j).
+    ///
+    /// # Safety
+    /// `ptr + i * rs + j * cs` (in elements, computed without overflow) must lie inside the
+    /// live allocation `ptr` points into and hold an initialised T; for the views built by
+    /// `CpuStorage::matmul` this holds for i < m, j < k (A) or i < k, j < n (B) because
+    /// every tensor layout is in bounds of its storage (Layout::check_in_bounds, shape.rs).
+    #[inline(always)]
+    unsafe fn at(&self, i: usize, j: usize) -> T {
+        *self.ptr.add(i * self.rs + j * self.cs)
+    }
+    fn offset(&self, i: usize, j: usize) -> Self {
+        MatRef {
+            ptr: self.ptr.wrapping_add(i * self.rs + j * self.cs),
+            ..*self
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct OutPtr<T>(*mut T);
+// SAFETY: an OutPtr is only made in `gemm`, from the `&mut [D]` it is given (D: Accum, which
+// is Send + Sync); that borrow is not used otherwise until every task has joined, and the
+// tasks write disjoint blocks of it (rows `t * per..` or columns `t * per..` per thread, see
+// `work` in `gemm`), so sharing the pointer across rayon threads creates no data race.
+unsafe impl<T: Send> Send for OutPtr<T> {}
+// SAFETY: as for Send.
+unsafe impl<T: Send> Sync for OutPtr<T> {}
+
+impl<T> OutPtr<T> {
+    /// A method, so closures capture the `Send` wrapper rather than the raw pointer field.
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+/// Runs the micro-kernel over one packed A block (mc rows) and the columns [j0, j1) of one
+/// packed B panel (ks packed steps), writing C from (ic, jc).
+///
+/// # Safety
+/// `k.run` must be callable on this CPU (`Kernel`s come from `Accum::kernel`/`bf16_kernel`,
+/// which check); `apack` must hold the mc x kc block packed by `pack_a` with `k.mr`
+/// (ceil(mc / mr) * mr * ks values) and `bpack` the panel packed by `pack_b` with `k.nr`
+/// covering columns up to j1 rounded up to nr (ceil(j1 / nr) * nr * ks values), with j0 a
+/// multiple of nr; `c` must be valid for reads and writes of rows 0..mc and columns j0..j1
+/// at row stride `ldc`, and no other thread may touch that block during the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn macro_kernel<P: Packed, D>(
+    k: &Kernel<P, D>,
+    apack: &[P],
+    bpack: &[P],
+    mc: usize,
+    ks: usize,
+    (j0, j1): (usize, usize),
+    c: *mut D,
+    ldc: usize,
+    accumulate: bool,
+) {
+    let (mr_, nr_) = (k.mr, k.nr);
+    let panel_bytes = ks * nr_ * std::mem::size_of::<P>();
+    let panel_lines = panel_bytes / 64;
+    let tiles = mc.div_ceil(mr_);
+    let lines_per_tile = panel_lines.div_ceil(tiles);
+    for jr in (j0..j1).step_by(nr_) {
+        let nr = nr_.min(j1 - jr);
+        let bp = bpack.as_ptr().add(jr * ks);
+        // The next B micro-panel sits in L3; pull it into L2 a slice per tile, so that the
+        // next column of tiles does not start by waiting on it. `next` exists only when
+        // jr + nr < j1, so that panel (panel_bytes long) is inside `bpack`, and every
+        // l * 64 < panel_lines * 64 <= panel_bytes is inside it.
+        let next = (jr + nr_ < j1).then(|| bp.add(ks * nr_) as *const i8);
+        for (t, ir) in (0..mc).step_by(mr_).enumerate() {
+            if let Some(nb) = next {
+                for l in t * lines_per_tile..((t + 1) * lines_per_tile).min(panel_lines) {
+                    prefetch_l2(nb.add(l * 64));
+                }
+            }
+            let mr = mr_.min(mc - ir);
+            let ap = apack.as_ptr().add(ir * ks);
+            (k.run)(ks, ap, bp, c.add(ir * ldc + jr), ldc, accumulate, mr, nr);
+        }
+    }
+}
+
+#[inline(always)]
+fn prefetch_l2(p: *const i8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: _mm_prefetch only needs SSE (baseline on x86_64) and is a hint that never
+    // faults or reads memory architecturally, whatever the address. Callers (macro_kernel)
+    // must still have computed `p` without UB: see the note there.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(p)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Buffers for packed panels, kept between calls: a fresh zeroed allocation per call costs as
+/// much as a whole 64 x 64 product. At most 8 are kept (a thread's A block plus the B panel
+/// per call; more only under concurrent calls).
+static SCRATCH: std::sync::Mutex<Vec<Vec<u64>>> = std::sync::Mutex::new(Vec::new());
+
+/// One scratch buffer, back in the pool on drop.
+struct Scratch(Vec<u64>);
+
+impl Scratch {
+    /// A buffer of at least `len` values of P (contents: whatever the last user left, or
+    /// zeros where it grew; packing overwrites every value a kernel reads).
+    fn take<P: Packed>(len: usize) -> Scratch {
+        let words = (len * std::mem::size_of::<P>()).div_ceil(8);
+        let mut v = SCRATCH
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default();
+        if v.len() < words {
+            v.resize(words, 0);
+        }
+        Scratch(v)
+    }
+
+    fn view<P: Packed>(&mut self) -> &mut [P] {
+        let n = self.0.len() * 8 / std::mem::size_of::<P>();
+        // SAFETY: `Packed`'s contract: P's size divides 8 and its alignment is at most u64's,
+        // so the u64 buffer holds exactly n values of P, aligned; every bit pattern is a valid
+        // P, so the initialised u64s are initialised Ps. The borrow of `self` is unique.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr() as *mut P, n) }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let mut pool = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
+        // Buffers past 64 MiB are not kept (a one-off huge product).
+        if pool.len() < 8 && self.0.len() <= 8 << 20 {
+            pool.push(std::mem::take(&mut self.0));
+        }
+    }
+}
+
+/// Below this many multiply-adds one thread is faster than waking the pool (measured on Zen 5:
+/// f32 N=128 takes 32 us on one thread and 73 us on two, N=256 207 and 189 us).
+const PARALLEL_MIN_FLOPS: usize = 1 << 24;
+
+/// C = A * B for one matrix, with C contiguous row-major (m x n), on up to `threads` threads,
+/// with the best kernel for D on this CPU.
+///
+/// # Safety
+/// As for [`gemm_with`].
+pub(crate) unsafe fn gemm<S: PackInto<D>, D: Accum + PackFrom<S>>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<S>,
+    b: MatRef<S>,
+    c: &mut [D],
+    threads: usize,
+) {
+    gemm_with(&D::kernel(), m, n, k, a, b, c, threads)
+}
+
+/// bf16 C = A * B accumulated in f32: with AVX512_BF16's pair dot products where the CPU has
+/// them, else converted to f32 while packing.
+///
+/// # Safety
+/// As for [`gemm_with`].
+pub(crate) unsafe fn gemm_bf16(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<bf16>,
+    b: MatRef<bf16>,
+    c: &mut [f32],
+    threads: usize,
+) {
+    match bf16_kernel() {
+        Some(kern) => gemm_with(&kern, m, n, k, a, b, c, threads),
+        None => gemm_with(&f32::kernel(), m, n, k, a, b, c, threads),
+    }
+}
+
+/// C = A * B with kernel `kern`.
+///
+/// The loop nest is BLIS's: for each NC-wide column panel and KC-deep slice, B's panel is
+/// packed once, by all threads together, and stays in the shared L3; then each thread packs
+/// its own MC x KC blocks of A (in its L2) and runs the micro-kernel over them. Threads split
+/// the rows of C, or its columns when C has too few rows to share.
+///
+/// # Safety
+/// `kern` must come from `Accum::kernel` or `bf16_kernel` (callable on this CPU).
+/// `a.at(i, p)` must be valid (see [`MatRef::at`]) for all i < m, p < k, and `b.at(p, j)`
+/// for all p < k, j < n: every element address, computed without overflow, inside the live
+/// allocation its pointer came from, for the whole call. `c` must hold at least m * n
+/// elements (this is not checked; the micro-kernels write through a raw pointer). The
+/// memory behind `a` and `b` must not be written during the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_with<S: Copy + Send + Sync, P: PackFrom<S>, D: Accum>(
+    kern: &Kernel<P, D>,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<S>,
+    b: MatRef<S>,
+    c: &mut [D],
+    threads: usize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c.fill(D::default());
+        return;
+    }
+    let (mr, nr) = (kern.mr, kern.nr);
+    // Equal KC slices (a multiple of the kernel's unroll of 4 packed steps) rather than full
+    // ones and a thin remainder: every slice then pays the same C read-back for the same work.
+    let step = 4 * P::K_PER;
+    let kcb = k
+        .div_ceil(k.div_ceil(kern.kc))
+        .next_multiple_of(step)
+        .min(kern.kc);
+    let (mcb, ncb) = (kern.mc, kern.nc);
+    let threads = if m * n * k < PARALLEL_MIN_FLOPS {
+        1
+    } else {
+        threads.max(1)
+    };
+    let split_rows = m >= threads * mr * 4;
+    let ks_max = kcb.min(k).div_ceil(P::K_PER);
+    let nc_max = ncb.min(n);
+    let mut bscratch = Scratch::take::<P>(ks_max * nc_max.div_ceil(nr) * nr);
+    let bpack: &mut [P] = bscratch.view();
+    let alen = ks_max * mcb.min(m).div_ceil(mr) * mr;
+    let mut ascratch: Vec<Scratch> = (0..threads).map(|_| Scratch::take::<P>(alen)).collect();
+    let mut apacks: Vec<&mut [P]> = ascratch.iter_mut().map(|s| s.view()).collect();
+    let cp = OutPtr(c.as_mut_ptr());
+    for jc in (0..n).step_by(ncb) {
+        let nc = ncb.min(n - jc);
+        for pc in (0..k).step_by(kcb) {
+            let kc = kcb.min(k - pc);
+            let ks = kc.div_ceil(P::K_PER);
+            let bsrc = b.offset(pc, jc);
+            let panels = &mut bpack[..ks * nc.div_ceil(nr) * nr];
+            if threads == 1 {
+                pack_b(kc, nc, nr, bsrc, panels);
+            } else {
+                // Each thread packs a share of the nr-wide panels.
+                let per = nc.div_ceil(nr).div_ceil(threads);
+                panels
+                    .par_chunks_mut(per * ks * nr)
+                    .enumerate()
+                    .for_each(|(t, dst)| {
+                        let j0 = t * per * nr;
+                        let w = (per * nr).min(nc - j0);
+                        // SAFETY: pack_b reads b.at(pc + p, jc + j0 + j) for p < kc, j < w;
+                        // j0 + w <= nc (w is clamped to nc - j0 above, and j0 < nc because
+                        // par_chunks_mut makes only ceil(panels / per) chunks), so these are
+                        // elements of the k x n operand that gemm's caller promised valid
+                        // (# Safety of gemm_with). `dst` is this task's own disjoint chunk.
+                        unsafe { pack_b(kc, w, nr, bsrc.offset(0, j0), dst) };
+                    });
+            }
+            let bpack = &bpack[..];
+            let work = |(t, apack): (usize, &mut &mut [P])| {
+                let (rows, cols) = if split_rows {
+                    let per = m.div_ceil(threads).div_ceil(mr) * mr;
+                    ((t * per).min(m)..((t + 1) * per).min(m), (0, nc))
+                } else {
+                    let per = nc.div_ceil(threads).div_ceil(nr) * nr;
+                    (0..m, ((t * per).min(nc), ((t + 1) * per).min(nc)))
+                };
+                for ic in rows.clone().step_by(mcb) {
+                    let mc = mcb.min(rows.end - ic);
+                    // SAFETY: pack_a reads A rows ic..ic + mc (< m, since mc <= rows.end -
+                    // ic) and columns pc..pc + kc (<= k), valid by gemm_with's # Safety.
+                    // apack has ceil(min(MC, m) / mr) * mr * ks_max >= the packed size.
+                    // `cblk` is C + ic * n + jc, inside `c` (m * n elements by # Safety);
+                    // macro_kernel writes rows ic..ic + mc and columns jc + cols.0 ..
+                    // jc + cols.1 of C, and the `rows`/`cols` ranges of different `t` are
+                    // disjoint (each thread's own mr- or nr-aligned share), so no two
+                    // threads write one element. bpack was fully packed (and the packing
+                    // tasks joined) before `work` runs; `kern` is callable (# Safety).
+                    unsafe {
+                        pack_a(mc, kc, mr, a.offset(ic, pc), apack);
+                        let cblk = cp.get().add(ic * n + jc);
+                        macro_kernel(kern, apack, bpack, mc, ks, cols, cblk, n, pc > 0);
+                    }
+                }
+            };
+            if threads == 1 {
+                apacks.iter_mut().enumerate().for_each(work);
+            } else {
+                apacks.par_iter_mut().enumerate().for_each(work);
+            }
+        }
+    }
+}
+
+/// Integer matmul: C = A * B with wrapping arithmetic (PyTorch's integer matmul wraps too).
+/// B must be contiguous row-major; rows of C are computed in parallel.
+///
+/// # Safety
+/// `a.at(i, p)` must be valid (see [`MatRef::at`]) for every i < m, p < k. `b` and `c` are
+/// indexed with bounds checks.
+pub(crate) unsafe fn gemm_int<T>(m: usize, n: usize, k: usize, a: MatRef<T>, b: &[T], c: &mut [T])
+where
+    T: crate::backend::cpu::num::Num,
+{
+    if n == 0 {
+        return;
+    }
+    let row = |(i, crow): (usize, &mut [T])| {
+        crow.fill(T::ZERO);
+        for p in 0..k {
+            // SAFETY: i < m (chunks_mut(n).take(m)) and p < k, and the caller guarantees
+            // a.at(i, p) is valid for those (this function's # Safety).
+            let av = unsafe { a.at(i, p) };
+            let brow = &b[p * n..(p + 1) * n];
+            for (cv, &bv) in crow.iter_mut().zip(brow) {
+                *cv = cv.add(av.mul(bv));
+            }
+        }
+    };
+    if m * n * k < PARALLEL_MIN_FLOPS {
+        c.chunks_mut(n).enumerate().take(m).for_each(row);
+    } else {
+        c.par_chunks_mut(n).enumerate().take(m).for_each(row);
+    }
+}

@@ -1,0 +1,214 @@
+//! Packing: operands copied into the micro-kernels' panel layouts (MR-tall micro-panels of A,
+//! NR-wide ones of B), converted on the way (f16/bf16 to f32, or bf16 into pairs for
+//! `vdpbf16ps`), zero-padded at the edges.
+
+use half::{bf16, f16};
+
+use super::MatRef;
+
+/// Element types that are packed into an accumulator type `D` (f16 -> f32 and so on).
+pub(crate) trait PackInto<D>: Copy + Send + Sync {
+    fn conv(self) -> D;
+}
+impl PackInto<f32> for f32 {
+    #[inline(always)]
+    fn conv(self) -> f32 {
+        self
+    }
+}
+impl PackInto<f32> for f16 {
+    #[inline(always)]
+    fn conv(self) -> f32 {
+        self.to_f32()
+    }
+}
+impl PackInto<f32> for bf16 {
+    #[inline(always)]
+    fn conv(self) -> f32 {
+        self.to_f32()
+    }
+}
+impl PackInto<f64> for f64 {
+    #[inline(always)]
+    fn conv(self) -> f64 {
+        self
+    }
+}
+
+/// A value of a packed panel: one element of k (f32, f64), or a pair of consecutive k
+/// elements in one 32-bit word (bf16 for AVX512_BF16's `vdpbf16ps`, which multiplies pairs).
+///
+/// # Safety
+/// Implementors are plain data of at most 8 bytes whose size divides 8, aligned to at most 8,
+/// for which every bit pattern is a valid value: packed panels live in reused `u64` scratch
+/// ([`Scratch`]) that is viewed as `[Self]`.
+pub(crate) unsafe trait Packed: Copy + Default + Send + Sync + 'static {
+    /// Elements of k per packed value.
+    const K_PER: usize;
+}
+// SAFETY: 4 bytes, align 4, every bit pattern is an f32.
+unsafe impl Packed for f32 {
+    const K_PER: usize = 1;
+}
+// SAFETY: 8 bytes, align 8, every bit pattern is an f64.
+unsafe impl Packed for f64 {
+    const K_PER: usize = 1;
+}
+
+/// Two bf16 values of consecutive k (the first in the low half), packed for `vdpbf16ps`.
+#[derive(Clone, Copy, Default)]
+#[repr(transparent)]
+pub(crate) struct Bf16Pair(pub(crate) u32);
+// SAFETY: a transparent u32: 4 bytes, align 4, every bit pattern valid.
+unsafe impl Packed for Bf16Pair {
+    const K_PER: usize = 2;
+}
+
+/// Source elements that pack into `P`: `get(t)` is element t of the group of `P::K_PER`
+/// consecutive k elements, or `None` past the end of k or of the matrix (packed as zero).
+pub(crate) trait PackFrom<S>: Packed {
+    fn make(get: impl Fn(usize) -> Option<S>) -> Self;
+}
+impl<S: PackInto<f32>> PackFrom<S> for f32 {
+    #[inline(always)]
+    fn make(get: impl Fn(usize) -> Option<S>) -> f32 {
+        get(0).map_or(0.0, PackInto::conv)
+    }
+}
+impl PackFrom<f64> for f64 {
+    #[inline(always)]
+    fn make(get: impl Fn(usize) -> Option<f64>) -> f64 {
+        get(0).unwrap_or(0.0)
+    }
+}
+impl PackFrom<bf16> for Bf16Pair {
+    #[inline(always)]
+    fn make(get: impl Fn(usize) -> Option<bf16>) -> Bf16Pair {
+        let bits = |t| get(t).map_or(0u32, |v| v.to_bits() as u32);
+        Bf16Pair(bits(0) | bits(1) << 16)
+    }
+}
+
+/// Packs the kc x nc block of B starting at `b` into `nr`-wide micro-panels of ks =
+/// ceil(kc / K_PER) packed steps each, zero-padded.
+///
+/// # Safety
+/// `b.at(p, j)` must be valid (see [`MatRef::at`]) for every p < kc, j < nc. `dst` is
+/// indexed with bounds checks (it must hold ks * ceil(nc / nr) * nr values or this panics).
+pub(super) unsafe fn pack_b<S: Copy, P: PackFrom<S>>(
+    kc: usize,
+    nc: usize,
+    nr: usize,
+    b: MatRef<S>,
+    dst: &mut [P],
+) {
+    let ks = kc.div_ceil(P::K_PER);
+    let panels = nc.div_ceil(nr);
+    // One packed value from the group of K_PER rows of k starting at p0, column j (j < nc).
+    let at = |p0: usize, j: usize| {
+        P::make(|t| {
+            let p = p0 + t;
+            // SAFETY: p < kc and j < nc (callers below): valid by # Safety.
+            (p < kc).then(|| unsafe { b.at(p, j) })
+        })
+    };
+    if b.cs == 1 {
+        // Row-major B: read each row (group of K_PER rows) front to back, one page at a time
+        // however far apart the rows are, and deal its nr-wide pieces out to the panels.
+        for s in 0..ks {
+            let p0 = s * P::K_PER;
+            for q in 0..panels {
+                let j0 = q * nr;
+                let w = nr.min(nc - j0);
+                let out = &mut dst[q * ks * nr + s * nr..q * ks * nr + (s + 1) * nr];
+                let (body, pad) = out.split_at_mut(w);
+                // SAFETY (both slices): row p < kc, columns j0..j0 + w <= nc: valid by
+                // # Safety, and contiguous (cs == 1).
+                let row =
+                    |p: usize| unsafe { std::slice::from_raw_parts(b.ptr.add(p * b.rs + j0), w) };
+                if P::K_PER == 1 {
+                    for (v, &x) in body.iter_mut().zip(row(p0)) {
+                        *v = P::make(|_| Some(x));
+                    }
+                } else if P::K_PER == 2 && p0 + 1 < kc {
+                    for ((v, &x0), &x1) in body.iter_mut().zip(row(p0)).zip(row(p0 + 1)) {
+                        *v = P::make(|t| Some(if t == 0 { x0 } else { x1 }));
+                    }
+                } else {
+                    for (j, v) in body.iter_mut().enumerate() {
+                        *v = at(p0, j0 + j);
+                    }
+                }
+                pad.fill(P::default());
+            }
+        }
+        return;
+    }
+    for (q, panel) in dst.chunks_mut(ks * nr).take(panels).enumerate() {
+        let j0 = q * nr;
+        let w = nr.min(nc - j0);
+        for j in 0..nr {
+            for s in 0..ks {
+                panel[s * nr + j] = if j < w {
+                    at(s * P::K_PER, j0 + j)
+                } else {
+                    P::default()
+                };
+            }
+        }
+    }
+}
+
+/// Packs the mc x kc block of A starting at `a` into `mr`-tall micro-panels of ks =
+/// ceil(kc / K_PER) packed steps each, zero-padded.
+///
+/// # Safety
+/// `a.at(i, p)` must be valid (see [`MatRef::at`]) for every i < mc, p < kc. `dst` is indexed
+/// with bounds checks.
+pub(super) unsafe fn pack_a<S: Copy, P: PackFrom<S>>(
+    mc: usize,
+    kc: usize,
+    mr: usize,
+    a: MatRef<S>,
+    dst: &mut [P],
+) {
+    let ks = kc.div_ceil(P::K_PER);
+    // One packed value from row i (< mc), the group of K_PER columns of k starting at p0.
+    let at = |i: usize, p0: usize| {
+        P::make(|t| {
+            let p = p0 + t;
+            // SAFETY: i < mc and p < kc: valid by # Safety.
+            (p < kc).then(|| unsafe { a.at(i, p) })
+        })
+    };
+    for (q, panel) in dst.chunks_mut(ks * mr).take(mc.div_ceil(mr)).enumerate() {
+        let i0 = q * mr;
+        let h = mr.min(mc - i0);
+        if a.cs == 1 {
+            // Row-major A: each row read front to back (in groups of K_PER), dealt out at
+            // stride mr.
+            for i in 0..h {
+                // SAFETY: row i0 + i < mc, columns 0..kc: valid by # Safety, contiguous.
+                let src = unsafe { std::slice::from_raw_parts(a.ptr.add((i0 + i) * a.rs), kc) };
+                if P::K_PER == 1 {
+                    for (s, &x) in src.iter().enumerate() {
+                        panel[s * mr + i] = P::make(|_| Some(x));
+                    }
+                } else {
+                    for (s, g) in src.chunks(P::K_PER).enumerate() {
+                        panel[s * mr + i] = P::make(|t| g.get(t).copied());
+                    }
+                }
+            }
+        } else {
+            for s in 0..ks {
+                for i in 0..h {
+                    panel[s * mr + i] = at(i0 + i, s * P::K_PER);
+                }
+            }
+        }
+        for s in 0..ks {
+            panel[s * mr + h..(s + 1) * mr].fill(P::default());
+        }
+    }
+}

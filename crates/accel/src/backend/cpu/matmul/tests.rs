@@ -1,0 +1,258 @@
+//! Every micro-kernel this CPU can run, forced one at a time with small caches (so that
+//! the MC, KC and NC loops all take several turns and every tile kind, full and edge,
+//! occurs), on odd shapes and transposed views, against a naive f64 loop.
+use super::kernel::{Caches, Kernel, Rule};
+use super::micro::*;
+use super::pack::*;
+use super::*;
+
+/// Caches small enough for several blocks at these sizes.
+const TINY: Caches = Caches {
+    l1d: 4 << 10,
+    l2: 2 << 10,
+    l3: 16 << 10,
+};
+
+fn values(n: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 11) as f64 / (1u64 << 53) as f64) * 4.0 - 2.0
+        })
+        .collect()
+}
+
+/// The textbook product of (m x k) by (k x n) given as strided views, in f64.
+fn naive(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: (&[f64], usize, usize),
+    b: (&[f64], usize, usize),
+) -> Vec<f64> {
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            c[i * n + j] = (0..k)
+                .map(|p| a.0[i * a.1 + p * a.2] * b.0[p * b.1 + j * b.2])
+                .sum();
+        }
+    }
+    c
+}
+
+const SHAPES: [(usize, usize, usize); 6] = [
+    (1, 1, 1),
+    (14, 32, 8),
+    (15, 33, 17),
+    (29, 70, 131),
+    (57, 9, 300),
+    (100, 130, 97),
+];
+
+/// Runs `kern` on every shape, A and B row-major and transposed, on 1 and 2 threads, and
+/// compares with the naive loop within `tol` x k.
+fn check<S: Copy + Send + Sync, P: PackFrom<S>, D: Accum + Into<f64>>(
+    kern: &Kernel<P, D>,
+    to: impl Fn(f64) -> S,
+    back: impl Fn(S) -> f64,
+    tol: f64,
+) {
+    for &(m, n, k) in &SHAPES {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let a: Vec<S> = values(m * k, 1).into_iter().map(&to).collect();
+            let b: Vec<S> = values(k * n, 2).into_iter().map(&to).collect();
+            let (af, bf): (Vec<f64>, Vec<f64>) = (
+                a.iter().map(|&x| back(x)).collect(),
+                b.iter().map(|&x| back(x)).collect(),
+            );
+            // A transposed: stored k x m, read with strides (1, m).
+            let (ars, acs) = if ta { (1, m) } else { (k, 1) };
+            let (brs, bcs) = if tb { (1, k) } else { (n, 1) };
+            let want = naive(m, n, k, (&af, ars, acs), (&bf, brs, bcs));
+            for threads in [1, 2] {
+                let mut c = vec![D::default(); m * n];
+                let ar = MatRef {
+                    ptr: a.as_ptr(),
+                    rs: ars,
+                    cs: acs,
+                };
+                let br = MatRef {
+                    ptr: b.as_ptr(),
+                    rs: brs,
+                    cs: bcs,
+                };
+                // SAFETY: the views cover exactly the m x k and k x n values allocated
+                // above; c holds m * n; the kernel was checked usable by the caller.
+                unsafe { gemm_with(kern, m, n, k, ar, br, &mut c, threads) };
+                for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
+                    let g: f64 = (*g).into();
+                    assert!(
+                        (g - w).abs() <= tol * k as f64 * w.abs().max(1.0),
+                        "{} {m}x{n}x{k} ta={ta} tb={tb} threads={threads} at {idx}: {g}, naive {w}",
+                        kern.name
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn avx512_required() -> bool {
+    std::env::var("ACCEL_TEST_REQUIRE")
+        .unwrap_or_default()
+        .split(',')
+        .any(|s| s.trim().eq_ignore_ascii_case("avx512"))
+}
+
+#[test]
+fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
+    let k = Kernel::blocked(
+        "portable",
+        (6, 16),
+        generic_kernel::<f32, 6, 16>,
+        TINY,
+        Rule::L1Panel,
+    );
+    assert!(
+        k.kc < 64 * 4 && k.mc < 200,
+        "TINY gives several blocks: {} {}",
+        k.kc,
+        k.mc
+    );
+    check(&k, |x| x as f32, |x| x as f64, 1e-6);
+    let k = Kernel::blocked(
+        "portable",
+        (6, 8),
+        generic_kernel::<f64, 6, 8>,
+        TINY,
+        Rule::L1Panel,
+    );
+    check(&k, |x| x, |x| x, 1e-15);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            check(
+                &Kernel::blocked("avx2", (6, 16), avx2::kernel_f32, TINY, Rule::L1Panel),
+                |x| x as f32,
+                |x| x as f64,
+                1e-6,
+            );
+            check(
+                &Kernel::blocked("avx2", (6, 8), avx2::kernel_f64, TINY, Rule::L1Panel),
+                |x| x,
+                |x| x,
+                1e-15,
+            );
+        } else {
+            println!("skipped: avx2: this CPU has no AVX2+FMA");
+        }
+        if std::is_x86_feature_detected!("avx512f") {
+            check(
+                &Kernel::blocked("avx512", (14, 32), avx512::kernel_f32, TINY, Rule::L2Panel),
+                |x| x as f32,
+                |x| x as f64,
+                1e-6,
+            );
+            check(
+                &Kernel::blocked("avx512", (14, 16), avx512::kernel_f64, TINY, Rule::L2Panel),
+                |x| x,
+                |x| x,
+                1e-15,
+            );
+        } else {
+            assert!(
+                !avx512_required(),
+                "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512f"
+            );
+            println!("skipped: avx512: this CPU has no avx512f");
+        }
+    }
+}
+
+#[test]
+fn bf16_pair_dot_kernel_matches_the_naive_loop() {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bf16") {
+        // Products of two bf16 are exact in f32; only the f32 sums round.
+        let k = Kernel::blocked(
+            "avx512-bf16",
+            (14, 32),
+            avx512::kernel_bf16,
+            TINY,
+            Rule::L2Panel,
+        );
+        check(&k, bf16::from_f64, |x: bf16| x.to_f64(), 1e-6);
+        // A k of 1 and odd k: the last pair is half padding.
+        return;
+    }
+    assert!(
+        !avx512_required(),
+        "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512_bf16"
+    );
+    println!("skipped: avx512: this CPU has no avx512_bf16");
+}
+
+#[test]
+fn blocking_follows_the_caches() {
+    let zen3 = Caches {
+        l1d: 32 << 10,
+        l2: 512 << 10,
+        l3: 32 << 20,
+    };
+    let k = Kernel::<f32, f32>::blocked(
+        "x",
+        (6, 16),
+        generic_kernel::<f32, 6, 16>,
+        zen3,
+        Rule::L1Panel,
+    );
+    // The values measured best on Zen 3 for the AVX2 kernel.
+    assert_eq!((k.kc, k.mc), (384, 144));
+    assert_eq!(k.nc % 16, 0);
+    let zen5 = Caches {
+        l1d: 48 << 10,
+        l2: 1 << 20,
+        l3: 32 << 20,
+    };
+    let k = Kernel::<f32, f32>::blocked(
+        "x",
+        (14, 32),
+        generic_kernel::<f32, 6, 16>,
+        zen5,
+        Rule::L2Panel,
+    );
+    // The values measured best on Zen 5 for the AVX-512 kernel.
+    assert_eq!((k.kc, k.mc), (1024, 252));
+    let kb = Kernel::<Bf16Pair, f32>::blocked(
+        "x",
+        (14, 32),
+        |_, _, _, _, _, _, _, _| {},
+        zen5,
+        Rule::L2Panel,
+    );
+    // Pairs: the same bytes per step hold twice the k.
+    assert_eq!((kb.kc, kb.mc), (2048, 252));
+    // Caches smaller than any tile still give a usable blocking.
+    let k = Kernel::<f64, f64>::blocked(
+        "x",
+        (6, 8),
+        generic_kernel::<f64, 6, 8>,
+        Caches {
+            l1d: 1,
+            l2: 1,
+            l3: 1,
+        },
+        Rule::L1Panel,
+    );
+    assert!(
+        k.kc >= 16 && k.mc >= 24 && k.nc >= 128,
+        "{} {} {}",
+        k.kc,
+        k.mc,
+        k.nc
+    );
+}
