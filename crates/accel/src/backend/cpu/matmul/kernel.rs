@@ -136,16 +136,11 @@ impl<P: Packed, D> Kernel<P, D> {
 /// Which micro-kernel family `ACCEL_CPU_KERNEL` asks for (`None`: the best this CPU has).
 /// A bad value is ignored here (and reported by `accel doctor` through the central parser).
 fn forced_kernel() -> Option<&'static str> {
+    const FAMILIES: [&str; 3] = ["portable", "avx2", "avx512"];
     static F: std::sync::OnceLock<Option<&'static str>> = std::sync::OnceLock::new();
     *F.get_or_init(|| {
-        match crate::base::env::choice("ACCEL_CPU_KERNEL", &["portable", "avx2", "avx512"]) {
-            Ok(Some(v)) => Some(match v.as_str() {
-                "portable" => "portable",
-                "avx2" => "avx2",
-                _ => "avx512",
-            }),
-            _ => None,
-        }
+        let v = crate::base::env::choice("ACCEL_CPU_KERNEL", &FAMILIES).ok()??;
+        FAMILIES.into_iter().find(|f| *f == v)
     })
 }
 
@@ -202,77 +197,50 @@ pub(crate) trait Accum:
     fn kernel() -> Kernel<Self, Self>;
 }
 
+/// One kernel of each family for an accumulator type: (tile, micro-kernel).
+type Family<D> = ((usize, usize), MicroKernel<D, D>);
+
+/// The best of the three families this CPU may run (`usable`), with its blocking.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn best<D: Packed>(avx512: Family<D>, avx2: Family<D>, portable: Family<D>) -> Kernel<D, D> {
+    let caches = Caches::of_this_machine();
+    let (name, (tile, run), rule) = if usable("avx512") {
+        ("avx512", avx512, Rule::L2Panel)
+    } else if usable("avx2") {
+        ("avx2", avx2, Rule::L1Panel)
+    } else {
+        ("portable", portable, Rule::L1Panel)
+    };
+    Kernel::blocked(name, tile, run, caches, rule)
+}
+
 impl Accum for f32 {
     fn kernel() -> Kernel<f32, f32> {
         static K: std::sync::OnceLock<Kernel<f32, f32>> = std::sync::OnceLock::new();
-        *K.get_or_init(|| {
-            let caches = Caches::of_this_machine();
-            #[cfg(target_arch = "x86_64")]
-            {
-                if usable("avx512") {
-                    return Kernel::blocked(
-                        "avx512",
-                        (14, 32),
-                        avx512::kernel_f32,
-                        caches,
-                        Rule::L2Panel,
-                    );
-                }
-                if usable("avx2") {
-                    return Kernel::blocked(
-                        "avx2",
-                        (6, 16),
-                        avx2::kernel_f32,
-                        caches,
-                        Rule::L1Panel,
-                    );
-                }
-            }
-            Kernel::blocked(
-                "portable",
-                (6, 16),
-                generic_kernel::<f32, 6, 16>,
-                caches,
-                Rule::L1Panel,
-            )
-        })
+        let portable: Family<f32> = ((6, 16), generic_kernel::<f32, 6, 16>);
+        #[cfg(target_arch = "x86_64")]
+        let simd = (
+            ((14, 32), avx512::kernel_f32 as MicroKernel<f32, f32>),
+            ((6, 16), avx2::kernel_f32 as MicroKernel<f32, f32>),
+        );
+        #[cfg(not(target_arch = "x86_64"))]
+        let simd = (portable, portable);
+        *K.get_or_init(|| best(simd.0, simd.1, portable))
     }
 }
 
 impl Accum for f64 {
     fn kernel() -> Kernel<f64, f64> {
         static K: std::sync::OnceLock<Kernel<f64, f64>> = std::sync::OnceLock::new();
-        *K.get_or_init(|| {
-            let caches = Caches::of_this_machine();
-            #[cfg(target_arch = "x86_64")]
-            {
-                if usable("avx512") {
-                    return Kernel::blocked(
-                        "avx512",
-                        (14, 16),
-                        avx512::kernel_f64,
-                        caches,
-                        Rule::L2Panel,
-                    );
-                }
-                if usable("avx2") {
-                    return Kernel::blocked(
-                        "avx2",
-                        (6, 8),
-                        avx2::kernel_f64,
-                        caches,
-                        Rule::L1Panel,
-                    );
-                }
-            }
-            Kernel::blocked(
-                "portable",
-                (6, 8),
-                generic_kernel::<f64, 6, 8>,
-                caches,
-                Rule::L1Panel,
-            )
-        })
+        let portable: Family<f64> = ((6, 8), generic_kernel::<f64, 6, 8>);
+        #[cfg(target_arch = "x86_64")]
+        let simd = (
+            ((14, 16), avx512::kernel_f64 as MicroKernel<f64, f64>),
+            ((6, 8), avx2::kernel_f64 as MicroKernel<f64, f64>),
+        );
+        #[cfg(not(target_arch = "x86_64"))]
+        let simd = (portable, portable);
+        *K.get_or_init(|| best(simd.0, simd.1, portable))
     }
 }
 
