@@ -2,8 +2,9 @@
 //! implements, so the compiler checks that none is missing an op.
 //!
 //! - [`Backend`], the device side: probing, synchronising, memory, caches, timing events and
-//!   making storage from host data. Its functions take the `Device` they act on; the dispatch
-//!   layer (`storage.rs`) has already checked that the probe listed that device.
+//!   making storage from host data. Its functions take the ordinal of the device they act on
+//!   (the backend's own index); the dispatch layer (`dispatch.rs`) has already checked that
+//!   the probe listed that device and turned the `Device` into that ordinal.
 //! - [`BackendStorage`], the storage side: tensor data on one device and every op on it, each
 //!   with one name and one `Result` signature across backends.
 //!
@@ -13,11 +14,16 @@
 use crate::base::dtype::CpuStorage;
 use crate::base::probe::Probe;
 use crate::base::shape::Layout;
-use crate::{BackendKind, DType, Device, Result, Shape};
+use crate::{BackendKind, DType, Result, Shape};
 
 use super::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 
-/// The device side of a backend.
+/// The device side of a backend. Its calls name a device by its **ordinal**: the backend's own
+/// index of it (`cuda:1` is ordinal 1 of the cuda backend; the CPU and `mps`, one device each,
+/// are ordinal 0). The dispatch layer (`dispatch.rs`) has already checked that the probe listed
+/// that device, so no backend matches `Device` again. The defaults are what a backend without
+/// the feature does: nothing to wait for, no driver memory figure, no cache, no clock, no
+/// device-side fill (the host makes the data and uploads it).
 pub(crate) trait Backend {
     /// Tensor data on this backend's devices.
     type Storage: BackendStorage;
@@ -31,60 +37,83 @@ pub(crate) trait Backend {
     /// does not change it, and never asks the registry about any backend.
     fn probe() -> Probe;
 
-    /// Waits for all work queued on `device`.
-    fn synchronize(device: Device) -> Result<()>;
-
-    /// (free, total) bytes of the device's memory, from its driver, where known.
-    fn device_memory(device: Device) -> Option<(u64, u64)>;
-
-    /// Bytes the backend's allocator keeps for reuse on `device`, beyond live tensors.
-    fn cached_bytes(device: Device) -> u64;
-
-    /// Bytes the device's own allocator reports holding (live and free blocks), where it
-    /// reports them.
-    fn allocator_reserved_bytes(device: Device) -> Option<u64>;
-
-    /// Frees what the allocator keeps for reuse on `device`.
-    fn empty_cache(device: Device);
-
-    /// Host memory this backend keeps for reuse (page-locked staging, for one), counted as
-    /// the CPU's reserved memory.
-    fn host_cached_bytes() -> u64;
-
-    /// Frees the host memory this backend keeps for reuse.
-    fn empty_host_cache();
-
-    /// Records a timing event in `device`'s queue; `None` where the device has no clock of
-    /// its own.
-    fn record_event(device: Device) -> Result<Option<Self::Event>>;
+    /// A copy of host data on device `ordinal`.
+    fn upload(ordinal: usize, data: &CpuStorage) -> Result<Self::Storage>;
 
     /// Seconds from `start` to `end` by the device's clock (waits for `end`).
     fn seconds_between(start: &Self::Event, end: &Self::Event) -> Result<f64>;
 
-    /// A copy of host data on `device`.
-    fn upload(device: Device, data: &CpuStorage) -> Result<Self::Storage>;
+    /// Waits for all work queued on device `ordinal`.
+    fn synchronize(_ordinal: usize) -> Result<()> {
+        Ok(())
+    }
+
+    /// (free, total) bytes of the device's memory, from its driver, where known.
+    fn device_memory(_ordinal: usize) -> Option<(u64, u64)> {
+        None
+    }
+
+    /// Bytes the backend's allocator keeps for reuse on the device, beyond live tensors.
+    fn cached_bytes(_ordinal: usize) -> u64 {
+        0
+    }
+
+    /// Bytes the device's own allocator reports holding (live and free blocks), where it
+    /// reports them.
+    fn allocator_reserved_bytes(_ordinal: usize) -> Option<u64> {
+        None
+    }
+
+    /// Frees what the allocator keeps for reuse on the device.
+    fn empty_cache(_ordinal: usize) {}
+
+    /// Host memory this backend keeps for reuse (page-locked staging, for one), counted as
+    /// the CPU's reserved memory.
+    fn host_cached_bytes() -> u64 {
+        0
+    }
+
+    /// Frees the host memory this backend keeps for reuse.
+    fn empty_host_cache() {}
+
+    /// Records a timing event in the device's queue; `None` where the device has no clock of
+    /// its own.
+    fn record_event(_ordinal: usize) -> Result<Option<Self::Event>> {
+        Ok(None)
+    }
 
     /// `n` elements of `value` made on the device itself; `None`: fill on the host.
-    fn full(device: Device, dtype: DType, n: usize, value: f64) -> Result<Option<Self::Storage>>;
+    fn full(
+        _ordinal: usize,
+        _dtype: DType,
+        _n: usize,
+        _value: f64,
+    ) -> Result<Option<Self::Storage>> {
+        Ok(None)
+    }
 
     /// `start + i * step` for i < n made on the device itself; `None`: on the host.
     fn arange(
-        device: Device,
-        dtype: DType,
-        start: f64,
-        step: f64,
-        n: usize,
-    ) -> Result<Option<Self::Storage>>;
+        _ordinal: usize,
+        _dtype: DType,
+        _start: f64,
+        _step: f64,
+        _n: usize,
+    ) -> Result<Option<Self::Storage>> {
+        Ok(None)
+    }
 
     /// Random numbers made on the device itself (uniform in [a, b), or normal with mean a and
     /// deviation b), from `seed`; `None`: drawn on the host.
     fn random(
-        device: Device,
-        dtype: DType,
-        n: usize,
-        seed: u64,
-        dist: Dist,
-    ) -> Result<Option<Self::Storage>>;
+        _ordinal: usize,
+        _dtype: DType,
+        _n: usize,
+        _seed: u64,
+        _dist: Dist,
+    ) -> Result<Option<Self::Storage>> {
+        Ok(None)
+    }
 }
 
 /// A distribution for [`Backend::random`].
@@ -113,9 +142,11 @@ pub(crate) trait BackendStorage: Sized + std::fmt::Debug {
     /// host memory.
     fn to_host(&self, l: &Layout, dst: &mut [u8]) -> Result<()>;
 
-    /// A contiguous copy of the view `l` on `device`, another device of the same backend,
-    /// when a direct path exists; `None`: go through the host.
-    fn to_device_direct(&self, l: &Layout, device: Device) -> Result<Option<Self>>;
+    /// A contiguous copy of the view `l` on device `ordinal` of the same backend, when a
+    /// direct path exists; `None` (the default): go through the host.
+    fn to_device_direct(&self, _l: &Layout, _ordinal: usize) -> Result<Option<Self>> {
+        Ok(None)
+    }
 
     /// A contiguous copy of the view `l`.
     fn copy_strided(&self, l: &Layout) -> Result<Self>;

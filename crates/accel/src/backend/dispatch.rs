@@ -116,13 +116,13 @@ impl Storage {
     /// A copy of host data on `device`.
     pub fn upload(data: &CpuStorage, device: Device) -> Result<Storage> {
         check(device)?;
-        on_backend!(device.backend(), B => B::upload(device, data).map(Storage::from))
+        on_backend!(device.backend(), B => B::upload(device.ordinal(), data).map(Storage::from))
     }
 
     /// `n` elements of `value` made on `device` itself, when it can (None: fill on the host).
     pub fn full(device: Device, dtype: DType, n: usize, value: f64) -> Result<Option<Storage>> {
         check(device)?;
-        on_backend!(device.backend(), B => Ok(B::full(device, dtype, n, value)?.map(Storage::from)))
+        on_backend!(device.backend(), B => Ok(B::full(device.ordinal(), dtype, n, value)?.map(Storage::from)))
     }
 
     /// `start + i * step` for i < n, made on `device` itself when it can.
@@ -134,7 +134,7 @@ impl Storage {
         n: usize,
     ) -> Result<Option<Storage>> {
         check(device)?;
-        on_backend!(device.backend(), B => Ok(B::arange(device, dtype, start, step, n)?.map(Storage::from)))
+        on_backend!(device.backend(), B => Ok(B::arange(device.ordinal(), dtype, start, step, n)?.map(Storage::from)))
     }
 
     /// Random numbers made on `device` itself when it can. `seed` comes from the global
@@ -147,7 +147,7 @@ impl Storage {
         dist: Dist,
     ) -> Result<Option<Storage>> {
         check(device)?;
-        on_backend!(device.backend(), B => Ok(B::random(device, dtype, n, seed, dist)?.map(Storage::from)))
+        on_backend!(device.backend(), B => Ok(B::random(device.ordinal(), dtype, n, seed, dist)?.map(Storage::from)))
     }
 
     /// A host copy of the view `l`, contiguous.
@@ -173,7 +173,7 @@ impl Storage {
             return Ok(None);
         }
         check(device)?;
-        on_storage!(self, s => Ok(BackendStorage::to_device_direct(s, l, device)?.map(Storage::from)))
+        on_storage!(self, s => Ok(BackendStorage::to_device_direct(s, l, device.ordinal())?.map(Storage::from)))
     }
 
     pub fn copy_strided(&self, l: &Layout) -> Result<Storage> {
@@ -219,19 +219,19 @@ impl Storage {
 /// Waits for all work queued on `device`.
 pub(crate) fn synchronize(device: Device) -> Result<()> {
     check(device)?;
-    on_backend!(device.backend(), B => B::synchronize(device))
+    on_backend!(device.backend(), B => B::synchronize(device.ordinal()))
 }
 
 /// (free, total) bytes of `device`'s memory, from its driver (for the CPU: available and
 /// total RAM), where known.
 pub(crate) fn device_memory(device: Device) -> Option<(u64, u64)> {
-    on_backend!(device.backend(), B => B::device_memory(device))
+    on_backend!(device.backend(), B => B::device_memory(device.ordinal()))
 }
 
 /// Bytes cached by the allocators for `device`, beyond live tensors; for the CPU, every
 /// backend's host caches (pinned staging) too.
 pub(crate) fn cached_bytes(device: Device) -> u64 {
-    let own = on_backend!(device.backend(), B => B::cached_bytes(device));
+    let own = on_backend!(device.backend(), B => B::cached_bytes(device.ordinal()));
     if device == Device::Cpu {
         own + BackendKind::ALL
             .iter()
@@ -244,12 +244,12 @@ pub(crate) fn cached_bytes(device: Device) -> u64 {
 
 /// Bytes the device's allocator itself reports holding, where it reports them.
 pub(crate) fn allocator_reserved_bytes(device: Device) -> Option<u64> {
-    on_backend!(device.backend(), B => B::allocator_reserved_bytes(device))
+    on_backend!(device.backend(), B => B::allocator_reserved_bytes(device.ordinal()))
 }
 
 /// Frees what the allocators cache for `device` (for the CPU, every backend's host caches).
 pub(crate) fn empty_cache(device: Device) {
-    on_backend!(device.backend(), B => B::empty_cache(device));
+    on_backend!(device.backend(), B => B::empty_cache(device.ordinal()));
     if device == Device::Cpu {
         for k in BackendKind::ALL {
             on_backend!(k, B => B::empty_host_cache());
@@ -284,11 +284,11 @@ impl DeviceEvent {
 pub(crate) fn record_event(device: Device) -> Result<Option<DeviceEvent>> {
     check(device)?;
     Ok(match device.backend() {
-        BackendKind::Cpu => cpu::Cpu::record_event(device)?.map(|e| match e {}),
-        BackendKind::Cuda => cuda::Cuda::record_event(device)?.map(DeviceEvent::Cuda),
-        BackendKind::Xla => xla::Xla::record_event(device)?.map(DeviceEvent::Xla),
-        BackendKind::Wgpu => wgpu::Wgpu::record_event(device)?.map(DeviceEvent::Wgpu),
-        BackendKind::Mps => mps::Mps::record_event(device)?.map(DeviceEvent::Wgpu),
+        BackendKind::Cpu => cpu::Cpu::record_event(device.ordinal())?.map(|e| match e {}),
+        BackendKind::Cuda => cuda::Cuda::record_event(device.ordinal())?.map(DeviceEvent::Cuda),
+        BackendKind::Xla => xla::Xla::record_event(device.ordinal())?.map(DeviceEvent::Xla),
+        BackendKind::Wgpu => wgpu::Wgpu::record_event(device.ordinal())?.map(DeviceEvent::Wgpu),
+        BackendKind::Mps => mps::Mps::record_event(device.ordinal())?.map(DeviceEvent::Wgpu),
     })
 }
 

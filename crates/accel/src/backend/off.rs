@@ -33,37 +33,20 @@ macro_rules! compiled_out {
             fn probe() -> $crate::base::probe::Probe {
                 $crate::base::probe::Probe::not_compiled($kind)
             }
-            fn synchronize(_: $crate::Device) -> $crate::Result<()> {
+            fn synchronize(_: usize) -> $crate::Result<()> {
                 not_compiled()
             }
-            fn device_memory(_: $crate::Device) -> Option<(u64, u64)> {
-                None
-            }
-            fn cached_bytes(_: $crate::Device) -> u64 {
-                0
-            }
-            fn allocator_reserved_bytes(_: $crate::Device) -> Option<u64> {
-                None
-            }
-            fn empty_cache(_: $crate::Device) {}
-            fn host_cached_bytes() -> u64 {
-                0
-            }
-            fn empty_host_cache() {}
-            fn record_event(_: $crate::Device) -> $crate::Result<Option<$event>> {
+            fn record_event(_: usize) -> $crate::Result<Option<$event>> {
                 not_compiled()
             }
             fn seconds_between(start: &$event, _: &$event) -> $crate::Result<f64> {
                 match *start {}
             }
-            fn upload(
-                _: $crate::Device,
-                _: &$crate::base::dtype::CpuStorage,
-            ) -> $crate::Result<$storage> {
+            fn upload(_: usize, _: &$crate::base::dtype::CpuStorage) -> $crate::Result<$storage> {
                 not_compiled()
             }
             fn full(
-                _: $crate::Device,
+                _: usize,
                 _: $crate::DType,
                 _: usize,
                 _: f64,
@@ -71,7 +54,7 @@ macro_rules! compiled_out {
                 not_compiled()
             }
             fn arange(
-                _: $crate::Device,
+                _: usize,
                 _: $crate::DType,
                 _: f64,
                 _: f64,
@@ -80,7 +63,7 @@ macro_rules! compiled_out {
                 not_compiled()
             }
             fn random(
-                _: $crate::Device,
+                _: usize,
                 _: $crate::DType,
                 _: usize,
                 _: u64,
@@ -104,13 +87,6 @@ macro_rules! compiled_out {
                 match *self {}
             }
             fn to_host(&self, _: &$crate::base::shape::Layout, _: &mut [u8]) -> $crate::Result<()> {
-                match *self {}
-            }
-            fn to_device_direct(
-                &self,
-                _: &$crate::base::shape::Layout,
-                _: $crate::Device,
-            ) -> $crate::Result<Option<Self>> {
                 match *self {}
             }
             fn copy_strided(&self, _: &$crate::base::shape::Layout) -> $crate::Result<Self> {

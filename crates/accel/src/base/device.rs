@@ -126,6 +126,12 @@ impl Device {
         }
     }
 
+    /// The backend's own index of this device: the ordinal, 0 for the CPU and mps (one device
+    /// each). What the backend contract's calls take.
+    pub(crate) fn ordinal(&self) -> usize {
+        self.index().unwrap_or(0)
+    }
+
     /// True for everything but the CPU.
     pub fn is_accelerator(&self) -> bool {
         !matches!(self, Device::Cpu)

@@ -10,7 +10,7 @@ pub(crate) mod rng;
 use half::{bf16, f16};
 use rayon::prelude::*;
 
-use crate::backend::contract::{Backend, BackendStorage, Dist, NoEvent};
+use crate::backend::contract::{Backend, BackendStorage, NoEvent};
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 pub(crate) use crate::base::dtype::CpuStorage;
 use crate::base::dtype::{map_vec, with_type, with_vec, WithDType};
@@ -75,47 +75,26 @@ impl Backend for Cpu {
         }
     }
 
-    // CPU kernels return when their work is done.
-    fn synchronize(_: Device) -> Result<()> {
-        Ok(())
-    }
-    fn device_memory(_: Device) -> Option<(u64, u64)> {
+    // CPU kernels return when their work is done (synchronize: the default), the CPU has no
+    // clock of its own (record_event: none), and the host paths in `Tensor` make full,
+    // arange and random data.
+    fn device_memory(_: usize) -> Option<(u64, u64)> {
         crate::base::system::memory()
             .ok()
             .map(|m| (m.available_bytes, m.total_bytes))
     }
-    fn cached_bytes(_: Device) -> u64 {
+    fn cached_bytes(_: usize) -> u64 {
         alloc::cached_bytes()
     }
-    fn allocator_reserved_bytes(_: Device) -> Option<u64> {
-        None
-    }
-    fn empty_cache(_: Device) {
+    fn empty_cache(_: usize) {
         alloc::empty_cache()
     }
-    fn host_cached_bytes() -> u64 {
-        // The host allocator's cache is `cached_bytes(Device::Cpu)` itself.
-        0
-    }
-    fn empty_host_cache() {}
-    fn record_event(_: Device) -> Result<Option<NoEvent>> {
-        Ok(None)
-    }
+    // host_cached_bytes: none beyond `cached_bytes` itself (the default, 0).
     fn seconds_between(start: &NoEvent, _: &NoEvent) -> Result<f64> {
         match *start {}
     }
-    fn upload(_: Device, data: &CpuStorage) -> Result<CpuStorage> {
+    fn upload(_: usize, data: &CpuStorage) -> Result<CpuStorage> {
         Ok(data.clone())
-    }
-    // The host paths in `Tensor` make these.
-    fn full(_: Device, _: DType, _: usize, _: f64) -> Result<Option<CpuStorage>> {
-        Ok(None)
-    }
-    fn arange(_: Device, _: DType, _: f64, _: f64, _: usize) -> Result<Option<CpuStorage>> {
-        Ok(None)
-    }
-    fn random(_: Device, _: DType, _: usize, _: u64, _: Dist) -> Result<Option<CpuStorage>> {
-        Ok(None)
     }
 }
 
@@ -138,9 +117,6 @@ impl BackendStorage for CpuStorage {
             dst.copy_from_slice(CpuStorage::copy_strided(self, l).as_bytes());
         }
         Ok(())
-    }
-    fn to_device_direct(&self, _: &Layout, _: Device) -> Result<Option<CpuStorage>> {
-        Ok(None)
     }
     fn copy_strided(&self, l: &Layout) -> Result<CpuStorage> {
         Ok(CpuStorage::copy_strided(self, l))

@@ -1,7 +1,7 @@
 //! The CUDA backend's device side: the probe (driver, devices, typed capabilities) and
 //! `impl Backend for Cuda`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use cudarc::driver::sys;
 use sys::CUdevice_attribute as A;
@@ -10,9 +10,9 @@ use crate::backend::contract::{Backend, Dist};
 use crate::base::caps::Hardware;
 use crate::base::dtype::CpuStorage;
 use crate::base::probe::{Availability, DeviceInfo, Probe};
-use crate::{BackendKind, DType, Device, DeviceCaps, Error, Result};
+use crate::{BackendKind, DType, Device, DeviceCaps, Result};
 
-use super::gpu::{attr, err_name, Gpu, TimingEvent};
+use super::gpu::{attr, err_name, gpu, opened, TimingEvent};
 use super::storage::CudaStorage;
 use super::{libs, pinned};
 use crate::telemetry::nvidia as nvml;
@@ -24,15 +24,6 @@ pub(crate) struct Cuda;
 /// context yet.
 static IDS: Mutex<Vec<(usize, String, String)>> = Mutex::new(Vec::new());
 
-fn gpu_of(device: Device) -> Result<Arc<Gpu>> {
-    match device {
-        Device::Cuda(i) => super::gpu::gpu(i),
-        d => Err(Error::System(format!(
-            "internal error: the cuda backend was asked about {d}"
-        ))),
-    }
-}
-
 impl Backend for Cuda {
     type Storage = CudaStorage;
     type Event = TimingEvent;
@@ -41,36 +32,27 @@ impl Backend for Cuda {
     fn probe() -> Probe {
         probe_driver()
     }
-    fn synchronize(device: Device) -> Result<()> {
-        gpu_of(device)?.synchronize()
+    fn synchronize(ordinal: usize) -> Result<()> {
+        gpu(ordinal)?.synchronize()
     }
-    fn device_memory(device: Device) -> Option<(u64, u64)> {
-        let Device::Cuda(i) = device else { return None };
-        match super::gpu::opened(i) {
+    fn device_memory(ordinal: usize) -> Option<(u64, u64)> {
+        match opened(ordinal) {
             Some(g) => g.mem_info().ok().map(|(f, t)| (f as u64, t as u64)),
             // No context yet (creating one costs memory): ask NVML.
             None => {
                 let ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
-                let (_, uuid, pci) = ids.iter().find(|(o, _, _)| *o == i)?;
+                let (_, uuid, pci) = ids.iter().find(|(o, _, _)| *o == ordinal)?;
                 let l = nvml::gpu_load(Some(uuid), Some(pci)).ok()?;
                 Some((l.memory_free_bytes?, l.memory_total_bytes?))
             }
         }
     }
-    fn cached_bytes(device: Device) -> u64 {
-        match device {
-            Device::Cuda(i) => super::gpu::opened(i).map_or(0, |g| g.cached_bytes()),
-            _ => 0,
-        }
+    fn cached_bytes(ordinal: usize) -> u64 {
+        opened(ordinal).map_or(0, |g| g.cached_bytes())
     }
-    fn allocator_reserved_bytes(_: Device) -> Option<u64> {
-        None
-    }
-    fn empty_cache(device: Device) {
-        if let Device::Cuda(i) = device {
-            if let Some(g) = super::gpu::opened(i) {
-                g.empty_cache();
-            }
+    fn empty_cache(ordinal: usize) {
+        if let Some(g) = opened(ordinal) {
+            g.empty_cache();
         }
     }
     fn host_cached_bytes() -> u64 {
@@ -79,29 +61,29 @@ impl Backend for Cuda {
     fn empty_host_cache() {
         pinned::empty_cache()
     }
-    fn record_event(device: Device) -> Result<Option<TimingEvent>> {
-        Ok(Some(gpu_of(device)?.record_timing_event()?))
+    fn record_event(ordinal: usize) -> Result<Option<TimingEvent>> {
+        Ok(Some(gpu(ordinal)?.record_timing_event()?))
     }
     fn seconds_between(start: &TimingEvent, end: &TimingEvent) -> Result<f64> {
         end.elapsed_since(start)
     }
-    fn upload(device: Device, data: &CpuStorage) -> Result<CudaStorage> {
-        CudaStorage::from_cpu(&gpu_of(device)?, data)
+    fn upload(ordinal: usize, data: &CpuStorage) -> Result<CudaStorage> {
+        CudaStorage::from_cpu(&gpu(ordinal)?, data)
     }
-    fn full(device: Device, dtype: DType, n: usize, value: f64) -> Result<Option<CudaStorage>> {
-        CudaStorage::full(&gpu_of(device)?, dtype, n, value).map(Some)
+    fn full(ordinal: usize, dtype: DType, n: usize, value: f64) -> Result<Option<CudaStorage>> {
+        CudaStorage::full(&gpu(ordinal)?, dtype, n, value).map(Some)
     }
     fn arange(
-        device: Device,
+        ordinal: usize,
         dtype: DType,
         start: f64,
         step: f64,
         n: usize,
     ) -> Result<Option<CudaStorage>> {
-        CudaStorage::arange(&gpu_of(device)?, dtype, start, step, n).map(Some)
+        CudaStorage::arange(&gpu(ordinal)?, dtype, start, step, n).map(Some)
     }
     fn random(
-        device: Device,
+        ordinal: usize,
         dtype: DType,
         n: usize,
         seed: u64,
@@ -111,7 +93,7 @@ impl Backend for Cuda {
             Dist::Uniform { lo, hi } => (false, lo, hi),
             Dist::Normal { mean, std } => (true, mean, std),
         };
-        CudaStorage::random(&gpu_of(device)?, dtype, n, seed, normal, a, b).map(Some)
+        CudaStorage::random(&gpu(ordinal)?, dtype, n, seed, normal, a, b).map(Some)
     }
 }
 

@@ -13,7 +13,7 @@ use crate::backend::contract::BackendStorage;
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 use crate::base::dtype::CpuStorage;
 use crate::base::shape::Layout;
-use crate::{DType, Device, Error, Result, Shape};
+use crate::{DType, Error, Result, Shape};
 
 /// TF32 for f32 matmul (`torch.backends.cuda.matmul.allow_tf32`); off by default, as in
 /// PyTorch, because it rounds inputs to 10 mantissa bits.
@@ -411,11 +411,8 @@ impl BackendStorage for CudaStorage {
         // checked above to be those n elements' bytes.
         unsafe { self.gpu.dtoh(dst, src) }
     }
-    fn to_device_direct(&self, l: &Layout, device: Device) -> Result<Option<CudaStorage>> {
-        match device {
-            Device::Cuda(i) => Ok(Some(self.to_gpu(l, &super::gpu::gpu(i)?)?)),
-            _ => Ok(None),
-        }
+    fn to_device_direct(&self, l: &Layout, ordinal: usize) -> Result<Option<CudaStorage>> {
+        Ok(Some(self.to_gpu(l, &super::gpu::gpu(ordinal)?)?))
     }
     /// A contiguous copy of the view `l`, on the same GPU.
     fn copy_strided(&self, l: &Layout) -> Result<CudaStorage> {

@@ -19,11 +19,11 @@ fn metal_adapter() -> Option<DeviceInfo> {
         .find(|d| d.caps.platform.as_deref() == Some("Metal"))
 }
 
-/// The `wgpu:N` device that runs `mps` tensors, found once (the adapter list does not
-/// change while we run; every mps call asks).
-fn adapter_device() -> Result<Device> {
-    static ADAPTER: std::sync::OnceLock<Option<Device>> = std::sync::OnceLock::new();
-    let found = *ADAPTER.get_or_init(|| metal_adapter().map(|d| d.device));
+/// The wgpu ordinal of the adapter that runs `mps` tensors, found once (the adapter list does
+/// not change while we run; every mps call asks).
+fn adapter() -> Result<usize> {
+    static ADAPTER: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let found = *ADAPTER.get_or_init(|| metal_adapter().map(|d| d.device.ordinal()));
     found.ok_or_else(|| {
         Error::System("internal error: mps was asked for, but there is no Metal adapter".into())
     })
@@ -62,55 +62,51 @@ impl Backend for Mps {
             ),
         }
     }
-    fn synchronize(_: Device) -> Result<()> {
-        Wgpu::synchronize(adapter_device()?)
+    fn synchronize(_: usize) -> Result<()> {
+        Wgpu::synchronize(adapter()?)
     }
-    fn device_memory(_: Device) -> Option<(u64, u64)> {
-        Wgpu::device_memory(adapter_device().ok()?)
+    fn device_memory(_: usize) -> Option<(u64, u64)> {
+        Wgpu::device_memory(adapter().ok()?)
     }
-    fn cached_bytes(_: Device) -> u64 {
-        adapter_device().map_or(0, Wgpu::cached_bytes)
+    fn cached_bytes(_: usize) -> u64 {
+        adapter().map_or(0, Wgpu::cached_bytes)
     }
-    fn allocator_reserved_bytes(_: Device) -> Option<u64> {
-        Wgpu::allocator_reserved_bytes(adapter_device().ok()?)
+    fn allocator_reserved_bytes(_: usize) -> Option<u64> {
+        Wgpu::allocator_reserved_bytes(adapter().ok()?)
     }
-    fn empty_cache(_: Device) {
-        if let Ok(d) = adapter_device() {
+    fn empty_cache(_: usize) {
+        if let Ok(d) = adapter() {
             Wgpu::empty_cache(d)
         }
     }
-    fn host_cached_bytes() -> u64 {
-        0
-    }
-    fn empty_host_cache() {}
-    fn record_event(_: Device) -> Result<Option<Self::Event>> {
-        Wgpu::record_event(adapter_device()?)
+    fn record_event(_: usize) -> Result<Option<Self::Event>> {
+        Wgpu::record_event(adapter()?)
     }
     fn seconds_between(start: &Self::Event, end: &Self::Event) -> Result<f64> {
         Wgpu::seconds_between(start, end)
     }
-    fn upload(_: Device, data: &CpuStorage) -> Result<WgpuStorage> {
-        Wgpu::upload(adapter_device()?, data)
+    fn upload(_: usize, data: &CpuStorage) -> Result<WgpuStorage> {
+        Wgpu::upload(adapter()?, data)
     }
-    fn full(_: Device, dtype: DType, n: usize, value: f64) -> Result<Option<WgpuStorage>> {
-        Wgpu::full(adapter_device()?, dtype, n, value)
+    fn full(_: usize, dtype: DType, n: usize, value: f64) -> Result<Option<WgpuStorage>> {
+        Wgpu::full(adapter()?, dtype, n, value)
     }
     fn arange(
-        _: Device,
+        _: usize,
         dtype: DType,
         start: f64,
         step: f64,
         n: usize,
     ) -> Result<Option<WgpuStorage>> {
-        Wgpu::arange(adapter_device()?, dtype, start, step, n)
+        Wgpu::arange(adapter()?, dtype, start, step, n)
     }
     fn random(
-        _: Device,
+        _: usize,
         dtype: DType,
         n: usize,
         seed: u64,
         dist: Dist,
     ) -> Result<Option<WgpuStorage>> {
-        Wgpu::random(adapter_device()?, dtype, n, seed, dist)
+        Wgpu::random(adapter()?, dtype, n, seed, dist)
     }
 }

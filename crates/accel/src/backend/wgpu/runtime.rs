@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use wgpu::util::DeviceExt;
 
-use crate::backend::contract::{Backend, Dist};
+use crate::backend::contract::Backend;
 use crate::base::caps::Hardware;
 use crate::base::dtype::CpuStorage;
 use crate::base::error::Room;
@@ -530,15 +530,6 @@ pub(super) fn unsupported(op: &'static str, dtype: DType) -> Error {
 /// The wgpu backend.
 pub(crate) struct Wgpu;
 
-fn ordinal(device: Device) -> Result<usize> {
-    match device {
-        Device::Wgpu(i) => Ok(i),
-        d => Err(Error::System(format!(
-            "internal error: the wgpu backend was asked about {d}"
-        ))),
-    }
-}
-
 impl Backend for Wgpu {
     type Storage = WgpuStorage;
     type Event = Timestamp;
@@ -547,42 +538,22 @@ impl Backend for Wgpu {
     fn probe() -> Probe {
         probe()
     }
-    fn synchronize(device: Device) -> Result<()> {
-        gpu(ordinal(device)?)?.synchronize()
+    fn synchronize(ordinal: usize) -> Result<()> {
+        gpu(ordinal)?.synchronize()
     }
-    fn device_memory(_: Device) -> Option<(u64, u64)> {
-        None
+    fn allocator_reserved_bytes(ordinal: usize) -> Option<u64> {
+        allocator_reserved_bytes(ordinal)
     }
-    fn cached_bytes(_: Device) -> u64 {
-        0
-    }
-    fn allocator_reserved_bytes(device: Device) -> Option<u64> {
-        allocator_reserved_bytes(ordinal(device).ok()?)
-    }
-    fn empty_cache(_: Device) {}
-    fn host_cached_bytes() -> u64 {
-        0
-    }
-    fn empty_host_cache() {}
-    fn record_event(device: Device) -> Result<Option<Timestamp>> {
-        gpu(ordinal(device)?)?.timestamp()
+    fn record_event(ordinal: usize) -> Result<Option<Timestamp>> {
+        gpu(ordinal)?.timestamp()
     }
     fn seconds_between(start: &Timestamp, end: &Timestamp) -> Result<f64> {
         end.seconds_since(start)
     }
-    fn upload(device: Device, data: &CpuStorage) -> Result<WgpuStorage> {
-        WgpuStorage::from_cpu(&gpu(ordinal(device)?)?, data)
+    fn upload(ordinal: usize, data: &CpuStorage) -> Result<WgpuStorage> {
+        WgpuStorage::from_cpu(&gpu(ordinal)?, data)
     }
-    // Made on the host and uploaded.
-    fn full(_: Device, _: DType, _: usize, _: f64) -> Result<Option<WgpuStorage>> {
-        Ok(None)
-    }
-    fn arange(_: Device, _: DType, _: f64, _: f64, _: usize) -> Result<Option<WgpuStorage>> {
-        Ok(None)
-    }
-    fn random(_: Device, _: DType, _: usize, _: u64, _: Dist) -> Result<Option<WgpuStorage>> {
-        Ok(None)
-    }
+    // device_memory: wgpu reports none; full, arange, random: made on the host and uploaded.
 }
 
 /// Whether an adapter (with or without `shader-f16`) holds tensors of `dtype`.

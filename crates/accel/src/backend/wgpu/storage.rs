@@ -9,7 +9,7 @@ use crate::backend::contract::BackendStorage;
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 use crate::base::dtype::CpuStorage;
 use crate::base::shape::Layout;
-use crate::{DType, Device, Error, Result, Shape};
+use crate::{DType, Error, Result, Shape};
 
 use super::runtime::{unsupported, Gpu};
 use super::shaders::{convert, matmul_kernel, prelude, strided_params, STRIDED};
@@ -298,9 +298,6 @@ impl BackendStorage for WgpuStorage {
     fn to_host(&self, l: &Layout, dst: &mut [u8]) -> Result<()> {
         dst.copy_from_slice(WgpuStorage::to_cpu(self, l)?.as_bytes());
         Ok(())
-    }
-    fn to_device_direct(&self, _: &Layout, _: Device) -> Result<Option<WgpuStorage>> {
-        Ok(None)
     }
     fn copy_strided(&self, l: &Layout) -> Result<WgpuStorage> {
         self.map("x", l, None, &l.shape, self.dtype)

@@ -10,13 +10,13 @@ pub(crate) use super::programs::{compile_count, compile_seconds};
 use super::programs::{executable, forget_programs};
 pub(crate) use super::runtime::{device, probe, runtime, XlaDevice};
 use super::sys;
-use crate::backend::contract::{Backend, BackendStorage, Dist};
+use crate::backend::contract::{Backend, BackendStorage};
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 use crate::base::dtype::CpuStorage;
 use crate::base::error::Room;
 use crate::base::probe::Probe;
 use crate::base::shape::Layout;
-use crate::{BackendKind, DType, Device, Error, Result, Shape};
+use crate::{BackendKind, DType, Error, Result, Shape};
 
 // ---- storage --------------------------------------------------------------------------------
 
@@ -256,15 +256,6 @@ fn device_memory(dev: &XlaDevice) -> Option<(u64, u64)> {
 /// The XLA backend.
 pub(crate) struct Xla;
 
-fn ordinal(device: Device) -> Result<usize> {
-    match device {
-        Device::Xla(i) => Ok(i),
-        d => Err(Error::System(format!(
-            "internal error: the xla backend was asked about {d}"
-        ))),
-    }
-}
-
 impl Backend for Xla {
     type Storage = XlaStorage;
     type Event = TimingPoint;
@@ -273,49 +264,27 @@ impl Backend for Xla {
     fn probe() -> Probe {
         probe()
     }
-    fn synchronize(device: Device) -> Result<()> {
-        synchronize(ordinal(device)?)
+    fn synchronize(ordinal: usize) -> Result<()> {
+        synchronize(ordinal)
     }
-    fn device_memory(device: Device) -> Option<(u64, u64)> {
-        let i = ordinal(device).ok()?;
-        device_memory(runtime().devices.get(i)?)
+    fn device_memory(ordinal: usize) -> Option<(u64, u64)> {
+        device_memory(runtime().devices.get(ordinal)?)
     }
-    fn cached_bytes(_: Device) -> u64 {
-        0
-    }
-    fn allocator_reserved_bytes(_: Device) -> Option<u64> {
-        None
-    }
-    fn empty_cache(device: Device) {
-        if let Device::Xla(i) = device {
-            if let Ok(dev) = self::device(i) {
-                forget_programs(&dev);
-            }
+    fn empty_cache(ordinal: usize) {
+        if let Ok(dev) = self::device(ordinal) {
+            forget_programs(&dev);
         }
     }
-    fn host_cached_bytes() -> u64 {
-        0
-    }
-    fn empty_host_cache() {}
-    fn record_event(device: Device) -> Result<Option<TimingPoint>> {
-        TimingPoint::record(ordinal(device)?)
+    fn record_event(ordinal: usize) -> Result<Option<TimingPoint>> {
+        TimingPoint::record(ordinal)
     }
     fn seconds_between(start: &TimingPoint, end: &TimingPoint) -> Result<f64> {
         end.seconds_since(start)
     }
-    fn upload(device: Device, data: &CpuStorage) -> Result<XlaStorage> {
-        XlaStorage::from_cpu(&self::device(ordinal(device)?)?, data)
+    fn upload(ordinal: usize, data: &CpuStorage) -> Result<XlaStorage> {
+        XlaStorage::from_cpu(&self::device(ordinal)?, data)
     }
-    // Made on the host and uploaded.
-    fn full(_: Device, _: DType, _: usize, _: f64) -> Result<Option<XlaStorage>> {
-        Ok(None)
-    }
-    fn arange(_: Device, _: DType, _: f64, _: f64, _: usize) -> Result<Option<XlaStorage>> {
-        Ok(None)
-    }
-    fn random(_: Device, _: DType, _: usize, _: u64, _: Dist) -> Result<Option<XlaStorage>> {
-        Ok(None)
-    }
+    // full, arange, random: made on the host and uploaded (the defaults).
 }
 
 impl BackendStorage for XlaStorage {
@@ -337,9 +306,6 @@ impl BackendStorage for XlaStorage {
     fn to_host(&self, l: &Layout, dst: &mut [u8]) -> Result<()> {
         dst.copy_from_slice(XlaStorage::to_cpu(self, l)?.as_bytes());
         Ok(())
-    }
-    fn to_device_direct(&self, _: &Layout, _: Device) -> Result<Option<XlaStorage>> {
-        Ok(None)
     }
     fn copy_strided(&self, l: &Layout) -> Result<XlaStorage> {
         self.to_dtype(l, self.dtype)
