@@ -60,6 +60,8 @@ FLOORS = {
     "backend::contract": 1,
     "backend::ops": 1,
     "backend::off": 1,
+    # 1 what every backend shares: library and Python-environment search, trust, settings
+    "backend::native": 1,
     # 1 telemetry: the vendors' monitoring interfaces, beside the compute stack (values only)
     "telemetry": 1,
     # 2 backends, side by side
@@ -67,7 +69,6 @@ FLOORS = {
     "backend::cuda*": 2,
     "backend::xla*": 2,
     "backend::wgpu*": 2,
-    "backend::mps*": 2,
     # 3 above every backend: the registry of probes and the dispatch to backends
     "backend::registry": 3,
     "backend::dispatch": 3,

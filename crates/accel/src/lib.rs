@@ -127,8 +127,8 @@ pub use base::env::runtime_dir_refused;
 /// does this for itself. Off unless called.
 pub fn enable_probe_helper(program: std::path::PathBuf) {
     base::helper::enable(program, || {
-        backend::cuda::libs::site_packages_for_helper()
-            .map(|v| (backend::cuda::libs::SITE_PACKAGES_VAR, v))
+        backend::native::pyenv::site_packages_for_helper()
+            .map(|v| (backend::native::pyenv::SITE_PACKAGES_VAR, v))
             .into_iter()
             .collect()
     })

@@ -1,9 +1,9 @@
 //! NVIDIA GPUs through the CUDA driver API, cuBLAS and NVRTC (PyTorch's `torch.cuda`).
 //! Nothing here panics when the hardware or a library is missing: the probe reports why.
 
-pub use crate::backend::cuda::{
-    kernel_cache, kernels, libs, trust, FreeFailures, GpuLoad, GpuProcess,
-};
+pub use crate::backend::cuda::{kernel_cache, kernels, FreeFailures};
+pub use crate::backend::native::{libs, trust};
+pub use crate::telemetry::nvidia::{GpuLoad, GpuProcess};
 
 use crate::backend::registry;
 use crate::base::probe::Probe;
@@ -38,12 +38,12 @@ pub fn current_device() -> Result<usize> {
 /// Lets f32 matmul use TF32 tensor cores (`torch.backends.cuda.matmul.allow_tf32 = True`):
 /// several times faster, with inputs rounded to 10 mantissa bits. Off by default.
 pub fn set_allow_tf32(on: bool) {
-    crate::backend::cuda::set_allow_tf32(on)
+    crate::backend::native::settings::set_allow_tf32(on)
 }
 
 /// Whether TF32 is allowed for f32 matmul.
 pub fn allow_tf32() -> bool {
-    crate::backend::cuda::allow_tf32()
+    crate::backend::native::settings::allow_tf32()
 }
 
 /// Frees the driver refused so far in this process (device memory and pinned host blocks):
@@ -55,12 +55,28 @@ pub fn free_failures() -> crate::backend::cuda::FreeFailures {
 /// The CUDA libraries as found on this machine: path, version, or why each is missing
 /// (`accel devices` prints them; users ask about driver / CUDA / cuDNN as one stack).
 pub fn libraries() -> &'static [libs::Library] {
-    crate::backend::cuda::libraries()
+    if cfg!(feature = "cuda") {
+        libs::libraries()
+    } else {
+        &[]
+    }
 }
 
 /// The load of CUDA GPU `ordinal` through NVML (GPUtil's `getGPUs()`): utilisation, memory,
 /// temperature, power, clocks and processes.
 pub fn utilization(ordinal: usize) -> Result<GpuLoad> {
     let caps = Device::Cuda(ordinal).caps()?;
-    crate::backend::cuda::load(caps.uuid.as_deref(), caps.pci_bus_id.as_deref())
+    #[cfg(feature = "cuda")]
+    {
+        crate::telemetry::nvidia::gpu_load(caps.uuid.as_deref(), caps.pci_bus_id.as_deref())
+            .map_err(|e| crate::Error::backend(BackendKind::Cuda, "NVML", e))
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = caps;
+        Err(crate::Error::NotCompiled {
+            backend: "cuda",
+            feature: "cuda",
+        })
+    }
 }

@@ -10,7 +10,7 @@ use crate::{BackendKind, DType, Device, Error, Result, Shape};
 use super::contract::{Backend, BackendStorage, Dist};
 use super::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 use super::registry::{check, on_backend};
-use super::{cpu, cuda, mps, wgpu, xla};
+use super::{cpu, cuda, wgpu, xla};
 
 /// Runs `$body` with `$s` bound to the backend's storage inside `$storage`.
 macro_rules! on_storage {
@@ -288,7 +288,7 @@ pub(crate) fn record_event(device: Device) -> Result<Option<DeviceEvent>> {
         BackendKind::Cuda => cuda::Cuda::record_event(device.ordinal())?.map(DeviceEvent::Cuda),
         BackendKind::Xla => xla::Xla::record_event(device.ordinal())?.map(DeviceEvent::Xla),
         BackendKind::Wgpu => wgpu::Wgpu::record_event(device.ordinal())?.map(DeviceEvent::Wgpu),
-        BackendKind::Mps => mps::Mps::record_event(device.ordinal())?.map(DeviceEvent::Wgpu),
+        BackendKind::Mps => wgpu::Mps::record_event(device.ordinal())?.map(DeviceEvent::Wgpu),
     })
 }
 

@@ -17,7 +17,7 @@ use crate::base::probe::{Availability, DeviceInfo, Probe};
 use crate::{BackendKind, DType, Device, DeviceCaps, Error, Result};
 
 use super::contract::Backend;
-use super::{cpu, cuda, mps, wgpu, xla};
+use super::{cpu, cuda, wgpu, xla};
 
 /// Runs `$body` with `$b` as the type implementing `Backend` for `$kind`.
 macro_rules! on_backend {
@@ -32,7 +32,7 @@ macro_rules! on_backend {
                 $body
             }
             BackendKind::Mps => {
-                type $b = mps::Mps;
+                type $b = wgpu::Mps;
                 $body
             }
             BackendKind::Xla => {

@@ -114,7 +114,7 @@ pub(super) fn environment_checks() -> Vec<Check> {
             "",
         ),
     });
-    let skipped = crate::backend::cuda::trust::skipped_so_far();
+    let skipped = crate::backend::native::trust::skipped_so_far();
     v.push(if skipped.is_empty() {
         check(
             "env.untrusted_folders",

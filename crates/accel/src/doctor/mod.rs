@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::backend::cuda::libs::SearchEnv;
+use crate::backend::native::libs::SearchEnv;
 use crate::{BackendKind, Device, Tensor};
 
 /// The outcome of one check.

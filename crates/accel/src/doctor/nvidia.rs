@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{check, Check, Status};
-use crate::backend::cuda::libs::{self, SearchEnv};
+use crate::backend::native::libs::{self, SearchEnv};
 use crate::probe::Availability;
 use crate::BackendKind;
 

@@ -31,7 +31,7 @@ pub fn cache_dir() -> Option<std::path::PathBuf> {
 
 fn cache_path(family: Family, arch: &str) -> Option<std::path::PathBuf> {
     let src = family.source();
-    let nvrtc_version = super::libs::library("nvrtc")
+    let nvrtc_version = crate::backend::native::libs::library("nvrtc")
         .and_then(|l| l.version.clone())
         .unwrap_or_default();
     let key = fnv1a(&[src.as_bytes(), arch.as_bytes(), nvrtc_version.as_bytes()]);

@@ -624,9 +624,9 @@ pub fn compile(src: &str, name: &str, arch: &str) -> Result<Vec<u8>, String> {
     use cudarc::nvrtc::{result, sys};
     use std::ffi::{CStr, CString};
 
-    let nvrtc = super::libs::library("nvrtc").filter(|l| l.is_loaded());
+    let nvrtc = crate::backend::native::libs::library("nvrtc").filter(|l| l.is_loaded());
     let Some(lib) = nvrtc else {
-        let why = super::libs::library("nvrtc")
+        let why = crate::backend::native::libs::library("nvrtc")
             .and_then(|l| l.problem.clone())
             .unwrap_or_default();
         return Err(format!("NVRTC is not available: {why}"));

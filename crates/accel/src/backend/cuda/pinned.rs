@@ -10,18 +10,16 @@
 //! blocks are cached and handed to the next request of the same size, as PyTorch's caching
 //! host allocator does; `memory::empty_cache(&Device::Cpu)` gives them back.
 
-use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::Mutex;
 
 use cudarc::driver::sys;
 
-use super::gpu::ck;
+use super::context::ck;
+use super::failures::record_free_failure;
+use super::locked;
 use crate::base::dtype::CpuStorage;
 use crate::{DType, Result};
-
-/// Every pinned block, live or cached: start address -> length in bytes.
-static BLOCKS: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
 
 /// Freed blocks kept for reuse: (address, bytes, the device whose context made them).
 static CACHE: Mutex<Vec<(usize, usize, usize)>> = Mutex::new(Vec::new());
@@ -31,15 +29,6 @@ const CACHE_LIMIT_BYTES: usize = 4 << 30;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Whether `len` bytes at `p` lie inside one pinned block.
-pub(crate) fn contains(p: *const u8, len: usize) -> bool {
-    let p = p as usize;
-    lock(&BLOCKS)
-        .range(..=p)
-        .next_back()
-        .is_some_and(|(&start, &n)| p + len <= start + n)
 }
 
 /// Bytes of pinned memory cached for reuse.
@@ -57,8 +46,8 @@ pub(crate) fn empty_cache() {
 
 /// Gives a block back to the driver, through its device's context.
 fn free(p: usize, device: usize) {
-    let bytes = lock(&BLOCKS).remove(&p).unwrap_or(0);
-    if let Some(g) = super::gpu::opened(device) {
+    let bytes = locked::remove(p);
+    if let Some(g) = super::context::opened(device) {
         // A thread that never used CUDA has no current context; cuMemFreeHost needs one.
         let _ = g.bind();
     }
@@ -70,7 +59,7 @@ fn free(p: usize, device: usize) {
     // drop cannot return it.
     let r = unsafe { sys::cuMemFreeHost(p as *mut c_void) };
     if let Err(e) = ck(r, "cuMemFreeHost") {
-        super::record_free_failure(
+        record_free_failure(
             bytes as u64,
             format!("pinned host block of {bytes} bytes: {e}"),
         );
@@ -109,10 +98,10 @@ impl PinnedBlock {
                 });
             }
         }
-        let gpu = super::gpu::gpu(device)?;
+        let gpu = super::context::gpu(device)?;
         gpu.bind()?;
         let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: libcuda is loaded and initialised (`gpu::gpu` above returned a Gpu, which
+        // SAFETY: libcuda is loaded and initialised (`context::gpu` above returned a Gpu, which
         // only `Gpu::open` makes, after cuInit), its context is current (`bind` above), and
         // `p` is a local out-pointer; CU_MEMHOSTALLOC_PORTABLE = 1.
         let mut r = unsafe { sys::cuMemHostAlloc(&mut p, bytes, 1) };
@@ -138,7 +127,7 @@ impl PinnedBlock {
         // SAFETY: cuMemHostAlloc succeeded, so `p` is valid for writes of `bytes` bytes, and
         // nothing else refers to the new block yet.
         unsafe { std::ptr::write_bytes(p as *mut u8, 0, bytes) };
-        lock(&BLOCKS).insert(p as usize, bytes);
+        locked::insert(p as usize, bytes);
         Ok(PinnedBlock {
             ptr: p as *mut u8,
             bytes,

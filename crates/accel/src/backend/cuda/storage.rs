@@ -2,30 +2,17 @@
 //! random numbers run accel's NVRTC kernels; float matmul runs cuBLAS.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUdeviceptr;
 
-use super::gpu::Gpu;
+use super::context::Gpu;
 use super::kernels::{self, Kernel, ReducePass, BLOCK, MAX_RANK};
 use crate::backend::contract::BackendStorage;
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 use crate::base::dtype::CpuStorage;
 use crate::base::shape::Layout;
 use crate::{DType, Error, Result, Shape};
-
-/// TF32 for f32 matmul (`torch.backends.cuda.matmul.allow_tf32`); off by default, as in
-/// PyTorch, because it rounds inputs to 10 mantissa bits.
-static ALLOW_TF32: AtomicBool = AtomicBool::new(false);
-
-pub(crate) fn set_allow_tf32(on: bool) {
-    ALLOW_TF32.store(on, Ordering::Relaxed);
-}
-
-pub(crate) fn allow_tf32() -> bool {
-    ALLOW_TF32.load(Ordering::Relaxed)
-}
 
 /// A buffer of `len` elements of `dtype` on one GPU, freed (stream-ordered) on drop.
 pub(crate) struct CudaStorage {
@@ -308,7 +295,7 @@ impl CudaStorage {
         let (dt, compute) = match self.dtype {
             DType::F32 => (
                 cb::cudaDataType::CUDA_R_32F,
-                if allow_tf32() {
+                if crate::backend::native::settings::allow_tf32() {
                     cb::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32
                 } else {
                     cb::cublasComputeType_t::CUBLAS_COMPUTE_32F
@@ -412,7 +399,7 @@ impl BackendStorage for CudaStorage {
         unsafe { self.gpu.dtoh(dst, src) }
     }
     fn to_device_direct(&self, l: &Layout, ordinal: usize) -> Result<Option<CudaStorage>> {
-        Ok(Some(self.to_gpu(l, &super::gpu::gpu(ordinal)?)?))
+        Ok(Some(self.to_gpu(l, &super::context::gpu(ordinal)?)?))
     }
     /// A contiguous copy of the view `l`, on the same GPU.
     fn copy_strided(&self, l: &Layout) -> Result<CudaStorage> {

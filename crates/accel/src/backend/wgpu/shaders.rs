@@ -3,8 +3,8 @@
 
 use crate::{DType, Error, Result};
 
-use super::runtime::{Gpu, MAX_RANK};
-use super::MatmulChoice;
+use super::choice::{matmul_choice, MatmulChoice};
+use super::context::{Gpu, MAX_RANK};
 
 /// What every shader starts with: `enable f16` where used, and conversions as the CPU does
 /// them: f32 -> i32 saturates with NaN -> 0 (Rust's `as`; WGSL leaves NaN undefined), and
@@ -135,7 +135,7 @@ pub(super) fn matmul_kernel(
     // GPUs, which need many workgroups to fill their cores, and everywhere on software ones
     // (lavapipe: 1.2-1.4x the 64x64 kernel at N=256-512).
     let big = (m >= 1024 && n >= 1024) || gpu.is_software();
-    let tile = match super::matmul_choice() {
+    let tile = match matmul_choice() {
         MatmulChoice::Simple if k < 65535 => 16,
         MatmulChoice::Blocked128 => 128,
         MatmulChoice::Auto if big => 128,

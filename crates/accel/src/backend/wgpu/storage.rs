@@ -11,7 +11,7 @@ use crate::base::dtype::CpuStorage;
 use crate::base::shape::Layout;
 use crate::{DType, Error, Result, Shape};
 
-use super::runtime::{unsupported, Gpu};
+use super::context::{unsupported, Gpu};
 use super::shaders::{convert, matmul_kernel, prelude, strided_params, STRIDED};
 
 /// Tensor data in one GPU buffer: f32 and i32 on every adapter, f16 where it has `shader-f16`.

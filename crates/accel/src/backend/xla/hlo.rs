@@ -266,7 +266,8 @@ impl Program {
         // f32 means f32: without a precision, XLA multiplies f32 in TF32 on NVIDIA GPUs and in
         // bf16 passes on TPUs. HIGHEST asks for full f32, unless the user allowed TF32
         // (`accel::cuda::set_allow_tf32`, PyTorch's `allow_tf32`).
-        let precision = if a.dtype == DType::F32 && !crate::backend::cuda::allow_tf32() {
+        let precision = if a.dtype == DType::F32 && !crate::backend::native::settings::allow_tf32()
+        {
             ", precision = [HIGHEST, HIGHEST]"
         } else {
             ""
@@ -506,10 +507,10 @@ mod tests {
             assert!(!dot(&matmul_text(d)).contains("precision"), "{d}");
         }
         // The TF32 switch lives in the CUDA backend (a no-op in builds without it).
-        crate::backend::cuda::set_allow_tf32(true);
-        let allowed = crate::backend::cuda::allow_tf32();
+        crate::backend::native::settings::set_allow_tf32(true);
+        let allowed = crate::backend::native::settings::allow_tf32();
         let tf32 = dot(&matmul_text(DType::F32));
-        crate::backend::cuda::set_allow_tf32(false);
+        crate::backend::native::settings::set_allow_tf32(false);
         assert_eq!(tf32.contains("precision"), !allowed, "{tf32}");
     }
 }

@@ -199,7 +199,7 @@ pub(crate) fn compile_seconds() -> f64 {
 
 /// The plugin files named by the environment or installed in Python environments, in search
 /// order, each with how it was found.
-pub fn plugin_candidates(env: &super::cuda::libs::SearchEnv) -> Vec<(PathBuf, String)> {
+pub fn plugin_candidates(env: &super::native::libs::SearchEnv) -> Vec<(PathBuf, String)> {
     let mut out: Vec<(PathBuf, String)> = Vec::new();
     let mut add = |p: PathBuf, src: &str| {
         let name = p.file_name().map(|n| n.to_os_string());
@@ -221,7 +221,7 @@ pub fn plugin_candidates(env: &super::cuda::libs::SearchEnv) -> Vec<(PathBuf, St
             add(PathBuf::from(path), "PJRT_NAMES_AND_LIBRARY_PATHS");
         }
     }
-    for (sp, src) in super::cuda::libs::python_environments(env) {
+    for (sp, src) in super::native::libs::python_environments(env) {
         let mut files: Vec<PathBuf> = Vec::new();
         let read = |d: PathBuf| -> Vec<PathBuf> {
             std::fs::read_dir(d)

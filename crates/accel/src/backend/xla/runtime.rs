@@ -44,7 +44,7 @@ fn platform_rank(p: &str) -> u8 {
 pub(crate) fn runtime() -> &'static Runtime {
     static RT: OnceLock<Runtime> = OnceLock::new();
     RT.get_or_init(|| {
-        let env = crate::backend::cuda::libs::SearchEnv::from_process();
+        let env = crate::backend::native::libs::SearchEnv::from_process();
         let mut plugins = Vec::new();
         let mut clients: Vec<Arc<Client>> = Vec::new();
         let limit = load_limit();
@@ -108,7 +108,7 @@ pub(crate) fn runtime() -> &'static Runtime {
             // JAX's CUDA plugin needs the CUDA wheels' libraries loaded first, as JAX's own
             // package does: by absolute path, from the plugin's own site-packages.
             for lib in super::plugin_preloads(&path) {
-                match crate::backend::cuda::libs::preload(&lib) {
+                match crate::backend::native::libs::preload(&lib) {
                     Ok(()) => plugin.preloaded.push(lib),
                     Err(e) => plugin
                         .notes
@@ -402,7 +402,7 @@ mod tests {
 
     /// XLA's CPU plugin from the test environment (scripts/test.sh installs it).
     fn cpu_plugin() -> Option<std::path::PathBuf> {
-        let env = crate::backend::cuda::libs::SearchEnv::from_process();
+        let env = crate::backend::native::libs::SearchEnv::from_process();
         super::super::plugin_candidates(&env)
             .into_iter()
             .map(|(p, _)| p)

@@ -2,8 +2,11 @@
 //! is the first Metal adapter, run by the wgpu backend's storage and kernels. Its device side
 //! (`impl Backend for Mps`) maps `mps` to that adapter's `wgpu:N` and hands every call on.
 
+#[cfg(not(feature = "wgpu"))]
+use super::off::{adapter_infos, Wgpu, WgpuStorage};
+#[cfg(feature = "wgpu")]
+use super::{device::adapter_infos, device::Wgpu, storage::WgpuStorage};
 use crate::backend::contract::{Backend, Dist};
-use crate::backend::wgpu::{self, Wgpu, WgpuStorage};
 use crate::base::dtype::CpuStorage;
 use crate::base::probe::{Availability, DeviceInfo, Probe};
 use crate::{BackendKind, DType, Device, Error, Result};
@@ -14,7 +17,7 @@ pub(crate) struct Mps;
 /// The wgpu adapter behind `mps`: the first one whose graphics API is Metal. Asked of the
 /// wgpu backend's own adapter list, not of the registry.
 fn metal_adapter() -> Option<DeviceInfo> {
-    wgpu::adapter_infos()
+    adapter_infos()
         .into_iter()
         .find(|d| d.caps.platform.as_deref() == Some("Metal"))
 }

@@ -3,7 +3,7 @@
 //! buffers. Created on first use of `cuda:N` and kept for the life of the process.
 //!
 //! We call the driver API through cudarc's dynamically loaded `sys` bindings, only after
-//! [`super::libs`] has loaded `libcuda.so.1` (cudarc would panic if it were missing).
+//! [`crate::backend::native::libs`] has loaded `libcuda.so.1` (cudarc would panic if it were missing).
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, CString};
@@ -255,7 +255,7 @@ impl Gpu {
             return;
         }
         if let Err(e) = self.bind() {
-            super::record_free_failure(
+            super::failures::record_free_failure(
                 bytes as u64,
                 format!("cuda:{}: a free of {bytes} bytes: {e}", self.ordinal),
             );
@@ -268,7 +268,7 @@ impl Gpu {
         // before returning (`dtod`).
         let r = unsafe { sys::cuMemFreeAsync(p, self.stream) };
         if let Err(e) = ck(r, "cuMemFreeAsync") {
-            super::record_free_failure(
+            super::failures::record_free_failure(
                 bytes as u64,
                 format!("cuda:{}: a free of {bytes} bytes: {e}", self.ordinal),
             );
@@ -441,7 +441,7 @@ impl Gpu {
         if let Some(h) = *b {
             return Ok(h as cudarc::cublas::sys::cublasHandle_t);
         }
-        let lib = super::libs::library("cublas");
+        let lib = crate::backend::native::libs::library("cublas");
         if !lib.is_some_and(|l| l.is_loaded()) {
             let l = lib.cloned();
             return Err(Error::DeviceUnavailable {
@@ -511,7 +511,7 @@ impl Gpu {
             return Ok(());
         }
         self.bind()?;
-        let pinned = super::pinned::contains(src.as_ptr(), src.len());
+        let pinned = super::locked::contains(src.as_ptr(), src.len());
         if pinned || src.len() < STAGE_ABOVE {
             // One DMA from pinned memory. From pageable memory the call returns once the
             // driver has staged the source; from pinned memory it does not, so wait: the
@@ -579,7 +579,7 @@ impl Gpu {
             return Ok(());
         }
         self.bind()?;
-        if dst.len() < STAGE_ABOVE || super::pinned::contains(dst.as_ptr(), dst.len()) {
+        if dst.len() < STAGE_ABOVE || super::locked::contains(dst.as_ptr(), dst.len()) {
             // Small, or pinned (one DMA, no staging).
             // SAFETY: `dst` is a live &mut slice, valid for writes of dst.len() bytes and not
             // accessed by anyone else until we return, and we `synchronize` before returning

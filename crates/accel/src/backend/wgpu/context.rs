@@ -1,21 +1,14 @@
-//! The wgpu runtime: adapters found once (the backend's own adapter registry), each one's
-//! device opened on first use, buffers, compiled pipelines (cached per shader text),
-//! dispatches, timestamps, and the probe with each adapter's typed capabilities. The device
-//! side of the contract (`impl Backend for Wgpu`) is here too.
+//! One wgpu adapter in use: adapters found once (the backend's own adapter registry), each
+//! one's device opened on first use, buffers, compiled pipelines (cached per shader text),
+//! dispatches and timestamps.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use wgpu::util::DeviceExt;
 
-use crate::backend::contract::Backend;
-use crate::base::caps::Hardware;
-use crate::base::dtype::CpuStorage;
 use crate::base::error::Room;
-use crate::base::probe::{Availability, DeviceInfo, Probe};
-use crate::{BackendKind, DType, Device, DeviceCaps, Error, Result};
-
-use super::storage::WgpuStorage;
+use crate::{BackendKind, DType, Device, Error, Result};
 
 /// Most dimensions a strided kernel takes.
 pub(super) const MAX_RANK: usize = 8;
@@ -68,12 +61,12 @@ pub(crate) struct Gpu {
     uncaptured: Arc<Mutex<Option<String>>>,
 }
 
-struct Registry {
-    gpus: Vec<Arc<Gpu>>,
-    problem: Option<String>,
+pub(super) struct Registry {
+    pub(super) gpus: Vec<Arc<Gpu>>,
+    pub(super) problem: Option<String>,
 }
 
-fn registry() -> &'static Registry {
+pub(super) fn registry() -> &'static Registry {
     static R: OnceLock<Registry> = OnceLock::new();
     R.get_or_init(|| {
         // Vulkan's loader and drivers cannot be stopped once enumerating: where the program
@@ -114,87 +107,6 @@ fn registry() -> &'static Registry {
             problem,
         }
     })
-}
-
-/// The adapter description `probe` reports, for every adapter (also used by the mps probe,
-/// which must not go through the cached probe list while it is being built).
-pub(crate) fn adapter_infos() -> Vec<DeviceInfo> {
-    registry().gpus.iter().map(|g| info_of(g)).collect()
-}
-
-pub(crate) fn probe() -> Probe {
-    let r = registry();
-    if r.gpus.is_empty() {
-        return Probe::unavailable(
-            BackendKind::Wgpu,
-            true,
-            r.problem.clone().unwrap_or_default(),
-            "install your GPU's Vulkan driver and the loader (Debian/Ubuntu: `apt install \
-             libvulkan1 mesa-vulkan-drivers` gives AMD/Intel drivers and the lavapipe software \
-             device); on macOS Metal needs nothing",
-        );
-    }
-    let devices = r.gpus.iter().map(|g| info_of(g)).collect();
-    Probe {
-        backend: BackendKind::Wgpu,
-        compiled: true,
-        availability: Availability::Available { devices },
-    }
-}
-
-fn info_of(g: &Gpu) -> DeviceInfo {
-    let info = g.adapter.get_info();
-    let limits = g.adapter.limits();
-    let features = g.adapter.features();
-    let f16 = features.contains(wgpu::Features::SHADER_F16);
-    let timestamps = features.contains(wgpu::Features::TIMESTAMP_QUERY)
-        && features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
-    let mut dtypes = vec![DType::F32, DType::I32];
-    if f16 {
-        dtypes.push(DType::F16);
-    }
-    DeviceInfo {
-        device: Device::Wgpu(g.ordinal),
-        name: info.name.clone(),
-        memory_total_bytes: None,
-        caps: DeviceCaps {
-            dtypes,
-            hardware: if info.device_type == wgpu::DeviceType::Cpu {
-                Hardware::HostCpuEmulated
-            } else {
-                Hardware::Accelerator
-            },
-            platform: Some(format!("{:?}", info.backend)),
-            shader_f16: f16,
-            timestamp_queries: timestamps,
-            ..DeviceCaps::default()
-        },
-        details: vec![
-            ("backend".to_string(), format!("{:?}", info.backend)),
-            ("device_type".to_string(), format!("{:?}", info.device_type)),
-            ("vendor".to_string(), format!("0x{:04x}", info.vendor)),
-            (
-                "driver".to_string(),
-                format!("{} {}", info.driver, info.driver_info)
-                    .trim()
-                    .to_string(),
-            ),
-            (
-                "max_buffer_bytes".to_string(),
-                limits.max_storage_buffer_binding_size.to_string(),
-            ),
-            (
-                "max_workgroups_per_dimension".to_string(),
-                limits.max_compute_workgroups_per_dimension.to_string(),
-            ),
-            ("shader_f16".to_string(), f16.to_string()),
-            ("timestamp_queries".to_string(), timestamps.to_string()),
-            (
-                "dtypes".to_string(),
-                if f16 { "f32, i32, f16" } else { "f32, i32" }.to_string(),
-            ),
-        ],
-    }
 }
 
 /// What wgpu's allocator holds for `wgpu:i` (its memory blocks, including their free space),
@@ -525,35 +437,6 @@ pub(super) fn unsupported(op: &'static str, dtype: DType) -> Error {
         _ => "WGSL has f32, i32 and (with `shader-f16`) f16 only; convert first on the CPU with .to_dtype(..)",
     };
     Error::unsupported(op, dtype, why)
-}
-
-/// The wgpu backend.
-pub(crate) struct Wgpu;
-
-impl Backend for Wgpu {
-    type Storage = WgpuStorage;
-    type Event = Timestamp;
-    const KIND: BackendKind = BackendKind::Wgpu;
-
-    fn probe() -> Probe {
-        probe()
-    }
-    fn synchronize(ordinal: usize) -> Result<()> {
-        gpu(ordinal)?.synchronize()
-    }
-    fn allocator_reserved_bytes(ordinal: usize) -> Option<u64> {
-        allocator_reserved_bytes(ordinal)
-    }
-    fn record_event(ordinal: usize) -> Result<Option<Timestamp>> {
-        gpu(ordinal)?.timestamp()
-    }
-    fn seconds_between(start: &Timestamp, end: &Timestamp) -> Result<f64> {
-        end.seconds_since(start)
-    }
-    fn upload(ordinal: usize, data: &CpuStorage) -> Result<WgpuStorage> {
-        WgpuStorage::from_cpu(&gpu(ordinal)?, data)
-    }
-    // device_memory: wgpu reports none; full, arange, random: made on the host and uploaded.
 }
 
 /// Whether an adapter (with or without `shader-f16`) holds tensors of `dtype`.

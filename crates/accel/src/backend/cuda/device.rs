@@ -12,9 +12,10 @@ use crate::base::dtype::CpuStorage;
 use crate::base::probe::{Availability, DeviceInfo, Probe};
 use crate::{BackendKind, DType, Device, DeviceCaps, Result};
 
-use super::gpu::{attr, err_name, gpu, opened, TimingEvent};
+use super::context::{attr, err_name, gpu, opened, TimingEvent};
+use super::pinned;
 use super::storage::CudaStorage;
-use super::{libs, pinned};
+use crate::backend::native::libs;
 use crate::telemetry::nvidia as nvml;
 
 /// The CUDA backend.

@@ -14,7 +14,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use super::pyenv::{python_environments, site_packages_for_helper, SITE_PACKAGES_VAR};
+use super::pyenv::glob_dirs;
+pub use super::pyenv::{
+    python_environments, site_packages_for_helper, SearchEnv, SITE_PACKAGES_VAR,
+};
 
 /// The CUDA major version this build's bindings speak (cudarc's `cuda-13000`).
 pub const CUDA_MAJOR: u32 = 13;
@@ -124,38 +127,6 @@ fn push(dirs: &mut Vec<SearchDir>, path: PathBuf, source: &str) {
     }
 }
 
-/// Folders matching `prefix*` inside `parent`, newest name first (`cuda-13.0` before
-/// `cuda-12.4`).
-pub(super) fn glob_dirs(parent: &Path, prefix: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(parent)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
-    v.sort();
-    v.reverse();
-    v
-}
-
-/// The `site-packages` folders of a Python environment rooted at `root`.
-pub(super) fn site_packages(root: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for lib in ["lib", "lib64"] {
-        for py in glob_dirs(&root.join(lib), "python3") {
-            for sp in ["site-packages", "dist-packages"] {
-                let p = py.join(sp);
-                if p.is_dir() {
-                    out.push(p);
-                }
-            }
-        }
-    }
-    out
-}
-
 /// The wheel folders inside one `site-packages`: CUDA 13's single `nvidia/cu13/lib`, then
 /// CUDA 12's per-library `nvidia/<lib>/lib`.
 fn wheel_dirs(sp: &Path) -> Vec<PathBuf> {
@@ -168,54 +139,6 @@ fn wheel_dirs(sp: &Path) -> Vec<PathBuf> {
         }
     }
     v.into_iter().filter(|p| p.is_dir()).collect()
-}
-
-/// Environment a search depends on, gathered once so tests can pass their own.
-#[derive(Debug, Clone, Default)]
-#[allow(missing_docs)]
-pub struct SearchEnv {
-    pub accel_cuda_lib_dir: Option<String>,
-    pub cuda_home: Option<String>,
-    pub cuda_path: Option<String>,
-    pub conda_prefix: Option<String>,
-    pub virtual_env: Option<String>,
-    pub home: Option<String>,
-    /// Ask `python3` on PATH for its site-packages (slow: a process start); tests turn it off.
-    pub ask_python: bool,
-    /// Search the system's fixed locations (/usr/local/cuda*, /opt/*/.venv ...).
-    pub system_dirs: bool,
-    /// The prefix this program was installed into (`<prefix>/bin/accel`, as `pip install`
-    /// puts it in a virtual environment, `~/.local` or Colab's `/usr/local`): its
-    /// site-packages hold the wheels installed beside it, even without `VIRTUAL_ENV`.
-    pub own_prefix: Option<String>,
-}
-
-impl SearchEnv {
-    /// The real environment of this process.
-    pub fn from_process() -> SearchEnv {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        SearchEnv {
-            accel_cuda_lib_dir: var("ACCEL_CUDA_LIB_DIR"),
-            cuda_home: var("CUDA_HOME"),
-            cuda_path: var("CUDA_PATH"),
-            conda_prefix: var("CONDA_PREFIX"),
-            virtual_env: var("VIRTUAL_ENV"),
-            home: var("HOME"),
-            ask_python: true,
-            system_dirs: true,
-            own_prefix: own_prefix(),
-        }
-    }
-}
-
-/// `<prefix>` when this executable is `<prefix>/bin/<name>`.
-fn own_prefix() -> Option<String> {
-    let exe = std::env::current_exe().ok()?;
-    let bin = exe.parent()?;
-    if bin.file_name()? != "bin" {
-        return None;
-    }
-    Some(bin.parent()?.display().to_string())
 }
 
 fn toolkit_libs(root: &Path) -> Vec<PathBuf> {

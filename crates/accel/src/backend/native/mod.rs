@@ -1,0 +1,9 @@
+//! What every backend shares, below them all: finding native libraries and Python
+//! environments without LD_LIBRARY_PATH (`libs`, `pyenv`), deciding which files are safe to
+//! load (`trust`), and settings that several backends follow (`settings`). No backend folder
+//! imports another; what two of them need lives here.
+
+pub mod libs;
+pub mod pyenv;
+pub(crate) mod settings;
+pub mod trust;

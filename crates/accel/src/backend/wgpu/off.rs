@@ -1,0 +1,9 @@
+//! The wgpu backend left out of the build (no `wgpu` feature): `backend::off`'s stand-in.
+
+use crate::BackendKind;
+crate::backend::off::compiled_out!(Wgpu, WgpuStorage, Timestamp, BackendKind::Wgpu);
+
+/// Every adapter's description, as the probe reports it (none in this build).
+pub(crate) fn adapter_infos() -> Vec<crate::base::probe::DeviceInfo> {
+    Vec::new()
+}
