@@ -3,7 +3,7 @@
 //! accelerators first (TPU, then GPU), the CPU platform last; `xla:cpu:0` / `xla:tpu:0` /
 //! `xla:cuda:0` pick the n-th device of one platform.
 
-pub use crate::backend::xla::{plugin_candidates, plugin_preloads, sys, Plugin};
+pub use crate::backend::xla::{plugin_candidates, plugin_preloads, Plugin};
 
 use crate::backend::registry;
 use crate::base::caps::Hardware;

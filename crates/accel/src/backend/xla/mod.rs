@@ -1,11 +1,14 @@
 //! XLA devices through PJRT plugins: Google TPUs (`libtpu`), GPUs (JAX's CUDA plugin) and the
 //! CPU (PyTorch's `torch_xla`).
 //!
-//! - [`sys`]: `#[repr(C)]` bindings for the PJRT C API calls we use, read by slot.
-//! - `pjrt`: the safe layer (client, device, buffer, executable, event) with `Drop`.
-//! - [`hlo`]: StableHLO programs for each op, as MLIR text.
-//! - `storage`: the runtime, the probe, tensors on an XLA device (`impl Backend for Xla`,
-//!   `impl BackendStorage for XlaStorage`); programs compiled once per (op, shapes, dtypes).
+//! The PJRT C API itself is the `pjrt` crate (C structs, then a safe layer); here:
+//!
+//! - `device`: the probe and the device side of the contract (`impl Backend for Xla`).
+//! - `context`: the plugins loaded (once, with a time limit), their clients and devices.
+//! - `storage`: tensors on an XLA device and every op on it (`impl BackendStorage`).
+//! - `hlo`: StableHLO programs for each op, as MLIR text (the generated code);
+//!   `programs`: compiled once per (op, shapes, dtypes), cached.
+//! - `plugins`: where plugins are found.
 //!
 //! Without the `xla` feature (or off Linux), `off.rs` stands in with the same items.
 //!
@@ -16,151 +19,43 @@
 //! accelerators first (TPU, then GPU), the CPU platform last; `xla:cpu:0` / `xla:tpu:0` /
 //! `xla:cuda:0` pick the n-th device of one platform.
 
-#[cfg(all(feature = "xla", target_os = "linux"))]
-pub(crate) mod hlo;
-pub mod sys;
+mod plugins;
 
 #[cfg(all(feature = "xla", target_os = "linux"))]
-pub(crate) mod pjrt;
+mod context;
+#[cfg(all(feature = "xla", target_os = "linux"))]
+mod device;
+#[cfg(all(feature = "xla", target_os = "linux"))]
+pub(crate) mod hlo;
+#[cfg(not(all(feature = "xla", target_os = "linux")))]
+mod off;
 #[cfg(all(feature = "xla", target_os = "linux"))]
 mod programs;
 #[cfg(all(feature = "xla", target_os = "linux"))]
-mod runtime;
-#[cfg(all(feature = "xla", target_os = "linux"))]
 pub(crate) mod storage;
 
+#[cfg(all(feature = "xla", target_os = "linux"))]
+pub(crate) use device::Xla;
 #[cfg(not(all(feature = "xla", target_os = "linux")))]
 pub(crate) use off::{Xla, XlaStorage};
+pub(crate) use plugins::skip_in_helper;
+pub use plugins::{plugin_candidates, plugin_preloads, Plugin};
 #[cfg(all(feature = "xla", target_os = "linux"))]
-pub(crate) use storage::{Xla, XlaStorage};
-
-#[cfg(not(all(feature = "xla", target_os = "linux")))]
-mod off {
-    use crate::BackendKind;
-    crate::backend::off::compiled_out!(Xla, XlaStorage, TimingPoint, BackendKind::Xla);
-}
+pub(crate) use storage::XlaStorage;
 
 use std::path::PathBuf;
-
-use serde::Serialize;
-
-/// One PJRT plugin as found and loaded (or why it could not be).
-#[derive(Debug, Clone, Serialize)]
-pub struct Plugin {
-    /// The shared library.
-    pub path: PathBuf,
-    /// How it was found (`ACCEL_PJRT_PLUGIN`, `python wheel (VIRTUAL_ENV)`...).
-    pub source: String,
-    /// The client's platform (`cpu`, `cuda`, `tpu`), once loaded.
-    pub platform: Option<String>,
-    /// The platform's version string.
-    pub platform_version: Option<String>,
-    /// The plugin's PJRT C API version (`0.115`).
-    pub pjrt_api_version: Option<String>,
-    /// Addressable devices.
-    pub devices: usize,
-    /// Why it failed to load or start, if it did.
-    pub problem: Option<String>,
-    /// Its load or client start did not finish within `ACCEL_PJRT_TIMEOUT` (here or in the
-    /// probe helper); it is not tried again in this process.
-    pub stalled: bool,
-    /// Libraries loaded first, by absolute path, because the plugin needs them and its own
-    /// Python package would have loaded them (JAX's CUDA plugin: the CUDA wheels beside it).
-    pub preloaded: Vec<PathBuf>,
-    /// What did not go as asked although the plugin started: a preload that failed, a
-    /// client option the plugin rejected (then it runs with its defaults).
-    pub notes: Vec<String>,
-}
-
-/// The CUDA libraries JAX's CUDA plugin needs and does not find by itself: JAX's Python
-/// package loads them by path from the `nvidia` wheels of its own environment before it
-/// registers the plugin. (folder under site-packages, file-name prefixes, in load order:
-/// dependencies first.)
-const CUDA_WHEEL_LIBS: [(&str, &[&str]); 5] = [
-    (
-        "nvidia/cu13/lib",
-        &[
-            "libcudart.so",
-            "libnvJitLink.so",
-            "libnvrtc.so",
-            "libcublasLt.so",
-            "libcublas.so",
-            "libcupti.so",
-            "libcusparse.so",
-            "libcusolver.so",
-            "libcufft.so",
-        ],
-    ),
-    ("nvidia/nccl/lib", &["libnccl.so"]),
-    ("nvidia/nvshmem/lib", &["libnvshmem_host.so"]),
-    ("nvidia/cudnn/lib", &["libcudnn.so"]),
-    ("nvidia/cuda_nvcc/nvvm/lib64", &["libnvvm.so"]),
-];
-
-/// The libraries to load, by absolute path and in order, before the PJRT plugin `plugin`:
-/// for a plugin inside a Python environment's `jax_plugins/` (JAX's CUDA plugin), the CUDA
-/// libraries of the `nvidia` wheels in that same site-packages; nothing for other plugins.
-/// Found by file name (`libcublas.so.13`), so only what is installed is listed.
-pub fn plugin_preloads(plugin: &std::path::Path) -> Vec<PathBuf> {
-    let Some(site) = plugin
-        .ancestors()
-        .find(|d| d.file_name().is_some_and(|n| n == "jax_plugins"))
-        .and_then(|d| d.parent())
-    else {
-        return Vec::new();
-    };
-    let is_cuda = plugin
-        .to_string_lossy()
-        .to_ascii_lowercase()
-        .contains("cuda");
-    if !is_cuda {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    for (dir, prefixes) in CUDA_WHEEL_LIBS {
-        let dir = site.join(dir);
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .collect();
-        files.sort();
-        for prefix in prefixes {
-            // `libcublas.so.13` but not `libcublasLt.so.13` for the prefix `libcublas.so`.
-            if let Some(f) = files.iter().find(|f| {
-                f.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
-            }) {
-                out.push(f.clone());
-            }
-        }
-    }
-    out
-}
 
 /// Every plugin found, loaded or not (`accel devices` lists them).
 pub(crate) fn plugins() -> Vec<Plugin> {
     #[cfg(all(feature = "xla", target_os = "linux"))]
     {
-        storage::runtime().plugins.clone()
+        context::runtime().plugins.clone()
     }
     #[cfg(not(all(feature = "xla", target_os = "linux")))]
     {
         Vec::new()
     }
 }
-
-/// In the probe helper: plugins not to load (they stalled or crashed an earlier helper).
-pub(crate) fn skip_in_helper(paths: Vec<PathBuf>) {
-    let _ = SKIP_IN_HELPER.set(paths);
-}
-
-pub(crate) static SKIP_IN_HELPER: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
-
-/// The step name of a plugin's load, as the probe helper reports it.
-#[cfg_attr(not(all(feature = "xla", target_os = "linux")), allow(dead_code))]
-pub(crate) const LOAD_STEP: &str = "load the PJRT plugin ";
 
 /// The plugins whose load did not finish in time, for the probe helper's answer (the parent
 /// then leaves them alone).
@@ -177,7 +72,7 @@ pub(crate) fn stalled_plugins() -> Vec<PathBuf> {
 pub(crate) fn compile_count() -> usize {
     #[cfg(all(feature = "xla", target_os = "linux"))]
     {
-        storage::compile_count()
+        programs::compile_count()
     }
     #[cfg(not(all(feature = "xla", target_os = "linux")))]
     {
@@ -189,67 +84,10 @@ pub(crate) fn compile_count() -> usize {
 pub(crate) fn compile_seconds() -> f64 {
     #[cfg(all(feature = "xla", target_os = "linux"))]
     {
-        storage::compile_seconds()
+        programs::compile_seconds()
     }
     #[cfg(not(all(feature = "xla", target_os = "linux")))]
     {
         0.0
     }
-}
-
-/// The plugin files named by the environment or installed in Python environments, in search
-/// order, each with how it was found.
-pub fn plugin_candidates(env: &super::native::libs::SearchEnv) -> Vec<(PathBuf, String)> {
-    let mut out: Vec<(PathBuf, String)> = Vec::new();
-    let mut add = |p: PathBuf, src: &str| {
-        let name = p.file_name().map(|n| n.to_os_string());
-        // One copy per plugin file name: two copies of one plugin in a process conflict.
-        if p.is_file()
-            && !out
-                .iter()
-                .any(|(q, _)| q.file_name().map(|n| n.to_os_string()) == name)
-        {
-            out.push((p, src.to_string()));
-        }
-    };
-    for p in crate::base::env::paths("ACCEL_PJRT_PLUGIN", &[':', ',']) {
-        add(p, "ACCEL_PJRT_PLUGIN");
-    }
-    if let Ok(v) = std::env::var("PJRT_NAMES_AND_LIBRARY_PATHS") {
-        for pair in v.split(',').filter(|s| !s.is_empty()) {
-            let path = pair.split_once(':').map_or(pair, |(_, p)| p);
-            add(PathBuf::from(path), "PJRT_NAMES_AND_LIBRARY_PATHS");
-        }
-    }
-    for (sp, src) in super::native::libs::python_environments(env) {
-        let mut files: Vec<PathBuf> = Vec::new();
-        let read = |d: PathBuf| -> Vec<PathBuf> {
-            std::fs::read_dir(d)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|e| e.path())
-                .collect()
-        };
-        for d in read(sp.join("jax_plugins")) {
-            files.extend(read(d).into_iter().filter(|f| {
-                f.extension().is_some_and(|e| e == "so")
-                    && f.file_name()
-                        .is_some_and(|n| n.to_string_lossy().contains("plugin"))
-            }));
-        }
-        files.push(sp.join("libtpu").join("libtpu.so"));
-        for d in read(sp.clone()) {
-            files.extend(read(d).into_iter().filter(|f| {
-                f.file_name().is_some_and(|n| {
-                    let n = n.to_string_lossy();
-                    n.starts_with("pjrt_c_api_") && n.ends_with("plugin.so")
-                })
-            }));
-        }
-        for f in files {
-            add(f, src);
-        }
-    }
-    out
 }

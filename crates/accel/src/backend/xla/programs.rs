@@ -7,8 +7,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use super::pjrt;
-use super::storage::XlaDevice;
+use super::context::XlaDevice;
 use crate::{BackendKind, Error, Result};
 
 static COMPILES: AtomicUsize = AtomicUsize::new(0);

@@ -4,19 +4,16 @@
 
 use std::sync::{Arc, Weak};
 
+use super::context::{device, device_memory, XlaDevice};
 use super::hlo::{self, Program, Val};
-use super::pjrt::{self, PjrtError};
-pub(crate) use super::programs::{compile_count, compile_seconds};
-use super::programs::{executable, forget_programs};
-pub(crate) use super::runtime::{device, probe, runtime, XlaDevice};
-use super::sys;
-use crate::backend::contract::{Backend, BackendStorage};
+use super::programs::executable;
+use crate::backend::contract::BackendStorage;
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 use crate::base::dtype::CpuStorage;
 use crate::base::error::Room;
-use crate::base::probe::Probe;
 use crate::base::shape::Layout;
 use crate::{BackendKind, DType, Error, Result, Shape};
+use pjrt::{sys, PjrtError};
 
 // ---- storage --------------------------------------------------------------------------------
 
@@ -244,47 +241,6 @@ impl XlaStorage {
             Ok(Some(XlaStorage::from_cpu(&self.dev, &host)?))
         }
     }
-}
-
-/// (free, total) bytes of an XLA device, where its plugin reports them.
-fn device_memory(dev: &XlaDevice) -> Option<(u64, u64)> {
-    let (used, limit) = dev.client.memory_stats(dev.index).ok()?;
-    let limit = limit? as u64;
-    Some((limit.saturating_sub(used as u64), limit))
-}
-
-/// The XLA backend.
-pub(crate) struct Xla;
-
-impl Backend for Xla {
-    type Storage = XlaStorage;
-    type Event = TimingPoint;
-    const KIND: BackendKind = BackendKind::Xla;
-
-    fn probe() -> Probe {
-        probe()
-    }
-    fn synchronize(ordinal: usize) -> Result<()> {
-        synchronize(ordinal)
-    }
-    fn device_memory(ordinal: usize) -> Option<(u64, u64)> {
-        device_memory(runtime().devices.get(ordinal)?)
-    }
-    fn empty_cache(ordinal: usize) {
-        if let Ok(dev) = self::device(ordinal) {
-            forget_programs(&dev);
-        }
-    }
-    fn record_event(ordinal: usize) -> Result<Option<TimingPoint>> {
-        TimingPoint::record(ordinal)
-    }
-    fn seconds_between(start: &TimingPoint, end: &TimingPoint) -> Result<f64> {
-        end.seconds_since(start)
-    }
-    fn upload(ordinal: usize, data: &CpuStorage) -> Result<XlaStorage> {
-        XlaStorage::from_cpu(&self::device(ordinal)?, data)
-    }
-    // full, arange, random: made on the host and uploaded (the defaults).
 }
 
 impl BackendStorage for XlaStorage {

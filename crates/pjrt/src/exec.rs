@@ -1,18 +1,19 @@
 //! The parts of the PJRT layer that live per operation: completion events (and the marks
 //! that note when one fired), device buffers and compiled executables.
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::super::sys::{self, slot};
-use super::{local, Api, Client, PResult};
+use crate::api::{local, Api, PResult};
 use crate::args_size;
+use crate::client::Client;
+use crate::sys::{self, slot};
 
 /// A completion event.
 pub struct Event {
-    pub(super) api: Arc<Api>,
-    pub(super) raw: *mut sys::Event,
+    pub(crate) api: Arc<Api>,
+    pub(crate) raw: *mut sys::Event,
 }
 
 impl Event {
@@ -139,8 +140,8 @@ impl Drop for Event {
 
 /// A device buffer.
 pub struct Buffer {
-    pub(super) api: Arc<Api>,
-    pub(super) raw: *mut sys::Buffer,
+    pub(crate) api: Arc<Api>,
+    pub(crate) raw: *mut sys::Buffer,
 }
 
 // SAFETY: the PJRT C API requires buffer functions (to-host copies, ready events, destroy) to
@@ -229,8 +230,8 @@ impl Drop for Buffer {
 
 /// A compiled, loaded program.
 pub struct Executable {
-    pub(super) api: Arc<Api>,
-    pub(super) raw: *mut sys::LoadedExecutable,
+    pub(crate) api: Arc<Api>,
+    pub(crate) raw: *mut sys::LoadedExecutable,
 }
 
 // SAFETY: the PJRT C API requires loaded executables to be executable from any thread,
@@ -317,5 +318,115 @@ impl Drop for Executable {
         // `self.raw` came from CLIENT_COMPILE and is destroyed only
         // here; executions already queued keep what they need alive inside the runtime.
         let _ = unsafe { self.api.call(slot::LOADED_EXECUTABLE_DESTROY, &mut a) };
+    }
+}
+
+impl Client {
+    /// Compiles StableHLO MLIR text for one device.
+    pub fn compile(&self, mlir: &str) -> PResult<Executable> {
+        // CompileOptionsProto { executable_build_options { num_replicas: 1, num_partitions: 1 },
+        // compile_portable_executable: true }: empty options make some plugins abort the
+        // process; a portable executable runs on whichever device `execute` names.
+        const OPTIONS: [u8; 8] = [0x1a, 0x04, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01];
+        let mut code = mlir.as_bytes().to_vec();
+        let format = b"mlir";
+        let program = sys::Program {
+            struct_size: args_size!(sys::Program, format_size),
+            extension_start: std::ptr::null_mut(),
+            code: code.as_mut_ptr() as *mut c_char,
+            code_size: code.len(),
+            format: format.as_ptr() as *const c_char,
+            format_size: format.len(),
+        };
+        let mut a = sys::ClientCompileArgs {
+            struct_size: args_size!(sys::ClientCompileArgs, executable),
+            extension_start: std::ptr::null_mut(),
+            client: self.raw,
+            program: &program,
+            compile_options: OPTIONS.as_ptr() as *const c_char,
+            compile_options_size: OPTIONS.len(),
+            executable: std::ptr::null_mut(),
+        };
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs
+        // declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!;
+        // `program` (with `code` and `format`) and OPTIONS live
+        // until the call returns, which is all PJRT_Client_Compile needs; `self.raw` is live.
+        unsafe { self.api.call(slot::CLIENT_COMPILE, &mut a)? };
+        Ok(Executable {
+            api: self.api.clone(),
+            raw: a.executable,
+        })
+    }
+
+    /// Copies host data into a new device buffer of `dims`; returns once the host data may
+    /// be reused.
+    /// A device buffer of `dims` elements of `type_` (`elem_size` bytes each) copied from
+    /// `data`, which must hold exactly that many bytes.
+    pub fn buffer_from_host(
+        &self,
+        data: &[u8],
+        type_: i32,
+        elem_size: usize,
+        dims: &[i64],
+        device: usize,
+    ) -> PResult<Buffer> {
+        let want = dims.iter().try_fold(elem_size, |acc, &d| {
+            acc.checked_mul(usize::try_from(d).ok()?)
+        });
+        if want != Some(data.len()) {
+            return Err(local(format!(
+                "{} bytes of host data for a buffer of dims {dims:?} of {elem_size}-byte elements",
+                data.len()
+            )));
+        }
+        if device >= self.devices.len() {
+            return Err(local(format!("no device {device} in this client")));
+        }
+        let mut a = sys::BufferFromHostBufferArgs {
+            struct_size: args_size!(sys::BufferFromHostBufferArgs, buffer),
+            extension_start: std::ptr::null_mut(),
+            client: self.raw,
+            data: data.as_ptr() as *const c_void,
+            type_,
+            dims: dims.as_ptr(),
+            num_dims: dims.len(),
+            byte_strides: std::ptr::null(),
+            num_byte_strides: 0,
+            host_buffer_semantics: sys::HOST_BUFFER_IMMUTABLE_ONLY_DURING_CALL,
+            device: self.devices[device].raw as *mut sys::Device,
+            memory: std::ptr::null_mut(),
+            device_layout: std::ptr::null_mut(),
+            done_with_host_buffer: std::ptr::null_mut(),
+            buffer: std::ptr::null_mut(),
+        };
+        // SAFETY: `self.api.call` (see Api::call's # Safety): the args struct is the one sys.rs
+        // declares for that slot (mirroring pjrt_c_api.h 0.114), its struct_size set by args_size!.
+        // `data` holds the product of `dims` elements of
+        // `type_` (checked at the top of this function, given the caller's `elem_size` for
+        // `type_`). With HOST_BUFFER_IMMUTABLE_ONLY_DURING_CALL the plugin is done with
+        // `data` when the call returns, and we also wait for `done_with_host_buffer` below
+        // before the borrow ends. `dims` and the device handle (this client's) live through
+        // the call.
+        unsafe {
+            self.api
+                .call(slot::CLIENT_BUFFER_FROM_HOST_BUFFER, &mut a)?
+        };
+        // Owned first, so that a failed wait below destroys the buffer and the event instead
+        // of leaking them.
+        let done = Event {
+            api: self.api.clone(),
+            raw: a.done_with_host_buffer,
+        };
+        if a.buffer.is_null() {
+            return Err(local(
+                "the plugin returned no buffer for a host-to-device copy".to_string(),
+            ));
+        }
+        let buffer = Buffer {
+            api: self.api.clone(),
+            raw: a.buffer,
+        };
+        done.wait()?;
+        Ok(buffer)
     }
 }

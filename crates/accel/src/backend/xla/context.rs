@@ -1,15 +1,14 @@
 //! The XLA runtime: every PJRT plugin found, loaded once per process (each first in a probe
 //! helper where the program enabled one, with a time limit), their clients and addressable
-//! devices, and the probe that reports them.
+//! devices (`XlaDevice`: one device in use).
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use super::pjrt::{self, Client, PjrtError};
-use super::{sys, Plugin};
-use crate::base::caps::Hardware;
-use crate::base::probe::{Availability, DeviceInfo, Probe};
-use crate::{BackendKind, DType, Device, DeviceCaps, Error, Result};
+use pjrt::{Client, PjrtError};
+
+use super::plugins::{plugin_candidates, plugin_preloads, Plugin, LOAD_STEP, SKIP_IN_HELPER};
+use crate::{Device, Error, Result};
 
 /// One addressable device: which client, which of its devices.
 pub(crate) struct XlaDevice {
@@ -48,9 +47,9 @@ pub(crate) fn runtime() -> &'static Runtime {
         let mut plugins = Vec::new();
         let mut clients: Vec<Arc<Client>> = Vec::new();
         let limit = load_limit();
-        let candidates = super::plugin_candidates(&env);
+        let candidates = plugin_candidates(&env);
         let (refused, mut set_aside) = ask_helpers(&candidates, &limit);
-        if let Some(skip) = super::SKIP_IN_HELPER.get() {
+        if let Some(skip) = SKIP_IN_HELPER.get() {
             set_aside.extend(skip.iter().map(|p| (p.clone(), "skipped".to_string())));
         }
         let mut stalled_here = false;
@@ -107,7 +106,7 @@ pub(crate) fn runtime() -> &'static Runtime {
             }
             // JAX's CUDA plugin needs the CUDA wheels' libraries loaded first, as JAX's own
             // package does: by absolute path, from the plugin's own site-packages.
-            for lib in super::plugin_preloads(&path) {
+            for lib in plugin_preloads(&path) {
                 match crate::backend::native::libs::preload(&lib) {
                     Ok(()) => plugin.preloaded.push(lib),
                     Err(e) => plugin
@@ -115,7 +114,7 @@ pub(crate) fn runtime() -> &'static Runtime {
                         .push(format!("could not preload {}: {e}", lib.display())),
                 }
             }
-            crate::base::helper::step(format!("{}{}", super::LOAD_STEP, path.display()));
+            crate::base::helper::step(format!("{}{}", LOAD_STEP, path.display()));
             let (tx, rx) = std::sync::mpsc::channel();
             let p = path.clone();
             let _ = std::thread::Builder::new()
@@ -229,7 +228,7 @@ fn ask_helpers(
                 }
             }
             Ok(None) => return (None, aside),
-            Err(r) => match r.step.strip_prefix(super::LOAD_STEP) {
+            Err(r) => match r.step.strip_prefix(LOAD_STEP) {
                 Some(p) if !aside.iter().any(|(q, _)| q.as_os_str() == p) => aside.push((
                     std::path::PathBuf::from(p),
                     format!("not loaded: {}", r.reason),
@@ -285,115 +284,19 @@ fn explain(e: &PjrtError, path: &std::path::Path) -> String {
     }
 }
 
-pub(crate) fn probe() -> Probe {
-    let rt = runtime();
-    if rt.devices.is_empty() {
-        let reason = if rt.plugins.is_empty() {
-            "no PJRT plugin found".to_string()
-        } else {
-            rt.plugins
-                .iter()
-                .map(|p| {
-                    format!(
-                        "{}: {}",
-                        p.path.display(),
-                        p.problem.as_deref().unwrap_or("no devices")
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
-        return Probe::unavailable(
-            BackendKind::Xla,
-            true,
-            reason,
-            "install a plugin: `pip install lammps-jax-pjrt-cpu` (XLA on the CPU), \
-             `pip install jax[cuda13]` (NVIDIA GPUs) or `pip install libtpu` (on a TPU VM); \
-             or set ACCEL_PJRT_PLUGIN=/path/to/plugin.so",
-        );
-    }
-    let devices = rt
-        .devices
-        .iter()
-        .map(|d| {
-            let desc = &d.client.devices[d.index];
-            let plugin = rt
-                .plugins
-                .iter()
-                .find(|p| p.platform.as_deref() == Some(d.client.platform.as_str()));
-            let mut details = vec![
-                ("platform".to_string(), d.client.platform.clone()),
-                ("kind".to_string(), desc.kind.clone()),
-                ("id".to_string(), desc.id.to_string()),
-                ("debug".to_string(), desc.debug.clone()),
-            ];
-            if let Some(p) = plugin {
-                details.push(("plugin".to_string(), p.path.display().to_string()));
-                if !p.preloaded.is_empty() {
-                    details.push((
-                        "preloaded_libraries".to_string(),
-                        p.preloaded.len().to_string(),
-                    ));
-                }
-                for note in &p.notes {
-                    details.push(("plugin_note".to_string(), note.clone()));
-                }
-                details.push((
-                    "pjrt_api_version".to_string(),
-                    p.pjrt_api_version.clone().unwrap_or_default(),
-                ));
-            }
-            if !d.client.platform_version.is_empty() {
-                details.push((
-                    "platform_version".to_string(),
-                    d.client.platform_version.clone(),
-                ));
-            }
-            let mem = d.client.memory_stats(d.index);
-            let total = match &mem {
-                Ok((_, limit)) => limit.map(|l| l as u64),
-                Err(e) => {
-                    let why = if e.code == sys::ERROR_CODE_UNIMPLEMENTED {
-                        "not available (the plugin does not report it)".to_string()
-                    } else {
-                        format!("not available ({e})")
-                    };
-                    details.push(("memory_stats".to_string(), why));
-                    None
-                }
-            };
-            let cpu = d.client.platform.eq_ignore_ascii_case("cpu");
-            DeviceInfo {
-                device: d.device,
-                name: format!("{} {}", d.client.platform, desc.kind),
-                memory_total_bytes: total,
-                caps: DeviceCaps {
-                    dtypes: DType::ALL.to_vec(),
-                    hardware: if cpu {
-                        Hardware::HostCpuEmulated
-                    } else {
-                        Hardware::Accelerator
-                    },
-                    platform: Some(d.client.platform.clone()),
-                    ..DeviceCaps::default()
-                },
-                details,
-            }
-        })
-        .collect();
-    Probe {
-        backend: BackendKind::Xla,
-        compiled: true,
-        availability: Availability::Available { devices },
-    }
-}
-
 pub(crate) fn device(i: usize) -> Result<Arc<XlaDevice>> {
     runtime()
         .devices
         .get(i)
         .cloned()
         .ok_or_else(|| Error::System(format!("xla:{i} vanished")))
+}
+
+/// (free, total) bytes of an XLA device, where its plugin reports them.
+pub(crate) fn device_memory(dev: &XlaDevice) -> Option<(u64, u64)> {
+    let (used, limit) = dev.client.memory_stats(dev.index).ok()?;
+    let limit = limit? as u64;
+    Some((limit.saturating_sub(used as u64), limit))
 }
 
 #[cfg(test)]
@@ -403,7 +306,7 @@ mod tests {
     /// XLA's CPU plugin from the test environment (scripts/test.sh installs it).
     fn cpu_plugin() -> Option<std::path::PathBuf> {
         let env = crate::backend::native::libs::SearchEnv::from_process();
-        super::super::plugin_candidates(&env)
+        plugin_candidates(&env)
             .into_iter()
             .map(|(p, _)| p)
             .find(|p| p.to_string_lossy().contains("cpu"))

@@ -1,0 +1,149 @@
+//! The XLA backend's device side: the probe (every plugin's devices, or why there are none)
+//! and `impl Backend for Xla`.
+
+use crate::backend::contract::Backend;
+use crate::base::caps::Hardware;
+use crate::base::dtype::CpuStorage;
+use crate::base::probe::{Availability, DeviceInfo, Probe};
+use crate::{BackendKind, DType, DeviceCaps, Result};
+
+use super::context::{device, device_memory, runtime};
+use super::programs::forget_programs;
+use super::storage::{synchronize, TimingPoint, XlaStorage};
+
+pub(crate) fn probe() -> Probe {
+    let rt = runtime();
+    if rt.devices.is_empty() {
+        let reason = if rt.plugins.is_empty() {
+            "no PJRT plugin found".to_string()
+        } else {
+            rt.plugins
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}: {}",
+                        p.path.display(),
+                        p.problem.as_deref().unwrap_or("no devices")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        return Probe::unavailable(
+            BackendKind::Xla,
+            true,
+            reason,
+            "install a plugin: `pip install lammps-jax-pjrt-cpu` (XLA on the CPU), \
+             `pip install jax[cuda13]` (NVIDIA GPUs) or `pip install libtpu` (on a TPU VM); \
+             or set ACCEL_PJRT_PLUGIN=/path/to/plugin.so",
+        );
+    }
+    let devices = rt
+        .devices
+        .iter()
+        .map(|d| {
+            let desc = &d.client.devices[d.index];
+            let plugin = rt
+                .plugins
+                .iter()
+                .find(|p| p.platform.as_deref() == Some(d.client.platform.as_str()));
+            let mut details = vec![
+                ("platform".to_string(), d.client.platform.clone()),
+                ("kind".to_string(), desc.kind.clone()),
+                ("id".to_string(), desc.id.to_string()),
+                ("debug".to_string(), desc.debug.clone()),
+            ];
+            if let Some(p) = plugin {
+                details.push(("plugin".to_string(), p.path.display().to_string()));
+                if !p.preloaded.is_empty() {
+                    details.push((
+                        "preloaded_libraries".to_string(),
+                        p.preloaded.len().to_string(),
+                    ));
+                }
+                for note in &p.notes {
+                    details.push(("plugin_note".to_string(), note.clone()));
+                }
+                details.push((
+                    "pjrt_api_version".to_string(),
+                    p.pjrt_api_version.clone().unwrap_or_default(),
+                ));
+            }
+            if !d.client.platform_version.is_empty() {
+                details.push((
+                    "platform_version".to_string(),
+                    d.client.platform_version.clone(),
+                ));
+            }
+            let mem = d.client.memory_stats(d.index);
+            let total = match &mem {
+                Ok((_, limit)) => limit.map(|l| l as u64),
+                Err(e) => {
+                    let why = if e.code == pjrt::sys::ERROR_CODE_UNIMPLEMENTED {
+                        "not available (the plugin does not report it)".to_string()
+                    } else {
+                        format!("not available ({e})")
+                    };
+                    details.push(("memory_stats".to_string(), why));
+                    None
+                }
+            };
+            let cpu = d.client.platform.eq_ignore_ascii_case("cpu");
+            DeviceInfo {
+                device: d.device,
+                name: format!("{} {}", d.client.platform, desc.kind),
+                memory_total_bytes: total,
+                caps: DeviceCaps {
+                    dtypes: DType::ALL.to_vec(),
+                    hardware: if cpu {
+                        Hardware::HostCpuEmulated
+                    } else {
+                        Hardware::Accelerator
+                    },
+                    platform: Some(d.client.platform.clone()),
+                    ..DeviceCaps::default()
+                },
+                details,
+            }
+        })
+        .collect();
+    Probe {
+        backend: BackendKind::Xla,
+        compiled: true,
+        availability: Availability::Available { devices },
+    }
+}
+
+/// The XLA backend.
+pub(crate) struct Xla;
+
+impl Backend for Xla {
+    type Storage = XlaStorage;
+    type Event = TimingPoint;
+    const KIND: BackendKind = BackendKind::Xla;
+
+    fn probe() -> Probe {
+        probe()
+    }
+    fn synchronize(ordinal: usize) -> Result<()> {
+        synchronize(ordinal)
+    }
+    fn device_memory(ordinal: usize) -> Option<(u64, u64)> {
+        device_memory(runtime().devices.get(ordinal)?)
+    }
+    fn empty_cache(ordinal: usize) {
+        if let Ok(dev) = device(ordinal) {
+            forget_programs(&dev);
+        }
+    }
+    fn record_event(ordinal: usize) -> Result<Option<TimingPoint>> {
+        TimingPoint::record(ordinal)
+    }
+    fn seconds_between(start: &TimingPoint, end: &TimingPoint) -> Result<f64> {
+        end.seconds_since(start)
+    }
+    fn upload(ordinal: usize, data: &CpuStorage) -> Result<XlaStorage> {
+        XlaStorage::from_cpu(&device(ordinal)?, data)
+    }
+    // full, arange, random: made on the host and uploaded (the defaults).
+}
