@@ -7,17 +7,20 @@ floor (the FLOORS table below) and reports:
 
   * upward arrows: edges from a lower floor to a higher one (allowed: --max-up, default 5);
   * cycles: strongly connected components of more than one node, each with its members and
-    one concrete cycle, checked by default at folder granularity (so that back-and-forth
-    inside one backend folder, e.g. backend::cuda::gpu <-> backend::cuda, is not a cycle);
+    one concrete cycle, checked by default between single files (a folder's mod.rs counts:
+    it may declare and re-export its children, which then must not import it back);
+  * imports between the folders of APART (the backends), which must not know one another;
   * counts, and with --dot a Graphviz graph.
 
-Exit status: 1 if there is a cycle or more than --max-up upward arrows, else 0
+Exit status: 1 if there is a cycle, an import between APART folders or more than --max-up
+upward arrows, else 0
 (2 for a usage error, e.g. no such source folder).
 
 Usage:
-  python3 scripts/layers.py                        # report, file granularity, cycles by folder
+  python3 scripts/layers.py                        # report; cycles between single files
   python3 scripts/layers.py --granularity folder   # edges/arrows between folders too
-  python3 scripts/layers.py --cycles file          # cycles between single files
+  python3 scripts/layers.py --cycles folder        # cycles between folders only
+  python3 scripts/layers.py --no-floors --src crates/accel-cli/src   # cycles only
   python3 scripts/layers.py --edges                # also list every edge with its evidence
   python3 scripts/layers.py --dot graph.dot        # Graphviz text to a file ('-': stdout,
                                                    # the report then goes to stderr)
@@ -86,6 +89,10 @@ FLOORS = {
     # 6 the crate root
     "crate": 6,
 }
+
+# Folders that may not import one another, whatever their floors (each backend stands alone;
+# what two of them need lives in backend::native, below them all).
+APART = ["backend::cpu", "backend::cuda", "backend::xla", "backend::wgpu"]
 
 # Floor of a module that no key matches (a warning names each such module).
 DEFAULT_FLOOR = 4
@@ -391,8 +398,11 @@ class Crate:
                     continue
                 rel = os.path.relpath(os.path.join(root, fn), src_dir).replace(os.sep, "/")
                 if rel == "main.rs":
-                    continue  # a binary's root is another crate
-                mod = module_of(rel)
+                    if os.path.exists(os.path.join(src_dir, "lib.rs")):
+                        continue  # a binary's root beside a library is another crate
+                    mod = ()  # a binary-only crate (accel-cli): main.rs is its root
+                else:
+                    mod = module_of(rel)
                 with open(os.path.join(root, fn), encoding="utf-8", errors="replace") as f:
                     text = f.read()
                 if mod in self.files:
@@ -401,7 +411,7 @@ class Crate:
                     continue
                 self.files[mod] = SourceFile(mod, rel, text)
         if () not in self.files:
-            raise SystemExit(f"layers.py: no lib.rs under {src_dir}")
+            raise SystemExit(f"layers.py: no lib.rs or main.rs under {src_dir}")
         self.follow_all = follow_all_reexports
         self._drop_test_files()
         self._check_declared()
@@ -603,8 +613,9 @@ def shortest_cycle(start, members, succ):
 
 class Analysis:
     def __init__(self, src_dir, floors=None, granularity="file", cycles="folder",
-                 folder_depth=None, follow_all_reexports=False):
+                 folder_depth=None, follow_all_reexports=False, apart=()):
         self.floors_table = FLOORS if floors is None else floors
+        self.apart = list(apart)
         self.crate = Crate(src_dir, follow_all_reexports)
         self.warnings = list(self.crate.warnings)
         self.file_edges = {(name_of(s), name_of(d)): ev
@@ -638,6 +649,13 @@ class Analysis:
                                      f"floor {min(fl)}")
         self.folder_edges = collapse(self.file_edges, lambda n: self.folder[n])
         self.granularity, self.cycle_granularity = granularity, cycles
+
+    def apart_edges(self):
+        """File edges from one APART folder into another: [((src, dst), evidence)]."""
+        def group(n):
+            return next((a for a in self.apart if pattern_matches(a, n)), None)
+        return [((s, d), ev) for (s, d), ev in sorted(self.file_edges.items())
+                if group(s) and group(d) and group(s) != group(d)]
 
     def view(self, granularity):
         """(nodes, edges, floor) at one granularity."""
@@ -752,6 +770,12 @@ def report(an, max_up, list_edges, out):
             p("     cycles that its upward edges close (cut one edge of each):")
             for c in closed:
                 p("       " + " -> ".join(c))
+    apart = an.apart_edges()
+    if an.apart:
+        p("")
+        p(f"Imports between folders kept apart ({', '.join(an.apart)}): {len(apart)}")
+        for (s, d), ev in apart:
+            p(f"  {s} -> {d}   {evidence(ev)}")
     n_floors = len(set(an.module_floor.values()))
     p("")
     p(f"Counts: files {len(an.modules)}, floors {n_floors}, "
@@ -763,6 +787,8 @@ def report(an, max_up, list_edges, out):
         bad.append(f"{len(cyc)} cycle(s)")
     if len(up) > max_up:
         bad.append(f"{len(up)} upward arrows > {max_up}")
+    if apart:
+        bad.append(f"{len(apart)} import(s) between backend folders")
     p("Result: " + ("FAIL: " + "; ".join(bad) if bad else "OK"))
     return 1 if bad else 0
 
@@ -779,8 +805,12 @@ def main(argv=None):
                     "(default: %(default)s)")
     ap.add_argument("--granularity", choices=("file", "folder"), default="file",
                     help="nodes for the edge list, upward arrows and --dot (default: file)")
-    ap.add_argument("--cycles", choices=("file", "folder"), default="folder",
-                    help="nodes for cycle detection (default: folder)")
+    ap.add_argument("--cycles", choices=("file", "folder"), default="file",
+                    help="nodes for cycle detection (default: file: no two files import each "
+                         "other, directly or through others)")
+    ap.add_argument("--no-floors", action="store_true",
+                    help="every module on one floor, no APART rule: only the cycle check "
+                         "(for the CLI and pjrt crates, which have no FLOORS table)")
     ap.add_argument("--folder-depth", type=int, default=None, metavar="N",
                     help="folder = first N path components for every module "
                          "(default: the FOLDER_DEPTH table)")
@@ -797,8 +827,10 @@ def main(argv=None):
     if not os.path.isdir(args.src):
         print(f"layers.py: no such folder: {args.src}", file=sys.stderr)
         return 2
-    an = Analysis(args.src, granularity=args.granularity, cycles=args.cycles,
-                  folder_depth=args.folder_depth, follow_all_reexports=args.follow_reexports)
+    an = Analysis(args.src, floors={"*": 0} if args.no_floors else None,
+                  granularity=args.granularity, cycles=args.cycles,
+                  folder_depth=args.folder_depth, follow_all_reexports=args.follow_reexports,
+                  apart=[] if args.no_floors else APART)
     out = sys.stdout
     if args.dot:
         text = an.dot()

@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
 # Runs every test, after installing what the tests need. The one command for developers and CI.
 #
+#   scripts/test.sh           everything (what CI runs)
+#   scripts/test.sh --quick   while you work: the floor plan, then the library's unit and
+#                             device tests, pjrt's and the CLI's unit tests; no feature-set
+#                             builds, CLI end-to-end tests, doc tests, GPU rehearsal, wheel
+#                             or fuzzing (docs/testing.md has its time)
+#
 # Tests that need hardware this machine lacks print `skipped: <backend>: <reason>` and pass;
 # set ACCEL_TEST_REQUIRE=cuda,xla,wgpu (any subset) to make a missing backend a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+QUICK=0
+case "${1:-}" in
+  --quick) QUICK=1 ;;
+  "") ;;
+  *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
 
 # What the tests need beyond the Rust toolchain. The CPU backend needs nothing; accelerator
 # backends add their runtime pieces here (Vulkan's lavapipe, the PJRT CPU plugin, NVRTC) as
@@ -58,9 +70,26 @@ export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,xla,
 export ACCEL_CACHE_DIR="${ACCEL_CACHE_DIR:-$PWD/target/accel-cache}"
 rm -rf "$ACCEL_CACHE_DIR"
 
-echo "== floor plan: the import graph has no circle and at most 5 upward arrows (scripts/layers.py)"
+echo "== floor plan: no two files import each other (in any crate), no backend folder imports"
+echo "   another, at most 5 upward arrows (scripts/layers.py)"
 python3 scripts/test_layers.py
-python3 scripts/layers.py
+layers() {  # the whole report only when it fails
+  local out
+  out="$(python3 scripts/layers.py "$@")" || { echo "$out"; exit 1; }
+  echo "   ${*:-crates/accel/src}: ${out##*$'\n'}"
+}
+layers
+layers --no-floors --src crates/accel-cli/src
+layers --no-floors --src crates/pjrt/src
+
+if [ "$QUICK" = 1 ]; then
+  echo "== quick tests (scripts/test.sh without --quick runs everything)"
+  mkdir -p target
+  cargo test --release -p accel -p pjrt --lib --tests -- --nocapture 2>&1 | tee target/test-output.log
+  cargo test --release -p accel-cli --bins 2>&1 | tee -a target/test-output.log
+  python3 scripts/test_counts.py target/test-output.log
+  exit 0
+fi
 
 echo "== every feature set builds without warnings (no backend, then each alone)"
 for features in "" cuda xla wgpu; do

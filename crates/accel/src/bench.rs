@@ -12,7 +12,7 @@ mod peak;
 mod report;
 pub use peak::{
     copy_peak, cpu_core, cpu_kernels, cpu_peak, cuda_peak, gpu_memory_peak, measured_cpu_clock_mhz,
-    memory_peak, pcie_peak, peak, CpuCore, MemoryPeak, Peak,
+    memory_peak, pcie_peak, peak, CopyKind, CpuCore, MemoryPeak, Peak,
 };
 pub use report::{Comparison, Report};
 
@@ -500,18 +500,6 @@ pub fn elementwise(
         max_rel_error,
         device_stats,
     })
-}
-
-/// The direction of a copy benchmark.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CopyKind {
-    /// Host memory to the device (`x.to(device)`).
-    H2d,
-    /// Device memory to the host (`x.cpu()`), synchronous.
-    D2h,
-    /// Within the device (`x.clone()`).
-    D2d,
 }
 
 /// The host side of a copy benchmark.

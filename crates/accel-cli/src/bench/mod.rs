@@ -3,6 +3,7 @@
 //! runs; the run loop is in `run`, the text, CSV and JSON outputs in `output`, `--compare`
 //! in `compare`.
 
+mod comparable;
 mod compare;
 mod output;
 mod run;
@@ -19,6 +20,7 @@ use output::{BenchRow, Format};
 
 pub use output::{header, notes, row};
 pub use run::check;
+use run::Plan;
 
 #[derive(Subcommand)]
 pub enum Workload {
@@ -115,26 +117,6 @@ pub struct Common {
     plot: Option<std::path::PathBuf>,
 }
 
-/// The options resolved: devices checked, the earlier report read, before anything runs.
-struct Plan<R> {
-    devices: Vec<Device>,
-    warmup: usize,
-    iters: Iterations,
-    format: Format,
-    baseline: Option<Baseline<R>>,
-    plot: Option<std::path::PathBuf>,
-}
-
-impl<R> Plan<R> {
-    /// Every size on every device, size by size.
-    fn grid(&self, sizes: &[usize]) -> Vec<(Device, usize)> {
-        sizes
-            .iter()
-            .flat_map(|&s| self.devices.iter().map(move |&d| (d, s)))
-            .collect()
-    }
-}
-
 impl Common {
     /// The plan of benchmark `R`, whose report `--compare` must hold.
     fn plan<R: BenchRow>(self) -> anyhow::Result<Plan<R>> {
@@ -188,17 +170,6 @@ fn iterations(iters: Option<u64>, min_time_s: f64) -> Iterations {
     match iters {
         Some(n) => Iterations::Fixed(n as usize),
         None => Iterations::Adaptive { min_time_s },
-    }
-}
-
-/// "10 timed iterations" or "adaptive iterations (...)", for the table's title.
-fn describe(iters: Iterations) -> String {
-    match iters {
-        Iterations::Fixed(n) => format!("{n} timed iterations"),
-        Iterations::Adaptive { min_time_s } => format!(
-            "timed iterations until {min_time_s} s measured (at least {})",
-            bench::ADAPTIVE_MIN_SAMPLES
-        ),
     }
 }
 

@@ -6,7 +6,7 @@ use accel::{DType, Device};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::compare::Comparable;
+use super::comparable::Comparable;
 use crate::out;
 
 /// How results are printed.

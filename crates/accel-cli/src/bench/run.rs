@@ -2,12 +2,13 @@
 //! the plot, the comparison and the check of the answers.
 
 use accel::bench::{
-    self, CopyKind, CopyRun, ElementwiseOp, ElementwiseRun, HostMemory, MatmulRun, Report,
+    self, CopyKind, CopyRun, ElementwiseOp, ElementwiseRun, HostMemory, Iterations, MatmulRun,
+    Report,
 };
 use accel::{DType, Device};
 
+use super::compare::Baseline;
 use super::output::{header, notes, BenchRow, Format, CSV_TIMING, TIMING_HEADER};
-use super::{describe, Plan};
 use crate::out;
 
 /// Throughput points grouped by device, for `--plot`.
@@ -211,4 +212,35 @@ pub(super) fn matmul(
 /// A wrong answer fails the run, whatever the speed.
 pub fn check<R: BenchRow>(runs: &[R]) -> anyhow::Result<()> {
     runs.iter().try_for_each(R::check)
+}
+
+/// The options resolved: devices checked, the earlier report read, before anything runs.
+pub(super) struct Plan<R> {
+    pub(super) devices: Vec<Device>,
+    pub(super) warmup: usize,
+    pub(super) iters: Iterations,
+    pub(super) format: Format,
+    pub(super) baseline: Option<Baseline<R>>,
+    pub(super) plot: Option<std::path::PathBuf>,
+}
+
+impl<R> Plan<R> {
+    /// Every size on every device, size by size.
+    pub(super) fn grid(&self, sizes: &[usize]) -> Vec<(Device, usize)> {
+        sizes
+            .iter()
+            .flat_map(|&s| self.devices.iter().map(move |&d| (d, s)))
+            .collect()
+    }
+}
+
+/// "10 timed iterations" or "adaptive iterations (...)", for the table's title.
+fn describe(iters: Iterations) -> String {
+    match iters {
+        Iterations::Fixed(n) => format!("{n} timed iterations"),
+        Iterations::Adaptive { min_time_s } => format!(
+            "timed iterations until {min_time_s} s measured (at least {})",
+            bench::ADAPTIVE_MIN_SAMPLES
+        ),
+    }
 }

@@ -11,7 +11,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::{Frame, Terminal};
 
-use super::{HostRow, Poller, Round};
+use super::rows::{HostRow, Round};
 use crate::keys::{Input, Key};
 use crate::monitor::{bar, catch_stop_signals, utc, Screen, STOPPED};
 
@@ -103,7 +103,12 @@ struct State {
     rounds: u64,
 }
 
-pub fn tui(p: &mut Poller, every: Duration, count: Option<u64>) -> anyhow::Result<()> {
+/// The full-screen view; `next_round` polls every host once (it runs on its own thread).
+pub fn tui(
+    mut next_round: impl FnMut() -> anyhow::Result<Round> + Send,
+    every: Duration,
+    count: Option<u64>,
+) -> anyhow::Result<()> {
     catch_stop_signals();
     let _screen = Screen::enter()?;
     let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
@@ -120,7 +125,7 @@ pub fn tui(p: &mut Poller, every: Duration, count: Option<u64>) -> anyhow::Resul
     std::thread::scope(|scope| -> anyhow::Result<()> {
         scope.spawn(move || {
             while ask_rx.recv().is_ok() {
-                if tx.send(p.round()).is_err() {
+                if tx.send(next_round()).is_err() {
                     return;
                 }
             }

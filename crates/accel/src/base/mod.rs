@@ -3,6 +3,7 @@
 //! of what live tensors hold, and the host's own facts. Nothing here knows a backend.
 
 pub(crate) mod caps;
+mod checks;
 pub(crate) mod device;
 pub(crate) mod dtype;
 pub mod env;

@@ -4,7 +4,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::CopyKind;
 use crate::{DType, Device};
 
 /// The theoretical peak of a device for a dtype, with the formula that gives it.
@@ -330,4 +329,16 @@ fn add_chain_mhz(iters: u64) -> f64 {
 /// and the caches the blocking was derived from.
 pub fn cpu_kernels() -> Vec<(&'static str, String)> {
     crate::backend::cpu::matmul::describe()
+}
+
+/// The direction of a copy benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CopyKind {
+    /// Host memory to the device (`x.to(device)`).
+    H2d,
+    /// Device memory to the host (`x.cpu()`), synchronous.
+    D2h,
+    /// Within the device (`x.clone()`).
+    D2d,
 }

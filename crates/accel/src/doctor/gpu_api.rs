@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{check, Check, Status};
+use super::check::{check, Check, Status};
 use crate::probe::Availability;
 use crate::BackendKind;
 use crate::Hardware;

@@ -1,7 +1,7 @@
 //! The host's checks (SIMD, threads) and accel's own settings (`ACCEL_*` variables, folders
 //! refused as sources of native code, the runtime folder).
 
-use super::{check, Check, Status};
+use super::check::{check, Check, Status};
 
 // ---- CPU ------------------------------------------------------------------------------------
 

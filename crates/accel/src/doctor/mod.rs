@@ -5,10 +5,13 @@
 //! Every check reads files, the environment and the probes' results; the probes themselves
 //! are time-limited (PJRT plugins: `ACCEL_PJRT_TIMEOUT`), so the doctor never hangs.
 
+mod check;
 mod gpu_api;
 mod host;
 mod nvidia;
 mod xla;
+
+pub use check::{Check, Status};
 
 use std::time::Instant;
 
@@ -16,35 +19,6 @@ use serde::Serialize;
 
 use crate::backend::native::libs::SearchEnv;
 use crate::{BackendKind, Device, Tensor};
-
-/// The outcome of one check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    /// Fine.
-    Pass,
-    /// Broken: this backend cannot work until it is fixed.
-    Fail,
-    /// Works, but not as well as it could, or a trap is set.
-    Warn,
-    /// Does not apply here.
-    Skip,
-}
-
-/// One check.
-#[derive(Debug, Clone, Serialize)]
-pub struct Check {
-    /// Stable key (`cuda.kernel_driver`), for scripts.
-    pub id: &'static str,
-    /// What is checked, in a few words.
-    pub title: &'static str,
-    /// The outcome.
-    pub status: Status,
-    /// What was found: paths, versions, variables.
-    pub found: String,
-    /// What to do, for every FAIL and WARN; empty otherwise.
-    pub fix: String,
-}
 
 /// One backend's checklist.
 #[derive(Debug, Clone, Serialize)]
@@ -68,22 +42,6 @@ pub struct Report {
     pub best_device_works: bool,
     /// Seconds the diagnosis took.
     pub seconds: f64,
-}
-
-fn check(
-    id: &'static str,
-    title: &'static str,
-    status: Status,
-    found: impl Into<String>,
-    fix: impl Into<String>,
-) -> Check {
-    Check {
-        id,
-        title,
-        status,
-        found: found.into(),
-        fix: fix.into(),
-    }
 }
 
 /// Runs every check.

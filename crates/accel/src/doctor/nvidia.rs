@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{check, Check, Status};
+use super::check::{check, Check, Status};
 use crate::backend::native::libs::{self, SearchEnv};
 use crate::probe::Availability;
 use crate::BackendKind;

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::{check, Check, Status};
+use super::check::{check, Check, Status};
 
 // ---- XLA ------------------------------------------------------------------------------------
 

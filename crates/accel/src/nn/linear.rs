@@ -1,4 +1,4 @@
-use crate::nn::Module;
+use super::module::Module;
 use crate::{DType, Device, Error, Result, Tensor};
 
 /// `y = x W^T + b` (PyTorch's `nn.Linear`), with `W` of shape (out, in) and `b` of shape

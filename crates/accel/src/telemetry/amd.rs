@@ -33,11 +33,11 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::fdinfo::{process_use, sum_regions, DeviceClients, Scanner};
+use super::reading::{Reader, Reading, Roots, Vendor};
 use super::sysfs::{
     dpm_current_mhz, drm_cards, hwmon_dir, read_hwmon, read_text, read_u64, runtime_suspended,
     DrmCard,
 };
-use super::{Reader, Reading, Roots, Vendor};
 
 /// What a runtime-suspended card's row says.
 pub(crate) const SUSPENDED: &str =

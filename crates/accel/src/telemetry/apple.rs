@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Reader, Reading, Roots, Vendor};
+use super::reading::{Reader, Reading, Roots, Vendor};
 
 /// A property-list value, as IOKit gives it (CFNumber, CFBoolean, CFString, CFDictionary;
 /// arrays and data are left out).

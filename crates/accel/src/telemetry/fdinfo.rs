@@ -33,8 +33,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::host::describe_process;
+use super::reading::ProcessUse;
 use super::sysfs::read_text;
-use super::ProcessUse;
 
 /// One DRM client as one fdinfo file describes it.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::system::HostMemory;
 
-use super::Roots;
+use super::reading::Roots;
 
 /// The host at one moment.
 #[derive(Debug, Clone, Serialize)]

@@ -35,8 +35,8 @@ use std::time::Instant;
 
 use super::amd::SUSPENDED;
 use super::fdinfo::{process_use, sum_regions, DeviceClients, Scanner};
+use super::reading::{Reader, Reading, Roots, Vendor};
 use super::sysfs::{drm_cards, hwmon_dir, read_hwmon, read_u64, runtime_suspended, DrmCard};
-use super::{Reader, Reading, Roots, Vendor};
 
 /// Reads Intel GPUs (i915, xe); keeps energy counters and DRM client counters between
 /// samples.

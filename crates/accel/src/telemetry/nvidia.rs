@@ -10,7 +10,7 @@
 //! Python environment, no working directory: NVML ships with the driver, never in a wheel).
 //! Unit conversions are plain functions, tested here without a GPU.
 
-use super::{Reader, Reading, Roots, Vendor};
+use super::reading::{Reader, Reading, Roots, Vendor};
 
 /// Folders the NVIDIA driver installs `libnvidia-ml.so.1` into, after the loader's own path:
 /// Debian/Ubuntu, Fedora/RHEL, other distributions, WSL, and the NVIDIA container toolkit.
@@ -203,7 +203,7 @@ fn read_device(dev: &nvml_wrapper::Device<'_>, index: u32, roots: &Roots) -> Rea
     r.ecc_uncorrected_errors = dev
         .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
         .ok();
-    let mut procs: Vec<super::ProcessUse> = Vec::new();
+    let mut procs: Vec<super::reading::ProcessUse> = Vec::new();
     let compute = dev.running_compute_processes().unwrap_or_default();
     let graphics = dev.running_graphics_processes().unwrap_or_default();
     for p in compute.into_iter().chain(graphics) {
@@ -217,7 +217,7 @@ fn read_device(dev: &nvml_wrapper::Device<'_>, index: u32, roots: &Roots) -> Rea
             continue;
         }
         let (user, command) = super::host::describe_process(&roots.procfs, p.pid);
-        procs.push(super::ProcessUse {
+        procs.push(super::reading::ProcessUse {
             pid: p.pid,
             user,
             command,

@@ -5,7 +5,7 @@
 //! default order is fastest first, so a bare index in `CUDA_VISIBLE_DEVICES` can name another
 //! GPU than the one measured; a UUID cannot.
 
-use super::{Reading, Vendor};
+use super::reading::{Reading, Vendor};
 
 /// What a picked device must offer.
 #[derive(Debug, Clone, PartialEq)]

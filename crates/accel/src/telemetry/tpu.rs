@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::grpc::{self, CallError};
-use super::{ProcessUse, Reader, Reading, Roots, Vendor};
+use super::reading::{ProcessUse, Reader, Reading, Roots, Vendor};
 
 /// Google's PCI vendor id.
 pub const GOOGLE_PCI_VENDOR: &str = "0x1ae0";

@@ -6,17 +6,16 @@
 // eight scalars that belong in registers, not in a struct.
 #![allow(clippy::too_many_arguments)]
 
-use super::kernel::Accum;
 #[cfg(target_arch = "x86_64")]
 use super::pack::Bf16Pair;
 
 /// The portable micro-kernel: the same tile shape in plain Rust, for CPUs without AVX2+FMA.
 ///
 /// # Safety
-/// As for [`super::kernel::MicroKernel`]: `a` valid for reads of ks * MR elements, `b` of ks * NR, `c` valid
+/// As for `kernel::MicroKernel`: `a` valid for reads of ks * MR elements, `b` of ks * NR, `c` valid
 /// for reads and writes of rows 0..mr, columns 0..nr at stride `ldc` (mr <= MR, nr <= NR),
 /// with no other access to that block during the call.
-pub(super) unsafe fn generic_kernel<D: Accum, const MR: usize, const NR: usize>(
+pub(super) unsafe fn generic_kernel<D, const MR: usize, const NR: usize>(
     ks: usize,
     a: *const D,
     b: *const D,
@@ -25,7 +24,9 @@ pub(super) unsafe fn generic_kernel<D: Accum, const MR: usize, const NR: usize>(
     accumulate: bool,
     mr: usize,
     nr: usize,
-) {
+) where
+    D: Copy + Default + std::ops::Add<Output = D> + std::ops::Mul<Output = D>,
+{
     let mut acc = [[D::default(); NR]; MR];
     for p in 0..ks {
         let ap = a.add(p * MR);
@@ -67,7 +68,7 @@ pub(super) mod avx512 {
             /// # Safety
             /// The CPU must have the target features named above (`Accum::kernel` and
             /// `bf16_kernel` check with `is_x86_feature_detected!` before handing this out).
-            /// Pointers as for [`super::super::kernel::MicroKernel`]: `a` readable for ks * 14 packed
+            /// Pointers as for `kernel::MicroKernel`: `a` readable for ks * 14 packed
             /// values, `b` for ks * NR, `c` readable and writable for rows 0..mr, columns
             /// 0..nr at stride `ldc`, and, when mr == 14 and nr == NR, the whole tile
             /// (full-width vector stores).
@@ -240,7 +241,7 @@ pub(super) mod avx2 {
             /// # Safety
             /// The CPU must support AVX2 and FMA (`Accum::kernel` checks with
             /// `is_x86_feature_detected!` before handing this out). Pointers as for
-            /// [`super::super::kernel::MicroKernel`]: `a` readable for kc * 6 values, `b` for kc * NR, `c`
+            /// `kernel::MicroKernel`: `a` readable for kc * 6 values, `b` for kc * NR, `c`
             /// readable and writable for rows 0..mr, columns 0..nr at stride `ldc`, and, when
             /// mr == 6 and nr == NR, the whole 6 x NR tile (full-width vector stores).
             #[target_feature(enable = "avx2,fma")]

@@ -4,7 +4,42 @@
 
 use half::{bf16, f16};
 
-use super::MatRef;
+/// A strided matrix operand: element (i, j) is at `ptr + i * rs + j * cs`.
+#[derive(Clone, Copy)]
+pub(crate) struct MatRef<T> {
+    pub ptr: *const T,
+    pub rs: usize,
+    pub cs: usize,
+}
+
+// SAFETY: a MatRef is a shared, read-only view (like `&[T]`, which is Send + Sync for T:
+// Sync): nothing writes through `ptr`. It carries no lifetime, so the pointee's lifetime is
+// the creator's obligation: `CpuStorage::matmul` (cpu/mod.rs) makes MatRefs from `&[S]`
+// borrowed for the whole call, and `gemm`/`gemm_int` join all their rayon tasks before
+// returning, so no thread uses one after the storage is released.
+unsafe impl<T: Sync> Send for MatRef<T> {}
+// SAFETY: as for Send: shared reads of T: Sync data only.
+unsafe impl<T: Sync> Sync for MatRef<T> {}
+
+impl<T: Copy> MatRef<T> {
+    /// Element (i, j).
+    ///
+    /// # Safety
+    /// `ptr + i * rs + j * cs` (in elements, computed without overflow) must lie inside the
+    /// live allocation `ptr` points into and hold an initialised T; for the views built by
+    /// `CpuStorage::matmul` this holds for i < m, j < k (A) or i < k, j < n (B) because
+    /// every tensor layout is in bounds of its storage (Layout::check_in_bounds, shape.rs).
+    #[inline(always)]
+    pub(crate) unsafe fn at(&self, i: usize, j: usize) -> T {
+        *self.ptr.add(i * self.rs + j * self.cs)
+    }
+    pub(crate) fn offset(&self, i: usize, j: usize) -> Self {
+        MatRef {
+            ptr: self.ptr.wrapping_add(i * self.rs + j * self.cs),
+            ..*self
+        }
+    }
+}
 
 /// Element types that are packed into an accumulator type `D` (f16 -> f32 and so on).
 pub(crate) trait PackInto<D>: Copy + Send + Sync {

@@ -1,0 +1,233 @@
+//! What a telemetry reader reports and where it looks: `Roots` (sysfs, procfs, the TPU
+//! metrics service), `Vendor`, one device's `Reading` (with its processes' `ProcessUse`),
+//! and the `Reader` trait each vendor's file implements. The sampler (`mod.rs`) runs the
+//! readers; nothing here imports a reader.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// Where the readers look: the roots of sysfs and procfs (node_exporter's `--path.sysfs` and
+/// `--path.procfs`, so an exporter in a container can read the host's, mounted elsewhere, and
+/// tests can read fixture trees), and the TPU runtime's metrics service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Roots {
+    /// `/sys` on a normal machine.
+    pub sysfs: PathBuf,
+    /// `/proc` on a normal machine.
+    pub procfs: PathBuf,
+    /// The TPU runtime's gRPC metrics service, `localhost:8431` by default.
+    pub tpu_metrics: String,
+}
+
+impl Default for Roots {
+    fn default() -> Roots {
+        Roots {
+            sysfs: PathBuf::from("/sys"),
+            procfs: PathBuf::from("/proc"),
+            tpu_metrics: "localhost:8431".to_string(),
+        }
+    }
+}
+
+/// Who made the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Vendor {
+    /// NVIDIA GPUs (NVML).
+    Nvidia,
+    /// AMD GPUs (amdgpu's sysfs and fdinfo).
+    Amd,
+    /// Intel GPUs (i915 and xe: sysfs, hwmon, fdinfo).
+    Intel,
+    /// Apple GPUs (IOKit's PerformanceStatistics).
+    Apple,
+    /// Google TPUs (PCI, the runtime's metrics service).
+    Tpu,
+}
+
+impl Vendor {
+    /// Every vendor, in the order rows are listed.
+    pub const ALL: [Vendor; 5] = [
+        Vendor::Nvidia,
+        Vendor::Amd,
+        Vendor::Intel,
+        Vendor::Apple,
+        Vendor::Tpu,
+    ];
+
+    /// `nvidia`, `amd`, `intel`, `apple`, `tpu`: the collector's name and the rows' prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Vendor::Nvidia => "nvidia",
+            Vendor::Amd => "amd",
+            Vendor::Intel => "intel",
+            Vendor::Apple => "apple",
+            Vendor::Tpu => "tpu",
+        }
+    }
+}
+
+impl std::fmt::Display for Vendor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One process using a device, with what the interface tells of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProcessUse {
+    /// Process id (in the procfs the reader was given).
+    pub pid: u32,
+    /// The owner's user name (or uid as text when it has no name).
+    pub user: Option<String>,
+    /// The command (`/proc/PID/comm`).
+    pub command: Option<String>,
+    /// Device memory it holds.
+    pub memory_bytes: Option<u64>,
+    /// Its share of the device's engines since the previous sample, percent (DRM fdinfo:
+    /// the difference of two cumulative engine times over the wall time between them).
+    pub busy_percent: Option<f64>,
+}
+
+/// One device at one moment. What its interface does not report is `None`; units are in the
+/// field names.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reading {
+    /// Who made it.
+    pub vendor: Vendor,
+    /// Its number among the vendor's devices (NVML's index, which is PCI order; the DRM card
+    /// number; the TPU chip's place in PCI order). The row's name is `vendor:index`.
+    pub index: u32,
+    /// Marketing or chip name (`NVIDIA H200`, `AMD Radeon RX 7900 XTX`, `TPU v4`...).
+    pub name: String,
+    /// The kernel driver or interface (`nvidia`, `amdgpu`, `i915`, `xe`, `vfio-pci`...).
+    pub driver: Option<String>,
+    /// A stable unique id where the interface gives one (NVIDIA's `GPU-...`, MIG's `MIG-...`).
+    pub uuid: Option<String>,
+    /// PCI address, lower case with its domain (`0000:03:00.0`).
+    pub pci_bus_id: Option<String>,
+    /// False when the device was seen earlier and is gone now, or its reader failed.
+    pub up: bool,
+    /// Why the device is down, or why its numbers are missing ("not reporting").
+    pub status: Option<String>,
+    /// Busy percent of the main engine (graphics/compute; a TPU's TensorCore duty cycle).
+    pub utilization_percent: Option<f64>,
+    /// Busy percent of the memory controller, where reported.
+    pub memory_busy_percent: Option<f64>,
+    /// Device memory in use by every process (an APU: its VRAM carve-out plus GTT).
+    pub memory_used_bytes: Option<u64>,
+    /// Device memory in all (an APU: its VRAM carve-out plus GTT).
+    pub memory_total_bytes: Option<u64>,
+    /// System memory mapped for the device (AMD's GTT), in use.
+    pub gtt_used_bytes: Option<u64>,
+    /// System memory the device may map (AMD's GTT), in all.
+    pub gtt_total_bytes: Option<u64>,
+    /// Temperature of the main sensor (edge / GPU).
+    pub temperature_c: Option<f64>,
+    /// Power draw.
+    pub power_w: Option<f64>,
+    /// The power cap.
+    pub power_limit_w: Option<f64>,
+    /// Energy counter since the driver loaded.
+    pub energy_joules: Option<f64>,
+    /// Fan speed.
+    pub fan_rpm: Option<u32>,
+    /// Current core (graphics / SM) clock.
+    pub clock_core_mhz: Option<u32>,
+    /// Current memory clock.
+    pub clock_memory_mhz: Option<u32>,
+    /// Why the clocks are held down now (NVML's clocks-event reasons), empty when they are not.
+    pub throttle_reasons: Vec<String>,
+    /// PCIe throughput, device to host.
+    pub pcie_tx_bytes_per_s: Option<u64>,
+    /// PCIe throughput, host to device.
+    pub pcie_rx_bytes_per_s: Option<u64>,
+    /// Corrected memory errors since the driver loaded (ECC, volatile).
+    pub ecc_corrected_errors: Option<u64>,
+    /// Uncorrected memory errors since the driver loaded (ECC, volatile).
+    pub ecc_uncorrected_errors: Option<u64>,
+    /// For a MIG instance: the UUID of the GPU it is part of.
+    pub mig_parent: Option<String>,
+    /// For a MIG instance: its number on that GPU (the row's name is `nvidia:0/mig1`).
+    pub mig_index: Option<u32>,
+    /// Processes using the device.
+    pub processes: Vec<ProcessUse>,
+}
+
+impl Reading {
+    /// A reading with nothing known but who and what the device is.
+    pub fn new(vendor: Vendor, index: u32, name: impl Into<String>) -> Reading {
+        Reading {
+            vendor,
+            index,
+            name: name.into(),
+            driver: None,
+            uuid: None,
+            pci_bus_id: None,
+            up: true,
+            status: None,
+            utilization_percent: None,
+            memory_busy_percent: None,
+            memory_used_bytes: None,
+            memory_total_bytes: None,
+            gtt_used_bytes: None,
+            gtt_total_bytes: None,
+            temperature_c: None,
+            power_w: None,
+            power_limit_w: None,
+            energy_joules: None,
+            fan_rpm: None,
+            clock_core_mhz: None,
+            clock_memory_mhz: None,
+            throttle_reasons: Vec::new(),
+            pcie_tx_bytes_per_s: None,
+            pcie_rx_bytes_per_s: None,
+            ecc_corrected_errors: None,
+            ecc_uncorrected_errors: None,
+            mig_parent: None,
+            mig_index: None,
+            processes: Vec::new(),
+        }
+    }
+
+    /// The row's name: `nvidia:0`, `amd:1`, `tpu:3`, `nvidia:0/mig1` for a MIG instance.
+    pub fn id(&self) -> String {
+        match self.mig_index {
+            Some(m) => format!("{}:{}/mig{m}", self.vendor, self.index),
+            None => format!("{}:{}", self.vendor, self.index),
+        }
+    }
+
+    /// What identifies the hardware across samples: the UUID, else the PCI address, else the
+    /// row's name.
+    pub fn key(&self) -> String {
+        self.uuid
+            .clone()
+            .or_else(|| self.pci_bus_id.clone())
+            .unwrap_or_else(|| self.id())
+    }
+
+    /// Device memory free, where used and total are known.
+    pub fn memory_free_bytes(&self) -> Option<u64> {
+        self.memory_total_bytes
+            .zip(self.memory_used_bytes)
+            .map(|(t, u)| t.saturating_sub(u))
+    }
+}
+
+/// One vendor's reader: finds its devices and reads them, every time it is asked (so devices
+/// that appear or disappear are seen at the next sample). It keeps what it needs between
+/// samples (cumulative counters, a library handle).
+pub trait Reader: Send {
+    /// Its vendor.
+    fn vendor(&self) -> Vendor;
+    /// The devices now. `Err` when the source itself failed (its devices are then listed down,
+    /// without numbers, with this reason); no device is `Ok(vec![])`.
+    fn read(&mut self, roots: &Roots) -> Result<Vec<Reading>, String>;
+    /// Why the last read found nothing, when that has a reason worth showing ("no NVIDIA
+    /// driver is installed").
+    fn note(&self) -> Option<String> {
+        None
+    }
+}
