@@ -57,6 +57,8 @@ FLOORS = {
     "caps": 0,
     "probe": 0,
     "ledger": 0,
+    "peak": 0,
+    "checks": 0,
     "system": 0,
     # 1 the contract: backend/mod.rs, the ops as values, the traits, the compiled-out stand-in
     "backend": 1,
@@ -75,6 +77,7 @@ FLOORS = {
     # 3 above every backend: the registry of probes and the dispatch to backends
     "backend::registry": 3,
     "backend::dispatch": 3,
+    "backend::devices": 3,
     # 4 tensors, memory accounting, display; the public per-backend modules
     "tensor": 4,
     "memory": 4,

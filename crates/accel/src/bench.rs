@@ -236,18 +236,9 @@ fn measure<T>(
     })
 }
 
-fn wgpu_timestamps(i: usize) -> bool {
-    Device::Wgpu(i).caps().is_ok_and(|c| c.timestamp_queries)
-}
-
 /// Which clock `device_stats` comes from, for reports.
 pub fn device_timer_name(device: &Device) -> &'static str {
-    match device {
-        Device::Cuda(_) => "cuda events",
-        Device::Wgpu(i) if wgpu_timestamps(*i) => "wgpu timestamp queries",
-        Device::Xla(_) => "PJRT ready events (host clock at completion)",
-        _ => "none (wall clock after synchronize)",
-    }
+    crate::backend::dispatch::timer_name(*device)
 }
 
 /// One matmul benchmark: the cold first run, then the timed warm iterations.

@@ -11,7 +11,9 @@
 //! A backend that the build leaves out implements both with uninhabited types (`off.rs`), so
 //! dispatch code matches every backend in every build and carries no `cfg`.
 
+use crate::base::caps::DeviceCaps;
 use crate::base::dtype::CpuStorage;
+use crate::base::peak::Peak;
 use crate::base::probe::Probe;
 use crate::base::shape::Layout;
 use crate::{BackendKind, DType, Result, Shape};
@@ -82,6 +84,23 @@ pub(crate) trait Backend {
         Ok(None)
     }
 
+    /// Which clock `record_event` reads on the device, in words, for reports.
+    fn timer_name(_ordinal: usize) -> &'static str {
+        WALL_CLOCK
+    }
+
+    /// The device's peak for matmul in `dtype`, from its capabilities (the probe's), with
+    /// the formula; `None` where the backend cannot derive one.
+    fn matmul_peak(_caps: &DeviceCaps, _dtype: DType) -> Option<Peak> {
+        None
+    }
+
+    /// The backend's own kernels as it chose them for this machine, (name, description),
+    /// for `accel bench --explain`.
+    fn kernels() -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
     /// `n` elements of `value` made on the device itself; `None`: fill on the host.
     fn full(
         _ordinal: usize,
@@ -115,6 +134,9 @@ pub(crate) trait Backend {
         Ok(None)
     }
 }
+
+/// What a device without a clock of its own is timed by.
+pub(crate) const WALL_CLOCK: &str = "none (wall clock after synchronize)";
 
 /// A distribution for [`Backend::random`].
 #[derive(Debug, Clone, Copy, PartialEq)]

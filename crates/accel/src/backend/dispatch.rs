@@ -257,6 +257,22 @@ pub(crate) fn empty_cache(device: Device) {
     }
 }
 
+/// Which clock times `device`'s work, in words.
+pub(crate) fn timer_name(device: Device) -> &'static str {
+    on_backend!(device.backend(), B => B::timer_name(device.ordinal()))
+}
+
+/// `device`'s matmul peak in `dtype`, from its backend and its probed capabilities.
+pub(crate) fn matmul_peak(device: Device, dtype: DType) -> Option<crate::base::peak::Peak> {
+    let caps = super::registry::caps(device)?;
+    on_backend!(device.backend(), B => B::matmul_peak(caps, dtype))
+}
+
+/// The kernels `device`'s backend chose for this machine, (name, description).
+pub(crate) fn kernels(device: Device) -> Vec<(&'static str, String)> {
+    on_backend!(device.backend(), B => B::kernels())
+}
+
 /// A point in a device's queue with a timestamp, for device-side timing: a CUDA event, a
 /// wgpu timestamp query, or for XLA the moment PJRT reports the queued work done.
 pub(crate) enum DeviceEvent {
@@ -290,13 +306,4 @@ pub(crate) fn record_event(device: Device) -> Result<Option<DeviceEvent>> {
         BackendKind::Wgpu => wgpu::Wgpu::record_event(device.ordinal())?.map(DeviceEvent::Wgpu),
         BackendKind::Mps => wgpu::Mps::record_event(device.ordinal())?.map(DeviceEvent::Wgpu),
     })
-}
-
-impl Device {
-    /// Waits until all work queued on this device has finished (PyTorch's
-    /// `torch.cuda.synchronize()`, `torch.mps.synchronize()`, `torch_xla.sync()`).
-    /// On the CPU, work is synchronous and this returns at once.
-    pub fn synchronize(&self) -> Result<()> {
-        synchronize(*self)
-    }
 }

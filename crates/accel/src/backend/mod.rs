@@ -8,8 +8,11 @@
 //! - `registry`: one probe per `BackendKind`, and which devices exist.
 //! - `dispatch`: `Storage` (tensor data on any backend) and the device-side calls, routed
 //!   to the backend by `match`, without a `cfg`.
+//! - `devices`: every `Device` method that asks the backends (`best`, `check`, `caps`,
+//!   `synchronize`, parsing).
 
 pub(crate) mod contract;
+mod devices;
 pub(crate) mod dispatch;
 pub(crate) mod off;
 pub(crate) mod ops;

@@ -10,6 +10,7 @@ pub mod env;
 pub(crate) mod error;
 pub(crate) mod helper;
 pub(crate) mod ledger;
+pub(crate) mod peak;
 pub mod probe;
 pub(crate) mod shape;
 pub mod system;

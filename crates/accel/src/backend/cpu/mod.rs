@@ -90,6 +90,12 @@ impl Backend for Cpu {
         alloc::empty_cache()
     }
     // host_cached_bytes: none beyond `cached_bytes` itself (the default, 0).
+    fn matmul_peak(_: &DeviceCaps, dtype: DType) -> Option<crate::base::peak::Peak> {
+        crate::base::peak::host_matmul_peak(dtype)
+    }
+    fn kernels() -> Vec<(&'static str, String)> {
+        matmul::describe()
+    }
     fn seconds_between(start: &NoEvent, _: &NoEvent) -> Result<f64> {
         match *start {}
     }

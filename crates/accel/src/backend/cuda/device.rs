@@ -9,6 +9,7 @@ use sys::CUdevice_attribute as A;
 use crate::backend::contract::{Backend, Dist};
 use crate::base::caps::Hardware;
 use crate::base::dtype::CpuStorage;
+use crate::base::peak::Peak;
 use crate::base::probe::{Availability, DeviceInfo, Probe};
 use crate::{BackendKind, DType, Device, DeviceCaps, Result};
 
@@ -67,6 +68,18 @@ impl Backend for Cuda {
     }
     fn seconds_between(start: &TimingEvent, end: &TimingEvent) -> Result<f64> {
         end.elapsed_since(start)
+    }
+    fn timer_name(_: usize) -> &'static str {
+        "cuda events"
+    }
+    fn matmul_peak(caps: &DeviceCaps, dtype: DType) -> Option<Peak> {
+        super::peak::cuda_peak(
+            caps.compute_capability?,
+            caps.sm_count?,
+            caps.max_clock_sm_mhz?,
+            dtype,
+            crate::backend::native::settings::allow_tf32(),
+        )
     }
     fn upload(ordinal: usize, data: &CpuStorage) -> Result<CudaStorage> {
         CudaStorage::from_cpu(&gpu(ordinal)?, data)

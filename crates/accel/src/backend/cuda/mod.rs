@@ -29,6 +29,7 @@ mod device;
 mod locked;
 #[cfg(not(feature = "cuda"))]
 mod off;
+pub(crate) mod peak;
 #[cfg(feature = "cuda")]
 pub(crate) mod pinned;
 #[cfg(feature = "cuda")]

@@ -114,6 +114,17 @@ impl Backend for Wgpu {
     fn seconds_between(start: &Timestamp, end: &Timestamp) -> Result<f64> {
         end.seconds_since(start)
     }
+    fn timer_name(ordinal: usize) -> &'static str {
+        let timestamps = registry()
+            .gpus
+            .get(ordinal)
+            .is_some_and(|g| info_of(g).caps.timestamp_queries);
+        if timestamps {
+            "wgpu timestamp queries"
+        } else {
+            crate::backend::contract::WALL_CLOCK
+        }
+    }
     fn upload(ordinal: usize, data: &CpuStorage) -> Result<WgpuStorage> {
         WgpuStorage::from_cpu(&gpu(ordinal)?, data)
     }

@@ -88,6 +88,9 @@ impl Backend for Mps {
     fn seconds_between(start: &Self::Event, end: &Self::Event) -> Result<f64> {
         Wgpu::seconds_between(start, end)
     }
+    fn timer_name(_: usize) -> &'static str {
+        adapter().map_or(crate::backend::contract::WALL_CLOCK, Wgpu::timer_name)
+    }
     fn upload(_: usize, data: &CpuStorage) -> Result<WgpuStorage> {
         Wgpu::upload(adapter()?, data)
     }

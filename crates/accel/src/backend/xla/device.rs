@@ -142,6 +142,15 @@ impl Backend for Xla {
     fn seconds_between(start: &TimingPoint, end: &TimingPoint) -> Result<f64> {
         end.seconds_since(start)
     }
+    fn timer_name(_: usize) -> &'static str {
+        "PJRT ready events (host clock at completion)"
+    }
+    // XLA's CPU platform computes on this CPU: its peak is the host's.
+    fn matmul_peak(caps: &DeviceCaps, dtype: DType) -> Option<crate::base::peak::Peak> {
+        (caps.hardware == Hardware::HostCpuEmulated)
+            .then(|| crate::base::peak::host_matmul_peak(dtype))
+            .flatten()
+    }
     fn upload(ordinal: usize, data: &CpuStorage) -> Result<XlaStorage> {
         XlaStorage::from_cpu(&device(ordinal)?, data)
     }

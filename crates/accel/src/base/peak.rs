@@ -1,0 +1,239 @@
+//! Peaks: what hardware could do at most, with the formula, for the "% peak" columns. Here
+//! the values and what the host itself decides: the CPU's microarchitecture table and the
+//! clock measured under load, and the formulas for memory and PCIe bandwidth. Each backend
+//! turns its devices' capabilities into a peak (`Backend::matmul_peak`): NVIDIA's per-SM
+//! rates live with the CUDA backend (`backend/cuda/peak.rs`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::DType;
+
+/// The theoretical peak of a device for a dtype, with the formula that gives it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Peak {
+    /// GFLOP/s.
+    pub gflop_per_s: f64,
+    /// How it was computed, with the numbers.
+    pub formula: String,
+}
+
+/// A memory system's peak bandwidth, with the formula that gives it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryPeak {
+    /// GB/s (10^9 bytes).
+    pub gb_per_s: f64,
+    /// How it was computed, with the numbers.
+    pub formula: String,
+}
+
+/// A GPU's memory bandwidth: bus width x memory clock x 2 transfers per clock (DDR/HBM).
+pub fn gpu_memory_peak(bus_width_bits: u32, memory_clock_mhz: u32) -> MemoryPeak {
+    let g = bus_width_bits as f64 / 8.0 * memory_clock_mhz as f64 * 2.0 / 1000.0;
+    MemoryPeak {
+        gb_per_s: g,
+        formula: format!(
+            "{bus_width_bits}-bit bus / 8 x {memory_clock_mhz} MHz x 2 transfers per clock = {g:.1} GB/s"
+        ),
+    }
+}
+
+/// Bandwidth of one PCIe lane, one direction, after line encoding, GB/s: generations 1-2
+/// use 8b/10b, 3-5 use 128b/130b, 6 sends 242-byte payloads in 256-byte FLITs.
+fn pcie_lane_gb_per_s(generation: u32) -> Option<(f64, &'static str)> {
+    Some(match generation {
+        1 => (2.5 * 8.0 / 10.0 / 8.0, "2.5 GT/s x 8/10"),
+        2 => (5.0 * 8.0 / 10.0 / 8.0, "5 GT/s x 8/10"),
+        3 => (8.0 * 128.0 / 130.0 / 8.0, "8 GT/s x 128/130"),
+        4 => (16.0 * 128.0 / 130.0 / 8.0, "16 GT/s x 128/130"),
+        5 => (32.0 * 128.0 / 130.0 / 8.0, "32 GT/s x 128/130"),
+        6 => (64.0 * 242.0 / 256.0 / 8.0, "64 GT/s x 242/256"),
+        _ => return None,
+    })
+}
+
+/// A PCIe link's peak in one direction: lanes x transfer rate x encoding / 8 bits. Packet
+/// headers take a further 10-20%, so copies reach about 80-90% of it at best.
+pub fn pcie_peak(generation: u32, lanes: u32) -> Option<MemoryPeak> {
+    let (lane, rate) = pcie_lane_gb_per_s(generation)?;
+    let g = lane * lanes as f64;
+    Some(MemoryPeak {
+        gb_per_s: g,
+        formula: format!(
+            "PCIe gen{generation} x{lanes}: {lanes} lanes x {rate} / 8 bits = {g:.1} GB/s per direction"
+        ),
+    })
+}
+
+/// What one core of a known microarchitecture computes per clock cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuCore {
+    /// The row of the table that applied (`Zen 5: two 512-bit FMA units`).
+    pub row: &'static str,
+    /// f32 flops per cycle per core (FMA units x lanes x 2).
+    pub f32_flops: f64,
+    /// f64 flops per cycle per core.
+    pub f64_flops: f64,
+    /// bf16 flops per cycle per core: twice f32 where AVX512_BF16's pair dot products
+    /// (`vdpbf16ps`) run at the f32 FMA's rate, else the f32 rate (converted to f32).
+    pub bf16_flops: f64,
+}
+
+/// The microarchitecture table: FMA units and their width per core, by vendor, family and
+/// model (CPUID), for the cores accel's kernels use. `None` for CPUs not in it: their peak is
+/// unknown rather than guessed. Zen 4 runs a 512-bit FMA as two 256-bit halves (the same 32
+/// f32 flops per cycle as AVX2); Zen 5 on desktop and server has full 512-bit units, its
+/// mobile parts do not; Intel's client cores with AVX-512 have one 512-bit unit, its Xeon
+/// Scalable cores two (one on some Bronze and Silver parts).
+pub fn cpu_core(info: &crate::base::system::CpuInfo) -> Option<CpuCore> {
+    let has = |f: &str| info.simd.iter().any(|s| s == f);
+    let bf16_dot = has("avx512bf16");
+    let core = |row, f32_flops: f64, dot: bool| CpuCore {
+        row,
+        f32_flops,
+        f64_flops: f32_flops / 2.0,
+        bf16_flops: if dot { 2.0 * f32_flops } else { f32_flops },
+    };
+    let (f, m) = (info.family, info.model);
+    match info.vendor.as_str() {
+        "AuthenticAMD" | "HygonGenuine" => match f {
+            0x17 if m < 0x30 => Some(core("Zen / Zen+: two 128-bit FMA units", 16.0, false)),
+            0x17 => Some(core("Zen 2: two 256-bit FMA units", 32.0, false)),
+            0x19 if matches!(m, 0x10..=0x1f | 0x60..=0x7f | 0xa0..=0xaf) => Some(core(
+                "Zen 4: two 256-bit FMA units (a 512-bit FMA runs as two halves)",
+                32.0,
+                bf16_dot,
+            )),
+            0x19 => Some(core("Zen 3: two 256-bit FMA units", 32.0, false)),
+            0x1a if matches!(m, 0x20..=0x2f | 0x60..=0x6f) => Some(core(
+                "Zen 5 (mobile): 256-bit FMA datapaths (a 512-bit FMA runs as two halves)",
+                32.0,
+                bf16_dot,
+            )),
+            0x1a if has("avx512f") => Some(core("Zen 5: two 512-bit FMA units", 64.0, bf16_dot)),
+            _ => None,
+        },
+        "GenuineIntel" if f == 6 => match m {
+            0x55 | 0x6a | 0x6c | 0x8f | 0xcf | 0xad | 0xae if has("avx512f") => Some(core(
+                "Xeon Scalable: two 512-bit FMA units (one on some Bronze/Silver parts)",
+                64.0,
+                bf16_dot,
+            )),
+            0x66 | 0x7d | 0x7e | 0x8c | 0x8d | 0xa7 => Some(core(
+                "Intel client core with AVX-512: one 512-bit (or two 256-bit) FMA units",
+                32.0,
+                false,
+            )),
+            0x3c | 0x3f | 0x45 | 0x46 | 0x3d | 0x47 | 0x4f | 0x56 | 0x4e | 0x5e | 0x8e | 0x9e
+            | 0xa5 | 0xa6 | 0x97 | 0x9a | 0xb7 | 0xba | 0xbf
+                if has("fma") =>
+            {
+                Some(core(
+                    "Intel core, Haswell to Raptor Lake (P-cores): two 256-bit FMA units",
+                    32.0,
+                    false,
+                ))
+            }
+            _ => None,
+        },
+        "Apple" => Some(core(
+            "Apple M-series: four 128-bit NEON FMA units",
+            32.0,
+            false,
+        )),
+        _ => None,
+    }
+}
+
+/// A CPU's peak: cores used x clock x flops per cycle per core from the microarchitecture
+/// table ([`cpu_core`]). Cores used are the compute threads, at most the physical cores (SMT
+/// siblings share FMA units). Integer matmul has no FMA peak and gives `None`, as do CPUs not
+/// in the table and a CPU without a known clock. The clock is `info.frequency_mhz`: pass the
+/// one measured with [`measured_cpu_clock_mhz`] ([`host_matmul_peak`] does) rather than the nominal
+/// one.
+pub fn cpu_peak(info: &crate::base::system::CpuInfo, threads: usize, dtype: DType) -> Option<Peak> {
+    let mhz = info.frequency_mhz? as f64;
+    let core = cpu_core(info)?;
+    let (per_cycle, what) = match dtype {
+        DType::F64 => (core.f64_flops, "f64"),
+        DType::F32 | DType::F16 => (core.f32_flops, "f32"),
+        DType::BF16 => (core.bf16_flops, "bf16"),
+        DType::I32 | DType::I64 => return None,
+    };
+    let cores = threads.min(info.physical_cores).max(1) as f64;
+    let g = cores * mhz / 1000.0 * per_cycle;
+    Some(Peak {
+        gflop_per_s: g,
+        formula: format!(
+            "{cores} cores x {:.3} GHz x {per_cycle} {what} flops/cycle ({}) = {g:.1} GFLOP/s",
+            mhz / 1000.0,
+            core.row,
+        ),
+    })
+}
+
+/// The clock the CPU's cores sustain while all `threads` run, in MHz: each thread times a
+/// chain of dependent integer adds (one per cycle on every x86-64 core), all at once, and the
+/// median is taken. A VM's nominal clock is not what runs (numpy once reached 117% of a
+/// nominal peak). Measured once per process (about 40 ms); `None` off x86-64.
+pub fn measured_cpu_clock_mhz() -> Option<u64> {
+    static M: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *M.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let mut per_thread: Vec<f64> = rayon::broadcast(|_| {
+                // Warm up (the core leaves its idle clock), then take the best of 3.
+                add_chain_mhz(20_000);
+                (0..3).map(|_| add_chain_mhz(100_000)).fold(0.0, f64::max)
+            });
+            per_thread.sort_by(f64::total_cmp);
+            let mid = per_thread.get(per_thread.len() / 2).copied()?;
+            (mid.is_finite() && mid > 100.0).then_some(mid.round() as u64)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            None
+        }
+    })
+}
+
+/// MHz from `iters` turns of 100 dependent adds (100 cycles a turn; the loop counter runs
+/// beside them).
+#[cfg(target_arch = "x86_64")]
+fn add_chain_mhz(iters: u64) -> f64 {
+    let t = std::time::Instant::now();
+    let mut x: u64 = 0;
+    // SAFETY: register arithmetic only: no memory access, no stack use; both registers are
+    // declared as in/out operands, and the flags are clobbered (the default for asm!).
+    unsafe {
+        std::arch::asm!(
+            "2:",
+            ".rept 100",
+            "add {x}, 1",
+            ".endr",
+            "sub {n}, 1",
+            "jnz 2b",
+            x = inout(reg) x,
+            n = inout(reg) iters => _,
+            options(nomem, nostack),
+        );
+    }
+    std::hint::black_box(x);
+    let s = t.elapsed().as_secs_f64();
+    iters as f64 * 100.0 / s / 1e6
+}
+
+/// This host's CPU peak for matmul in `dtype`, on the threads this process computes with,
+/// at the clock measured under load (the formula says which clock it used).
+pub fn host_matmul_peak(dtype: DType) -> Option<Peak> {
+    let mut info = crate::base::system::cpu_info();
+    let nominal = info.frequency_mhz;
+    let measured = measured_cpu_clock_mhz();
+    info.frequency_mhz = measured.or(nominal);
+    let mut p = cpu_peak(&info, rayon::current_num_threads(), dtype)?;
+    p.formula.push_str(&match (measured, nominal) {
+        (Some(m), Some(n)) => format!("; clock measured under load ({m} MHz; the OS says {n} MHz)"),
+        (Some(m), None) => format!("; clock measured under load ({m} MHz)"),
+        _ => "; clock as the OS reports it (not measured here)".to_string(),
+    });
+    Some(p)
+}
