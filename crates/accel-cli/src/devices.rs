@@ -6,7 +6,7 @@ use serde::Serialize;
 use crate::out;
 
 #[derive(Serialize)]
-struct Report {
+struct DevicesReport {
     best_device: Device,
     backends: Vec<accel::Probe>,
     /// The CUDA stack as found: driver, NVML, NVRTC, cuBLAS(Lt), cuDNN.
@@ -16,7 +16,7 @@ struct Report {
 }
 
 pub fn run(json: bool) -> anyhow::Result<()> {
-    let report = Report {
+    let report = DevicesReport {
         best_device: Device::best(),
         backends: accel::devices(),
         cuda_libraries: accel::cuda::libraries(),

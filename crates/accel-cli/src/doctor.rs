@@ -1,7 +1,7 @@
 //! `accel doctor`: every backend's checklist, PASS / FAIL / WARN / SKIP, with the fix for
 //! every FAIL and WARN. Exit 0 when the best device works, 1 otherwise.
 
-use accel::doctor::{Report, Status};
+use accel::doctor::{Diagnosis, Status};
 
 use crate::out;
 
@@ -14,7 +14,7 @@ fn tag(s: Status) -> &'static str {
     }
 }
 
-pub fn text(r: &Report) -> Vec<String> {
+pub fn text(r: &Diagnosis) -> Vec<String> {
     let mut lines = Vec::new();
     for s in &r.sections {
         lines.push(format!(

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::out;
 
 #[derive(Serialize)]
-pub struct Report {
+pub struct MemReport {
     /// Seconds the CPU use was measured over.
     measured_over_s: f64,
     #[serde(flatten)]
@@ -20,9 +20,9 @@ pub struct Report {
 }
 
 /// A report from `sampler`, its CPU use over the time since the sampler's previous sample.
-pub fn report(sampler: &mut Sampler) -> Report {
+pub fn report(sampler: &mut Sampler) -> MemReport {
     let snapshot = sampler.sample();
-    Report {
+    MemReport {
         measured_over_s: snapshot.host.cpu_interval_s,
         snapshot,
     }
@@ -32,7 +32,7 @@ fn opt_pct(v: Option<f64>) -> String {
     v.map_or("?".into(), |v| format!("{v:.0} %"))
 }
 
-pub fn text(r: &Report) -> Vec<String> {
+pub fn text(r: &MemReport) -> Vec<String> {
     let s = &r.snapshot;
     let m = &s.host.memory;
     let mut lines = vec![

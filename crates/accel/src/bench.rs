@@ -496,7 +496,7 @@ pub fn elementwise(
 /// The host side of a copy benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum HostMemory {
+pub enum HostBuffer {
     /// Ordinary memory (`torch.empty(n)`): CUDA copies stage it through pinned buffers.
     #[default]
     Pageable,
@@ -516,7 +516,7 @@ pub struct CopyRun {
     /// The host memory copied from or to (pageable for d2d, which has no host side). Reports
     /// from before the choice existed have none: their copies were all pageable.
     #[serde(default)]
-    pub host_memory: HostMemory,
+    pub host_memory: HostBuffer,
     /// Bytes per copy.
     pub size: usize,
     /// Always u8 bytes moved as f32 elements (so `--compare` keys match).
@@ -546,12 +546,12 @@ pub struct CopyRun {
 pub fn copy(
     device: &Device,
     kind: CopyKind,
-    host_memory: HostMemory,
+    host_memory: HostBuffer,
     bytes: usize,
     warmup: usize,
     iters: Iterations,
 ) -> Result<CopyRun> {
-    let pinned = host_memory == HostMemory::Pinned && kind != CopyKind::D2d;
+    let pinned = host_memory == HostBuffer::Pinned && kind != CopyKind::D2d;
     if pinned && !matches!(device, Device::Cuda(_)) {
         return Err(Error::invalid(
             "copy benchmark",
@@ -601,9 +601,9 @@ pub fn copy(
         device: *device,
         kind,
         host_memory: if pinned {
-            HostMemory::Pinned
+            HostBuffer::Pinned
         } else {
-            HostMemory::Pageable
+            HostBuffer::Pageable
         },
         size: n * 4,
         dtype: DType::F32,

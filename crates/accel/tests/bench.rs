@@ -370,7 +370,7 @@ fn a_report_reads_back_equal_with_its_keys_in_place() -> accel::Result<()> {
     let c = bench::copy(
         &Device::Cpu,
         bench::CopyKind::D2h,
-        bench::HostMemory::Pageable,
+        bench::HostBuffer::Pageable,
         4096,
         0,
         Iterations::Fixed(2),
@@ -405,11 +405,11 @@ const OLD_COPY_REPORT: &str = r#"{"schema_version": 1, "kind": "bench", "benchma
 
 #[test]
 fn an_older_report_reads_with_defaults_and_a_broken_one_says_what_is_wrong() {
-    use bench::{CopyRun, HostMemory, MatmulRun, Report};
+    use bench::{CopyRun, HostBuffer, MatmulRun, Report};
     let old: Report<CopyRun> = serde_json::from_str(OLD_COPY_REPORT).unwrap();
     let r = &old.results[0];
     // Copies were all pageable before the choice existed; the peaks were not known.
-    assert_eq!(r.host_memory, HostMemory::Pageable);
+    assert_eq!(r.host_memory, HostBuffer::Pageable);
     assert_eq!((r.peak.clone(), r.percent_of_peak), (None, None));
     assert_eq!(r.device_stats, None);
     assert_eq!(

@@ -285,7 +285,7 @@ mod cuda {
         let e = accel::bench::copy(
             &Device::Cpu,
             accel::bench::CopyKind::H2d,
-            accel::bench::HostMemory::Pinned,
+            accel::bench::HostBuffer::Pinned,
             1024,
             0,
             accel::bench::Iterations::Fixed(1),
@@ -489,8 +489,8 @@ mod cuda {
             accel::memory::empty_cache(&Device::Cpu)?;
             // The benchmark runs both kinds of host memory and checks them.
             for h in [
-                accel::bench::HostMemory::Pageable,
-                accel::bench::HostMemory::Pinned,
+                accel::bench::HostBuffer::Pageable,
+                accel::bench::HostBuffer::Pinned,
             ] {
                 for k in [accel::bench::CopyKind::H2d, accel::bench::CopyKind::D2h] {
                     let r = accel::bench::copy(

@@ -9,7 +9,7 @@ mod output;
 mod run;
 
 use accel::bench::{
-    self, CopyKind, CopyRun, ElementwiseOp, ElementwiseRun, HostMemory, Iterations, MatmulRun,
+    self, CopyKind, CopyRun, ElementwiseOp, ElementwiseRun, HostBuffer, Iterations, MatmulRun,
 };
 use accel::{DType, Device};
 use clap::Subcommand;
@@ -284,9 +284,9 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
             common,
         } => {
             let host = match host_memory.as_str() {
-                "pageable" => vec![HostMemory::Pageable],
-                "pinned" => vec![HostMemory::Pinned],
-                _ => vec![HostMemory::Pageable, HostMemory::Pinned],
+                "pageable" => vec![HostBuffer::Pageable],
+                "pinned" => vec![HostBuffer::Pinned],
+                _ => vec![HostBuffer::Pageable, HostBuffer::Pinned],
             };
             let plan = common.plan::<CopyRun>()?;
             run::copy(&plan, direction, &sizes, &host)?;

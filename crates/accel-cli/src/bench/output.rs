@@ -1,7 +1,7 @@
 //! How runs are printed: the text table, CSV rows and the JSON report, and the notes under
 //! the table.
 
-use accel::bench::{self, CopyKind, CopyRun, ElementwiseRun, HostMemory, MatmulRun};
+use accel::bench::{self, CopyKind, CopyRun, ElementwiseRun, HostBuffer, MatmulRun};
 use accel::{DType, Device};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -177,8 +177,8 @@ impl BenchRow for CopyRun {
     same_fields!();
     fn series(&self) -> String {
         match self.host_memory {
-            HostMemory::Pinned => format!("{} pinned", self.device),
-            HostMemory::Pageable => self.device.to_string(),
+            HostBuffer::Pinned => format!("{} pinned", self.device),
+            HostBuffer::Pageable => self.device.to_string(),
         }
     }
     fn point(&self) -> (usize, f64) {

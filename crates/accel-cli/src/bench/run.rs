@@ -2,7 +2,7 @@
 //! the plot, the comparison and the check of the answers.
 
 use accel::bench::{
-    self, CopyKind, CopyRun, ElementwiseOp, ElementwiseRun, HostMemory, Iterations, MatmulRun,
+    self, CopyKind, CopyRun, ElementwiseOp, ElementwiseRun, HostBuffer, Iterations, MatmulRun,
     Report,
 };
 use accel::{DType, Device};
@@ -134,7 +134,7 @@ pub(super) fn elementwise(
 
 /// One copy to time: bytes, and the host memory on the other side.
 #[derive(Clone, Copy)]
-struct CopyCase(usize, HostMemory);
+struct CopyCase(usize, HostBuffer);
 
 impl std::fmt::Display for CopyCase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -151,7 +151,7 @@ pub(super) fn copy(
     plan: &Plan<CopyRun>,
     kind: CopyKind,
     sizes: &[usize],
-    host: &[HostMemory],
+    host: &[HostBuffer],
 ) -> anyhow::Result<()> {
     let table = Table {
         title: format!("copy {kind:?}").to_lowercase(),
@@ -165,8 +165,8 @@ pub(super) fn copy(
         axes: ("bytes", "GB/s"),
     };
     // Pinned host memory is a CUDA matter, and d2d has no host side.
-    let applies = |d: &Device, h: HostMemory| {
-        h == HostMemory::Pageable || (kind != CopyKind::D2d && matches!(d, Device::Cuda(_)))
+    let applies = |d: &Device, h: HostBuffer| {
+        h == HostBuffer::Pageable || (kind != CopyKind::D2d && matches!(d, Device::Cuda(_)))
     };
     let mut jobs = Vec::new();
     for &size in sizes {

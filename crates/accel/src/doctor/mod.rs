@@ -33,7 +33,7 @@ pub struct Section {
 
 /// The whole diagnosis.
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub struct Diagnosis {
     /// Every backend's checklist, in `BackendKind::ALL` order (mps under wgpu's Metal).
     pub sections: Vec<Section>,
     /// The device `Device::best()` picks.
@@ -45,7 +45,7 @@ pub struct Report {
 }
 
 /// Runs every check.
-pub fn diagnose() -> Report {
+pub fn diagnose() -> Diagnosis {
     let t0 = Instant::now();
     let env = SearchEnv::from_process();
     let mut sections = Vec::new();
@@ -81,7 +81,7 @@ pub fn diagnose() -> Report {
         .and_then(|t| t.sum_all())
         .and_then(|t| t.to_vec_f64())
         .is_ok_and(|v| v == [8.0]);
-    Report {
+    Diagnosis {
         sections,
         best_device,
         best_device_works,
