@@ -29,6 +29,22 @@
 //! Monitoring ([`telemetry`], [`load`]) reads the vendors' monitoring interfaces and never opens
 //! a compute context.
 //!
+//! ## Layers
+//!
+//! Each layer uses only those below it (the test command checks this, and that no two source
+//! files import each other); ARCHITECTURE.md in the repository has the file-by-file map.
+//!
+//! ```text
+//!  nn · bench · load · doctor              built from tensors and telemetry
+//!  Tensor · memory · accel::{cuda, mps, xla, wgpu}
+//!  registry · dispatch · Device methods    which devices exist; a call routed to its backend
+//!  cpu │ cuda │ xla │ wgpu (+ mps)         the backends, side by side; none knows another
+//!  contract · ops · native · telemetry     the traits; shared library search; monitoring
+//!  base                                    Device, DType, Shape, Error, caps, probe results
+//! ```
+//!
+//! The PJRT C API under the XLA backend is its own crate, `pjrt`.
+//!
 //! ## PyTorch -> accel
 //!
 //! | PyTorch | accel |

@@ -148,7 +148,7 @@ pub fn cpu_core(info: &crate::base::system::CpuInfo) -> Option<CpuCore> {
 /// table ([`cpu_core`]). Cores used are the compute threads, at most the physical cores (SMT
 /// siblings share FMA units). Integer matmul has no FMA peak and gives `None`, as do CPUs not
 /// in the table and a CPU without a known clock. The clock is `info.frequency_mhz`: pass the
-/// one measured with [`measured_cpu_clock_mhz`] ([`host_matmul_peak`] does) rather than the nominal
+/// one measured with [`measured_cpu_clock_mhz`] (`bench::peak` does) rather than the nominal
 /// one.
 pub fn cpu_peak(info: &crate::base::system::CpuInfo, threads: usize, dtype: DType) -> Option<Peak> {
     let mhz = info.frequency_mhz? as f64;

@@ -17,7 +17,7 @@
 //! ([`reading_from_statistics`], [`parse_ioreg_dictionary`]). Only the registry walk is
 //! macOS-only: raw FFI against IOKit and CoreFoundation, which is NOT compiled on the Linux
 //! machines this crate is developed on (no macOS target there), so it is kept small and
-//! written to the letter of Apple's headers; see [`macos`]'s notes.
+//! written to the letter of Apple's headers; see the `macos` module's notes.
 
 use std::collections::BTreeMap;
 

@@ -154,7 +154,7 @@ fn toolkit_libs(root: &Path) -> Vec<PathBuf> {
 }
 
 /// Every folder searched after the loader path, in order. The override comes first and is
-/// searched even before the loader path (see [`find`]).
+/// searched even before the loader path (see `locate`).
 pub fn search_dirs(env: &SearchEnv) -> Vec<SearchDir> {
     let mut dirs = Vec::new();
     if let Some(v) = &env.accel_cuda_lib_dir {

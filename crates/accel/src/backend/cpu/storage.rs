@@ -1,0 +1,566 @@
+//! Tensor data on the CPU (`CpuStorage`, typed vectors) and every op on it: kernels
+//! multi-threaded with rayon and written so the compiler vectorises them; matmul is the packed
+//! GEMM in `matmul/`.
+
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+use super::matmul::MatRef;
+use super::num::Num;
+use super::{alloc, matmul};
+use crate::backend::contract::BackendStorage;
+use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
+use crate::base::dtype::CpuStorage;
+use crate::base::dtype::{map_vec, with_type, with_vec, WithDType};
+use crate::base::shape::{for_each_run, Layout};
+use crate::{DType, Error, Result, Shape};
+
+/// Elements per parallel chunk of an elementwise kernel: large enough that a chunk costs more
+/// than handing it to another thread.
+const CHUNK: usize = 1 << 16;
+
+impl BackendStorage for CpuStorage {
+    fn dtype(&self) -> DType {
+        CpuStorage::dtype(self)
+    }
+    fn len(&self) -> usize {
+        CpuStorage::len(self)
+    }
+    fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
+        Ok(CpuStorage::copy_strided(self, l))
+    }
+    fn to_host(&self, l: &Layout, dst: &mut [u8]) -> Result<()> {
+        if l.is_contiguous() {
+            let size = self.dtype().size_in_bytes();
+            let off = l.offset * size;
+            crate::backend::ops::par_copy(dst, &self.as_bytes()[off..off + dst.len()]);
+        } else {
+            dst.copy_from_slice(CpuStorage::copy_strided(self, l).as_bytes());
+        }
+        Ok(())
+    }
+    fn copy_strided(&self, l: &Layout) -> Result<CpuStorage> {
+        Ok(CpuStorage::copy_strided(self, l))
+    }
+    fn to_dtype(&self, l: &Layout, dtype: DType) -> Result<CpuStorage> {
+        Ok(CpuStorage::to_dtype(self, l, dtype))
+    }
+    fn binary(
+        &self,
+        op: BinaryOp,
+        ll: &Layout,
+        rhs: &CpuStorage,
+        rl: &Layout,
+        out: &Shape,
+    ) -> Result<CpuStorage> {
+        CpuStorage::binary(self, op, ll, rhs, rl, out)
+    }
+    fn unary(&self, op: UnaryOp, l: &Layout) -> Result<CpuStorage> {
+        Ok(CpuStorage::unary(self, op, l))
+    }
+    fn reduce(
+        &self,
+        op: ReduceOp,
+        l: &Layout,
+        dim: Option<usize>,
+        out_dtype: DType,
+    ) -> Result<CpuStorage> {
+        Ok(CpuStorage::reduce(self, op, l, dim, out_dtype))
+    }
+    fn matmul(&self, rhs: &CpuStorage, spec: &MatmulSpec) -> Result<CpuStorage> {
+        CpuStorage::matmul(self, rhs, spec)
+    }
+}
+
+impl CpuStorage {
+    /// Gives the buffer back to the allocator's cache.
+    pub(crate) fn release(self) {
+        with_vec!(self, v => alloc::recycle(v))
+    }
+
+    /// `n` copies of `value` (converted to the dtype).
+    pub(crate) fn full(dtype: DType, n: usize, value: f64) -> CpuStorage {
+        with_type!(dtype, T => T::to_storage(filled(n, <T as WithDType>::from_f64(value))))
+    }
+
+    /// `start, start + step, ...` below `end` (above it for a negative step).
+    pub(crate) fn arange(dtype: DType, start: f64, step: f64, n: usize) -> CpuStorage {
+        with_type!(dtype, T => T::to_storage((0..n).map(|i| <T as WithDType>::from_f64(start + step * i as f64)).collect()))
+    }
+
+    /// A contiguous copy of the strided view `l`.
+    pub(crate) fn copy_strided(&self, l: &Layout) -> CpuStorage {
+        map_vec!(self, v => gather(v, l))
+    }
+
+    /// A contiguous copy of the view `l`, converted to `dtype`.
+    pub(crate) fn to_dtype(&self, l: &Layout, dtype: DType) -> CpuStorage {
+        if dtype == self.dtype() {
+            return self.copy_strided(l);
+        }
+        // Integer to integer keeps the low bits (two's complement wrap, as C and PyTorch),
+        // and i64 to f32 rounds once: going through f64 would saturate the first and round
+        // the second twice.
+        match (self, dtype) {
+            (CpuStorage::I64(v), DType::I32) => {
+                return CpuStorage::I32(gather(v, l).iter().map(|&x| x as i32).collect())
+            }
+            (CpuStorage::I32(v), DType::I64) => {
+                return CpuStorage::I64(gather(v, l).iter().map(|&x| i64::from(x)).collect())
+            }
+            (CpuStorage::I64(v), DType::F32) => {
+                return CpuStorage::F32(gather(v, l).iter().map(|&x| x as f32).collect())
+            }
+            _ => {}
+        }
+        with_vec!(self, v => {
+            let src = gather(v, l);
+            cast_vec(&src, dtype)
+        })
+    }
+
+    pub(crate) fn binary(
+        &self,
+        op: BinaryOp,
+        ll: &Layout,
+        rhs: &CpuStorage,
+        rl: &Layout,
+        out: &Shape,
+    ) -> Result<CpuStorage> {
+        macro_rules! go {
+            ($a:expr, $b:expr, $variant:ident) => {
+                CpuStorage::$variant(match op {
+                    BinaryOp::Add => binary_map($a, ll, $b, rl, out, Num::add),
+                    BinaryOp::Sub => binary_map($a, ll, $b, rl, out, Num::sub),
+                    BinaryOp::Mul => binary_map($a, ll, $b, rl, out, Num::mul),
+                    BinaryOp::Div => binary_map($a, ll, $b, rl, out, Num::div),
+                    BinaryOp::Maximum => binary_map($a, ll, $b, rl, out, Num::max),
+                })
+            };
+        }
+        Ok(match (self, rhs) {
+            (CpuStorage::F16(a), CpuStorage::F16(b)) => go!(a, b, F16),
+            (CpuStorage::BF16(a), CpuStorage::BF16(b)) => go!(a, b, BF16),
+            (CpuStorage::F32(a), CpuStorage::F32(b)) => go!(a, b, F32),
+            (CpuStorage::F64(a), CpuStorage::F64(b)) => go!(a, b, F64),
+            (CpuStorage::I32(a), CpuStorage::I32(b)) => go!(a, b, I32),
+            (CpuStorage::I64(a), CpuStorage::I64(b)) => go!(a, b, I64),
+            _ => {
+                return Err(Error::DTypeMismatch {
+                    op: op.name(),
+                    lhs: self.dtype(),
+                    rhs: rhs.dtype(),
+                })
+            }
+        })
+    }
+
+    pub(crate) fn unary(&self, op: UnaryOp, l: &Layout) -> CpuStorage {
+        fn go<T: Num>(v: &[T], l: &Layout, op: UnaryOp) -> Vec<T> {
+            match op {
+                UnaryOp::Neg => unary_map(v, l, Num::neg),
+                UnaryOp::Relu => unary_map(v, l, Num::relu),
+                UnaryOp::Exp => unary_map(v, l, Num::exp),
+            }
+        }
+        map_vec!(self, v => go(v, l, op))
+    }
+
+    /// Reduces over `dim` (all dimensions when `None`). Sums of integers are i64, as in
+    /// PyTorch; `Mean` is only called on floats.
+    pub(crate) fn reduce(
+        &self,
+        op: ReduceOp,
+        l: &Layout,
+        dim: Option<usize>,
+        out_dtype: DType,
+    ) -> CpuStorage {
+        let (outer, len, inner) = l.reduce_split(dim);
+        macro_rules! float {
+            ($v:expr, $variant:ident, $t:ty) => {{
+                let x = gather($v, l);
+                CpuStorage::$variant(match op {
+                    ReduceOp::Max => reduce_max(&x, outer, len, inner),
+                    ReduceOp::Sum | ReduceOp::Mean => {
+                        let scale = if op == ReduceOp::Mean {
+                            1.0 / len as f64
+                        } else {
+                            1.0
+                        };
+                        reduce_sum(&x, outer, len, inner)
+                            .into_iter()
+                            .map(|s| <$t as WithDType>::from_f64(s * scale))
+                            .collect()
+                    }
+                })
+            }};
+        }
+        macro_rules! int {
+            ($v:expr, $variant:ident) => {{
+                let x = gather($v, l);
+                match op {
+                    ReduceOp::Max => CpuStorage::$variant(reduce_max(&x, outer, len, inner)),
+                    ReduceOp::Sum | ReduceOp::Mean => {
+                        let wide: Vec<i64> = x.iter().map(|&e| e as i64).collect();
+                        let sums = CpuStorage::I64(reduce_int_sum(&wide, outer, len, inner));
+                        if out_dtype == DType::I64 {
+                            sums
+                        } else {
+                            let n = sums.len();
+                            sums.to_dtype(&Layout::contiguous(Shape::from(n)), out_dtype)
+                        }
+                    }
+                }
+            }};
+        }
+        match self {
+            CpuStorage::F16(v) => float!(v, F16, f16),
+            CpuStorage::BF16(v) => float!(v, BF16, bf16),
+            CpuStorage::F32(v) => float!(v, F32, f32),
+            CpuStorage::F64(v) => float!(v, F64, f64),
+            CpuStorage::I32(v) => int!(v, I32),
+            CpuStorage::I64(v) => int!(v, I64),
+        }
+    }
+
+    /// Batched matmul: `bsz` products of (m x k) by (k x n). Each operand is given as
+    /// (batch stride, row stride, column stride, offset) in elements; a batch stride of 0
+    /// reuses one matrix for every batch.
+    pub(crate) fn matmul(&self, rhs: &CpuStorage, spec: &MatmulSpec) -> Result<CpuStorage> {
+        let MatmulSpec { bsz, m, n, k, a, b } = *spec;
+        // Establishes what the unsafe GEMM below relies on: every element each view reads is
+        // inside `self` and `rhs`, and the product is not empty.
+        spec.check_in_bounds(self.len(), rhs.len())?;
+        let threads = rayon::current_num_threads();
+        /// One matrix product: `gemm`, or `gemm_bf16` for bf16 (pair dot products where the
+        /// CPU has them). Same # Safety as `matmul::gemm`.
+        type Gemm<S, D> = unsafe fn(usize, usize, usize, MatRef<S>, MatRef<S>, &mut [D], usize);
+        fn float<S: Copy + Send + Sync, D: matmul::Accum>(
+            gemm: Gemm<S, D>,
+            x: &[S],
+            y: &[S],
+            dims: (usize, usize, usize, usize),
+            a: (usize, usize, usize, usize),
+            b: (usize, usize, usize, usize),
+            threads: usize,
+        ) -> Vec<D> {
+            let (bsz, m, n, k) = dims;
+            let mut out = alloc::output::<D>(bsz * m * n);
+            // Many small matrices: one thread per matrix beats splitting each.
+            let per_matrix_parallel =
+                bsz >= threads && m.saturating_mul(n).saturating_mul(k) < (1 << 24);
+            let run = |(i, c): (usize, &mut [D])| {
+                let ar = MatRef {
+                    ptr: x.as_ptr().wrapping_add(a.3 + i * a.0),
+                    rs: a.1,
+                    cs: a.2,
+                };
+                let br = MatRef {
+                    ptr: y.as_ptr().wrapping_add(b.3 + i * b.0),
+                    rs: b.1,
+                    cs: b.2,
+                };
+                let t = if per_matrix_parallel { 1 } else { threads };
+                // SAFETY: gemm needs x[a.3 + i*a.0 + r*a.1 + c*a.2] for r < m, c < k, and
+                // y[b.3 + i*b.0 + r*b.1 + c*b.2] for r < k, c < n, inside x and y, for this
+                // batch i < bsz: MatmulSpec::check_in_bounds at the top of
+                // CpuStorage::matmul checked exactly that, with checked arithmetic, for the
+                // last batch, row and column (it also refuses m, n or k = 0, which
+                // Tensor::matmul never passes). `c` is one m * n chunk of `out`, allocated by
+                // alloc::output(bsz * m * n) above, as gemm requires. x and y are only read
+                // (shared borrows for the whole call).
+                unsafe { gemm(m, n, k, ar, br, c, t) };
+            };
+            if m * n == 0 {
+                return out;
+            }
+            if per_matrix_parallel {
+                out.par_chunks_mut(m * n).enumerate().for_each(run);
+            } else {
+                out.chunks_mut(m * n).enumerate().for_each(run);
+            }
+            out
+        }
+        fn int<T: Num>(
+            x: &[T],
+            y: &[T],
+            dims: (usize, usize, usize, usize),
+            a: (usize, usize, usize, usize),
+            b: (usize, usize, usize, usize),
+        ) -> Vec<T> {
+            let (bsz, m, n, k) = dims;
+            let mut out = alloc::output::<T>(bsz * m * n);
+            if m * n == 0 {
+                return out;
+            }
+            for (i, c) in out.chunks_mut(m * n).enumerate() {
+                let ar = MatRef {
+                    ptr: x.as_ptr().wrapping_add(a.3 + i * a.0),
+                    rs: a.1,
+                    cs: a.2,
+                };
+                // Integer kernel wants B row-major: gather this batch's B.
+                let bl = Layout {
+                    shape: Shape::from((k, n)),
+                    strides: vec![b.1, b.2],
+                    offset: b.3 + i * b.0,
+                };
+                let bm = gather(y, &bl);
+                // SAFETY: a.at(i, p) for i < m, p < k is x[a.3 + batch * a.0 + i * a.1 +
+                // p * a.2], inside x: MatmulSpec::check_in_bounds at the top of this function.
+                unsafe { matmul::gemm_int(m, n, k, ar, &bm, c) };
+            }
+            out
+        }
+        let dims = (bsz, m, n, k);
+        let cast = |v: Vec<f32>, to: DType| cast_vec(&v, to);
+        Ok(match (self, rhs) {
+            (CpuStorage::F32(x), CpuStorage::F32(y)) => {
+                CpuStorage::F32(float(matmul::gemm::<f32, f32>, x, y, dims, a, b, threads))
+            }
+            (CpuStorage::F64(x), CpuStorage::F64(y)) => {
+                CpuStorage::F64(float(matmul::gemm::<f64, f64>, x, y, dims, a, b, threads))
+            }
+            (CpuStorage::F16(x), CpuStorage::F16(y)) => cast(
+                float(matmul::gemm::<f16, f32>, x, y, dims, a, b, threads),
+                DType::F16,
+            ),
+            (CpuStorage::BF16(x), CpuStorage::BF16(y)) => cast(
+                float(matmul::gemm_bf16, x, y, dims, a, b, threads),
+                DType::BF16,
+            ),
+            (CpuStorage::I32(x), CpuStorage::I32(y)) => CpuStorage::I32(int(x, y, dims, a, b)),
+            (CpuStorage::I64(x), CpuStorage::I64(y)) => CpuStorage::I64(int(x, y, dims, a, b)),
+            _ => {
+                return Err(Error::DTypeMismatch {
+                    op: "matmul",
+                    lhs: self.dtype(),
+                    rhs: rhs.dtype(),
+                })
+            }
+        })
+    }
+}
+
+fn filled<T: alloc::ZeroBits>(n: usize, value: T) -> Vec<T> {
+    let mut v = alloc::output(n);
+    v.fill(value);
+    v
+}
+
+/// Converts a contiguous vector to another dtype (through f64, which is exact for every
+/// source but i64 beyond 2^53). Large vectors convert in parallel.
+fn cast_vec<S: WithDType>(src: &[S], to: DType) -> CpuStorage {
+    with_type!(to, T => {
+        // The trait's conversion, not `half`'s inherent `from_f64` (which the concrete type
+        // would pick): it rounds f64 to f16/bf16 once.
+        let conv = |s: &S| -> T { <T as WithDType>::from_f64(s.to_f64()) };
+        let v: Vec<T> = if src.len() >= CHUNK {
+            src.par_iter().map(conv).collect()
+        } else {
+            src.iter().map(conv).collect()
+        };
+        T::to_storage(v)
+    })
+}
+
+/// A contiguous copy of a strided view (a plain slice copy when it is already contiguous).
+fn gather<T: alloc::ZeroBits + Send + Sync>(v: &[T], l: &Layout) -> Vec<T> {
+    let n = l.shape.elem_count();
+    if l.is_contiguous() {
+        // From the allocator's cache, copied by every thread: a fresh buffer's page faults
+        // and one core's memcpy would otherwise set the speed.
+        let src = &v[l.offset..l.offset + n];
+        let mut out = alloc::output(n);
+        for_chunks(&mut out, |start, o| {
+            o.copy_from_slice(&src[start..start + o.len()])
+        });
+        return out;
+    }
+    let mut out = Vec::with_capacity(n);
+    for_each_run(
+        l.shape.dims(),
+        &l.strides,
+        l.offset,
+        |start, stride, len| {
+            if stride == 1 {
+                out.extend_from_slice(&v[start..start + len]);
+            } else {
+                out.extend((0..len).map(|i| v[start + i * stride]));
+            }
+        },
+    );
+    out
+}
+
+/// Runs `body(start, chunk)` over `out` in CHUNK-sized pieces, on the pool when there is more
+/// than one piece (waking threads costs more than a small op itself).
+fn for_chunks<T: Send>(out: &mut [T], body: impl Fn(usize, &mut [T]) + Sync + Send) {
+    if out.len() <= CHUNK {
+        body(0, out);
+    } else {
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(i, o)| body(i * CHUNK, o));
+    }
+}
+
+/// Maps `f` over a strided view into a new contiguous vector.
+fn unary_map<T: Num>(v: &[T], l: &Layout, f: impl Fn(T) -> T + Sync + Send) -> Vec<T> {
+    let n = l.shape.elem_count();
+    if l.is_contiguous() {
+        let src = &v[l.offset..l.offset + n];
+        let mut out = alloc::output::<T>(n);
+        for_chunks(&mut out, |start, o| {
+            for (o, &s) in o.iter_mut().zip(&src[start..]) {
+                *o = f(s);
+            }
+        });
+        return out;
+    }
+    gather(v, l).into_iter().map(f).collect()
+}
+
+/// Applies `f` elementwise with broadcasting: the output has shape `out`, and each operand is
+/// read through strides where stretched dimensions have stride 0.
+fn binary_map<T: Num>(
+    a: &[T],
+    la: &Layout,
+    b: &[T],
+    lb: &Layout,
+    out: &Shape,
+    f: impl Fn(T, T) -> T + Sync + Send,
+) -> Vec<T> {
+    let n = out.elem_count();
+    let mut res = alloc::output::<T>(n);
+    if n == 0 {
+        return res;
+    }
+    let same = |l: &Layout| l.shape == *out && l.is_contiguous();
+    if same(la) && same(lb) {
+        let (a, b) = (&a[la.offset..la.offset + n], &b[lb.offset..lb.offset + n]);
+        for_chunks(&mut res, |start, o| {
+            let (a, b) = (&a[start..start + o.len()], &b[start..start + o.len()]);
+            for ((o, &x), &y) in o.iter_mut().zip(a).zip(b) {
+                *o = f(x, y);
+            }
+        });
+        return res;
+    }
+    if lb.shape.elem_count() == 1 && same(la) {
+        let (a, y) = (&a[la.offset..la.offset + n], b[lb.offset]);
+        for_chunks(&mut res, |start, o| {
+            let a = &a[start..start + o.len()];
+            for (o, &x) in o.iter_mut().zip(a) {
+                *o = f(x, y);
+            }
+        });
+        return res;
+    }
+    // General case: rows of the innermost dimension, each located by its outer index.
+    let dims = out.dims();
+    let rank = dims.len();
+    let sa = la.broadcast_strides(out);
+    let sb = lb.broadcast_strides(out);
+    let inner = if rank == 0 { 1 } else { dims[rank - 1] };
+    let (ia, ib) = if rank == 0 {
+        (0, 0)
+    } else {
+        (sa[rank - 1], sb[rank - 1])
+    };
+    let row = |(r, o): (usize, &mut [T])| {
+        let (mut pa, mut pb) = (la.offset, lb.offset);
+        let mut rem = r;
+        for d in (0..rank.saturating_sub(1)).rev() {
+            let i = rem % dims[d];
+            rem /= dims[d];
+            pa += i * sa[d];
+            pb += i * sb[d];
+        }
+        for (j, o) in o.iter_mut().enumerate() {
+            *o = f(a[pa + j * ia], b[pb + j * ib]);
+        }
+    };
+    if n >= CHUNK {
+        res.par_chunks_mut(inner).enumerate().for_each(row);
+    } else {
+        res.chunks_mut(inner).enumerate().for_each(row);
+    }
+    res
+}
+
+/// Sums of a contiguous [outer, len, inner] array over the middle axis, accumulated in f64.
+fn reduce_sum<T: WithDType>(x: &[T], outer: usize, len: usize, inner: usize) -> Vec<f64> {
+    // Empty outputs, and sums over nothing (0, as in PyTorch): no rows to walk.
+    if outer * inner == 0 || len == 0 {
+        return vec![0.0; outer * inner];
+    }
+    if inner == 1 {
+        let sum_row = |row: &[T]| -> f64 {
+            // Several accumulators let the compiler vectorise and keep the error small.
+            let mut acc = [0.0f64; 8];
+            let mut chunks = row.chunks_exact(8);
+            for c in &mut chunks {
+                for (a, v) in acc.iter_mut().zip(c) {
+                    *a += v.to_f64();
+                }
+            }
+            let tail: f64 = chunks.remainder().iter().map(|v| v.to_f64()).sum();
+            acc.iter().sum::<f64>() + tail
+        };
+        if outer == 1 && len >= CHUNK {
+            return vec![x.par_chunks(CHUNK).map(sum_row).sum()];
+        }
+        return x.chunks(len.max(1)).take(outer).map(sum_row).collect();
+    }
+    let mut out = vec![0.0f64; outer * inner];
+    out.par_chunks_mut(inner).enumerate().for_each(|(o, acc)| {
+        for j in 0..len {
+            let row = &x[(o * len + j) * inner..(o * len + j + 1) * inner];
+            for (a, v) in acc.iter_mut().zip(row) {
+                *a += v.to_f64();
+            }
+        }
+    });
+    out
+}
+
+fn reduce_int_sum(x: &[i64], outer: usize, len: usize, inner: usize) -> Vec<i64> {
+    let mut out = vec![0i64; outer * inner];
+    if out.is_empty() {
+        return out;
+    }
+    for (o, acc) in out.chunks_mut(inner).enumerate() {
+        for j in 0..len {
+            let row = &x[(o * len + j) * inner..(o * len + j + 1) * inner];
+            for (a, v) in acc.iter_mut().zip(row) {
+                *a = a.wrapping_add(*v);
+            }
+        }
+    }
+    out
+}
+
+fn reduce_max<T: Num>(x: &[T], outer: usize, len: usize, inner: usize) -> Vec<T> {
+    let mut out = vec![T::LOWEST; outer * inner];
+    // The tensor layer refuses a max over an empty dimension; an empty output has no rows.
+    if out.is_empty() {
+        return out;
+    }
+    if outer == 1 && inner == 1 && len >= CHUNK {
+        out[0] = x
+            .par_chunks(CHUNK)
+            .map(|c| c.iter().fold(T::LOWEST, |m, &v| m.max(v)))
+            .reduce(|| T::LOWEST, Num::max);
+        return out;
+    }
+    for (o, acc) in out.chunks_mut(inner).enumerate() {
+        for j in 0..len {
+            let row = &x[(o * len + j) * inner..(o * len + j + 1) * inner];
+            for (a, &v) in acc.iter_mut().zip(row) {
+                *a = a.max(v);
+            }
+        }
+    }
+    out
+}
