@@ -10,7 +10,7 @@ floor (the FLOORS table below) and reports:
     one concrete cycle, checked by default between single files (a folder's mod.rs counts:
     it may declare and re-export its children, which then must not import it back);
   * imports between the folders of APART (the backends), which must not know one another;
-  * counts, and with --dot a Graphviz graph.
+  * counts.
 
 Exit status: 1 if there is a cycle, an import between APART folders or more than --max-up
 upward arrows, else 0
@@ -22,8 +22,6 @@ Usage:
   python3 scripts/layers.py --cycles folder        # cycles between folders only
   python3 scripts/layers.py --no-floors --src crates/accel-cli/src   # cycles only
   python3 scripts/layers.py --edges                # also list every edge with its evidence
-  python3 scripts/layers.py --dot graph.dot        # Graphviz text to a file ('-': stdout,
-                                                   # the report then goes to stderr)
   python3 scripts/layers.py --max-up 0 --src path/to/crate/src
 
 Standard library only. It reads Rust text with regular expressions, it does not compile it:
@@ -681,50 +679,6 @@ class Analysis:
                 result.append((comp, shortest_cycle(comp[0], comp, succ)))
         return sorted(result)
 
-    def cycles_closed_by_upward(self, comp, granularity=None):
-        """For each upward edge s -> d inside a cycle: the shortest cycle s -> d -> ... -> s."""
-        _nodes, edges, floor = self.view(granularity or self.cycle_granularity)
-        succ = defaultdict(set)
-        for s, d in edges:
-            succ[s].add(d)
-        inside = set(comp)
-        out = []
-        for (s, d) in sorted(edges):
-            if s in inside and d in inside and floor[s] < floor[d]:
-                back = shortest_path(d, s, comp, succ)
-                if back:
-                    out.append([s] + back)
-        return out
-
-    def dot(self, granularity=None):
-        g = granularity or self.granularity
-        nodes, edges, floor = self.view(g)
-        in_cycle = {}
-        for i, (comp, _path) in enumerate(self.cycles(g)):
-            for n in comp:
-                in_cycle[n] = i
-        lines = ["digraph accel_layers {", "  rankdir=BT;",
-                 '  node [shape=box, fontname="monospace", fontsize=10];',
-                 "  edge [color=gray40];"]
-        for fl in sorted(set(floor[n] for n in nodes)):
-            lines.append(f"  subgraph cluster_floor{fl} {{")
-            lines.append(f'    label="floor {fl}"; style=dashed; rank=same;')
-            for n in nodes:
-                if floor[n] == fl:
-                    attr = ', color=red, penwidth=2' if n in in_cycle else ""
-                    lines.append(f'    "{n}" [label="{n}"{attr}];')
-            lines.append("  }")
-        for (s, d), ev in sorted(edges.items()):
-            attrs = [f'tooltip="{ev[0][0]}:{ev[0][1]}"']
-            if floor[s] < floor[d]:
-                attrs += ["color=red", "penwidth=2", "constraint=false"]
-            elif s in in_cycle and in_cycle.get(d) == in_cycle[s]:
-                attrs += ["color=orange"]
-            lines.append(f'  "{s}" -> "{d}" [{", ".join(attrs)}];')
-        lines.append("}")
-        return "\n".join(lines) + "\n"
-
-
 # ----------------------------------------------------------------------------- report
 
 
@@ -768,11 +722,6 @@ def report(an, max_up, list_edges, out):
         p("     cycle: " + " -> ".join(path))
         for s, d in zip(path, path[1:]):
             p(f"       {s} -> {d}   {evidence(cedges[(s, d)])}")
-        closed = an.cycles_closed_by_upward(comp)
-        if closed and (len(closed) > 1 or closed[0] != path):
-            p("     cycles that its upward edges close (cut one edge of each):")
-            for c in closed:
-                p("       " + " -> ".join(c))
     apart = an.apart_edges()
     if an.apart:
         p("")
@@ -807,7 +756,7 @@ def main(argv=None):
     ap.add_argument("--src", default=default_src(), help="the crate's src folder "
                     "(default: %(default)s)")
     ap.add_argument("--granularity", choices=("file", "folder"), default="file",
-                    help="nodes for the edge list, upward arrows and --dot (default: file)")
+                    help="nodes for the edge list and upward arrows (default: file)")
     ap.add_argument("--cycles", choices=("file", "folder"), default="file",
                     help="nodes for cycle detection (default: file: no two files import each "
                          "other, directly or through others)")
@@ -823,9 +772,6 @@ def main(argv=None):
     ap.add_argument("--follow-reexports", action="store_true",
                     help="resolve names re-exported by any module to their defining module "
                          "(default: only those of lib.rs)")
-    ap.add_argument("--dot", nargs="?", const="-", metavar="FILE",
-                    help="write Graphviz dot text to FILE ('-' or nothing: stdout, and the "
-                         "report goes to stderr)")
     args = ap.parse_args(argv)
     if not os.path.isdir(args.src):
         print(f"layers.py: no such folder: {args.src}", file=sys.stderr)
@@ -835,14 +781,6 @@ def main(argv=None):
                   folder_depth=args.folder_depth, follow_all_reexports=args.follow_reexports,
                   apart=[] if args.no_floors else APART)
     out = sys.stdout
-    if args.dot:
-        text = an.dot()
-        if args.dot == "-":
-            sys.stdout.write(text)
-            out = sys.stderr
-        else:
-            with open(args.dot, "w", encoding="utf-8") as f:
-                f.write(text)
     return report(an, args.max_up, args.edges, out)
 
 
