@@ -313,7 +313,7 @@ impl CpuStorage {
             out
         }
         let dims = (bsz, m, n, k);
-        let cast = |v: Vec<f32>, to: DType| cast_vec(&v, to);
+        let cast = f32_to_half;
         Ok(match (self, rhs) {
             (CpuStorage::F32(x), CpuStorage::F32(y)) => {
                 CpuStorage::F32(float(matmul::gemm::<f32, f32>, x, y, dims, a, b, threads))
@@ -350,6 +350,33 @@ fn filled<T: alloc::ZeroBits>(n: usize, value: T) -> Vec<T> {
 
 /// Converts a contiguous vector to another dtype (through f64, which is exact for every
 /// source but i64 beyond 2^53). Large vectors convert in parallel.
+/// An f32 result (the half types' matmul accumulates in f32) rounded once to f16 or bf16:
+/// `half`'s slice conversion (SIMD where the CPU has it), in parallel chunks, into a buffer
+/// from the caching allocator; the f32 buffer goes back to it. The same values as
+/// `cast_vec` (f32 -> f64 is exact, so both round the same number once, to nearest even).
+fn f32_to_half(v: Vec<f32>, to: DType) -> CpuStorage {
+    use half::slice::HalfFloatSliceExt;
+    fn convert<T: alloc::ZeroBits + Send>(
+        v: &[f32],
+        f: impl Fn(&mut [T], &[f32]) + Sync,
+    ) -> Vec<T> {
+        let mut out = alloc::output::<T>(v.len());
+        out.par_chunks_mut(CHUNK)
+            .zip(v.par_chunks(CHUNK))
+            .for_each(|(o, s)| f(o, s));
+        out
+    }
+    let out = match to {
+        DType::BF16 => {
+            CpuStorage::BF16(convert(&v, |o: &mut [bf16], s| o.convert_from_f32_slice(s)))
+        }
+        DType::F16 => CpuStorage::F16(convert(&v, |o: &mut [f16], s| o.convert_from_f32_slice(s))),
+        _ => cast_vec(&v, to),
+    };
+    alloc::recycle(v);
+    out
+}
+
 fn cast_vec<S: WithDType>(src: &[S], to: DType) -> CpuStorage {
     with_type!(to, T => {
         // The trait's conversion, not `half`'s inherent `from_f64` (which the concrete type
