@@ -316,10 +316,10 @@ impl CpuStorage {
         let cast = f32_to_half;
         Ok(match (self, rhs) {
             (CpuStorage::F32(x), CpuStorage::F32(y)) => {
-                CpuStorage::F32(float(matmul::gemm::<f32, f32>, x, y, dims, a, b, threads))
+                CpuStorage::F32(float(matmul::gemm_float::<f32>, x, y, dims, a, b, threads))
             }
             (CpuStorage::F64(x), CpuStorage::F64(y)) => {
-                CpuStorage::F64(float(matmul::gemm::<f64, f64>, x, y, dims, a, b, threads))
+                CpuStorage::F64(float(matmul::gemm_float::<f64>, x, y, dims, a, b, threads))
             }
             (CpuStorage::F16(x), CpuStorage::F16(y)) => cast(
                 float(matmul::gemm::<f16, f32>, x, y, dims, a, b, threads),

@@ -17,6 +17,17 @@ use super::pack::{Bf16Pair, Packed};
 pub(super) type MicroKernel<P, D> =
     unsafe fn(usize, *const P, *const P, *mut D, usize, bool, usize, usize);
 
+/// `(k, a, rsa, csa, b, rsb, c, ldc, mr, nr)`: an mr x nr tile of C = A B over the whole
+/// of k, reading A and B where they lie, for products too small to repay packing (BLIS's
+/// "sup" path): A element (i, p) at `a + i * rsa + p * csa`, B row p at `b + p * rsb` (NR
+/// values: a full-width tile of a B with unit column stride, or a packed edge strip).
+///
+/// Calling one is unsafe: those addresses must be readable for i < mr (1 <= mr <= MR), p < k,
+/// `c` as for `MicroKernel` (written, not accumulated), and the CPU must have the kernel's
+/// features.
+pub(super) type SmallKernel<D> =
+    unsafe fn(usize, *const D, usize, usize, *const D, usize, *mut D, usize, usize, usize);
+
 /// One micro-kernel, its tile (MR x NR) and the blocking derived for it from this machine's
 /// caches (MC x KC blocks of A in L2, KC x NR micro-panels of B in L1, KC x NC panels of B in
 /// L3), as BLIS's analytical model does.
@@ -31,6 +42,8 @@ pub(crate) struct Kernel<P, D> {
     pub kc: usize,
     pub nc: usize,
     pub(super) run: MicroKernel<P, D>,
+    /// Its twin over unpacked operands, for small products (AVX-512 f32 and f64).
+    pub(super) small: Option<SmallKernel<D>>,
 }
 
 /// The cache sizes the blocking is derived from, in bytes: L1 data and L2 of one core, L3 of
@@ -129,6 +142,7 @@ impl<P: Packed, D> Kernel<P, D> {
             kc: ks * P::K_PER,
             nc,
             run,
+            small: None,
         }
     }
 }
@@ -200,18 +214,44 @@ pub(crate) trait Accum:
 /// One kernel of each family for an accumulator type: (tile, micro-kernel).
 type Family<D> = ((usize, usize), MicroKernel<D, D>);
 
-/// The best of the three families this CPU may run (`usable`), with its blocking.
+/// The best of the three families this CPU may run (`usable`), with its blocking; the
+/// AVX-512 one with its twin for small products.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
-fn best<D: Packed>(avx512: Family<D>, avx2: Family<D>, portable: Family<D>) -> Kernel<D, D> {
+fn best<D: Packed>(
+    avx512: (Family<D>, SmallKernel<D>),
+    avx2: Family<D>,
+    portable: Family<D>,
+) -> Kernel<D, D> {
     let caches = Caches::of_this_machine();
-    let (name, (tile, run), rule) = if usable("avx512") {
-        ("avx512", avx512, Rule::L2Panel)
-    } else if usable("avx2") {
-        ("avx2", avx2, Rule::L1Panel)
+    if usable("avx512") {
+        let ((tile, run), small) = avx512;
+        let mut k = Kernel::blocked("avx512", tile, run, caches, Rule::L2Panel);
+        k.small = Some(small);
+        return k;
+    }
+    let (name, (tile, run)) = if usable("avx2") {
+        ("avx2", avx2)
     } else {
-        ("portable", portable, Rule::L1Panel)
+        ("portable", portable)
     };
-    Kernel::blocked(name, tile, run, caches, rule)
+    Kernel::blocked(name, tile, run, caches, Rule::L1Panel)
+}
+
+/// Off x86-64 no family has a small-product twin (`best` only takes it for AVX-512).
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn no_small<D>(
+    _: usize,
+    _: *const D,
+    _: usize,
+    _: usize,
+    _: *const D,
+    _: usize,
+    _: *mut D,
+    _: usize,
+    _: usize,
+    _: usize,
+) {
+    unreachable!("AVX-512 is x86-64 only")
 }
 
 impl Accum for f32 {
@@ -220,11 +260,14 @@ impl Accum for f32 {
         let portable: Family<f32> = ((6, 16), generic_kernel::<f32, 6, 16>);
         #[cfg(target_arch = "x86_64")]
         let simd = (
-            ((14, 32), avx512::kernel_f32 as MicroKernel<f32, f32>),
+            (
+                ((14, 32), avx512::kernel_f32 as MicroKernel<f32, f32>),
+                avx512::small_f32 as SmallKernel<f32>,
+            ),
             ((6, 16), avx2::kernel_f32 as MicroKernel<f32, f32>),
         );
         #[cfg(not(target_arch = "x86_64"))]
-        let simd = (portable, portable);
+        let simd = ((portable, no_small::<f32> as SmallKernel<f32>), portable);
         *K.get_or_init(|| best(simd.0, simd.1, portable))
     }
 }
@@ -235,11 +278,14 @@ impl Accum for f64 {
         let portable: Family<f64> = ((6, 8), generic_kernel::<f64, 6, 8>);
         #[cfg(target_arch = "x86_64")]
         let simd = (
-            ((14, 16), avx512::kernel_f64 as MicroKernel<f64, f64>),
+            (
+                ((14, 16), avx512::kernel_f64 as MicroKernel<f64, f64>),
+                avx512::small_f64 as SmallKernel<f64>,
+            ),
             ((6, 8), avx2::kernel_f64 as MicroKernel<f64, f64>),
         );
         #[cfg(not(target_arch = "x86_64"))]
-        let simd = (portable, portable);
+        let simd = ((portable, no_small::<f64> as SmallKernel<f64>), portable);
         *K.get_or_init(|| best(simd.0, simd.1, portable))
     }
 }

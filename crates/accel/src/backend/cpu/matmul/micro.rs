@@ -56,10 +56,127 @@ pub(super) mod avx512 {
     /// broadcast A value in the 32 zmm registers.
     const MR: usize = 14;
 
-    /// Generates a 14 x (2 * LANES) AVX-512 micro-kernel. `load_b`, `bcast_a` and `fma` are
-    /// the packed-type-specific steps, written as expressions over the names given.
+    /// The body of a 14 x (2 * LANES) AVX-512 micro-kernel, for the function it is expanded
+    /// in: over packed micro-panels (`strided = false`: A steps of MR values, B steps of NR), or
+    /// over A and B where they lie (`strided = true`: A element (i, p) at `i * rsa + p * csa`,
+    /// rows past `mr` read row `mr - 1` again and are not stored; B row p at `p * rsb`, NR
+    /// values). `load_b`, `bcast_a` and `fma` are the type-specific steps.
+    macro_rules! kernel_body {
+        ($t:ty, $v:ty, $lanes:expr, strided = $strided:expr,
+         args($ks:ident, $a:ident, $b:ident, $c:ident, $ldc:ident, $accumulate:ident, $mr:ident,
+              $nr:ident, $rsa:ident, $csa:ident, $rsb:ident),
+         zero = $zero:expr,
+         load_b($lb:ident) = $load_b:expr,
+         bcast_a($la:ident) = $bcast_a:expr,
+         fma($acc:ident, $x:ident, $y:ident) = $fma:expr,
+         load_c = $load_c:ident, add_c = $add_c:ident, store_c = $store_c:ident) => {{
+            const NR: usize = 2 * $lanes;
+            const STRIDED: bool = $strided;
+            let (mut a, mut b, c) = ($a, $b, $c);
+            let (astep, bstep) = if STRIDED { ($csa, $rsb) } else { (MR, NR) };
+            let mut roff = [0usize; MR];
+            for (i, r) in roff.iter_mut().enumerate() {
+                *r = if STRIDED { i.min($mr - 1) * $rsa } else { i };
+            }
+            let mut acc: [[$v; 2]; MR] = [[$zero; 2]; MR];
+            // Prefetch addresses use `wrapping_add`: for an edge tile they may point past
+            // C's allocation, and a prefetch of any address never faults.
+            for i in 0..MR {
+                let p = c.wrapping_add(i * $ldc) as *const i8;
+                _mm_prefetch::<_MM_HINT_T0>(p);
+                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(NR * std::mem::size_of::<$t>() - 1));
+            }
+            // One step of k: two B vectors, MR broadcast A values, 2 MR FMAs.
+            macro_rules! step {
+                ($u:expr) => {{
+                    let bp = b.add($u * bstep);
+                    let ap = a.add($u * astep);
+                    let b0 = {
+                        let $lb = bp;
+                        $load_b
+                    };
+                    let b1 = {
+                        let $lb = bp.add($lanes);
+                        $load_b
+                    };
+                    for (i, row) in acc.iter_mut().enumerate() {
+                        let av = {
+                            let $la = ap.add(roff[i]);
+                            $bcast_a
+                        };
+                        row[0] = {
+                            let ($acc, $x, $y) = (row[0], av, b0);
+                            $fma
+                        };
+                        row[1] = {
+                            let ($acc, $x, $y) = (row[1], av, b1);
+                            $fma
+                        };
+                    }
+                }};
+            }
+            // Unrolled by 4, with prefetches of the A and B streams per turn;
+            // `wrapping_add`: past the panels' ends for the last turns, and a prefetch
+            // never faults.
+            for _ in 0..$ks / 4 {
+                let (pa, pb) = (a as *const i8, b as *const i8);
+                if !STRIDED {
+                    _mm_prefetch::<_MM_HINT_T0>(pa.wrapping_add(1024));
+                    _mm_prefetch::<_MM_HINT_T0>(pa.wrapping_add(1024 + 128));
+                    // The B micro-panel streams from L2 (KC x NR is larger than L1 with the
+                    // L2 rule): 4 x 128 bytes a turn, fetched 2 KiB ahead (+2-3% on Zen 5,
+                    // interleaved: f32 N=2000 423-428 vs 415-426 GFLOP/s, bf16 735-747 vs
+                    // 711-738).
+                    for l in 0..8 {
+                        _mm_prefetch::<_MM_HINT_T0>(pb.wrapping_add(2048 + l * 64));
+                    }
+                }
+                step!(0);
+                step!(1);
+                step!(2);
+                step!(3);
+                a = a.add(4 * astep);
+                b = b.add(4 * bstep);
+            }
+            for _ in 0..$ks % 4 {
+                step!(0);
+                a = a.add(astep);
+                b = b.add(bstep);
+            }
+            if $mr == MR && $nr == NR {
+                for (i, row) in acc.iter().enumerate() {
+                    let p = c.add(i * $ldc);
+                    if $accumulate {
+                        $store_c(p, $add_c($load_c(p), row[0]));
+                        $store_c(p.add($lanes), $add_c($load_c(p.add($lanes)), row[1]));
+                    } else {
+                        $store_c(p, row[0]);
+                        $store_c(p.add($lanes), row[1]);
+                    }
+                }
+            } else {
+                // Edge tile: spill to a buffer and copy the valid part.
+                let mut tmp = [0 as $t; MR * NR];
+                for (i, row) in acc.iter().enumerate() {
+                    $store_c(tmp.as_mut_ptr().add(i * NR), row[0]);
+                    $store_c(tmp.as_mut_ptr().add(i * NR + $lanes), row[1]);
+                }
+                for i in 0..$mr {
+                    for j in 0..$nr {
+                        let dst = c.add(i * $ldc + j);
+                        let v = tmp[i * NR + j];
+                        *dst = if $accumulate { *dst + v } else { v };
+                    }
+                }
+            }
+        }};
+    }
+
+    /// Generates a 14 x (2 * LANES) AVX-512 micro-kernel over packed micro-panels and, with
+    /// `small = NAME`, its twin over operands where they lie (no packing: `SmallKernel`).
     macro_rules! kernel {
         ($name:ident, $p:ty, $t:ty, $v:ty, $lanes:expr, $feat:literal,
+         $(small = $small:ident,)?
          zero = $zero:expr,
          load_b($lb:ident) = $load_b:expr,
          bcast_a($la:ident) = $bcast_a:expr,
@@ -75,105 +192,49 @@ pub(super) mod avx512 {
             #[target_feature(enable = $feat)]
             pub(crate) unsafe fn $name(
                 ks: usize,
-                mut a: *const $p,
-                mut b: *const $p,
+                a: *const $p,
+                b: *const $p,
                 c: *mut $t,
                 ldc: usize,
                 accumulate: bool,
                 mr: usize,
                 nr: usize,
             ) {
-                const NR: usize = 2 * $lanes;
-                let mut acc: [[$v; 2]; MR] = [[$zero; 2]; MR];
-                // Prefetch addresses use `wrapping_add`: for an edge tile they may point past
-                // C's allocation, and a prefetch of any address never faults.
-                for i in 0..MR {
-                    let p = c.wrapping_add(i * ldc) as *const i8;
-                    _mm_prefetch::<_MM_HINT_T0>(p);
-                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(NR * std::mem::size_of::<$t>() - 1));
-                }
-                // One packed step of k: two B vectors, MR broadcast A values, 2 MR FMAs.
-                macro_rules! step {
-                    ($u:expr) => {{
-                        let bp = b.add($u * NR);
-                        let ap = a.add($u * MR);
-                        let b0 = {
-                            let $lb = bp;
-                            $load_b
-                        };
-                        let b1 = {
-                            let $lb = bp.add($lanes);
-                            $load_b
-                        };
-                        for (i, row) in acc.iter_mut().enumerate() {
-                            let av = {
-                                let $la = ap.add(i);
-                                $bcast_a
-                            };
-                            row[0] = {
-                                let ($acc, $x, $y) = (row[0], av, b0);
-                                $fma
-                            };
-                            row[1] = {
-                                let ($acc, $x, $y) = (row[1], av, b1);
-                                $fma
-                            };
-                        }
-                    }};
-                }
-                // Unrolled by 4, with prefetches of the A and B streams per turn;
-                // `wrapping_add`: past the panels' ends for the last turns, and a prefetch
-                // never faults.
-                for _ in 0..ks / 4 {
-                    let (pa, pb) = (a as *const i8, b as *const i8);
-                    _mm_prefetch::<_MM_HINT_T0>(pa.wrapping_add(1024));
-                    _mm_prefetch::<_MM_HINT_T0>(pa.wrapping_add(1024 + 128));
-                    // The B micro-panel streams from L2 (KC x NR is larger than L1 with the
-                    // L2 rule): 4 x 128 bytes a turn, fetched 2 KiB ahead (+2-3% on Zen 5,
-                    // interleaved: f32 N=2000 423-428 vs 415-426 GFLOP/s, bf16 735-747 vs
-                    // 711-738).
-                    for l in 0..8 {
-                        _mm_prefetch::<_MM_HINT_T0>(pb.wrapping_add(2048 + l * 64));
-                    }
-                    step!(0);
-                    step!(1);
-                    step!(2);
-                    step!(3);
-                    a = a.add(4 * MR);
-                    b = b.add(4 * NR);
-                }
-                for _ in 0..ks % 4 {
-                    step!(0);
-                    a = a.add(MR);
-                    b = b.add(NR);
-                }
-                if mr == MR && nr == NR {
-                    for (i, row) in acc.iter().enumerate() {
-                        let p = c.add(i * ldc);
-                        if accumulate {
-                            $store_c(p, $add_c($load_c(p), row[0]));
-                            $store_c(p.add($lanes), $add_c($load_c(p.add($lanes)), row[1]));
-                        } else {
-                            $store_c(p, row[0]);
-                            $store_c(p.add($lanes), row[1]);
-                        }
-                    }
-                } else {
-                    // Edge tile: spill to a buffer and copy the valid part.
-                    let mut tmp = [0 as $t; MR * NR];
-                    for (i, row) in acc.iter().enumerate() {
-                        $store_c(tmp.as_mut_ptr().add(i * NR), row[0]);
-                        $store_c(tmp.as_mut_ptr().add(i * NR + $lanes), row[1]);
-                    }
-                    for i in 0..mr {
-                        for j in 0..nr {
-                            let dst = c.add(i * ldc + j);
-                            let v = tmp[i * NR + j];
-                            *dst = if accumulate { *dst + v } else { v };
-                        }
-                    }
-                }
+                let (rsa, csa, rsb) = (0usize, 0usize, 0usize);
+                kernel_body!($t, $v, $lanes, strided = false,
+                    args(ks, a, b, c, ldc, accumulate, mr, nr, rsa, csa, rsb),
+                    zero = $zero, load_b($lb) = $load_b, bcast_a($la) = $bcast_a,
+                    fma($acc, $x, $y) = $fma,
+                    load_c = $load_c, add_c = $add_c, store_c = $store_c)
             }
+
+            $(
+            /// # Safety
+            /// The CPU must have the target features named above. As for
+            /// `kernel::SmallKernel`: `a + i * rsa + p * csa` readable for i < mr (1 <= mr
+            /// <= 14), p < k; `b + p * rsb` readable for NR values for p < k; `c` as for the
+            /// packed kernel (written, not accumulated).
+            #[target_feature(enable = $feat)]
+            pub(crate) unsafe fn $small(
+                k: usize,
+                a: *const $p,
+                rsa: usize,
+                csa: usize,
+                b: *const $p,
+                rsb: usize,
+                c: *mut $t,
+                ldc: usize,
+                mr: usize,
+                nr: usize,
+            ) {
+                let accumulate = false;
+                kernel_body!($t, $v, $lanes, strided = true,
+                    args(k, a, b, c, ldc, accumulate, mr, nr, rsa, csa, rsb),
+                    zero = $zero, load_b($lb) = $load_b, bcast_a($la) = $bcast_a,
+                    fma($acc, $x, $y) = $fma,
+                    load_c = $load_c, add_c = $add_c, store_c = $store_c)
+            }
+            )?
         };
     }
 
@@ -184,6 +245,7 @@ pub(super) mod avx512 {
         __m512,
         16,
         "avx512f",
+        small = small_f32,
         zero = _mm512_setzero_ps(),
         load_b(p) = _mm512_loadu_ps(p),
         bcast_a(p) = _mm512_set1_ps(*p),
@@ -200,6 +262,7 @@ pub(super) mod avx512 {
         __m512d,
         8,
         "avx512f",
+        small = small_f64,
         zero = _mm512_setzero_pd(),
         load_b(p) = _mm512_loadu_pd(p),
         bcast_a(p) = _mm512_set1_pd(*p),

@@ -170,6 +170,89 @@ pub(crate) unsafe fn gemm<S: PackInto<D>, D: Accum + PackFrom<S>>(
     gemm_with(&D::kernel(), m, n, k, a, b, c, threads)
 }
 
+/// Products below this many multiply-adds run on one thread (see PARALLEL_MIN_FLOPS) and,
+/// where the kernel has a twin for unpacked operands and B has unit column stride, without
+/// packing: at f32 N=64 packing A and B took as long as the micro-kernels themselves.
+const SMALL_MAX_FLOPS: usize = PARALLEL_MIN_FLOPS;
+
+/// C = A * B for f32 or f64 (no conversion while packing): small products without packing
+/// where this CPU's kernel allows it (`gemm_small`), the rest as [`gemm`].
+///
+/// # Safety
+/// As for [`gemm_with`].
+pub(crate) unsafe fn gemm_float<D: Accum + PackFrom<D> + PackInto<D>>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<D>,
+    b: MatRef<D>,
+    c: &mut [D],
+    threads: usize,
+) {
+    let kern = D::kernel();
+    match kern.small {
+        Some(small) if m * n * k < SMALL_MAX_FLOPS && b.cs == 1 && k > 0 && m > 0 && n > 0 => {
+            gemm_small(small, kern.mr, kern.nr, m, n, k, a, b, c)
+        }
+        _ => gemm_with(&kern, m, n, k, a, b, c, threads),
+    }
+}
+
+/// C = A * B, one tile at a time over the whole of k, reading A and B where they lie: B's
+/// full-width column strips in place (unit column stride), its last, narrower strip copied
+/// into a zero-padded k x NR buffer.
+///
+/// # Safety
+/// As for [`gemm_with`], with `small` from this CPU's kernel (`Kernel::small`), (mr, nr) its
+/// tile, b.cs == 1, and m, n, k > 0.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_small<D: Accum>(
+    small: kernel::SmallKernel<D>,
+    mr_t: usize,
+    nr_t: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<D>,
+    b: MatRef<D>,
+    c: &mut [D],
+) {
+    let mut edge: Vec<D> = Vec::new();
+    for j0 in (0..n).step_by(nr_t) {
+        let nr = (n - j0).min(nr_t);
+        let (bp, rsb) = if nr == nr_t {
+            // Columns j0..j0 + NR of every row p < k: in bounds (b.cs == 1, j0 + NR <= n).
+            (b.ptr.wrapping_add(j0), b.rs)
+        } else {
+            edge.clear();
+            edge.resize(k * nr_t, D::default());
+            for p in 0..k {
+                for j in 0..nr {
+                    edge[p * nr_t + j] = b.at(p, j0 + j);
+                }
+            }
+            (edge.as_ptr(), nr_t)
+        };
+        for i0 in (0..m).step_by(mr_t) {
+            let mr = (m - i0).min(mr_t);
+            // SAFETY: rows i0..i0 + mr of A (valid for i < m, p < k: the caller's contract),
+            // B's strip as above, C's tile inside its m x n (c holds m * n, row stride n).
+            small(
+                k,
+                a.ptr.wrapping_add(i0 * a.rs),
+                a.rs,
+                a.cs,
+                bp,
+                rsb,
+                c.as_mut_ptr().add(i0 * n + j0),
+                n,
+                mr,
+                nr,
+            );
+        }
+    }
+}
+
 /// bf16 C = A * B accumulated in f32: with AVX512_BF16's pair dot products where the CPU has
 /// them, else converted to f32 while packing.
 ///

@@ -256,3 +256,97 @@ fn blocking_follows_the_caches() {
         k.nc
     );
 }
+
+/// Runs the small-product path with kernel `small` (tile `tile`) on odd shapes, A row-major
+/// and transposed, B row-major with padded rows (so full-width strips are read in place and
+/// the last strip is copied), against the naive loop within `tol` x k.
+#[cfg(target_arch = "x86_64")]
+fn check_small<D: Accum + Into<f64>>(
+    small: kernel::SmallKernel<D>,
+    tile: (usize, usize),
+    to: impl Fn(f64) -> D,
+    tol: f64,
+) {
+    let shapes =
+        SHAPES
+            .iter()
+            .copied()
+            .chain([(13, 64, 5), (28, 96, 64), (3, 31, 200), (64, 64, 64)]);
+    for (m, n, k) in shapes {
+        for ta in [false, true] {
+            let brs = n + 3;
+            let a: Vec<D> = values(m * k, 3).into_iter().map(&to).collect();
+            let b: Vec<D> = values(k * brs, 4).into_iter().map(&to).collect();
+            let (af, bf): (Vec<f64>, Vec<f64>) = (
+                a.iter().map(|&x| x.into()).collect(),
+                b.iter().map(|&x| x.into()).collect(),
+            );
+            let (ars, acs) = if ta { (1, m) } else { (k, 1) };
+            let want = naive(m, n, k, (&af, ars, acs), (&bf, brs, 1));
+            let mut c = vec![D::default(); m * n];
+            let ar = MatRef {
+                ptr: a.as_ptr(),
+                rs: ars,
+                cs: acs,
+            };
+            let br = MatRef {
+                ptr: b.as_ptr(),
+                rs: brs,
+                cs: 1,
+            };
+            // SAFETY: the views cover the m x k and k x (n + 3) values allocated above, b's
+            // column stride is 1, c holds m * n, and the caller checked the CPU has AVX-512.
+            unsafe { gemm_small(small, tile.0, tile.1, m, n, k, ar, br, &mut c) };
+            for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
+                let g: f64 = (*g).into();
+                assert!(
+                    (g - w).abs() <= tol * k as f64 * w.abs().max(1.0),
+                    "small {m}x{n}x{k} ta={ta} at {idx}: {g}, naive {w}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn small_products_without_packing_match_the_naive_loop() {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        check_small(avx512::small_f32, (14, 32), |x| x as f32, 1e-6);
+        check_small(avx512::small_f64, (14, 16), |x| x, 1e-15);
+        // And through the entry point the CPU backend calls, which takes this path below
+        // SMALL_MAX_FLOPS: the same values as the packed kernel's.
+        let (m, n, k) = (20, 45, 33);
+        let a: Vec<f32> = values(m * k, 5).into_iter().map(|x| x as f32).collect();
+        let b: Vec<f32> = values(k * n, 6).into_iter().map(|x| x as f32).collect();
+        let (ar, br) = (
+            MatRef {
+                ptr: a.as_ptr(),
+                rs: k,
+                cs: 1,
+            },
+            MatRef {
+                ptr: b.as_ptr(),
+                rs: n,
+                cs: 1,
+            },
+        );
+        let (mut c1, mut c2) = (vec![0f32; m * n], vec![0f32; m * n]);
+        // SAFETY: as in check_small.
+        unsafe {
+            gemm_float(m, n, k, ar, br, &mut c1, 2);
+            gemm_with(&f32::kernel(), m, n, k, ar, br, &mut c2, 1);
+        }
+        let close = c1
+            .iter()
+            .zip(&c2)
+            .all(|(x, y)| (x - y).abs() <= 1e-5 * y.abs().max(1.0));
+        assert!(close, "{c1:?} vs {c2:?}");
+        return;
+    }
+    assert!(
+        !avx512_required(),
+        "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512f"
+    );
+    println!("skipped: avx512: this CPU has no avx512f");
+}
