@@ -1,6 +1,6 @@
 //! The micro-kernels: one MR x NR tile of C from a packed micro-panel of A and of B. The
 //! portable one in plain Rust; AVX2+FMA (6x16 f32, 6x8 f64); AVX-512 (14x32 f32, 14x16 f64,
-//! and bf16 pairs through AVX512_BF16). `Kernel` (kernel.rs) says which may run here.
+//! and 12x32 bf16 pairs through AVX512_BF16). `Kernel` (kernel.rs) says which may run here.
 
 // Micro-kernels take the tile's operands, its C pointer and stride, and its valid extent:
 // eight scalars that belong in registers, not in a struct.
@@ -52,9 +52,12 @@ pub(super) mod avx512 {
 
     use super::Bf16Pair;
 
-    /// Rows of the tile: 14 rows x 2 vectors = 28 accumulators, 2 B vectors and one
-    /// broadcast A value in the 32 zmm registers.
-    const MR: usize = 14;
+    /// Rows of the f32 and f64 tiles: 14 rows x 2 vectors = 28 accumulators, 2 B vectors and
+    /// one broadcast A value in the 32 zmm registers.
+    const MR_WIDE: usize = 14;
+    /// Rows of the bf16 tile: with 14, LLVM spilled two accumulators to the stack in the
+    /// inner loop (`vdpbf16ps` leaves it one register short); 12 rows keep all in registers.
+    const MR_BF16: usize = 12;
 
     /// The body of a 14 x (2 * LANES) AVX-512 micro-kernel, for the function it is expanded
     /// in: over packed micro-panels (`strided = false`: A steps of MR values, B steps of NR), or
@@ -62,7 +65,7 @@ pub(super) mod avx512 {
     /// rows past `mr` read row `mr - 1` again and are not stored; B row p at `p * rsb`, NR
     /// values). `load_b`, `bcast_a` and `fma` are the type-specific steps.
     macro_rules! kernel_body {
-        ($t:ty, $v:ty, $lanes:expr, strided = $strided:expr,
+        ($t:ty, $v:ty, $lanes:expr, $mrows:expr, strided = $strided:expr,
          args($ks:ident, $a:ident, $b:ident, $c:ident, $ldc:ident, $accumulate:ident, $mr:ident,
               $nr:ident, $rsa:ident, $csa:ident, $rsb:ident),
          zero = $zero:expr,
@@ -71,6 +74,7 @@ pub(super) mod avx512 {
          fma($acc:ident, $x:ident, $y:ident) = $fma:expr,
          load_c = $load_c:ident, add_c = $add_c:ident, store_c = $store_c:ident) => {{
             const NR: usize = 2 * $lanes;
+            const MR: usize = $mrows;
             const STRIDED: bool = $strided;
             let (mut a, mut b, c) = ($a, $b, $c);
             let (astep, bstep) = if STRIDED { ($csa, $rsb) } else { (MR, NR) };
@@ -175,7 +179,7 @@ pub(super) mod avx512 {
     /// Generates a 14 x (2 * LANES) AVX-512 micro-kernel over packed micro-panels and, with
     /// `small = NAME`, its twin over operands where they lie (no packing: `SmallKernel`).
     macro_rules! kernel {
-        ($name:ident, $p:ty, $t:ty, $v:ty, $lanes:expr, $feat:literal,
+        ($name:ident, $p:ty, $t:ty, $v:ty, $lanes:expr, $mrows:expr, $feat:literal,
          $(small = $small:ident,)?
          zero = $zero:expr,
          load_b($lb:ident) = $load_b:expr,
@@ -201,7 +205,7 @@ pub(super) mod avx512 {
                 nr: usize,
             ) {
                 let (rsa, csa, rsb) = (0usize, 0usize, 0usize);
-                kernel_body!($t, $v, $lanes, strided = false,
+                kernel_body!($t, $v, $lanes, $mrows, strided = false,
                     args(ks, a, b, c, ldc, accumulate, mr, nr, rsa, csa, rsb),
                     zero = $zero, load_b($lb) = $load_b, bcast_a($la) = $bcast_a,
                     fma($acc, $x, $y) = $fma,
@@ -228,7 +232,7 @@ pub(super) mod avx512 {
                 nr: usize,
             ) {
                 let accumulate = false;
-                kernel_body!($t, $v, $lanes, strided = true,
+                kernel_body!($t, $v, $lanes, $mrows, strided = true,
                     args(k, a, b, c, ldc, accumulate, mr, nr, rsa, csa, rsb),
                     zero = $zero, load_b($lb) = $load_b, bcast_a($la) = $bcast_a,
                     fma($acc, $x, $y) = $fma,
@@ -244,6 +248,7 @@ pub(super) mod avx512 {
         f32,
         __m512,
         16,
+        MR_WIDE,
         "avx512f",
         small = small_f32,
         zero = _mm512_setzero_ps(),
@@ -261,6 +266,7 @@ pub(super) mod avx512 {
         f64,
         __m512d,
         8,
+        MR_WIDE,
         "avx512f",
         small = small_f64,
         zero = _mm512_setzero_pd(),
@@ -280,6 +286,7 @@ pub(super) mod avx512 {
         f32,
         __m512,
         16,
+        MR_BF16,
         "avx512f,avx512bf16",
         zero = _mm512_setzero_ps(),
         load_b(p) =
