@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the `accel` wheel into target/wheels/ with maturin (installed into .venv-wheel from
-# PyPI on first use): the release binary, stripped, tagged manylinux for the oldest glibc its
-# symbols allow.
+# PyPI on first use): the Python module (`import accel`: the PyO3 extension, abi3 for CPython
+# 3.9+, and python/accel) and the native `accel` command (the release binary, stripped, in
+# the wheel's .data/scripts, so pip puts it on PATH as it did before), tagged manylinux for
+# the oldest glibc their symbols allow.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv-wheel
@@ -10,5 +12,9 @@ if [ ! -x "$VENV/bin/maturin" ]; then
   "$VENV/bin/pip" install -q --disable-pip-version-check "maturin>=1.5,<2"
 fi
 rm -f target/wheels/accel-*.whl
+cargo build --release -q -p accel-cli
+rm -rf target/wheel-data && mkdir -p target/wheel-data/scripts
+cp target/release/accel target/wheel-data/scripts/accel
+strip target/wheel-data/scripts/accel
 "$VENV/bin/maturin" build --release --out target/wheels "$@"
 ls -la target/wheels/accel-*.whl

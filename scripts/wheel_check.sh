@@ -3,7 +3,9 @@
 # this): a venv with only the wheel runs `accel devices`; a venv with the wheel, CUDA's NVRTC
 # wheel and XLA's CPU plugin finds both from the venv alone (no VIRTUAL_ENV: through its own
 # bin/accel) and runs a matmul on xla:0. Checks the wheel's size (< 30 MiB) and how fast
-# `accel devices` starts (reported; < 0.3 s is the bar).
+# `accel devices` starts (reported; < 0.3 s is the bar). Then the Python module: `import
+# accel; accel.best()` in the venv with only the wheel (< 0.3 s), and the pytest suite
+# (python/tests) in the full venv with NumPy, pytest and JAX (CPU) added.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/wheel.sh > /dev/null 2>&1 || { scripts/wheel.sh; exit 1; }
@@ -51,3 +53,21 @@ for _ in range(5):
 print(f"accel devices from the wheel: median {statistics.median(ts):.3f} s over 5 starts "
       f"(min {min(ts):.3f}, max {max(ts):.3f})")
 PY
+
+python3 - "$tmp/bare/bin/python" <<'PY'
+import statistics, subprocess, sys, time
+ts = []
+for _ in range(5):
+    t = time.perf_counter()
+    out = subprocess.run([sys.argv[1], "-c", "import accel; print(accel.best())"],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    ts.append(time.perf_counter() - t)
+assert out == "cpu" or ":" in out or out == "mps", out
+print(f"python -c 'import accel; print(accel.best())' from the bare venv: {out}, median "
+      f"{statistics.median(ts):.3f} s over 5 starts (min {min(ts):.3f}, max {max(ts):.3f})")
+assert statistics.median(ts) < 0.3, "the bar is 0.3 s"
+PY
+
+pipi "$tmp/full" numpy pytest "jax[cpu]"
+env -u VIRTUAL_ENV "$tmp/full/bin/python" -m pytest -q -p no:cacheprovider "$OLDPWD/python/tests" \
+  || { echo "error: the Python tests failed" >&2; exit 1; }

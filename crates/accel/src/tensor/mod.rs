@@ -210,6 +210,37 @@ impl Tensor {
         Tensor::from_cpu(T::to_storage(data), shape, device)
     }
 
+    /// A tensor of `shape` and `dtype` from its elements' little-endian bytes in row-major
+    /// order (a copy): how data arrives from NumPy and DLPack. The byte count must be the
+    /// shape's elements times the dtype's size.
+    pub fn from_le_bytes(
+        bytes: &[u8],
+        dtype: DType,
+        shape: impl Into<Shape>,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let shape = shape.into();
+        let want = shape.check_size(dtype, "from_le_bytes")?;
+        if bytes.len() != want {
+            return Err(Error::invalid(
+                "from_le_bytes",
+                format!(
+                    "{} bytes for a {dtype} tensor of shape {shape}, which holds {want}",
+                    bytes.len()
+                ),
+            ));
+        }
+        let mut host = CpuStorage::full(dtype, shape.elem_count(), 0.0);
+        let dst = host.as_bytes_mut();
+        dst.copy_from_slice(bytes);
+        if cfg!(target_endian = "big") {
+            for c in dst.chunks_mut(dtype.size_in_bytes()) {
+                c.reverse();
+            }
+        }
+        Tensor::from_cpu(host, shape, device)
+    }
+
     /// A tensor of `shape` filled with `value` (`torch.full`).
     pub fn full(
         value: f64,
@@ -717,6 +748,33 @@ impl Tensor {
                     .collect()
             })
             .collect())
+    }
+
+    /// The bytes of a contiguous CPU tensor, in place, for zero-copy export (NumPy's array
+    /// interface, DLPack): valid while this tensor or a clone of it lives, and never written
+    /// (accel's buffers are immutable: every op makes a new one). Another device, or a view
+    /// that is not contiguous, is an error naming the fix (`.cpu()`, `.contiguous()`).
+    pub fn host_bytes(&self) -> Result<&[u8]> {
+        let Storage::Cpu(host) = &self.buf.storage else {
+            return Err(Error::invalid(
+                "host_bytes",
+                format!(
+                    "the tensor is on {}; copy it with .cpu() first",
+                    self.device()
+                ),
+            ));
+        };
+        if !self.layout.is_contiguous() {
+            return Err(Error::invalid(
+                "host_bytes",
+                "the view is not contiguous; make a contiguous copy with .contiguous() first",
+            ));
+        }
+        let size = self.dtype().size_in_bytes();
+        let start = self.layout.offset * size;
+        // In bounds: every layout lies inside its storage (Layout::check_in_bounds, checked
+        // when the tensor was made), and a contiguous view is elem_count elements from offset.
+        Ok(&host.as_bytes()[start..start + self.elem_count() * size])
     }
 
     /// All elements converted to f64, flat in row-major order (any dtype).

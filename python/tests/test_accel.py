@@ -1,0 +1,208 @@
+"""`import accel` from the installed wheel, against real parts: this machine's CPU, XLA's CPU
+PJRT plugin (installed beside the wheel by scripts/wheel_check.sh) and NumPy/JAX for the
+array exchange. References are computed here (NumPy, /proc/meminfo), not by accel."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import accel
+
+
+def test_import_is_fast_and_loads_no_backend():
+    code = (
+        "import time; t = time.perf_counter(); import accel; dt = time.perf_counter() - t; "
+        "maps = open('/proc/self/maps').read(); "
+        "print(dt); print(any(s in maps for s in ('pjrt', 'libvulkan', 'libcuda.so', 'libnvidia-ml')))"
+    )
+    times = []
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        dt, loaded = out.stdout.split()
+        assert loaded == "False", "importing accel mapped a backend library"
+        times.append(float(dt))
+    assert min(times) < 0.05, f"import took {times} s"
+
+
+def test_best_device_and_device_names():
+    best = accel.best()
+    assert isinstance(best, accel.Device) and best in accel.devices()
+    assert "cpu" in accel.devices()
+    assert accel.Device("xla:1").type == "xla" and accel.Device("xla:1").index == 1
+    assert accel.Device("cpu").index is None
+
+
+def test_cuda_and_mps_as_torch_asks():
+    n = accel.cuda.device_count()
+    assert accel.cuda.is_available() == (n > 0)
+    if n == 0:
+        with pytest.raises(accel.AccelError) as e:
+            accel.cuda.get_device_name(0)
+        assert "cpu" in str(e.value)  # the error lists the devices that exist
+    else:
+        assert accel.cuda.get_device_name(0)
+    assert accel.mps.is_available() == (sys.platform == "darwin" and "mps" in accel.devices())
+
+
+def test_xla_devices_from_the_plugin_beside_the_wheel():
+    devs = accel.xla.devices()
+    if not devs:
+        assert "xla" not in os.environ.get("ACCEL_TEST_REQUIRE", ""), "no XLA device"
+        pytest.skip("xla: no PJRT plugin in this environment")
+    assert devs[0] == "xla:0"
+    probes = {p.backend: p for p in accel.probes()}
+    assert probes["xla"].status == "available"
+    assert probes["cuda"].status != "available" or accel.cuda.is_available()
+
+
+def test_doctor_as_objects_and_plain_data():
+    d = accel.doctor()
+    backends = [s.backend for s in d.sections]
+    assert backends[0] == "cpu" and "cuda" in backends
+    statuses = {c.status for s in d.sections for c in s.checks}
+    assert statuses <= {"pass", "fail", "warn", "skip"}
+    plain = d.to_dict()
+    json.dumps(plain)
+    assert plain["best_device"] == str(accel.best())
+    assert d.best_device_works is True
+
+
+def test_snapshot_host_memory_matches_proc_meminfo():
+    s = accel.snapshot()
+    with open("/proc/meminfo") as f:
+        total_kib = int(next(l for l in f if l.startswith("MemTotal:")).split()[1])
+    assert s.host.memory.total_bytes == total_kib * 1024
+    assert 0.0 <= s.host.cpu_percent <= 100.0
+    assert isinstance(s.devices, list)
+    assert {c.collector for c in s.collectors} >= {"nvidia", "amd", "intel", "tpu"}
+
+
+def test_pick_without_the_devices_asked_for_is_an_error_with_the_reason():
+    if any(d.vendor == "nvidia" for d in accel.snapshot().devices):
+        assert accel.pick(count=1)
+        return
+    with pytest.raises(accel.AccelError) as e:
+        accel.pick(min_free=1 << 30, count=1)
+    assert "nvidia" in str(e.value).lower() or "no " in str(e.value).lower()
+
+
+def test_bench_matmul_statistics_are_consistent():
+    r = accel.bench.matmul(device="cpu", size=96, dtype="f32", warmup=2, iters=20)
+    st = r.stats
+    assert st.samples == 20
+    assert st.min_s <= st.q1_s <= st.median_s <= st.q3_s <= st.max_s
+    lo, hi = st.median_ci95_s
+    assert lo <= st.median_s <= hi
+    assert r.gflop_per_s == pytest.approx(2 * 96**3 / st.median_s / 1e9, rel=1e-6)
+    assert r.max_rel_error < 1e-4
+    with pytest.raises(accel.AccelError):
+        accel.bench.matmul(device="cuda:7", size=8)
+
+
+def test_record_sees_the_cpu_busy_while_a_matmul_runs_and_python_threads_go_on():
+    ticks = []
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.01)
+
+    th = threading.Thread(target=tick)
+    th.start()
+    with accel.record(interval=0.1) as rec:
+        accel.bench.matmul(device="cpu", size=1024, dtype="f32", warmup=1, min_time=1.5)
+    stop.set()
+    th.join()
+    summary = rec.summary()
+    # A host sample measures CPU use over 0.2 s itself, so about 5 a second.
+    assert summary["host"]["samples"] >= 4
+    assert summary["host"]["mean_utilization_percent"] > 50.0, summary
+    # The benchmark released the GIL: the Python thread ticked all along.
+    assert len(ticks) > 50
+    rows = rec.rows()
+    assert rows[0]["device"] == "host" and rows[0]["memory_total_bytes"] > 0
+    assert len(rec.samples) == summary["host"]["samples"]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32", "int64"])
+def test_numpy_round_trip_and_zero_copy_export(dtype):
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal((5, 7)) * 100).astype(dtype)
+    t = accel.tensor(a)
+    assert t.shape == (5, 7) and t.device == "cpu"
+    b = np.asarray(t)
+    assert b.dtype == a.dtype and np.array_equal(a, b)
+    # Shared, read-only: the same address as accel's buffer, and NumPy may not write it.
+    assert b.__array_interface__["data"][0] == t.__array_interface__["data"][0]
+    assert not b.flags.writeable
+    # Through DLPack too: NumPy imports accel's export without a copy.
+    c = np.from_dlpack(t)
+    assert c.__array_interface__["data"][0] == t.__array_interface__["data"][0]
+    assert np.array_equal(a, c)
+    assert t.__dlpack_device__() == (1, 0)
+
+
+def test_bf16_has_no_numpy_type_and_says_what_to_do():
+    t = accel.tensor(np.ones((2, 2), np.float32), dtype="bf16")
+    with pytest.raises(TypeError, match="to_dtype"):
+        np.asarray(t)
+    assert np.array_equal(np.asarray(t.to_dtype("f32")), np.ones((2, 2), np.float32))
+
+
+def test_matmul_on_every_device_against_numpy():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((64, 48)).astype(np.float32)
+    b = rng.standard_normal((48, 32)).astype(np.float32)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    for dev in accel.devices():
+        if dev.type == "wgpu" and dev not in ("wgpu:0",):
+            continue
+        ta, tb = accel.tensor(a, device=dev), accel.tensor(b, device=dev)
+        got = np.asarray((ta @ tb).to("cpu"))
+        assert np.allclose(got, want, rtol=1e-4, atol=1e-4), dev
+    # Mixed devices are refused with a clear error.
+    if len(accel.devices()) > 1:
+        other = [d for d in accel.devices() if d != "cpu"][0]
+        with pytest.raises(accel.AccelError, match="device"):
+            accel.tensor(a) @ accel.tensor(b, device=other)
+
+
+def test_non_cpu_tensors_are_not_exported_in_place():
+    xla = accel.xla.devices()
+    if not xla:
+        pytest.skip("xla: no device to hold a tensor off the CPU")
+    t = accel.tensor(np.ones(3, np.float32), device=xla[0])
+    with pytest.raises(accel.AccelError, match="cpu"):
+        np.asarray(t)
+    assert np.array_equal(np.asarray(t.to("cpu")), np.ones(3, np.float32))
+
+
+def test_dlpack_from_jax():
+    jnp = pytest.importorskip("jax.numpy")
+    x = jnp.arange(12, dtype=jnp.float32).reshape(3, 4) * 0.5
+    t = accel.from_dlpack(x)
+    assert t.shape == (3, 4)
+    assert np.array_equal(np.asarray(t), np.arange(12, dtype=np.float32).reshape(3, 4) * 0.5)
+    import jax
+
+    # JAX asks for DLPack before 1.0, which has no read-only flag: it gets a copy.
+    y = jax.dlpack.from_dlpack(t)
+    assert np.array_equal(np.asarray(y), np.asarray(t))
+    z = np.from_dlpack(t)  # NumPy asks for 1.0: the same memory
+    assert z.__array_interface__["data"][0] == t.__array_interface__["data"][0]
+
+
+def test_errors_carry_the_reason():
+    with pytest.raises(accel.AccelError, match="expected"):
+        accel.tensor(np.ones(2), device="tpu:0")
+    with pytest.raises(accel.AccelError):
+        accel.record(interval=0)
+    with pytest.raises(AttributeError, match="has no field"):
+        accel.doctor().no_such_field
