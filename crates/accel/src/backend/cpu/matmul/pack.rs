@@ -219,7 +219,34 @@ pub(super) unsafe fn pack_a<S: Copy, P: PackFrom<S>>(
     for (q, panel) in dst.chunks_mut(ks * mr).take(mc.div_ceil(mr)).enumerate() {
         let i0 = q * mr;
         let h = mr.min(mc - i0);
-        if a.cs == 1 {
+        if a.cs == 1
+            && P::K_PER == 2
+            && size_of::<S>() == 2
+            && size_of::<P>() == 4
+            && cfg!(target_endian = "little")
+        {
+            // Row-major A of 16-bit values packed in pairs: a pair is the row's own 32-bit
+            // word at 2 s (the first value in the low half, as `PackFrom` makes it), so the
+            // block is a transpose of words, written in order (step by step, rows inner).
+            let full = kc / 2;
+            for st in 0..full {
+                let out = &mut panel[st * mr..st * mr + h];
+                for (i, v) in out.iter_mut().enumerate() {
+                    // SAFETY: row i0 + i < mc, columns 2 st and 2 st + 1 < kc: valid by
+                    // # Safety and contiguous (cs == 1), read unaligned (S is 2-byte aligned).
+                    let w = unsafe {
+                        (a.ptr.add((i0 + i) * a.rs + 2 * st) as *const u32).read_unaligned()
+                    };
+                    // SAFETY: P is 4 bytes and every bit pattern is a valid P (`Packed`).
+                    *v = unsafe { std::mem::transmute_copy::<u32, P>(&w) };
+                }
+            }
+            if kc % 2 == 1 {
+                for i in 0..h {
+                    panel[full * mr + i] = at(i0 + i, 2 * full);
+                }
+            }
+        } else if a.cs == 1 {
             // Row-major A: each row read front to back (in groups of K_PER), dealt out at
             // stride mr.
             for i in 0..h {
