@@ -158,7 +158,7 @@ const PARALLEL_MIN_FLOPS: usize = 1 << 24;
 ///
 /// # Safety
 /// As for [`gemm_with`].
-pub(crate) unsafe fn gemm<S: PackInto<D>, D: Accum + PackFrom<S>>(
+pub(crate) unsafe fn gemm<S: PackInto<D> + 'static, D: Accum + PackFrom<S>>(
     m: usize,
     n: usize,
     k: usize,
@@ -288,7 +288,7 @@ pub(crate) unsafe fn gemm_bf16(
 /// elements (this is not checked; the micro-kernels write through a raw pointer). The
 /// memory behind `a` and `b` must not be written during the call.
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm_with<S: Copy + Send + Sync, P: PackFrom<S>, D: Accum>(
+unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
     kern: &Kernel<P, D>,
     m: usize,
     n: usize,

@@ -200,7 +200,7 @@ pub(super) unsafe fn pack_b<S: Copy, P: PackFrom<S>>(
 /// # Safety
 /// `a.at(i, p)` must be valid (see [`MatRef::at`]) for every i < mc, p < kc. `dst` is indexed
 /// with bounds checks.
-pub(super) unsafe fn pack_a<S: Copy, P: PackFrom<S>>(
+pub(super) unsafe fn pack_a<S: Copy + 'static, P: PackFrom<S>>(
     mc: usize,
     kc: usize,
     mr: usize,
@@ -219,31 +219,33 @@ pub(super) unsafe fn pack_a<S: Copy, P: PackFrom<S>>(
     for (q, panel) in dst.chunks_mut(ks * mr).take(mc.div_ceil(mr)).enumerate() {
         let i0 = q * mr;
         let h = mr.min(mc - i0);
-        if a.cs == 1
-            && P::K_PER == 2
+        // Row-major A whose packed values are its own words: f32 and f64 as they are, or
+        // 16-bit values in pairs (a pair is the row's 32-bit word at 2 s, the first value in
+        // the low half, as `PackFrom` makes it). The block is then a transpose of words,
+        // written in order (step by step, rows inner).
+        let same = std::any::TypeId::of::<S>() == std::any::TypeId::of::<P>();
+        let pairs = P::K_PER == 2
             && size_of::<S>() == 2
             && size_of::<P>() == 4
-            && cfg!(target_endian = "little")
-        {
-            // Row-major A of 16-bit values packed in pairs: a pair is the row's own 32-bit
-            // word at 2 s (the first value in the low half, as `PackFrom` makes it), so the
-            // block is a transpose of words, written in order (step by step, rows inner).
-            let full = kc / 2;
+            && cfg!(target_endian = "little");
+        if a.cs == 1 && (same || pairs) {
+            let per = P::K_PER;
+            let full = kc / per;
             for st in 0..full {
                 let out = &mut panel[st * mr..st * mr + h];
                 for (i, v) in out.iter_mut().enumerate() {
-                    // SAFETY: row i0 + i < mc, columns 2 st and 2 st + 1 < kc: valid by
-                    // # Safety and contiguous (cs == 1), read unaligned (S is 2-byte aligned).
-                    let w = unsafe {
-                        (a.ptr.add((i0 + i) * a.rs + 2 * st) as *const u32).read_unaligned()
+                    // SAFETY: row i0 + i < mc, columns per * st .. per * st + per <= kc:
+                    // valid by # Safety and contiguous (cs == 1); read unaligned (a pair is
+                    // two 2-byte aligned values). Every bit pattern is a valid P (`Packed`),
+                    // and with `same` the bytes are a P already.
+                    *v = unsafe {
+                        (a.ptr.add((i0 + i) * a.rs + per * st) as *const P).read_unaligned()
                     };
-                    // SAFETY: P is 4 bytes and every bit pattern is a valid P (`Packed`).
-                    *v = unsafe { std::mem::transmute_copy::<u32, P>(&w) };
                 }
             }
-            if kc % 2 == 1 {
+            if !kc.is_multiple_of(per) {
                 for i in 0..h {
-                    panel[full * mr + i] = at(i0 + i, 2 * full);
+                    panel[full * mr + i] = at(i0 + i, per * full);
                 }
             }
         } else if a.cs == 1 {

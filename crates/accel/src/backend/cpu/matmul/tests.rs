@@ -55,7 +55,7 @@ const SHAPES: [(usize, usize, usize); 6] = [
 
 /// Runs `kern` on every shape, A and B row-major and transposed, on 1 and 2 threads, and
 /// compares with the naive loop within `tol` x k.
-fn check<S: Copy + Send + Sync, P: PackFrom<S>, D: Accum + Into<f64>>(
+fn check<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum + Into<f64>>(
     kern: &Kernel<P, D>,
     to: impl Fn(f64) -> S,
     back: impl Fn(S) -> f64,
