@@ -5,7 +5,7 @@
 # bin/accel) and runs a matmul on xla:0. Checks the wheel's size (< 30 MiB) and how fast
 # `accel devices` starts (reported; < 0.3 s is the bar). Then the Python module: `import
 # accel; accel.best()` in the venv with only the wheel (< 0.3 s), and the pytest suite
-# (python/tests) in the full venv with NumPy, pytest and JAX (CPU) added.
+# (python/tests) in the full venv with NumPy, pytest, JAX (CPU), pandas and matplotlib added.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/wheel.sh > /dev/null 2>&1 || { scripts/wheel.sh; exit 1; }
@@ -68,6 +68,6 @@ print(f"python -c 'import accel; print(accel.best())' from the bare venv: {out},
 assert statistics.median(ts) < 0.3, "the bar is 0.3 s"
 PY
 
-pipi "$tmp/full" numpy pytest "jax[cpu]"
+pipi "$tmp/full" numpy pytest "jax[cpu]" pandas matplotlib
 env -u VIRTUAL_ENV "$tmp/full/bin/python" -m pytest -q -p no:cacheprovider "$OLDPWD/python/tests" \
   || { echo "error: the Python tests failed" >&2; exit 1; }

@@ -206,3 +206,24 @@ def test_errors_carry_the_reason():
         accel.record(interval=0)
     with pytest.raises(AttributeError, match="has no field"):
         accel.doctor().no_such_field
+
+
+def test_recording_as_a_dataframe_and_a_plot():
+    pd = pytest.importorskip("pandas")
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with accel.record(interval=0.05) as rec:
+        accel.bench.matmul(device="cpu", size=512, dtype="f32", warmup=1, min_time=0.5)
+    df = rec.to_pandas()
+    assert isinstance(df, pd.DataFrame)
+    assert {"time", "device", "utilization_percent", "memory_used_bytes"} <= set(df.columns)
+    host = df[df["device"] == "host"]
+    assert len(host) == rec.summary()["host"]["samples"]
+    assert host["utilization_percent"].max() > 50.0
+    assert (host["time"].diff().dropna() > pd.Timedelta(0)).all()
+    ax = rec.plot()
+    lines = {l.get_label(): l for l in ax.get_lines()}
+    assert "host" in lines and len(lines["host"].get_xdata()) == len(host)
+    plt.close("all")
