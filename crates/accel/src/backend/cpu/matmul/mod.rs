@@ -170,10 +170,21 @@ pub(crate) unsafe fn gemm<S: PackInto<D> + 'static, D: Accum + PackFrom<S>>(
     gemm_with(&D::kernel(), m, n, k, a, b, c, threads)
 }
 
-/// Products below this many multiply-adds run on one thread (see PARALLEL_MIN_FLOPS) and,
-/// where the kernel has a twin for unpacked operands and B has unit column stride, without
-/// packing: at f32 N=64 packing A and B took as long as the micro-kernels themselves.
-const SMALL_MAX_FLOPS: usize = PARALLEL_MIN_FLOPS;
+/// Products up to this many multiply-adds (f32 N=512), with k up to SMALL_MAX_K, run
+/// without packing where the kernel has a twin for unpacked operands and B has unit column
+/// stride: at f32 N=64 packing A and B took as long as the micro-kernels themselves, and
+/// measured on Zen 5 (interleaved, 3 rounds) the unpacked path on two threads beat the packed
+/// one up to N=512 (300: 329-396 vs 230-281 GFLOP/s; 512: 401-426 vs 335-373), not at 768.
+const SMALL_MAX_FLOPS: usize = 1 << 27;
+
+/// The deepest k the unpacked path takes: a B strip of k x NR (128 KiB of f32 at 1024) stays
+/// in L2 while every row tile of A streams past it.
+const SMALL_MAX_K: usize = 1024;
+
+/// From this many multiply-adds (f32 N=147) the unpacked path splits C's rows over two
+/// threads: below it, waking the second thread costs what it saves (f32 N=128: 135-243
+/// GFLOP/s on two threads, 208 on one; N=160: 310 against 222).
+const SMALL_SPLIT_FLOPS: usize = 3 << 20;
 
 /// C = A * B for f32 or f64 (no conversion while packing): small products without packing
 /// where this CPU's kernel allows it (`gemm_small`), the rest as [`gemm`].
@@ -191,8 +202,29 @@ pub(crate) unsafe fn gemm_float<D: Accum + PackFrom<D> + PackInto<D>>(
 ) {
     let kern = D::kernel();
     match kern.small {
-        Some(small) if m * n * k < SMALL_MAX_FLOPS && b.cs == 1 && k > 0 && m > 0 && n > 0 => {
-            gemm_small(small, kern.mr, kern.nr, m, n, k, a, b, c)
+        Some(small)
+            if m * n * k <= SMALL_MAX_FLOPS
+                && k <= SMALL_MAX_K
+                && b.cs == 1
+                && k > 0
+                && m > 0
+                && n > 0 =>
+        {
+            let (mr, nr) = (kern.mr, kern.nr);
+            if threads > 1 && m * n * k >= SMALL_SPLIT_FLOPS && m >= 2 * mr {
+                // Two halves of C's rows (the first a whole number of tiles), one per thread.
+                let half = (m / 2).next_multiple_of(mr);
+                let (c0, c1) = c.split_at_mut(half * n);
+                let a1 = a.offset(half, 0);
+                rayon::join(
+                    // SAFETY (both): as for this function, for rows 0..half and half..m of A
+                    // and C; the two halves of C are disjoint slices.
+                    || unsafe { gemm_small(small, mr, nr, half, n, k, a, b, c0) },
+                    || unsafe { gemm_small(small, mr, nr, m - half, n, k, a1, b, c1) },
+                );
+            } else {
+                gemm_small(small, mr, nr, m, n, k, a, b, c)
+            }
         }
         _ => gemm_with(&kern, m, n, k, a, b, c, threads),
     }

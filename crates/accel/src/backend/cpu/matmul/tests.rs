@@ -342,6 +342,40 @@ fn small_products_without_packing_match_the_naive_loop() {
             .zip(&c2)
             .all(|(x, y)| (x - y).abs() <= 1e-5 * y.abs().max(1.0));
         assert!(close, "{c1:?} vs {c2:?}");
+        // Above SMALL_SPLIT_FLOPS on two threads (C's rows in two halves), with an odd m and
+        // a transposed A, against the naive loop.
+        let (m, n, k) = (201, 190, 131);
+        let a: Vec<f32> = values(m * k, 7).into_iter().map(|x| x as f32).collect();
+        let b: Vec<f32> = values(k * n, 8).into_iter().map(|x| x as f32).collect();
+        let (af, bf): (Vec<f64>, Vec<f64>) = (
+            a.iter().map(|&x| x as f64).collect(),
+            b.iter().map(|&x| x as f64).collect(),
+        );
+        assert!(m * n * k >= SMALL_SPLIT_FLOPS);
+        let want = naive(m, n, k, (&af, 1, m), (&bf, n, 1));
+        let mut c = vec![0f32; m * n];
+        let (ar, br) = (
+            MatRef {
+                ptr: a.as_ptr(),
+                rs: 1,
+                cs: m,
+            },
+            MatRef {
+                ptr: b.as_ptr(),
+                rs: n,
+                cs: 1,
+            },
+        );
+        // SAFETY: A is read transposed (k x m storage, strides (1, m)); the views cover the
+        // values allocated above; c holds m * n.
+        unsafe { gemm_float(m, n, k, ar, br, &mut c, 2) };
+        for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
+            let g = *g as f64;
+            assert!(
+                (g - w).abs() <= 1e-6 * k as f64 * w.abs().max(1.0),
+                "split at {idx}: {g}, naive {w}"
+            );
+        }
         return;
     }
     assert!(
