@@ -79,7 +79,10 @@ def devices() -> List[Device]:
 def probes() -> List[Record]:
     """What each backend's probe found: its devices with their capabilities, or why there
     are none and how to fix it (`accel devices`)."""
-    return [Record(_with_devices(p), "Probe") for p in _json(_accel.probes_json())]
+    import json
+
+    # An unavailable backend's probe has no `devices` field: an empty list reads the same.
+    return [Record({"devices": [], **p}, "Probe") for p in json.loads(_accel.probes_json())]
 
 
 def doctor() -> Record:
@@ -126,14 +129,3 @@ def from_dlpack(x: Any, device: str = "cpu") -> Tensor:
 
     return tensor(np.from_dlpack(x), device)
 
-
-def _json(text: str) -> Any:
-    import json
-
-    return json.loads(text)
-
-
-def _with_devices(p: dict) -> dict:
-    p = dict(p)
-    p.setdefault("devices", (p.get("availability") or {}).get("devices", []))
-    return p

@@ -55,37 +55,29 @@ fn probes_json(py: Python<'_>) -> PyResult<String> {
     py.detach(|| json(&Device::probe_all()))
 }
 
-/// What one backend's probe found.
-#[pyfunction]
-fn probe_json(py: Python<'_>, backend: &str) -> PyResult<String> {
-    let k = kind(backend)?;
-    py.detach(|| {
-        let p = Device::probe_all().into_iter().find(|p| p.backend == k);
-        json(&p)
-    })
-}
-
 /// The best available device's name (`cuda:0`, `mps`, `xla:0`, `wgpu:0`, `cpu`).
 #[pyfunction]
 fn best(py: Python<'_>) -> String {
     py.detach(|| Device::best().to_string())
 }
 
-/// The devices of `backend` that are usable.
+/// The devices of `backend` that are usable, asking that backend's probe only (`accel.cuda`
+/// answers without starting PJRT plugins or Vulkan).
 #[pyfunction]
 fn devices_of(py: Python<'_>, backend: &str) -> PyResult<Vec<String>> {
     let k = kind(backend)?;
-    Ok(py.detach(|| {
-        Device::probe_all()
-            .into_iter()
-            .filter(|p| p.backend == k)
-            .flat_map(|p| {
-                p.devices()
-                    .iter()
-                    .map(|d| d.device.to_string())
-                    .collect::<Vec<_>>()
-            })
-            .collect()
+    let names = |d: Vec<Device>| d.iter().map(Device::to_string).collect::<Vec<_>>();
+    Ok(py.detach(|| match k {
+        BackendKind::Cpu => vec!["cpu".to_string()],
+        BackendKind::Cuda => names(accel::cuda::devices()),
+        BackendKind::Mps => names(
+            accel::mps::is_available()
+                .then_some(Device::Mps)
+                .into_iter()
+                .collect(),
+        ),
+        BackendKind::Xla => names(accel::xla::devices()),
+        BackendKind::Wgpu => names(accel::wgpu::devices()),
     }))
 }
 
@@ -422,7 +414,6 @@ fn _accel(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(version, m)?,
         wrap_pyfunction!(enable_probe_helper, m)?,
         wrap_pyfunction!(probes_json, m)?,
-        wrap_pyfunction!(probe_json, m)?,
         wrap_pyfunction!(best, m)?,
         wrap_pyfunction!(devices_of, m)?,
         wrap_pyfunction!(device_name, m)?,

@@ -16,7 +16,7 @@ pub(super) const MAX_RANK: usize = 8;
 pub(super) const BLOCK: u32 = 256;
 
 /// What device-side timing needs: timestamps written between commands.
-const TIMESTAMPS: wgpu::Features =
+pub(super) const TIMESTAMPS: wgpu::Features =
     wgpu::Features::TIMESTAMP_QUERY.union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
 
 /// A timestamp written into the queue, for device-side timing.

@@ -7,7 +7,7 @@ use crate::base::dtype::CpuStorage;
 use crate::base::probe::{Availability, DeviceInfo, Probe};
 use crate::{BackendKind, DType, Device, DeviceCaps, Result};
 
-use super::context::{allocator_reserved_bytes, gpu, registry, Gpu, Timestamp};
+use super::context::{allocator_reserved_bytes, gpu, registry, Gpu, Timestamp, TIMESTAMPS};
 use super::storage::WgpuStorage;
 
 /// The adapter description `probe` reports, for every adapter (also used by the mps probe,
@@ -118,7 +118,7 @@ impl Backend for Wgpu {
         let timestamps = registry()
             .gpus
             .get(ordinal)
-            .is_some_and(|g| info_of(g).caps.timestamp_queries);
+            .is_some_and(|g| g.adapter.features().contains(TIMESTAMPS));
         if timestamps {
             "wgpu timestamp queries"
         } else {

@@ -147,9 +147,11 @@ impl Backend for Xla {
     }
     // XLA's CPU platform computes on this CPU: its peak is the host's.
     fn matmul_peak(caps: &DeviceCaps, dtype: DType) -> Option<crate::base::peak::Peak> {
-        (caps.hardware == Hardware::HostCpuEmulated)
-            .then(|| crate::base::peak::host_matmul_peak(dtype))
-            .flatten()
+        if caps.hardware == Hardware::HostCpuEmulated {
+            crate::base::peak::host_matmul_peak(dtype)
+        } else {
+            None
+        }
     }
     fn upload(ordinal: usize, data: &CpuStorage) -> Result<XlaStorage> {
         XlaStorage::from_cpu(&device(ordinal)?, data)
