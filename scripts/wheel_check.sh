@@ -69,5 +69,7 @@ assert statistics.median(ts) < 0.3, "the bar is 0.3 s"
 PY
 
 pipi "$tmp/full" numpy pytest "jax[cpu]" pandas matplotlib
-env -u VIRTUAL_ENV "$tmp/full/bin/python" -m pytest -q -p no:cacheprovider "$OLDPWD/python/tests" \
+# -rs prints each skip's `<backend>: <reason>`; what this venv installed is required.
+env -u VIRTUAL_ENV ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}jax,pandas,matplotlib" \
+  "$tmp/full/bin/python" -m pytest -q -rs -p no:cacheprovider "$OLDPWD/python/tests" \
   || { echo "error: the Python tests failed" >&2; exit 1; }

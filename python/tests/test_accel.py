@@ -15,6 +15,22 @@ import pytest
 import accel
 
 
+def skip(backend, reason):
+    """Skips with `<backend>: <reason>` (pytest -rs prints it), or fails when
+    ACCEL_TEST_REQUIRE names the backend, as the Rust tests do."""
+    required = [n.strip() for n in os.environ.get("ACCEL_TEST_REQUIRE", "").split(",")]
+    assert backend not in required, f"ACCEL_TEST_REQUIRE names {backend}, but {reason}"
+    pytest.skip(f"{backend}: {reason}")
+
+
+def need(module, backend):
+    """The module, or a skip naming the backend (a Python package the test needs)."""
+    try:
+        return __import__(module, fromlist=["_"])
+    except ImportError as e:
+        skip(backend, f"{module} is not installed ({e})")
+
+
 def test_import_is_fast_and_loads_no_backend():
     code = (
         "import time; t = time.perf_counter(); import accel; dt = time.perf_counter() - t; "
@@ -53,8 +69,7 @@ def test_cuda_and_mps_as_torch_asks():
 def test_xla_devices_from_the_plugin_beside_the_wheel():
     devs = accel.xla.devices()
     if not devs:
-        assert "xla" not in os.environ.get("ACCEL_TEST_REQUIRE", ""), "no XLA device"
-        pytest.skip("xla: no PJRT plugin in this environment")
+        skip("xla", "no PJRT plugin in this environment")
     assert devs[0] == "xla:0"
     probes = {p.backend: p for p in accel.probes()}
     assert probes["xla"].status == "available"
@@ -177,7 +192,7 @@ def test_matmul_on_every_device_against_numpy():
 def test_non_cpu_tensors_are_not_exported_in_place():
     xla = accel.xla.devices()
     if not xla:
-        pytest.skip("xla: no device to hold a tensor off the CPU")
+        skip("xla", "no device to hold a tensor off the CPU")
     t = accel.tensor(np.ones(3, np.float32), device=xla[0])
     with pytest.raises(accel.AccelError, match="cpu"):
         np.asarray(t)
@@ -185,7 +200,7 @@ def test_non_cpu_tensors_are_not_exported_in_place():
 
 
 def test_dlpack_from_jax():
-    jnp = pytest.importorskip("jax.numpy")
+    jnp = need("jax.numpy", "jax")
     x = jnp.arange(12, dtype=jnp.float32).reshape(3, 4) * 0.5
     t = accel.from_dlpack(x)
     assert t.shape == (3, 4)
@@ -209,8 +224,8 @@ def test_errors_carry_the_reason():
 
 
 def test_recording_as_a_dataframe_and_a_plot():
-    pd = pytest.importorskip("pandas")
-    matplotlib = pytest.importorskip("matplotlib")
+    pd = need("pandas", "pandas")
+    matplotlib = need("matplotlib", "matplotlib")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
