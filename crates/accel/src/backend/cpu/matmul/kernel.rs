@@ -299,7 +299,7 @@ pub(crate) fn bf16_kernel() -> Option<Kernel<Bf16Pair, f32>> {
         if bf16_dot_usable() {
             return Some(Kernel::blocked(
                 "avx512-bf16",
-                (12, 32),
+                (14, 32),
                 avx512::kernel_bf16,
                 Caches::of_this_machine(),
                 Rule::L2Panel,

@@ -1,6 +1,6 @@
 //! The micro-kernels: one MR x NR tile of C from a packed micro-panel of A and of B. The
 //! portable one in plain Rust; AVX2+FMA (6x16 f32, 6x8 f64); AVX-512 (14x32 f32, 14x16 f64,
-//! and 12x32 bf16 pairs through AVX512_BF16). `Kernel` (kernel.rs) says which may run here.
+//! and 14x32 bf16 pairs through AVX512_BF16). `Kernel` (kernel.rs) says which may run here.
 
 // Micro-kernels take the tile's operands, its C pointer and stride, and its valid extent:
 // eight scalars that belong in registers, not in a struct.
@@ -52,12 +52,98 @@ pub(super) mod avx512 {
 
     use super::Bf16Pair;
 
-    /// Rows of the f32 and f64 tiles: 14 rows x 2 vectors = 28 accumulators, 2 B vectors and
-    /// one broadcast A value in the 32 zmm registers.
+    /// Rows of the tiles: 14 rows x 2 vectors = 28 accumulators, 2 B vectors and two
+    /// broadcast A values in the 32 zmm registers.
     const MR_WIDE: usize = 14;
-    /// Rows of the bf16 tile: with 14, LLVM spilled two accumulators to the stack in the
-    /// inner loop (`vdpbf16ps` leaves it one register short); 12 rows keep all in registers.
-    const MR_BF16: usize = 12;
+
+    /// One step of k in assembly, `$s` steps into an unrolled turn: B's two vectors into
+    /// zmm28 and zmm29, then for each row of the tile its A value broadcast (into zmm30 and
+    /// zmm31 in turn: renaming makes two enough) and two FMAs into the row's accumulators.
+    macro_rules! asm_step {
+        ($s:literal, $bcast:literal, $ptr:literal, $fma:literal, $astep:literal,
+         $esz:literal, [$(($i:literal, $ar:literal, $c0:literal, $c1:literal)),*]) => {
+            concat!(
+                "vmovups zmm28, [{b} + 128*", $s, "]\n",
+                "vmovups zmm29, [{b} + 128*", $s, " + 64]\n",
+                $(
+                    $bcast, " ", $ar, ", ", $ptr, " [{a} + ", $astep, "*", $s, " + ",
+                    $esz, "*", $i, "]\n",
+                    $fma, " ", $c0, ", ", $ar, ", zmm28\n",
+                    $fma, " ", $c1, ", ", $ar, ", zmm29\n",
+                )*
+            )
+        };
+    }
+
+    /// The k loop over packed micro-panels (`ks` steps from `a` and `b`, 128 bytes of B per
+    /// step) into the accumulators `acc`, which live in zmm0..zmm27 throughout: unrolled by
+    /// 4, with prefetches of the A and B streams per turn (B's micro-panel streams from L2:
+    /// 4 x 128 bytes a turn, fetched 2 KiB ahead); then the ks % 4 remaining steps.
+    macro_rules! packed_loop {
+        ($a:ident, $b:ident, $ks:expr, $acc:ident,
+         { bcast: $bcast:literal, ptr: $ptr:literal, fma: $fma:literal, astep: $astep:literal,
+           esz: $esz:literal, }) => {{
+            let turns: usize = $ks / 4;
+            let rest: usize = $ks % 4;
+            // (row, its A register, its two accumulators)
+            packed_loop!(@asm $a, $b, turns, rest, $acc, $bcast, $ptr, $fma, $astep, $esz, [
+                (0, "zmm30", "zmm0", "zmm1"), (1, "zmm31", "zmm2", "zmm3"),
+                (2, "zmm30", "zmm4", "zmm5"), (3, "zmm31", "zmm6", "zmm7"),
+                (4, "zmm30", "zmm8", "zmm9"), (5, "zmm31", "zmm10", "zmm11"),
+                (6, "zmm30", "zmm12", "zmm13"), (7, "zmm31", "zmm14", "zmm15"),
+                (8, "zmm30", "zmm16", "zmm17"), (9, "zmm31", "zmm18", "zmm19"),
+                (10, "zmm30", "zmm20", "zmm21"), (11, "zmm31", "zmm22", "zmm23"),
+                (12, "zmm30", "zmm24", "zmm25"), (13, "zmm31", "zmm26", "zmm27")
+            ]);
+        }};
+        (@asm $a:ident, $b:ident, $turns:ident, $rest:ident, $acc:ident, $bcast:literal,
+         $ptr:literal, $fma:literal, $astep:literal, $esz:literal,
+         [$(($i:tt, $ar:tt, $c0:tt, $c1:tt)),*]) => {
+            // SAFETY: the kernel's contract: `a` holds ks * MR packed values and `b` ks * NR
+            // (128 bytes a step); the loop reads exactly those (prefetches past them never
+            // fault) and writes no memory; every register it changes is an operand.
+            std::arch::asm!(
+                "test {turns}, {turns}",
+                "jz 3f",
+                "2:",
+                "prefetcht0 [{a} + 1024]",
+                "prefetcht0 [{a} + 1152]",
+                "prefetcht0 [{b} + 2048]",
+                "prefetcht0 [{b} + 2112]",
+                "prefetcht0 [{b} + 2176]",
+                "prefetcht0 [{b} + 2240]",
+                "prefetcht0 [{b} + 2304]",
+                "prefetcht0 [{b} + 2368]",
+                "prefetcht0 [{b} + 2432]",
+                "prefetcht0 [{b} + 2496]",
+                asm_step!(0, $bcast, $ptr, $fma, $astep, $esz, [$(($i, $ar, $c0, $c1)),*]),
+                asm_step!(1, $bcast, $ptr, $fma, $astep, $esz, [$(($i, $ar, $c0, $c1)),*]),
+                asm_step!(2, $bcast, $ptr, $fma, $astep, $esz, [$(($i, $ar, $c0, $c1)),*]),
+                asm_step!(3, $bcast, $ptr, $fma, $astep, $esz, [$(($i, $ar, $c0, $c1)),*]),
+                concat!("add {a}, 4*", $astep),
+                "add {b}, 512",
+                "dec {turns}",
+                "jnz 2b",
+                "3:",
+                "test {rest}, {rest}",
+                "jz 5f",
+                "4:",
+                asm_step!(0, $bcast, $ptr, $fma, $astep, $esz, [$(($i, $ar, $c0, $c1)),*]),
+                concat!("add {a}, ", $astep),
+                "add {b}, 128",
+                "dec {rest}",
+                "jnz 4b",
+                "5:",
+                a = inout(reg) $a => _,
+                b = inout(reg) $b => _,
+                turns = inout(reg) $turns => _,
+                rest = inout(reg) $rest => _,
+                $(inout($c0) $acc[$i][0], inout($c1) $acc[$i][1],)*
+                out("zmm28") _, out("zmm29") _, out("zmm30") _, out("zmm31") _,
+                options(nostack, readonly),
+            );
+        };
+    }
 
     /// The body of a 14 x (2 * LANES) AVX-512 micro-kernel, for the function it is expanded
     /// in: over packed micro-panels (`strided = false`: A steps of MR values, B steps of NR), or
@@ -72,7 +158,8 @@ pub(super) mod avx512 {
          load_b($lb:ident) = $load_b:expr,
          bcast_a($la:ident) = $bcast_a:expr,
          fma($acc:ident, $x:ident, $y:ident) = $fma:expr,
-         load_c = $load_c:ident, add_c = $add_c:ident, store_c = $store_c:ident) => {{
+         load_c = $load_c:ident, add_c = $add_c:ident, store_c = $store_c:ident,
+         asm = $asm:tt) => {{
             const NR: usize = 2 * $lanes;
             const MR: usize = $mrows;
             const STRIDED: bool = $strided;
@@ -119,33 +206,27 @@ pub(super) mod avx512 {
                     }
                 }};
             }
-            // Unrolled by 4, with prefetches of the A and B streams per turn;
-            // `wrapping_add`: past the panels' ends for the last turns, and a prefetch
-            // never faults.
-            for _ in 0..$ks / 4 {
-                let (pa, pb) = (a as *const i8, b as *const i8);
-                if !STRIDED {
-                    _mm_prefetch::<_MM_HINT_T0>(pa.wrapping_add(1024));
-                    _mm_prefetch::<_MM_HINT_T0>(pa.wrapping_add(1024 + 128));
-                    // The B micro-panel streams from L2 (KC x NR is larger than L1 with the
-                    // L2 rule): 4 x 128 bytes a turn, fetched 2 KiB ahead (+2-3% on Zen 5,
-                    // interleaved: f32 N=2000 423-428 vs 415-426 GFLOP/s, bf16 735-747 vs
-                    // 711-738).
-                    for l in 0..8 {
-                        _mm_prefetch::<_MM_HINT_T0>(pb.wrapping_add(2048 + l * 64));
-                    }
+            // Packed panels: the k loop in assembly (`packed_loop!`). Written with
+            // intrinsics, LLVM hoisted the next step's B loads above this step's FMAs, ran
+            // out of the 32 registers and spilled accumulators to the stack inside the loop.
+            if !STRIDED {
+                packed_loop!(a, b, $ks, acc, $asm);
+            } else {
+                // Operands where they lie: unrolled by 4, no software prefetch (A's rows and
+                // B's strip are in cache for the small products this path takes).
+                for _ in 0..$ks / 4 {
+                    step!(0);
+                    step!(1);
+                    step!(2);
+                    step!(3);
+                    a = a.add(4 * astep);
+                    b = b.add(4 * bstep);
                 }
-                step!(0);
-                step!(1);
-                step!(2);
-                step!(3);
-                a = a.add(4 * astep);
-                b = b.add(4 * bstep);
-            }
-            for _ in 0..$ks % 4 {
-                step!(0);
-                a = a.add(astep);
-                b = b.add(bstep);
+                for _ in 0..$ks % 4 {
+                    step!(0);
+                    a = a.add(astep);
+                    b = b.add(bstep);
+                }
             }
             if $mr == MR && $nr == NR {
                 for (i, row) in acc.iter().enumerate() {
@@ -185,7 +266,8 @@ pub(super) mod avx512 {
          load_b($lb:ident) = $load_b:expr,
          bcast_a($la:ident) = $bcast_a:expr,
          fma($acc:ident, $x:ident, $y:ident) = $fma:expr,
-         load_c = $load_c:ident, add_c = $add_c:ident, store_c = $store_c:ident) => {
+         load_c = $load_c:ident, add_c = $add_c:ident, store_c = $store_c:ident,
+         asm = $asm:tt) => {
             /// # Safety
             /// The CPU must have the target features named above (`Accum::kernel` and
             /// `bf16_kernel` check with `is_x86_feature_detected!` before handing this out).
@@ -209,7 +291,7 @@ pub(super) mod avx512 {
                     args(ks, a, b, c, ldc, accumulate, mr, nr, rsa, csa, rsb),
                     zero = $zero, load_b($lb) = $load_b, bcast_a($la) = $bcast_a,
                     fma($acc, $x, $y) = $fma,
-                    load_c = $load_c, add_c = $add_c, store_c = $store_c)
+                    load_c = $load_c, add_c = $add_c, store_c = $store_c, asm = $asm)
             }
 
             $(
@@ -236,7 +318,7 @@ pub(super) mod avx512 {
                     args(k, a, b, c, ldc, accumulate, mr, nr, rsa, csa, rsb),
                     zero = $zero, load_b($lb) = $load_b, bcast_a($la) = $bcast_a,
                     fma($acc, $x, $y) = $fma,
-                    load_c = $load_c, add_c = $add_c, store_c = $store_c)
+                    load_c = $load_c, add_c = $add_c, store_c = $store_c, asm = $asm)
             }
             )?
         };
@@ -257,7 +339,14 @@ pub(super) mod avx512 {
         fma(acc, x, y) = _mm512_fmadd_ps(x, y, acc),
         load_c = _mm512_loadu_ps,
         add_c = _mm512_add_ps,
-        store_c = _mm512_storeu_ps
+        store_c = _mm512_storeu_ps,
+        asm = {
+            bcast: "vbroadcastss",
+            ptr: "dword ptr",
+            fma: "vfmadd231ps",
+            astep: "56",
+            esz: "4",
+        }
     );
 
     kernel!(
@@ -275,7 +364,14 @@ pub(super) mod avx512 {
         fma(acc, x, y) = _mm512_fmadd_pd(x, y, acc),
         load_c = _mm512_loadu_pd,
         add_c = _mm512_add_pd,
-        store_c = _mm512_storeu_pd
+        store_c = _mm512_storeu_pd,
+        asm = {
+            bcast: "vbroadcastsd",
+            ptr: "qword ptr",
+            fma: "vfmadd231pd",
+            astep: "112",
+            esz: "8",
+        }
     );
 
     // bf16: each 32-bit lane of a B vector holds the pair (k, k + 1) of one column, and the
@@ -286,7 +382,7 @@ pub(super) mod avx512 {
         f32,
         __m512,
         16,
-        MR_BF16,
+        MR_WIDE,
         "avx512f,avx512bf16",
         zero = _mm512_setzero_ps(),
         load_b(p) =
@@ -295,7 +391,14 @@ pub(super) mod avx512 {
         fma(acc, x, y) = _mm512_dpbf16_ps(acc, x, y),
         load_c = _mm512_loadu_ps,
         add_c = _mm512_add_ps,
-        store_c = _mm512_storeu_ps
+        store_c = _mm512_storeu_ps,
+        asm = {
+            bcast: "vpbroadcastd",
+            ptr: "dword ptr",
+            fma: "vdpbf16ps",
+            astep: "56",
+            esz: "4",
+        }
     );
 }
 

@@ -180,7 +180,7 @@ fn bf16_pair_dot_kernel_matches_the_naive_loop() {
         // Products of two bf16 are exact in f32; only the f32 sums round.
         let k = Kernel::blocked(
             "avx512-bf16",
-            (12, 32),
+            (14, 32),
             avx512::kernel_bf16,
             TINY,
             Rule::L2Panel,
@@ -229,7 +229,7 @@ fn blocking_follows_the_caches() {
     assert_eq!((k.kc, k.mc), (1024, 252));
     let kb = Kernel::<Bf16Pair, f32>::blocked(
         "x",
-        (12, 32),
+        (14, 32),
         |_, _, _, _, _, _, _, _| {},
         zen5,
         Rule::L2Panel,
