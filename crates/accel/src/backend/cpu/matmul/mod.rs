@@ -12,6 +12,7 @@
 // eight scalars that belong in registers, not in a struct.
 #![allow(clippy::too_many_arguments)]
 
+mod helper;
 mod kernel;
 mod micro;
 mod pack;
@@ -181,10 +182,12 @@ const SMALL_MAX_FLOPS: usize = 1 << 27;
 /// in L2 while every row tile of A streams past it.
 const SMALL_MAX_K: usize = 1024;
 
-/// From this many multiply-adds (f32 N=147) the unpacked path splits C's rows over two
-/// threads: below it, waking the second thread costs what it saves (f32 N=128: 135-243
-/// GFLOP/s on two threads, 208 on one; N=160: 310 against 222).
-const SMALL_SPLIT_FLOPS: usize = 3 << 20;
+/// From this many multiply-adds (f32 N=46) the unpacked path splits C's rows over two
+/// threads, the second half on a helper that spin-waits between products (`helper`).
+/// Measured on Zen 5, 30 back-to-back products, best of 4 rounds, one thread against two:
+/// f32 N=32 81 vs 70 GFLOP/s, N=48 77 vs 86, N=64 158 vs 194, N=128 169 vs 305. Through
+/// rayon (whose sleeping worker had to be woken each time) the split only paid from N=147.
+const SMALL_SPLIT_FLOPS: usize = 3 << 15;
 
 /// C = A * B for f32 or f64 (no conversion while packing): small products without packing
 /// where this CPU's kernel allows it (`gemm_small`), the rest as [`gemm`].
@@ -212,11 +215,12 @@ pub(crate) unsafe fn gemm_float<D: Accum + PackFrom<D> + PackInto<D>>(
         {
             let (mr, nr) = (kern.mr, kern.nr);
             if threads > 1 && m * n * k >= SMALL_SPLIT_FLOPS && m >= 2 * mr {
-                // Two halves of C's rows (the first a whole number of tiles), one per thread.
+                // Two halves of C's rows (the first a whole number of tiles): the first here,
+                // the second on the spinning helper.
                 let half = (m / 2).next_multiple_of(mr);
                 let (c0, c1) = c.split_at_mut(half * n);
                 let a1 = a.offset(half, 0);
-                rayon::join(
+                helper::join(
                     // SAFETY (both): as for this function, for rows 0..half and half..m of A
                     // and C; the two halves of C are disjoint slices.
                     || unsafe { gemm_small(small, mr, nr, half, n, k, a, b, c0) },

@@ -366,16 +366,33 @@ fn small_products_without_packing_match_the_naive_loop() {
                 cs: 1,
             },
         );
+        let check = |c: &[f32]| {
+            for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
+                let g = *g as f64;
+                assert!(
+                    (g - w).abs() <= 1e-6 * k as f64 * w.abs().max(1.0),
+                    "split at {idx}: {g}, naive {w}"
+                );
+            }
+        };
         // SAFETY: A is read transposed (k x m storage, strides (1, m)); the views cover the
         // values allocated above; c holds m * n.
         unsafe { gemm_float(m, n, k, ar, br, &mut c, 2) };
-        for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
-            let g = *g as f64;
-            assert!(
-                (g - w).abs() <= 1e-6 * k as f64 * w.abs().max(1.0),
-                "split at {idx}: {g}, naive {w}"
-            );
-        }
+        check(&c);
+        // Four callers at once, repeatedly: one has the spinning helper, the others fall
+        // back to rayon; every product must still be the naive loop's.
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..20 {
+                        let mut c = vec![f32::NAN; m * n];
+                        // SAFETY: as above.
+                        unsafe { gemm_float(m, n, k, ar, br, &mut c, 2) };
+                        check(&c);
+                    }
+                });
+            }
+        });
         return;
     }
     assert!(
