@@ -274,7 +274,20 @@ impl CpuStorage {
             if m * n == 0 {
                 return out;
             }
-            if per_matrix_parallel {
+            if per_matrix_parallel && threads == 2 {
+                // Two halves of the batch: the second on matmul's spinning helper, which
+                // (unlike rayon's sleeping worker) needs no wake-up between calls.
+                let half = bsz.div_ceil(2);
+                let (c0, c1) = out.split_at_mut(half * m * n);
+                matmul::join(
+                    || c0.chunks_mut(m * n).enumerate().for_each(run),
+                    || {
+                        c1.chunks_mut(m * n)
+                            .enumerate()
+                            .for_each(|(i, c)| run((half + i, c)))
+                    },
+                );
+            } else if per_matrix_parallel {
                 out.par_chunks_mut(m * n).enumerate().for_each(run);
             } else {
                 out.chunks_mut(m * n).enumerate().for_each(run);

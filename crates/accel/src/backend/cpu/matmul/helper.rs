@@ -96,7 +96,7 @@ fn serve(h: &Helper) -> ! {
 
 /// Runs `a` here and `b` on the spinning helper, and returns when both are done (`b` on
 /// rayon's pool instead when the helper is taken by another call or could not start).
-pub(super) fn join(a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
+pub(crate) fn join(a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
     join_with(a, b, false)
 }
 

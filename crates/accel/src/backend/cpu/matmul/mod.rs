@@ -22,6 +22,7 @@ mod tests;
 use half::bf16;
 use rayon::prelude::*;
 
+pub(crate) use helper::join;
 pub use kernel::describe;
 pub(crate) use kernel::{bf16_kernel, Accum};
 pub(crate) use pack::{MatRef, PackInto};
@@ -399,8 +400,12 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
                     let per = nc.div_ceil(threads).div_ceil(nr) * nr;
                     (0..m, ((t * per).min(nc), ((t + 1) * per).min(nc)))
                 };
-                for ic in rows.clone().step_by(mcb) {
-                    let mc = mcb.min(rows.end - ic);
+                // Equal blocks (in whole tiles) rather than full ones and a thin rest: a
+                // block of a few rows costs a whole pass over the B panel for little work.
+                let blocks = rows.len().div_ceil(mcb).max(1);
+                let mc_even = rows.len().div_ceil(blocks).next_multiple_of(mr).min(mcb);
+                for ic in rows.clone().step_by(mc_even) {
+                    let mc = mc_even.min(rows.end - ic);
                     // SAFETY: pack_a reads A rows ic..ic + mc (< m, since mc <= rows.end -
                     // ic) and columns pc..pc + kc (<= k), valid by gemm_with's # Safety.
                     // apack has ceil(min(MC, m) / mr) * mr * ks_max >= the packed size.
