@@ -30,19 +30,23 @@ pub(crate) use pack::{MatRef, PackInto};
 use kernel::Kernel;
 use pack::{pack_a, pack_b, PackFrom, Packed};
 
+/// An output buffer's pointer, shared by the threads of one product that write disjoint
+/// parts of it.
 #[derive(Clone, Copy)]
-struct OutPtr<T>(*mut T);
-// SAFETY: an OutPtr is only made in `gemm`, from the `&mut [D]` it is given (D: Accum, which
-// is Send + Sync); that borrow is not used otherwise until every task has joined, and the
-// tasks write disjoint blocks of it (rows `t * per..` or columns `t * per..` per thread, see
-// `work` in `gemm`), so sharing the pointer across rayon threads creates no data race.
+pub(crate) struct OutPtr<T>(pub(crate) *mut T);
+// SAFETY: an OutPtr is made only from a buffer its maker holds mutably for the whole call
+// (`gemm_with`: the `&mut [D]` it is given; `CpuStorage::matmul`'s `rounded`: the output it
+// allocated), which is not used otherwise until every task has joined; the tasks write
+// disjoint parts of it (in `gemm_with` the rows `t * per..` or columns `t * per..` of each
+// thread, see `work`; in `rounded` the blocks `Finish` hands out once each), so sharing the
+// pointer across threads creates no data race.
 unsafe impl<T: Send> Send for OutPtr<T> {}
 // SAFETY: as for Send.
 unsafe impl<T: Send> Sync for OutPtr<T> {}
 
 impl<T> OutPtr<T> {
     /// A method, so closures capture the `Send` wrapper rather than the raw pointer field.
-    fn get(self) -> *mut T {
+    pub(crate) fn get(self) -> *mut T {
         self.0
     }
 }
@@ -155,23 +159,6 @@ impl Drop for Scratch {
 /// f32 N=128 takes 32 us on one thread and 73 us on two, N=256 207 and 189 us).
 const PARALLEL_MIN_FLOPS: usize = 1 << 24;
 
-/// C = A * B for one matrix, with C contiguous row-major (m x n), on up to `threads` threads,
-/// with the best kernel for D on this CPU.
-///
-/// # Safety
-/// As for [`gemm_with`].
-pub(crate) unsafe fn gemm<S: PackInto<D> + 'static, D: Accum + PackFrom<S>>(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: MatRef<S>,
-    b: MatRef<S>,
-    c: &mut [D],
-    threads: usize,
-) {
-    gemm_with(&D::kernel(), m, n, k, a, b, c, threads)
-}
-
 /// Products up to this many multiply-adds (f32 N=512), with k up to SMALL_MAX_K, run
 /// without packing where the kernel has a twin for unpacked operands and B has unit column
 /// stride: at f32 N=64 packing A and B took as long as the micro-kernels themselves, and
@@ -203,6 +190,7 @@ pub(crate) unsafe fn gemm_float<D: Accum + PackFrom<D> + PackInto<D>>(
     b: MatRef<D>,
     c: &mut [D],
     threads: usize,
+    finish: Option<Finish<D>>,
 ) {
     let kern = D::kernel();
     match kern.small {
@@ -230,8 +218,11 @@ pub(crate) unsafe fn gemm_float<D: Accum + PackFrom<D> + PackInto<D>>(
             } else {
                 gemm_small(small, mr, nr, m, n, k, a, b, c)
             }
+            if let Some(f) = finish {
+                f(c.as_ptr(), 0..m, 0..n);
+            }
         }
-        _ => gemm_with(&kern, m, n, k, a, b, c, threads),
+        _ => gemm_with(&kern, m, n, k, a, b, c, threads, finish),
     }
 }
 
@@ -303,19 +294,48 @@ pub(crate) unsafe fn gemm_bf16(
     b: MatRef<bf16>,
     c: &mut [f32],
     threads: usize,
+    finish: Option<Finish<f32>>,
 ) {
     match bf16_kernel() {
-        Some(kern) => gemm_with(&kern, m, n, k, a, b, c, threads),
-        None => gemm_with(&f32::kernel(), m, n, k, a, b, c, threads),
+        Some(kern) => gemm_with(&kern, m, n, k, a, b, c, threads, finish),
+        None => gemm_with(&f32::kernel(), m, n, k, a, b, c, threads, finish),
     }
 }
+
+/// f16 C = A * B accumulated in f32 (converted to f32 while packing), with `finish` as for
+/// [`gemm_with`].
+///
+/// # Safety
+/// As for [`gemm_with`].
+pub(crate) unsafe fn gemm_f16(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<half::f16>,
+    b: MatRef<half::f16>,
+    c: &mut [f32],
+    threads: usize,
+    finish: Option<Finish<f32>>,
+) {
+    gemm_with(&f32::kernel(), m, n, k, a, b, c, threads, finish)
+}
+
+/// Called by `gemm_with` for each block of C that is complete (its last KC slice
+/// done), on the thread that computed it, while the block is still in its caches: `(c,
+/// rows, cols)` with `c` C's first element (row stride n) and the block's rows and columns.
+/// bf16 and f16 products round their f32 results here (a separate pass afterwards read
+/// them back from memory: 5% of a bf16 N=1024 product). Blocks of different calls are
+/// disjoint and cover C once.
+pub(crate) type Finish<'a, D> =
+    &'a (dyn Fn(*const D, std::ops::Range<usize>, std::ops::Range<usize>) + Sync);
 
 /// C = A * B with kernel `kern`.
 ///
 /// The loop nest is BLIS's: for each NC-wide column panel and KC-deep slice, B's panel is
 /// packed once, by all threads together, and stays in the shared L3; then each thread packs
 /// its own MC x KC blocks of A (in its L2) and runs the micro-kernel over them. Threads split
-/// the rows of C, or its columns when C has too few rows to share.
+/// the rows of C, or its columns when C has too few rows to share. With `finish`, each block
+/// of C is handed to it once complete ([`Finish`]).
 ///
 /// # Safety
 /// `kern` must come from `Accum::kernel` or `bf16_kernel` (callable on this CPU).
@@ -323,7 +343,8 @@ pub(crate) unsafe fn gemm_bf16(
 /// for all p < k, j < n: every element address, computed without overflow, inside the live
 /// allocation its pointer came from, for the whole call. `c` must hold at least m * n
 /// elements (this is not checked; the micro-kernels write through a raw pointer). The
-/// memory behind `a` and `b` must not be written during the call.
+/// memory behind `a` and `b` must not be written during the call. `finish` may read the
+/// block it is given through the pointer.
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
     kern: &Kernel<P, D>,
@@ -334,12 +355,16 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
     b: MatRef<S>,
     c: &mut [D],
     threads: usize,
+    finish: Option<Finish<D>>,
 ) {
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
         c.fill(D::default());
+        if let Some(f) = finish {
+            f(c.as_ptr(), 0..m, 0..n);
+        }
         return;
     }
     let (mr, nr) = (kern.mr, kern.nr);
@@ -419,6 +444,10 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
                         pack_a(mc, kc, mr, a.offset(ic, pc), apack);
                         let cblk = cp.get().add(ic * n + jc);
                         macro_kernel(kern, apack, bpack, mc, ks, cols, cblk, n, pc > 0);
+                    }
+                    // This thread's block is complete after the last KC slice.
+                    if let Some(f) = finish.filter(|_| pc + kc == k) {
+                        f(cp.get(), ic..ic + mc, jc + cols.0..jc + cols.1);
                     }
                 }
             };

@@ -85,9 +85,32 @@ fn check<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum + Into<f64>>(
                     rs: brs,
                     cs: bcs,
                 };
+                // `finish` must see every element of C once, already final.
+                let seen = std::sync::Mutex::new(vec![None::<f64>; m * n]);
+                let record =
+                    |cp: *const D, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
+                        let mut seen = seen.lock().unwrap();
+                        for r in rows {
+                            for j in cols.clone() {
+                                assert!(seen[r * n + j].is_none(), "({r}, {j}) finished twice");
+                                // SAFETY: (r, j) is inside C (m x n at cp), per Finish's contract,
+                                // which the assertions here check.
+                                seen[r * n + j] = Some(unsafe { *cp.add(r * n + j) }.into());
+                            }
+                        }
+                    };
                 // SAFETY: the views cover exactly the m x k and k x n values allocated
                 // above; c holds m * n; the kernel was checked usable by the caller.
-                unsafe { gemm_with(kern, m, n, k, ar, br, &mut c, threads) };
+                unsafe { gemm_with(kern, m, n, k, ar, br, &mut c, threads, Some(&record)) };
+                let seen = seen.into_inner().unwrap();
+                for (idx, (g, s)) in c.iter().zip(&seen).enumerate() {
+                    let g: f64 = (*g).into();
+                    assert_eq!(
+                        *s,
+                        Some(g),
+                        "{m}x{n}x{k} threads={threads}: finish at {idx}"
+                    );
+                }
                 for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
                     let g: f64 = (*g).into();
                     assert!(
@@ -334,8 +357,8 @@ fn small_products_without_packing_match_the_naive_loop() {
         let (mut c1, mut c2) = (vec![0f32; m * n], vec![0f32; m * n]);
         // SAFETY: as in check_small.
         unsafe {
-            gemm_float(m, n, k, ar, br, &mut c1, 2);
-            gemm_with(&f32::kernel(), m, n, k, ar, br, &mut c2, 1);
+            gemm_float(m, n, k, ar, br, &mut c1, 2, None);
+            gemm_with(&f32::kernel(), m, n, k, ar, br, &mut c2, 1, None);
         }
         let close = c1
             .iter()
@@ -377,7 +400,7 @@ fn small_products_without_packing_match_the_naive_loop() {
         };
         // SAFETY: A is read transposed (k x m storage, strides (1, m)); the views cover the
         // values allocated above; c holds m * n.
-        unsafe { gemm_float(m, n, k, ar, br, &mut c, 2) };
+        unsafe { gemm_float(m, n, k, ar, br, &mut c, 2, None) };
         check(&c);
         // Four callers at once, repeatedly: one has the spinning helper, the others fall
         // back to rayon; every product must still be the naive loop's.
@@ -387,7 +410,7 @@ fn small_products_without_packing_match_the_naive_loop() {
                     for _ in 0..20 {
                         let mut c = vec![f32::NAN; m * n];
                         // SAFETY: as above.
-                        unsafe { gemm_float(m, n, k, ar, br, &mut c, 2) };
+                        unsafe { gemm_float(m, n, k, ar, br, &mut c, 2, None) };
                         check(&c);
                     }
                 });
