@@ -189,6 +189,31 @@ def test_matmul_on_every_device_against_numpy():
             accel.tensor(a) @ accel.tensor(b, device=other)
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="cpu: no fork() on this platform")
+def test_small_matmul_in_a_forked_child_after_one_in_the_parent():
+    # Small products split over a helper thread; a child made by fork() has no such thread
+    # and must still finish (and get the right answer) rather than wait for it.
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((128, 128)).astype(np.float32)
+    want = a.astype(np.float64) @ a.astype(np.float64)
+    t = accel.tensor(a)
+    assert np.allclose(np.asarray(t @ t), want, rtol=1e-4, atol=1e-3)
+    pid = os.fork()
+    if pid == 0:
+        ok = np.allclose(np.asarray(t @ t), want, rtol=1e-4, atol=1e-3)
+        os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child's matmul did not finish in 30 s")
+
+
 def test_non_cpu_tensors_are_not_exported_in_place():
     xla = accel.xla.devices()
     if not xla:

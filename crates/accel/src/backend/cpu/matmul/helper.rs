@@ -33,6 +33,9 @@ struct Helper {
     /// One caller at a time; others use rayon.
     busy: Mutex<()>,
     thread: std::thread::Thread,
+    /// The process that started the helper: a child made by fork() has no helper thread
+    /// (only the forking thread survives), so there `join` runs both halves itself.
+    pid: u32,
 }
 
 // SAFETY: `job` is written only by the caller holding `busy` while `state` is IDLE (the
@@ -55,6 +58,7 @@ fn helper() -> Option<&'static Helper> {
                     job: UnsafeCell::new(None),
                     busy: Mutex::new(()),
                     thread: std::thread::current(),
+                    pid: std::process::id(),
                 }));
                 if tx.send(h).is_ok() {
                     serve(h);
@@ -106,6 +110,10 @@ fn join_with(a: impl FnOnce() + Send, b: impl FnOnce() + Send, queue: bool) {
     let Some(h) = helper() else {
         return rayon::join(a, b).0;
     };
+    if h.pid != std::process::id() {
+        a();
+        return b();
+    }
     let busy = if queue {
         Ok(h.busy.lock().unwrap_or_else(|e| e.into_inner()))
     } else {
