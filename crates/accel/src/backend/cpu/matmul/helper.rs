@@ -1,8 +1,9 @@
-//! A second thread for small products that spin-waits between them, as OpenBLAS's threads
-//! do: a product of f32 N=256 takes about 100 us on two threads, and waking a sleeping rayon
-//! worker costs a good part of that (measured on Zen 5 with 30 back-to-back products: 162-248
-//! GFLOP/s through `rayon::join`, 294-346 when the worker happened to be awake). The helper
-//! spins for `SPIN` after each job, then parks until the next one.
+//! A second thread for small products (and batches of them) that spin-waits between them,
+//! as OpenBLAS's threads do: a product of f32 N=256 takes about 100 us on two threads, and
+//! waking a sleeping rayon worker costs a good part of that (measured on Zen 5 with 30
+//! back-to-back products: 162-248 GFLOP/s through `rayon::join`, 294-346 when the worker
+//! happened to be awake). The helper spins for `SPIN` after each job, then parks until the
+//! next one.
 
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -114,12 +115,18 @@ fn join_with(a: impl FnOnce() + Send, b: impl FnOnce() + Send, queue: bool) {
         a();
         return b();
     }
+    // A panic in an earlier caller's half poisons `busy` (its guard drops while unwinding,
+    // after the helper finished): the helper itself is fine, so poison is ignored.
     let busy = if queue {
-        Ok(h.busy.lock().unwrap_or_else(|e| e.into_inner()))
+        Some(h.busy.lock().unwrap_or_else(|e| e.into_inner()))
     } else {
-        h.busy.try_lock()
+        match h.busy.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     };
-    let Ok(_busy) = busy else {
+    let Some(_busy) = busy else {
         return rayon::join(a, b).0;
     };
     // The helper calls jobs through `&dyn Fn`: `b` runs once, taken out of a Mutex.
@@ -227,6 +234,17 @@ mod tests {
             },
         );
         assert_eq!(after.into_inner(), 1);
+        // The plain join (which takes the helper only when free, never queues) still uses
+        // it although the panic poisoned its lock: some try runs `b` on the helper thread.
+        let on_helper = (0..1000).any(|_| {
+            let name = std::sync::Mutex::new(None);
+            super::join(
+                || {},
+                || *name.lock().unwrap() = std::thread::current().name().map(String::from),
+            );
+            name.into_inner().unwrap().as_deref() == Some("accel-matmul-helper")
+        });
+        assert!(on_helper, "the helper is no longer used after a panic");
     }
 
     #[test]
