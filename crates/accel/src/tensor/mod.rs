@@ -230,7 +230,7 @@ impl Tensor {
                 ),
             ));
         }
-        let mut host = CpuStorage::full(dtype, shape.elem_count(), 0.0);
+        let mut host = CpuStorage::for_overwrite(dtype, shape.elem_count());
         let dst = host.as_bytes_mut();
         dst.copy_from_slice(bytes);
         if cfg!(target_endian = "big") {

@@ -80,6 +80,13 @@ impl CpuStorage {
         with_vec!(self, v => alloc::recycle(v))
     }
 
+    /// `n` elements whose values are unspecified (zeros, or what a freed buffer held), for a
+    /// caller that overwrites every byte (a download from a device, bytes from NumPy): no
+    /// fill pass before the copy.
+    pub(crate) fn for_overwrite(dtype: DType, n: usize) -> CpuStorage {
+        with_type!(dtype, T => T::to_storage(alloc::output::<T>(n)))
+    }
+
     /// `n` copies of `value` (converted to the dtype).
     pub(crate) fn full(dtype: DType, n: usize, value: f64) -> CpuStorage {
         with_type!(dtype, T => T::to_storage(filled(n, <T as WithDType>::from_f64(value))))
@@ -433,10 +440,6 @@ fn filled<T: alloc::ZeroBits>(n: usize, value: T) -> Vec<T> {
 
 /// Converts a contiguous vector to another dtype (through f64, which is exact for every
 /// source but i64 beyond 2^53). Large vectors convert in parallel.
-/// An f32 result (the half types' matmul accumulates in f32) rounded once to f16 or bf16:
-/// `half`'s slice conversion (SIMD where the CPU has it), in parallel chunks, into a buffer
-/// from the caching allocator; the f32 buffer goes back to it. The same values as
-/// `cast_vec` (f32 -> f64 is exact, so both round the same number once, to nearest even).
 fn cast_vec<S: WithDType>(src: &[S], to: DType) -> CpuStorage {
     with_type!(to, T => {
         // The trait's conversion, not `half`'s inherent `from_f64` (which the concrete type

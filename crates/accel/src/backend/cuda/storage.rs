@@ -379,7 +379,7 @@ impl BackendStorage for CudaStorage {
     }
     /// A host copy of the view `l` (waits for the GPU).
     fn to_cpu(&self, l: &Layout) -> Result<CpuStorage> {
-        let mut host = CpuStorage::full(self.dtype, l.shape.elem_count(), 0.0);
+        let mut host = CpuStorage::for_overwrite(self.dtype, l.shape.elem_count());
         self.to_host(l, host.as_bytes_mut())?;
         Ok(host)
     }

@@ -65,7 +65,7 @@ impl WgpuStorage {
 
     /// The whole buffer on the host (waits).
     fn download(&self) -> Result<CpuStorage> {
-        let mut host = CpuStorage::full(self.dtype, self.len, 0.0);
+        let mut host = CpuStorage::for_overwrite(self.dtype, self.len);
         let bytes = self.len * self.dtype.size_in_bytes();
         if bytes == 0 {
             return Ok(host);

@@ -179,7 +179,7 @@ impl XlaStorage {
 
     /// The whole buffer on the host.
     fn download(&self) -> Result<CpuStorage> {
-        let mut host = CpuStorage::full(self.dtype, self.len, 0.0);
+        let mut host = CpuStorage::for_overwrite(self.dtype, self.len);
         if self.len > 0 {
             self.buf.to_host(host.as_bytes_mut()).map_err(perr(
                 &self.dev,

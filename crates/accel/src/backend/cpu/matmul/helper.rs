@@ -191,6 +191,18 @@ mod tests {
         super::join_with(a, b, true)
     }
 
+    /// The helper still takes a job and runs it (after a panic on either side).
+    fn helper_runs_a_job() {
+        let after = AtomicUsize::new(0);
+        join(
+            || {},
+            || {
+                after.fetch_add(1, Ordering::Relaxed);
+            },
+        );
+        assert_eq!(after.into_inner(), 1, "the helper did not run the next job");
+    }
+
     #[test]
     fn join_runs_each_half_once_and_waits_for_the_helper() {
         for round in 0..200 {
@@ -225,15 +237,7 @@ mod tests {
         }));
         assert!(r.is_err());
         assert_eq!(done.load(Ordering::Relaxed), 1);
-        // The helper is usable afterwards.
-        let after = AtomicUsize::new(0);
-        join(
-            || {},
-            || {
-                after.fetch_add(1, Ordering::Relaxed);
-            },
-        );
-        assert_eq!(after.into_inner(), 1);
+        helper_runs_a_job();
         // The plain join (which takes the helper only when free, never queues) still uses
         // it although the panic poisoned its lock: some try runs `b` on the helper thread.
         let on_helper = (0..1000).any(|_| {
@@ -251,13 +255,6 @@ mod tests {
     fn a_panic_on_the_helper_reaches_the_caller() {
         let r = std::panic::catch_unwind(|| join(|| {}, || panic!("second half")));
         assert!(r.is_err());
-        let after = AtomicUsize::new(0);
-        join(
-            || {},
-            || {
-                after.fetch_add(1, Ordering::Relaxed);
-            },
-        );
-        assert_eq!(after.into_inner(), 1);
+        helper_runs_a_job();
     }
 }

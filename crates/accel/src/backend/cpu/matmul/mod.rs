@@ -181,7 +181,7 @@ const SMALL_MAX_K: usize = 1024;
 const SMALL_SPLIT_FLOPS: usize = 3 << 15;
 
 /// C = A * B for f32 or f64 (no conversion while packing): small products without packing
-/// where this CPU's kernel allows it (`gemm_small`), the rest as [`gemm`].
+/// where this CPU's kernel allows it (`gemm_small`), the rest as [`gemm_with`].
 ///
 /// # Safety
 /// As for [`gemm_with`].

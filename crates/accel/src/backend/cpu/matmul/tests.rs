@@ -25,6 +25,15 @@ fn values(n: usize, seed: u64) -> Vec<f64> {
         .collect()
 }
 
+/// A strided view of `v`: element (i, j) at `i * rs + j * cs`.
+fn view<T>(v: &[T], rs: usize, cs: usize) -> MatRef<T> {
+    MatRef {
+        ptr: v.as_ptr(),
+        rs,
+        cs,
+    }
+}
+
 /// The textbook product of (m x k) by (k x n) given as strided views, in f64.
 fn naive(
     m: usize,
@@ -75,16 +84,8 @@ fn check<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum + Into<f64>>(
             let want = naive(m, n, k, (&af, ars, acs), (&bf, brs, bcs));
             for threads in [1, 2] {
                 let mut c = vec![D::default(); m * n];
-                let ar = MatRef {
-                    ptr: a.as_ptr(),
-                    rs: ars,
-                    cs: acs,
-                };
-                let br = MatRef {
-                    ptr: b.as_ptr(),
-                    rs: brs,
-                    cs: bcs,
-                };
+                let ar = view(&a, ars, acs);
+                let br = view(&b, brs, bcs);
                 // `finish` must see every element of C once, already final.
                 let seen = std::sync::Mutex::new(vec![None::<f64>; m * n]);
                 let record =
@@ -307,16 +308,8 @@ fn check_small<D: Accum + Into<f64>>(
             let (ars, acs) = if ta { (1, m) } else { (k, 1) };
             let want = naive(m, n, k, (&af, ars, acs), (&bf, brs, 1));
             let mut c = vec![D::default(); m * n];
-            let ar = MatRef {
-                ptr: a.as_ptr(),
-                rs: ars,
-                cs: acs,
-            };
-            let br = MatRef {
-                ptr: b.as_ptr(),
-                rs: brs,
-                cs: 1,
-            };
+            let ar = view(&a, ars, acs);
+            let br = view(&b, brs, 1);
             // SAFETY: the views cover the m x k and k x (n + 3) values allocated above, b's
             // column stride is 1, c holds m * n, and the caller checked the CPU has AVX-512.
             unsafe { gemm_small(small, tile.0, tile.1, m, n, k, ar, br, &mut c) };
@@ -342,18 +335,7 @@ fn small_products_without_packing_match_the_naive_loop() {
         let (m, n, k) = (20, 45, 33);
         let a: Vec<f32> = values(m * k, 5).into_iter().map(|x| x as f32).collect();
         let b: Vec<f32> = values(k * n, 6).into_iter().map(|x| x as f32).collect();
-        let (ar, br) = (
-            MatRef {
-                ptr: a.as_ptr(),
-                rs: k,
-                cs: 1,
-            },
-            MatRef {
-                ptr: b.as_ptr(),
-                rs: n,
-                cs: 1,
-            },
-        );
+        let (ar, br) = (view(&a, k, 1), view(&b, n, 1));
         let (mut c1, mut c2) = (vec![0f32; m * n], vec![0f32; m * n]);
         // SAFETY: as in check_small.
         unsafe {
@@ -377,18 +359,7 @@ fn small_products_without_packing_match_the_naive_loop() {
         assert!(m * n * k >= SMALL_SPLIT_FLOPS);
         let want = naive(m, n, k, (&af, 1, m), (&bf, n, 1));
         let mut c = vec![0f32; m * n];
-        let (ar, br) = (
-            MatRef {
-                ptr: a.as_ptr(),
-                rs: 1,
-                cs: m,
-            },
-            MatRef {
-                ptr: b.as_ptr(),
-                rs: n,
-                cs: 1,
-            },
-        );
+        let (ar, br) = (view(&a, 1, m), view(&b, n, 1));
         let check = |c: &[f32]| {
             for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
                 let g = *g as f64;
