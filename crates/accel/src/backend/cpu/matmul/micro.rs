@@ -78,15 +78,18 @@ pub(super) mod avx512 {
     /// The k loop over packed micro-panels (`ks` steps from `a` and `b`, 128 bytes of B per
     /// step) into the accumulators `acc`, which live in zmm0..zmm27 throughout: unrolled by
     /// 4, with prefetches of the A and B streams per turn (B's micro-panel streams from L2:
-    /// 4 x 128 bytes a turn, fetched 2 KiB ahead); then the ks % 4 remaining steps.
+    /// 4 x 128 bytes a turn, fetched 2 KiB ahead) and, every `period` turns, one row of C
+    /// from `cpf` on (128 bytes, rows `ldcb` bytes apart; rows past the tile's belong to the
+    /// next tile down); then the ks % 4 remaining steps.
     macro_rules! packed_loop {
-        ($a:ident, $b:ident, $ks:expr, $acc:ident,
+        ($a:ident, $b:ident, $ks:expr, $acc:ident, $cpf:ident, $ldcb:ident, $period:ident,
          { bcast: $bcast:literal, ptr: $ptr:literal, fma: $fma:literal, astep: $astep:literal,
            esz: $esz:literal, }) => {{
             let turns: usize = $ks / 4;
             let rest: usize = $ks % 4;
             // (row, its A register, its two accumulators)
-            packed_loop!(@asm $a, $b, turns, rest, $acc, $bcast, $ptr, $fma, $astep, $esz, [
+            packed_loop!(@asm $a, $b, turns, rest, $acc, $cpf, $ldcb, $period, $bcast, $ptr,
+                         $fma, $astep, $esz, [
                 (0, "zmm30", "zmm0", "zmm1"), (1, "zmm31", "zmm2", "zmm3"),
                 (2, "zmm30", "zmm4", "zmm5"), (3, "zmm31", "zmm6", "zmm7"),
                 (4, "zmm30", "zmm8", "zmm9"), (5, "zmm31", "zmm10", "zmm11"),
@@ -96,8 +99,9 @@ pub(super) mod avx512 {
                 (12, "zmm30", "zmm24", "zmm25"), (13, "zmm31", "zmm26", "zmm27")
             ]);
         }};
-        (@asm $a:ident, $b:ident, $turns:ident, $rest:ident, $acc:ident, $bcast:literal,
-         $ptr:literal, $fma:literal, $astep:literal, $esz:literal,
+        (@asm $a:ident, $b:ident, $turns:ident, $rest:ident, $acc:ident, $cpf:ident,
+         $ldcb:ident, $period:ident, $bcast:literal, $ptr:literal, $fma:literal,
+         $astep:literal, $esz:literal,
          [$(($i:tt, $ar:tt, $c0:tt, $c1:tt)),*]) => {
             // SAFETY: the kernel's contract: `a` holds ks * MR packed values and `b` ks * NR
             // (128 bytes a step); the loop reads exactly those (prefetches past them never
@@ -106,6 +110,14 @@ pub(super) mod avx512 {
                 "test {turns}, {turns}",
                 "jz 3f",
                 "2:",
+                "dec {cnt}",
+                "jnz 6f",
+                "prefetcht1 [{cpf}]",
+                "prefetcht1 [{cpf} + 64]",
+                "prefetcht1 [{cpf} + 127]",
+                "add {cpf}, {ldcb}",
+                "mov {cnt}, {period}",
+                "6:",
                 "prefetcht0 [{a} + 1024]",
                 "prefetcht0 [{a} + 1152]",
                 "prefetcht0 [{b} + 2048]",
@@ -138,6 +150,10 @@ pub(super) mod avx512 {
                 b = inout(reg) $b => _,
                 turns = inout(reg) $turns => _,
                 rest = inout(reg) $rest => _,
+                cpf = inout(reg) $cpf => _,
+                cnt = inout(reg) $period => _,
+                ldcb = in(reg) $ldcb,
+                period = in(reg) $period,
                 $(inout($c0) $acc[$i][0], inout($c1) $acc[$i][1],)*
                 out("zmm28") _, out("zmm29") _, out("zmm30") _, out("zmm31") _,
                 options(nostack, readonly),
@@ -170,9 +186,22 @@ pub(super) mod avx512 {
                 *r = if STRIDED { i.min($mr - 1) * $rsa } else { i };
             }
             let mut acc: [[$v; 2]; MR] = [[$zero; 2]; MR];
+            // C's tile is read back only after the k loop. With enough turns of it, the loop
+            // prefetches the tile's rows into L2 one at a time, every `period` turns; else
+            // (and for the small path) all of them here. A burst of 28 misses to memory at
+            // the start held the core's miss buffers while the loop's own A and B loads
+            // needed them (5% of a product whose C came from memory).
             // Prefetch addresses use `wrapping_add`: for an edge tile they may point past
             // C's allocation, and a prefetch of any address never faults.
-            for i in 0..MR {
+            let spread = !STRIDED && $ks / 4 >= 2 * MR;
+            let period: usize = if spread {
+                $ks / 4 / (MR + 4)
+            } else {
+                usize::MAX
+            };
+            let ldcb: usize = $ldc * std::mem::size_of::<$t>();
+            let cpf = c as *const i8;
+            for i in (0..MR).filter(|_| !spread) {
                 let p = c.wrapping_add(i * $ldc) as *const i8;
                 _mm_prefetch::<_MM_HINT_T0>(p);
                 _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(NR * std::mem::size_of::<$t>() - 1));
@@ -210,7 +239,7 @@ pub(super) mod avx512 {
             // intrinsics, LLVM hoisted the next step's B loads above this step's FMAs, ran
             // out of the 32 registers and spilled accumulators to the stack inside the loop.
             if !STRIDED {
-                packed_loop!(a, b, $ks, acc, $asm);
+                packed_loop!(a, b, $ks, acc, cpf, ldcb, period, $asm);
             } else {
                 // Operands where they lie: unrolled by 4, no software prefetch (A's rows and
                 // B's strip are in cache for the small products this path takes).

@@ -70,7 +70,18 @@ fn check<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum + Into<f64>>(
     back: impl Fn(S) -> f64,
     tol: f64,
 ) {
-    for &(m, n, k) in &SHAPES {
+    check_shapes(kern, &SHAPES, to, back, tol)
+}
+
+/// As `check`, on the given (m, n, k) shapes.
+fn check_shapes<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum + Into<f64>>(
+    kern: &Kernel<P, D>,
+    shapes: &[(usize, usize, usize)],
+    to: impl Fn(f64) -> S,
+    back: impl Fn(S) -> f64,
+    tol: f64,
+) {
+    for &(m, n, k) in shapes {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
             let a: Vec<S> = values(m * k, 1).into_iter().map(&to).collect();
             let b: Vec<S> = values(k * n, 2).into_iter().map(&to).collect();
@@ -195,6 +206,55 @@ fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
             println!("skipped: avx512: this CPU has no avx512f");
         }
     }
+}
+
+/// Caches that give KC slices deep enough (112 packed steps and more) for the AVX-512
+/// kernels' k loop to prefetch C's rows one at a time as it runs, rather than all at once
+/// before it: KC = 200 packed steps of f32 and f64, 200 pairs of bf16.
+const DEEP: Caches = Caches {
+    l1d: 48 << 10,
+    l2: 200 << 10,
+    l3: 256 << 10,
+};
+
+/// k = 113 (one slice of 28 unrolled turns, the fewest that spread the prefetch), 450 and
+/// 1000 (several slices, full and edge tiles).
+const DEEP_SHAPES: [(usize, usize, usize); 3] = [(15, 33, 113), (31, 70, 450), (20, 40, 1000)];
+
+#[test]
+fn avx512_kernels_over_deep_slices_match_the_naive_loop() {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        let k = Kernel::blocked("avx512", (14, 32), avx512::kernel_f32, DEEP, Rule::L2Panel);
+        assert_eq!(k.kc, 200);
+        check_shapes(&k, &DEEP_SHAPES, |x| x as f32, |x| x as f64, 1e-6);
+        let k = Kernel::blocked("avx512", (14, 16), avx512::kernel_f64, DEEP, Rule::L2Panel);
+        assert_eq!(k.kc, 200);
+        check_shapes(&k, &DEEP_SHAPES, |x| x, |x| x, 1e-15);
+        if std::is_x86_feature_detected!("avx512bf16") {
+            let k = Kernel::blocked(
+                "avx512-bf16",
+                (14, 32),
+                avx512::kernel_bf16,
+                DEEP,
+                Rule::L2Panel,
+            );
+            assert_eq!(k.kc, 400);
+            check_shapes(&k, &DEEP_SHAPES, bf16::from_f64, |x: bf16| x.to_f64(), 1e-6);
+        } else {
+            assert!(
+                !avx512_required(),
+                "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512_bf16"
+            );
+            println!("skipped: avx512: this CPU has no avx512_bf16");
+        }
+        return;
+    }
+    assert!(
+        !avx512_required(),
+        "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512f"
+    );
+    println!("skipped: avx512: this CPU has no avx512f");
 }
 
 #[test]
