@@ -400,24 +400,22 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
             let ks = kc.div_ceil(P::K_PER);
             let bsrc = b.offset(pc, jc);
             let panels = &mut bpack[..ks * nc.div_ceil(nr) * nr];
+            let (dst, len) = (OutPtr(panels.as_mut_ptr()), panels.len());
+            // Each thread packs a range of k steps of every panel (see pack_b).
+            let per = ks.div_ceil(threads);
+            let pack = |t: usize| {
+                let steps = (t * per).min(ks)..((t + 1) * per).min(ks);
+                // SAFETY: pack_b reads b.at(pc + p, jc + j) for p < kc, j < nc: elements of
+                // the k x n operand that gemm's caller promised valid (# Safety of
+                // gemm_with). `dst` holds `len` values (the `panels` slice, borrowed
+                // mutably for this packing only); each thread writes only the places of its
+                // own steps, disjoint from the others'.
+                unsafe { pack_b(kc, nc, nr, bsrc, steps, dst, len) };
+            };
             if threads == 1 {
-                pack_b(kc, nc, nr, bsrc, panels);
+                pack(0);
             } else {
-                // Each thread packs a share of the nr-wide panels.
-                let per = nc.div_ceil(nr).div_ceil(threads);
-                panels
-                    .par_chunks_mut(per * ks * nr)
-                    .enumerate()
-                    .for_each(|(t, dst)| {
-                        let j0 = t * per * nr;
-                        let w = (per * nr).min(nc - j0);
-                        // SAFETY: pack_b reads b.at(pc + p, jc + j0 + j) for p < kc, j < w;
-                        // j0 + w <= nc (w is clamped to nc - j0 above, and j0 < nc because
-                        // par_chunks_mut makes only ceil(panels / per) chunks), so these are
-                        // elements of the k x n operand that gemm's caller promised valid
-                        // (# Safety of gemm_with). `dst` is this task's own disjoint chunk.
-                        unsafe { pack_b(kc, w, nr, bsrc.offset(0, j0), dst) };
-                    });
+                (0..threads).into_par_iter().for_each(pack);
             }
             let bpack = &bpack[..];
             let work = |(t, apack): (usize, &mut &mut [P])| {

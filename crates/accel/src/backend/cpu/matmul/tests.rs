@@ -257,6 +257,47 @@ fn avx512_kernels_over_deep_slices_match_the_naive_loop() {
     println!("skipped: avx512: this CPU has no avx512f");
 }
 
+/// Above PARALLEL_MIN_FLOPS, so that two threads pack each B panel together (each a range
+/// of its k steps) and split C, over many KC slices and MC blocks (TINY caches).
+const PARALLEL_SHAPES: [(usize, usize, usize); 1] = [(260, 300, 231)];
+
+#[test]
+fn two_threads_over_many_slices_match_the_naive_loop() {
+    let (m, n, k) = PARALLEL_SHAPES[0];
+    assert!(m * n * k >= PARALLEL_MIN_FLOPS);
+    let k32 = Kernel::blocked(
+        "portable",
+        (6, 16),
+        generic_kernel::<f32, 6, 16>,
+        TINY,
+        Rule::L1Panel,
+    );
+    check_shapes(&k32, &PARALLEL_SHAPES, |x| x as f32, |x| x as f64, 1e-6);
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        let k = Kernel::blocked("avx512", (14, 32), avx512::kernel_f32, TINY, Rule::L2Panel);
+        check_shapes(&k, &PARALLEL_SHAPES, |x| x as f32, |x| x as f64, 1e-6);
+        let k = Kernel::blocked("avx512", (14, 16), avx512::kernel_f64, TINY, Rule::L2Panel);
+        check_shapes(&k, &PARALLEL_SHAPES, |x| x, |x| x, 1e-15);
+        if std::is_x86_feature_detected!("avx512bf16") {
+            let k = Kernel::blocked(
+                "avx512-bf16",
+                (14, 32),
+                avx512::kernel_bf16,
+                TINY,
+                Rule::L2Panel,
+            );
+            check_shapes(
+                &k,
+                &PARALLEL_SHAPES,
+                bf16::from_f64,
+                |x: bf16| x.to_f64(),
+                1e-6,
+            );
+        }
+    }
+}
+
 #[test]
 fn bf16_pair_dot_kernel_matches_the_naive_loop() {
     #[cfg(target_arch = "x86_64")]
