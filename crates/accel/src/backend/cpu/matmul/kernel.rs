@@ -7,7 +7,8 @@ use super::micro::generic_kernel;
 use super::micro::{avx2, avx512};
 use super::pack::{Bf16Pair, Packed};
 
-/// `(ks, a, b, c, ldc, accumulate, mr, nr)`, with `ks` packed steps of k.
+/// `(ks, a, b, c, ldc, accumulate, mr, nr, next)`, with `ks` packed steps of k and `next`
+/// the lines of the next B micro-panel this tile should bring towards L2 (a hint).
 ///
 /// Calling one is unsafe: `a` must point to ks * MR readable packed values (an MR-tall
 /// micro-panel from `pack_a`), `b` to ks * NR (an NR-wide micro-panel from `pack_b`), and
@@ -15,7 +16,39 @@ use super::pack::{Bf16Pair, Packed};
 /// stride `ldc`, not accessed by anyone else during the call; the SIMD kernels also require
 /// the CPU features they were compiled for (checked by `Kernel::select`).
 pub(super) type MicroKernel<P, D> =
-    unsafe fn(usize, *const P, *const P, *mut D, usize, bool, usize, usize);
+    unsafe fn(usize, *const P, *const P, *mut D, usize, bool, usize, usize, Prefetch);
+
+/// Cache lines to prefetch into L2 while a micro-kernel runs: `lines` lines of 64 bytes
+/// from `ptr` (a hint: a prefetch never faults, whatever the address).
+#[derive(Clone, Copy)]
+pub(super) struct Prefetch {
+    pub ptr: *const i8,
+    pub lines: usize,
+}
+
+impl Prefetch {
+    pub(super) const NONE: Prefetch = Prefetch {
+        ptr: std::ptr::null(),
+        lines: 0,
+    };
+
+    /// Issues the lines `from..` of the hint at once.
+    #[inline(always)]
+    pub(super) fn burst(self, from: usize) {
+        for l in from..self.lines {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: _mm_prefetch only needs SSE (baseline on x86_64) and never faults or
+            // reads memory architecturally; `wrapping_add` makes the address without UB.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
+                    self.ptr.wrapping_add(l * 64),
+                )
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = l;
+        }
+    }
+}
 
 /// `(k, a, rsa, csa, b, rsb, c, ldc, mr, nr)`: an mr x nr tile of C = A B over the whole
 /// of k, reading A and B where they lie, for products too small to repay packing (BLIS's

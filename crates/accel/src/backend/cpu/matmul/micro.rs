@@ -6,6 +6,7 @@
 // eight scalars that belong in registers, not in a struct.
 #![allow(clippy::too_many_arguments)]
 
+use super::kernel::Prefetch;
 #[cfg(target_arch = "x86_64")]
 use super::pack::Bf16Pair;
 
@@ -24,9 +25,11 @@ pub(super) unsafe fn generic_kernel<D, const MR: usize, const NR: usize>(
     accumulate: bool,
     mr: usize,
     nr: usize,
+    next: Prefetch,
 ) where
     D: Copy + Default + std::ops::Add<Output = D> + std::ops::Mul<Output = D>,
 {
+    next.burst(0);
     let mut acc = [[D::default(); NR]; MR];
     for p in 0..ks {
         let ap = a.add(p * MR);
@@ -80,16 +83,18 @@ pub(super) mod avx512 {
     /// 4, with prefetches of the A and B streams per turn (B's micro-panel streams from L2:
     /// 4 x 128 bytes a turn, fetched 2 KiB ahead) and, every `period` turns, one row of C
     /// from `cpf` on (128 bytes, rows `ldcb` bytes apart; rows past the tile's belong to the
-    /// next tile down); then the ks % 4 remaining steps.
+    /// next tile down), and in each of the first `npairs` turns two lines of the next B
+    /// micro-panel from `npf` on, into L2; then the ks % 4 remaining steps.
     macro_rules! packed_loop {
         ($a:ident, $b:ident, $ks:expr, $acc:ident, $cpf:ident, $ldcb:ident, $period:ident,
+         $npf:ident, $npairs:ident,
          { bcast: $bcast:literal, ptr: $ptr:literal, fma: $fma:literal, astep: $astep:literal,
            esz: $esz:literal, }) => {{
             let turns: usize = $ks / 4;
             let rest: usize = $ks % 4;
             // (row, its A register, its two accumulators)
-            packed_loop!(@asm $a, $b, turns, rest, $acc, $cpf, $ldcb, $period, $bcast, $ptr,
-                         $fma, $astep, $esz, [
+            packed_loop!(@asm $a, $b, turns, rest, $acc, $cpf, $ldcb, $period, $npf, $npairs,
+                         $bcast, $ptr, $fma, $astep, $esz, [
                 (0, "zmm30", "zmm0", "zmm1"), (1, "zmm31", "zmm2", "zmm3"),
                 (2, "zmm30", "zmm4", "zmm5"), (3, "zmm31", "zmm6", "zmm7"),
                 (4, "zmm30", "zmm8", "zmm9"), (5, "zmm31", "zmm10", "zmm11"),
@@ -100,7 +105,7 @@ pub(super) mod avx512 {
             ]);
         }};
         (@asm $a:ident, $b:ident, $turns:ident, $rest:ident, $acc:ident, $cpf:ident,
-         $ldcb:ident, $period:ident, $bcast:literal, $ptr:literal, $fma:literal,
+         $ldcb:ident, $period:ident, $npf:ident, $npairs:ident, $bcast:literal, $ptr:literal, $fma:literal,
          $astep:literal, $esz:literal,
          [$(($i:tt, $ar:tt, $c0:tt, $c1:tt)),*]) => {
             // SAFETY: the kernel's contract: `a` holds ks * MR packed values and `b` ks * NR
@@ -118,6 +123,13 @@ pub(super) mod avx512 {
                 "add {cpf}, {ldcb}",
                 "mov {cnt}, {period}",
                 "6:",
+                "test {np}, {np}",
+                "jz 7f",
+                "prefetcht1 [{npf}]",
+                "prefetcht1 [{npf} + 64]",
+                "add {npf}, 128",
+                "dec {np}",
+                "7:",
                 "prefetcht0 [{a} + 1024]",
                 "prefetcht0 [{a} + 1152]",
                 "prefetcht0 [{b} + 2048]",
@@ -154,6 +166,8 @@ pub(super) mod avx512 {
                 cnt = inout(reg) $period => _,
                 ldcb = in(reg) $ldcb,
                 period = in(reg) $period,
+                npf = inout(reg) $npf => _,
+                np = inout(reg) $npairs => _,
                 $(inout($c0) $acc[$i][0], inout($c1) $acc[$i][1],)*
                 out("zmm28") _, out("zmm29") _, out("zmm30") _, out("zmm31") _,
                 options(nostack, readonly),
@@ -169,7 +183,7 @@ pub(super) mod avx512 {
     macro_rules! kernel_body {
         ($t:ty, $v:ty, $lanes:expr, $mrows:expr, strided = $strided:expr,
          args($ks:ident, $a:ident, $b:ident, $c:ident, $ldc:ident, $accumulate:ident, $mr:ident,
-              $nr:ident, $rsa:ident, $csa:ident, $rsb:ident),
+              $nr:ident, $rsa:ident, $csa:ident, $rsb:ident, $next:ident),
          zero = $zero:expr,
          load_b($lb:ident) = $load_b:expr,
          bcast_a($la:ident) = $bcast_a:expr,
@@ -201,6 +215,14 @@ pub(super) mod avx512 {
             };
             let ldcb: usize = $ldc * std::mem::size_of::<$t>();
             let cpf = c as *const i8;
+            // The next B micro-panel: two lines a turn in the loop, the rest here.
+            let npairs: usize = if spread {
+                $next.lines.div_ceil(2).min($ks / 4)
+            } else {
+                0
+            };
+            $next.burst(2 * npairs);
+            let npf = $next.ptr;
             for i in (0..MR).filter(|_| !spread) {
                 let p = c.wrapping_add(i * $ldc) as *const i8;
                 _mm_prefetch::<_MM_HINT_T0>(p);
@@ -239,7 +261,7 @@ pub(super) mod avx512 {
             // intrinsics, LLVM hoisted the next step's B loads above this step's FMAs, ran
             // out of the 32 registers and spilled accumulators to the stack inside the loop.
             if !STRIDED {
-                packed_loop!(a, b, $ks, acc, cpf, ldcb, period, $asm);
+                packed_loop!(a, b, $ks, acc, cpf, ldcb, period, npf, npairs, $asm);
             } else {
                 // Operands where they lie: unrolled by 4, no software prefetch (A's rows and
                 // B's strip are in cache for the small products this path takes).
@@ -314,10 +336,11 @@ pub(super) mod avx512 {
                 accumulate: bool,
                 mr: usize,
                 nr: usize,
+                next: super::Prefetch,
             ) {
                 let (rsa, csa, rsb) = (0usize, 0usize, 0usize);
                 kernel_body!($t, $v, $lanes, $mrows, strided = false,
-                    args(ks, a, b, c, ldc, accumulate, mr, nr, rsa, csa, rsb),
+                    args(ks, a, b, c, ldc, accumulate, mr, nr, rsa, csa, rsb, next),
                     zero = $zero, load_b($lb) = $load_b, bcast_a($la) = $bcast_a,
                     fma($acc, $x, $y) = $fma,
                     load_c = $load_c, add_c = $add_c, store_c = $store_c, asm = $asm)
@@ -343,8 +366,9 @@ pub(super) mod avx512 {
                 nr: usize,
             ) {
                 let accumulate = false;
+                let next = super::Prefetch::NONE;
                 kernel_body!($t, $v, $lanes, $mrows, strided = true,
-                    args(k, a, b, c, ldc, accumulate, mr, nr, rsa, csa, rsb),
+                    args(k, a, b, c, ldc, accumulate, mr, nr, rsa, csa, rsb, next),
                     zero = $zero, load_b($lb) = $load_b, bcast_a($la) = $bcast_a,
                     fma($acc, $x, $y) = $fma,
                     load_c = $load_c, add_c = $add_c, store_c = $store_c, asm = $asm)
@@ -456,9 +480,11 @@ pub(super) mod avx2 {
                 accumulate: bool,
                 mr: usize,
                 nr: usize,
+                next: super::Prefetch,
             ) {
                 const NR: usize = 2 * $lanes;
                 const PF_A: usize = 384;
+                next.burst(0);
                 let (mut c00, mut c01, mut c10, mut c11) = ($zero(), $zero(), $zero(), $zero());
                 let (mut c20, mut c21, mut c30, mut c31) = ($zero(), $zero(), $zero(), $zero());
                 let (mut c40, mut c41, mut c50, mut c51) = ($zero(), $zero(), $zero(), $zero());

@@ -30,7 +30,7 @@ pub use kernel::describe;
 pub(crate) use kernel::{bf16_kernel, Accum};
 pub(crate) use pack::{MatRef, PackInto};
 
-use kernel::Kernel;
+use kernel::{Kernel, Prefetch};
 use pack::{pack_a, pack_b, PackFrom, Packed};
 
 /// An output buffer's pointer, shared by the threads of one product that write disjoint
@@ -84,35 +84,40 @@ unsafe fn macro_kernel<P: Packed, D>(
     for jr in (j0..j1).step_by(nr_) {
         let nr = nr_.min(j1 - jr);
         let bp = bpack.as_ptr().add(jr * ks);
-        // The next B micro-panel sits in L3; pull it into L2 a slice per tile, so that the
-        // next column of tiles does not start by waiting on it. `next` exists only when
+        // The next B micro-panel sits in L3; each tile's kernel pulls a slice of it into L2
+        // while it runs (the AVX-512 kernels two lines a turn of their k loop: a burst
+        // before each tile held the miss buffers the loop's loads needed), so that the next
+        // column of tiles does not start by waiting on it. `next` exists only when
         // jr + nr < j1, so that panel (panel_bytes long) is inside `bpack`, and every
         // l * 64 < panel_lines * 64 <= panel_bytes is inside it.
         let next = (jr + nr_ < j1).then(|| bp.add(ks * nr_) as *const i8);
         for (t, ir) in (0..mc).step_by(mr_).enumerate() {
-            if let Some(nb) = next {
-                for l in t * lines_per_tile..((t + 1) * lines_per_tile).min(panel_lines) {
-                    prefetch_l2(nb.add(l * 64));
+            let pf = match next {
+                Some(nb) => {
+                    let l0 = (t * lines_per_tile).min(panel_lines);
+                    let l1 = ((t + 1) * lines_per_tile).min(panel_lines);
+                    Prefetch {
+                        ptr: nb.add(l0 * 64),
+                        lines: l1 - l0,
+                    }
                 }
-            }
+                None => Prefetch::NONE,
+            };
             let mr = mr_.min(mc - ir);
             let ap = apack.as_ptr().add(ir * ks);
-            (k.run)(ks, ap, bp, c.add(ir * ldc + jr), ldc, accumulate, mr, nr);
+            (k.run)(
+                ks,
+                ap,
+                bp,
+                c.add(ir * ldc + jr),
+                ldc,
+                accumulate,
+                mr,
+                nr,
+                pf,
+            );
         }
     }
-}
-
-#[inline(always)]
-fn prefetch_l2(p: *const i8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: _mm_prefetch only needs SSE (baseline on x86_64) and is a hint that never
-    // faults or reads memory architecturally, whatever the address. Callers (macro_kernel)
-    // must still have computed `p` without UB: see the note there.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(p)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// Buffers for packed panels, kept between calls: a fresh zeroed allocation per call costs as

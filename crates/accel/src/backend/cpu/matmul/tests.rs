@@ -209,8 +209,8 @@ fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
 }
 
 /// Caches that give KC slices deep enough (112 packed steps and more) for the AVX-512
-/// kernels' k loop to prefetch C's rows one at a time as it runs, rather than all at once
-/// before it: KC = 200 packed steps of f32 and f64, 200 pairs of bf16.
+/// kernels' k loop to prefetch C's rows and the next B micro-panel as it runs, rather than
+/// all at once before it: KC = 200 packed steps of f32 and f64, 200 pairs of bf16.
 const DEEP: Caches = Caches {
     l1d: 48 << 10,
     l2: 200 << 10,
@@ -355,7 +355,7 @@ fn blocking_follows_the_caches() {
     let kb = Kernel::<Bf16Pair, f32>::blocked(
         "x",
         (14, 32),
-        |_, _, _, _, _, _, _, _| {},
+        |_, _, _, _, _, _, _, _, _| {},
         zen5,
         Rule::L2Panel,
     );
