@@ -417,10 +417,11 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
                 // own steps, disjoint from the others'.
                 unsafe { pack_b(kc, nc, nr, bsrc, steps, dst, len) };
             };
-            if threads == 1 {
-                pack(0);
-            } else {
-                (0..threads).into_par_iter().for_each(pack);
+            match threads {
+                1 => pack(0),
+                // On the spinning helper (see below).
+                2 => join(|| pack(0), || pack(1)),
+                _ => (0..threads).into_par_iter().for_each(pack),
             }
             let bpack = &bpack[..];
             let work = |(t, apack): (usize, &mut &mut [P])| {
@@ -457,10 +458,14 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
                     }
                 }
             };
-            if threads == 1 {
-                apacks.iter_mut().enumerate().for_each(work);
-            } else {
-                apacks.par_iter_mut().enumerate().for_each(work);
+            match &mut apacks[..] {
+                [a0] => work((0, a0)),
+                // Two threads: the second half on the helper, which spins between jobs.
+                // Through rayon its worker slept between products, and a sleeping vCPU
+                // took up to 1.5 ms to wake (Zen 5 VM): bf16 N=1024 (2.5 ms a product) ran
+                // on one thread in a third of the iterations of a benchmark loop.
+                [a0, a1] => join(|| work((0, a0)), || work((1, a1))),
+                more => more.par_iter_mut().enumerate().for_each(work),
             }
         }
     }
