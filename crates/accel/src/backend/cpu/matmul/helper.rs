@@ -1,5 +1,6 @@
-//! A second thread for small products (and batches of them) that spin-waits between them,
-//! as OpenBLAS's threads do: a product of f32 N=256 takes about 100 us on two threads, and
+//! A second thread for products on two threads (small ones, batches of them, and the
+//! blocked loop's packing and compute phases) that spin-waits between them, as OpenBLAS's
+//! threads do: a product of f32 N=256 takes about 100 us on two threads, and
 //! waking a sleeping rayon worker costs a good part of that (measured on Zen 5 with 30
 //! back-to-back products: 162-248 GFLOP/s through `rayon::join`, 294-346 when the worker
 //! happened to be awake). The helper spins for `SPIN` after each job, then parks until the

@@ -137,9 +137,13 @@ pub(crate) enum Rule {
     /// the AVX2 f32 kernel.
     L1Panel,
     /// For the AVX-512 kernels, measured on Zen 5 (48 KiB L1, 1 MiB L2): a B micro-panel of
-    /// L2 / 8 (1024 packed steps of 128 bytes) streamed from L2, and an A block of MC x KC x 4
-    /// bytes = L2. Deep slices halve the C traffic of BLIS's L1 rule, which measured 15-20%
-    /// slower there (KC = 288: 299-316 GFLOP/s; KC = 1024, MC = 252: 380-400, f32 N=2000-4096).
+    /// L2 / 8 (1024 packed steps of 128 bytes) streamed from L2, and an A block (MC x KC) of
+    /// L2 / 2, beside that panel and the next one, which the kernels prefetch into L2. Deep
+    /// slices halve the C traffic of BLIS's L1 rule, which measured 15-20% slower there (KC
+    /// = 288: 299-316 GFLOP/s; KC = 1024, MC = 252: 380-400, f32 N=2000-4096). An A block of
+    /// all of L2 (MC = 252 for f32) measured 2% slower than half of it (f32 N=2000, two
+    /// threads, median of 5 interleaved rounds: 466.1 against 474.0 GFLOP/s; MC = 84: 475.3;
+    /// f64, MC = 56 against 112: 204.6 against 201.0).
     L2Panel,
 }
 
@@ -162,7 +166,7 @@ impl<P: Packed, D> Kernel<P, D> {
         let ks = (ks / 4 * 4).clamp(16, 1024);
         let mc = match rule {
             Rule::L1Panel => caches.l2 * 27 / 64 / (ks * psize),
-            Rule::L2Panel => caches.l2 / (ks * 4),
+            Rule::L2Panel => caches.l2 / 2 / (ks * psize),
         };
         let mc = (mc / mr * mr).clamp(mr * 4, 1200 / mr * mr);
         let nc = (caches.l3 * 4 / 10 / (ks * psize)) / nr * nr;

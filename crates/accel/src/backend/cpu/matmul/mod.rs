@@ -6,10 +6,12 @@
 //! bf16 pairs; AVX2+FMA: 6 x 16, 6 x 8; or portable) computes each MR x NR tile of C from one
 //! micro-panel of each. Packing reads any strides, so transposed views cost nothing extra, and
 //! converts f16 (and bf16 without AVX512_BF16) to f32 on the way; their f32 results are rounded
-//! block by block as each block of C completes (`Finish`). Threads split C into disjoint
-//! blocks of rows (or columns when C is wide and short) and each runs the whole blocked loop on
-//! its own block. Small f32/f64 products skip packing (`gemm_small`) and split in two over a
-//! spinning helper thread (`helper`).
+//! block by block as each block of C completes (`Finish`). Threads pack each B panel
+//! together (a range of k each), then split C into disjoint blocks of rows (or columns when
+//! C is wide and short). Small f32/f64 products skip packing (`gemm_small`). On two threads
+//! the second half of each phase runs on a spinning helper thread (`helper`), on more on
+//! rayon's pool. The AVX-512 kernels prefetch C's tile and the next B micro-panel a little
+//! at a time while their k loop runs.
 
 // Micro-kernels take the tile's operands, its C pointer and stride, and its valid extent:
 // eight scalars that belong in registers, not in a struct.

@@ -351,7 +351,16 @@ fn blocking_follows_the_caches() {
         Rule::L2Panel,
     );
     // The values measured best on Zen 5 for the AVX-512 kernel.
-    assert_eq!((k.kc, k.mc), (1024, 252));
+    assert_eq!((k.kc, k.mc), (1024, 126));
+    let kd = Kernel::<f64, f64>::blocked(
+        "x",
+        (14, 16),
+        generic_kernel::<f64, 6, 8>,
+        zen5,
+        Rule::L2Panel,
+    );
+    // f64: the same bytes per step of B, twice the bytes per element of A.
+    assert_eq!((kd.kc, kd.mc), (1024, 56));
     let kb = Kernel::<Bf16Pair, f32>::blocked(
         "x",
         (14, 32),
@@ -360,7 +369,7 @@ fn blocking_follows_the_caches() {
         Rule::L2Panel,
     );
     // Pairs: the same bytes per step hold twice the k.
-    assert_eq!((kb.kc, kb.mc), (2048, 252));
+    assert_eq!((kb.kc, kb.mc), (2048, 126));
     // Caches smaller than any tile still give a usable blocking.
     let k = Kernel::<f64, f64>::blocked(
         "x",
