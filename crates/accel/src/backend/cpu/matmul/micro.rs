@@ -105,8 +105,8 @@ pub(super) mod avx512 {
             ]);
         }};
         (@asm $a:ident, $b:ident, $turns:ident, $rest:ident, $acc:ident, $cpf:ident,
-         $ldcb:ident, $period:ident, $npf:ident, $npairs:ident, $bcast:literal, $ptr:literal, $fma:literal,
-         $astep:literal, $esz:literal,
+         $ldcb:ident, $period:ident, $npf:ident, $npairs:ident, $bcast:literal, $ptr:literal,
+         $fma:literal, $astep:literal, $esz:literal,
          [$(($i:tt, $ar:tt, $c0:tt, $c1:tt)),*]) => {
             // SAFETY: the kernel's contract: `a` holds ks * MR packed values and `b` ks * NR
             // (128 bytes a step); the loop reads exactly those (prefetches past them never
