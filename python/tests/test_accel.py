@@ -214,6 +214,39 @@ def test_small_matmul_in_a_forked_child_after_one_in_the_parent():
     pytest.fail("the forked child's matmul did not finish in 30 s")
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="cpu: no fork() on this platform")
+def test_large_ops_in_a_forked_child_after_the_parent_used_its_threads():
+    # A 700x700 product (the blocked path, split over threads) and a cast of 2^20 values
+    # (rayon's pool) in the parent, then the same in a child made by fork(), where neither
+    # the pool's threads nor the matmul helper exist: the child must do them on its own
+    # thread. (It used to wait forever for the pool.)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((700, 700)).astype(np.float32)
+    want = a.astype(np.float64) @ a.astype(np.float64)
+    v = rng.standard_normal(1 << 20).astype(np.float32)
+    t, tv = accel.tensor(a), accel.tensor(v)
+
+    def ok():
+        prod = np.allclose(np.asarray(t @ t), want, rtol=1e-4, atol=1e-3)
+        cast = np.array_equal(np.asarray(tv.to_dtype("f64")), v.astype(np.float64))
+        return prod and cast
+
+    assert ok()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if ok() else 1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child's large ops did not finish in 60 s")
+
+
 def test_non_cpu_tensors_are_not_exported_in_place():
     xla = accel.xla.devices()
     if not xla:

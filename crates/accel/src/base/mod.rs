@@ -14,3 +14,4 @@ pub(crate) mod peak;
 pub mod probe;
 pub(crate) mod shape;
 pub mod system;
+pub(crate) mod threads;

@@ -180,11 +180,16 @@ pub fn measured_cpu_clock_mhz() -> Option<u64> {
     *M.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         {
-            let mut per_thread: Vec<f64> = rayon::broadcast(|_| {
+            let measure = || {
                 // Warm up (the core leaves its idle clock), then take the best of 3.
                 add_chain_mhz(20_000);
                 (0..3).map(|_| add_chain_mhz(100_000)).fold(0.0, f64::max)
-            });
+            };
+            let mut per_thread: Vec<f64> = if super::threads::parallel() {
+                rayon::broadcast(|_| measure())
+            } else {
+                vec![measure()]
+            };
             per_thread.sort_by(f64::total_cmp);
             let mid = per_thread.get(per_thread.len() / 2).copied()?;
             (mid.is_finite() && mid > 100.0).then_some(mid.round() as u64)
@@ -229,7 +234,7 @@ pub fn host_matmul_peak(dtype: DType) -> Option<Peak> {
     let nominal = info.frequency_mhz;
     let measured = measured_cpu_clock_mhz();
     info.frequency_mhz = measured.or(nominal);
-    let mut p = cpu_peak(&info, rayon::current_num_threads(), dtype)?;
+    let mut p = cpu_peak(&info, super::threads::threads(), dtype)?;
     p.formula.push_str(&match (measured, nominal) {
         (Some(m), Some(n)) => format!("; clock measured under load ({m} MHz; the OS says {n} MHz)"),
         (Some(m), None) => format!("; clock measured under load ({m} MHz)"),

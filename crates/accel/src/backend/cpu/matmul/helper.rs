@@ -35,9 +35,6 @@ struct Helper {
     /// One caller at a time; others use rayon.
     busy: Mutex<()>,
     thread: std::thread::Thread,
-    /// The process that started the helper: a child made by fork() has no helper thread
-    /// (only the forking thread survives), so there `join` runs both halves itself.
-    pid: u32,
 }
 
 // SAFETY: `job` is written only by the caller holding `busy` while `state` is IDLE (the
@@ -60,7 +57,6 @@ fn helper() -> Option<&'static Helper> {
                     job: UnsafeCell::new(None),
                     busy: Mutex::new(()),
                     thread: std::thread::current(),
-                    pid: std::process::id(),
                 }));
                 if tx.send(h).is_ok() {
                     serve(h);
@@ -109,13 +105,14 @@ pub(crate) fn join(a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
 /// `join`, where `queue` waits for the helper rather than using rayon when it is taken (for
 /// tests, which must exercise the helper however many run at once).
 fn join_with(a: impl FnOnce() + Send, b: impl FnOnce() + Send, queue: bool) {
-    let Some(h) = helper() else {
-        return rayon::join(a, b).0;
-    };
-    if h.pid != std::process::id() {
+    // In a child made by fork() neither the helper nor rayon's workers exist.
+    if !crate::base::threads::parallel() {
         a();
         return b();
     }
+    let Some(h) = helper() else {
+        return rayon::join(a, b).0;
+    };
     // A panic in an earlier caller's half poisons `busy` (its guard drops while unwinding,
     // after the helper finished): the helper itself is fine, so poison is ignored.
     let busy = if queue {
