@@ -171,7 +171,7 @@ impl BinaryOp {
 pub(crate) fn par_copy(dst: &mut [u8], src: &[u8]) {
     use rayon::prelude::*;
     const PIECE: usize = 2 << 20;
-    if dst.len() <= PIECE || !crate::backend::cpu::parallel() {
+    if dst.len() <= PIECE || !crate::base::threads::parallel() {
         dst.copy_from_slice(src);
     } else {
         dst.par_chunks_mut(PIECE)
