@@ -15,5 +15,3 @@ pub(crate) mod rng;
 mod storage;
 
 pub(crate) use device::Cpu;
-
-pub(crate) use crate::base::threads::{parallel, threads};

@@ -240,7 +240,7 @@ impl CpuStorage {
         // Establishes what the unsafe GEMM below relies on: every element each view reads is
         // inside `self` and `rhs`, and the product is not empty.
         spec.check_in_bounds(self.len(), rhs.len())?;
-        let threads = super::threads();
+        let threads = crate::base::threads::threads();
         /// One matrix product: `gemm_float`, `gemm_bf16` (pair dot products where the CPU
         /// has them) or `gemm_f16`, with an optional `Finish`. Same # Safety as
         /// `matmul::gemm_with`.
@@ -445,7 +445,7 @@ fn cast_vec<S: WithDType>(src: &[S], to: DType) -> CpuStorage {
         // The trait's conversion, not `half`'s inherent `from_f64` (which the concrete type
         // would pick): it rounds f64 to f16/bf16 once.
         let conv = |s: &S| -> T { <T as WithDType>::from_f64(s.to_f64()) };
-        let v: Vec<T> = if src.len() >= CHUNK && super::parallel() {
+        let v: Vec<T> = if src.len() >= CHUNK && crate::base::threads::parallel() {
             src.par_iter().map(conv).collect()
         } else {
             src.iter().map(conv).collect()
@@ -486,7 +486,7 @@ fn gather<T: alloc::ZeroBits + Send + Sync>(v: &[T], l: &Layout) -> Vec<T> {
 /// Runs `body(start, chunk)` over `out` in CHUNK-sized pieces, on the pool when there is more
 /// than one piece (waking threads costs more than a small op itself).
 fn for_chunks<T: Send>(out: &mut [T], body: impl Fn(usize, &mut [T]) + Sync + Send) {
-    if out.len() <= CHUNK || !super::parallel() {
+    if out.len() <= CHUNK || !crate::base::threads::parallel() {
         body(0, out);
     } else {
         out.par_chunks_mut(CHUNK)
@@ -571,7 +571,7 @@ fn binary_map<T: Num>(
             *o = f(a[pa + j * ia], b[pb + j * ib]);
         }
     };
-    if n >= CHUNK && super::parallel() {
+    if n >= CHUNK && crate::base::threads::parallel() {
         res.par_chunks_mut(inner).enumerate().for_each(row);
     } else {
         res.chunks_mut(inner).enumerate().for_each(row);
@@ -598,7 +598,7 @@ fn reduce_sum<T: WithDType>(x: &[T], outer: usize, len: usize, inner: usize) -> 
             let tail: f64 = chunks.remainder().iter().map(|v| v.to_f64()).sum();
             acc.iter().sum::<f64>() + tail
         };
-        if outer == 1 && len >= CHUNK && super::parallel() {
+        if outer == 1 && len >= CHUNK && crate::base::threads::parallel() {
             return vec![x.par_chunks(CHUNK).map(sum_row).sum()];
         }
         return x.chunks(len.max(1)).take(outer).map(sum_row).collect();
@@ -612,7 +612,7 @@ fn reduce_sum<T: WithDType>(x: &[T], outer: usize, len: usize, inner: usize) -> 
             }
         }
     };
-    if super::parallel() {
+    if crate::base::threads::parallel() {
         out.par_chunks_mut(inner).enumerate().for_each(sum_rows);
     } else {
         out.chunks_mut(inner).enumerate().for_each(sum_rows);
@@ -642,7 +642,7 @@ fn reduce_max<T: Num>(x: &[T], outer: usize, len: usize, inner: usize) -> Vec<T>
     if out.is_empty() {
         return out;
     }
-    if outer == 1 && inner == 1 && len >= CHUNK && super::parallel() {
+    if outer == 1 && inner == 1 && len >= CHUNK && crate::base::threads::parallel() {
         out[0] = x
             .par_chunks(CHUNK)
             .map(|c| c.iter().fold(T::LOWEST, |m, &v| m.max(v)))

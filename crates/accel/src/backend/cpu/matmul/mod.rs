@@ -498,7 +498,7 @@ where
             }
         }
     };
-    if m * n * k < PARALLEL_MIN_FLOPS || !super::parallel() {
+    if m * n * k < PARALLEL_MIN_FLOPS || !crate::base::threads::parallel() {
         c.chunks_mut(n).enumerate().take(m).for_each(row);
     } else {
         c.par_chunks_mut(n).enumerate().take(m).for_each(row);
