@@ -2,9 +2,9 @@
 //! caches (`Caches`, `Rule`), the choice by CPU features and `ACCEL_CPU_KERNEL`, and the
 //! description `accel bench matmul --explain` prints.
 
-use super::micro::generic_kernel;
 #[cfg(target_arch = "x86_64")]
 use super::micro::{avx2, avx512};
+use super::micro::{generic_kernel, Prefetch};
 use super::pack::{Bf16Pair, Packed};
 
 /// `(ks, a, b, c, ldc, accumulate, mr, nr, next)`, with `ks` packed steps of k and `next`
@@ -17,38 +17,6 @@ use super::pack::{Bf16Pair, Packed};
 /// the CPU features they were compiled for (checked by `Kernel::select`).
 pub(super) type MicroKernel<P, D> =
     unsafe fn(usize, *const P, *const P, *mut D, usize, bool, usize, usize, Prefetch);
-
-/// Cache lines to prefetch into L2 while a micro-kernel runs: `lines` lines of 64 bytes
-/// from `ptr` (a hint: a prefetch never faults, whatever the address).
-#[derive(Clone, Copy)]
-pub(super) struct Prefetch {
-    pub ptr: *const i8,
-    pub lines: usize,
-}
-
-impl Prefetch {
-    pub(super) const NONE: Prefetch = Prefetch {
-        ptr: std::ptr::null(),
-        lines: 0,
-    };
-
-    /// Issues the lines `from..` of the hint at once.
-    #[inline(always)]
-    pub(super) fn burst(self, from: usize) {
-        for l in from..self.lines {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: _mm_prefetch only needs SSE (baseline on x86_64) and never faults or
-            // reads memory architecturally; `wrapping_add` makes the address without UB.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
-                    self.ptr.wrapping_add(l * 64),
-                )
-            };
-            #[cfg(not(target_arch = "x86_64"))]
-            let _ = l;
-        }
-    }
-}
 
 /// `(k, a, rsa, csa, b, rsb, c, ldc, mr, nr)`: an mr x nr tile of C = A B over the whole
 /// of k, reading A and B where they lie, for products too small to repay packing (BLIS's

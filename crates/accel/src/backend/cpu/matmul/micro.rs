@@ -6,9 +6,40 @@
 // eight scalars that belong in registers, not in a struct.
 #![allow(clippy::too_many_arguments)]
 
-use super::kernel::Prefetch;
 #[cfg(target_arch = "x86_64")]
 use super::pack::Bf16Pair;
+
+/// Cache lines to prefetch into L2 while a micro-kernel runs: `lines` lines of 64 bytes
+/// from `ptr` (a hint: a prefetch never faults, whatever the address).
+#[derive(Clone, Copy)]
+pub(crate) struct Prefetch {
+    pub(super) ptr: *const i8,
+    pub(super) lines: usize,
+}
+
+impl Prefetch {
+    pub(super) const NONE: Prefetch = Prefetch {
+        ptr: std::ptr::null(),
+        lines: 0,
+    };
+
+    /// Issues the lines `from..` of the hint at once.
+    #[inline(always)]
+    pub(super) fn burst(self, from: usize) {
+        for l in from..self.lines {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: _mm_prefetch only needs SSE (baseline on x86_64) and never faults or
+            // reads memory architecturally; `wrapping_add` makes the address without UB.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
+                    self.ptr.wrapping_add(l * 64),
+                )
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = l;
+        }
+    }
+}
 
 /// The portable micro-kernel: the same tile shape in plain Rust, for CPUs without AVX2+FMA.
 ///

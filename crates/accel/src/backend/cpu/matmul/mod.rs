@@ -30,31 +30,11 @@ use rayon::prelude::*;
 pub(crate) use helper::join;
 pub use kernel::describe;
 pub(crate) use kernel::{bf16_kernel, Accum};
-pub(crate) use pack::{MatRef, PackInto};
+pub(crate) use pack::{MatRef, OutPtr, PackInto};
 
-use kernel::{Kernel, Prefetch};
+use kernel::Kernel;
+use micro::Prefetch;
 use pack::{pack_a, pack_b, PackFrom, Packed};
-
-/// An output buffer's pointer, shared by the threads of one product that write disjoint
-/// parts of it.
-#[derive(Clone, Copy)]
-pub(crate) struct OutPtr<T>(pub(crate) *mut T);
-// SAFETY: an OutPtr is made only from a buffer its maker holds mutably for the whole call
-// (`gemm_with`: the `&mut [D]` it is given; `CpuStorage::matmul`'s `rounded`: the output it
-// allocated), which is not used otherwise until every task has joined; the tasks write
-// disjoint parts of it (in `gemm_with` the rows `t * per..` or columns `t * per..` of each
-// thread, see `work`; in `rounded` the blocks `Finish` hands out once each), so sharing the
-// pointer across threads creates no data race.
-unsafe impl<T: Send> Send for OutPtr<T> {}
-// SAFETY: as for Send.
-unsafe impl<T: Send> Sync for OutPtr<T> {}
-
-impl<T> OutPtr<T> {
-    /// A method, so closures capture the `Send` wrapper rather than the raw pointer field.
-    pub(crate) fn get(self) -> *mut T {
-        self.0
-    }
-}
 
 /// Runs the micro-kernel over one packed A block (mc rows) and the columns [j0, j1) of one
 /// packed B panel (ks packed steps), writing C from (ic, jc).

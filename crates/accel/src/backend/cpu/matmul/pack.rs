@@ -41,6 +41,28 @@ impl<T: Copy> MatRef<T> {
     }
 }
 
+/// An output buffer's pointer, shared by the threads of one product that write disjoint
+/// parts of it.
+#[derive(Clone, Copy)]
+pub(crate) struct OutPtr<T>(pub(crate) *mut T);
+// SAFETY: an OutPtr is made only from a buffer its maker holds mutably for the whole call
+// (`gemm_with`: the `&mut [D]` it is given, and the B panel it packs; `CpuStorage::matmul`'s
+// `rounded`: the output it allocated), which is not used otherwise until every task has
+// joined; the tasks write disjoint parts of it (in `gemm_with` the rows `t * per..` or
+// columns `t * per..` of each thread, see `work`, and each packing thread's own k steps, see
+// `pack_b`; in `rounded` the blocks `Finish` hands out once each), so sharing the pointer
+// across threads creates no data race.
+unsafe impl<T: Send> Send for OutPtr<T> {}
+// SAFETY: as for Send.
+unsafe impl<T: Send> Sync for OutPtr<T> {}
+
+impl<T> OutPtr<T> {
+    /// A method, so closures capture the `Send` wrapper rather than the raw pointer field.
+    pub(crate) fn get(self) -> *mut T {
+        self.0
+    }
+}
+
 /// Element types that are packed into an accumulator type `D` (f16 -> f32 and so on).
 pub(crate) trait PackInto<D>: Copy + Send + Sync {
     fn conv(self) -> D;
@@ -141,7 +163,7 @@ pub(super) unsafe fn pack_b<S: Copy, P: PackFrom<S>>(
     nr: usize,
     b: MatRef<S>,
     steps: std::ops::Range<usize>,
-    dst: super::OutPtr<P>,
+    dst: OutPtr<P>,
     len: usize,
 ) {
     let ks = kc.div_ceil(P::K_PER);
