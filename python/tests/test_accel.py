@@ -189,6 +189,24 @@ def test_matmul_on_every_device_against_numpy():
             accel.tensor(a) @ accel.tensor(b, device=other)
 
 
+def in_forked_child(check, seconds):
+    """Runs `check` in a child made by fork(); fails unless it returns true within `seconds`
+    (a child that hangs is killed)."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if check() else 1)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0, "the check failed in the child"
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail(f"the forked child did not finish in {seconds} s")
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="cpu: no fork() on this platform")
 def test_small_matmul_in_a_forked_child_after_one_in_the_parent():
     # Small products split over a helper thread; a child made by fork() has no such thread
@@ -198,20 +216,7 @@ def test_small_matmul_in_a_forked_child_after_one_in_the_parent():
     want = a.astype(np.float64) @ a.astype(np.float64)
     t = accel.tensor(a)
     assert np.allclose(np.asarray(t @ t), want, rtol=1e-4, atol=1e-3)
-    pid = os.fork()
-    if pid == 0:
-        ok = np.allclose(np.asarray(t @ t), want, rtol=1e-4, atol=1e-3)
-        os._exit(0 if ok else 1)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            assert os.waitstatus_to_exitcode(status) == 0
-            return
-        time.sleep(0.05)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    pytest.fail("the forked child's matmul did not finish in 30 s")
+    in_forked_child(lambda: np.allclose(np.asarray(t @ t), want, rtol=1e-4, atol=1e-3), 30)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="cpu: no fork() on this platform")
@@ -232,19 +237,7 @@ def test_large_ops_in_a_forked_child_after_the_parent_used_its_threads():
         return prod and cast
 
     assert ok()
-    pid = os.fork()
-    if pid == 0:
-        os._exit(0 if ok() else 1)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            assert os.waitstatus_to_exitcode(status) == 0
-            return
-        time.sleep(0.05)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    pytest.fail("the forked child's large ops did not finish in 60 s")
+    in_forked_child(ok, 60)
 
 
 def test_non_cpu_tensors_are_not_exported_in_place():
