@@ -4,7 +4,9 @@
 //! waking a sleeping rayon worker costs a good part of that (measured on Zen 5 with 30
 //! back-to-back products: 162-248 GFLOP/s through `rayon::join`, 294-346 when the worker
 //! happened to be awake). The helper spins for `SPIN` after each job, then parks until the
-//! next one.
+//! next one. A caller that finishes its half before the helper has taken the other takes
+//! it back and runs it itself, and if the helper turns out to share its core, moves the
+//! helper to another one (`Placement`).
 
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -15,6 +17,10 @@ use std::time::{Duration, Instant};
 /// How long the helper spins for the next job before it parks.
 const SPIN: Duration = Duration::from_micros(500);
 
+/// How long a caller that has finished its half waits for the helper to take the other
+/// before it takes it back and runs it itself.
+const GRACE: Duration = Duration::from_micros(10);
+
 /// How long a caller spins for the helper to finish before it yields its core (the helper
 /// may be waiting for it: a woken thread is often queued on the waker's core).
 const WAIT_SPIN: Duration = Duration::from_micros(50);
@@ -23,9 +29,12 @@ const IDLE: u8 = 0;
 const POSTED: u8 = 1;
 const DONE: u8 = 2;
 const FAILED: u8 = 3;
+/// The helper has taken the posted job (from POSTED, by compare-exchange: a caller that
+/// finishes its own half first takes the job back the same way, POSTED -> IDLE).
+const RUNNING: u8 = 4;
 
 /// A job: a borrowed closure on the caller's stack, valid until the caller has seen DONE or
-/// FAILED (`join` waits for that, also when its own half panics).
+/// FAILED, or taken it back (`join` does one of these, also when its own half panics).
 type Job = *const (dyn Fn() + Sync);
 
 struct Helper {
@@ -35,11 +44,16 @@ struct Helper {
     /// One caller at a time; others use rayon.
     busy: Mutex<()>,
     thread: std::thread::Thread,
+    /// Where the helper last looked for work, and what it is allowed to run on: see
+    /// `Placement`.
+    place: Placement,
 }
 
 // SAFETY: `job` is written only by the caller holding `busy` while `state` is IDLE (the
-// helper does not read it then) and read only by the helper after it sees POSTED (Acquire,
-// paired with the caller's SeqCst store after the write); the closure it points to is Sync.
+// helper does not read it then) and read only by the helper after it moved the state from
+// POSTED to RUNNING (Acquire, paired with the caller's SeqCst store of POSTED after the
+// write; from RUNNING the caller no longer touches `job` until DONE or FAILED); the closure
+// it points to is Sync.
 unsafe impl Sync for Helper {}
 // SAFETY: as for Sync; the pointer is only dereferenced under that protocol.
 unsafe impl Send for Helper {}
@@ -57,6 +71,7 @@ fn helper() -> Option<&'static Helper> {
                     job: UnsafeCell::new(None),
                     busy: Mutex::new(()),
                     thread: std::thread::current(),
+                    place: Placement::of_this_thread(),
                 }));
                 if tx.send(h).is_ok() {
                     serve(h);
@@ -67,13 +82,82 @@ fn helper() -> Option<&'static Helper> {
     })
 }
 
+/// The helper's Linux thread id and allowed CPUs, so that a caller that had to take a job
+/// back (from a helper that was asleep, and is often woken onto its waker's core, or one
+/// that shares the caller's core and cannot run while the caller spins) can move the helper
+/// off the caller's core: this workplace's VMs pack runnable
+/// threads onto fewer vCPUs (`sched_vcpu_pack`), and the two threads of one product packed
+/// onto one core ran it at single-thread speed (with the job taken back) or far below it
+/// (waiting for the helper, before jobs could be taken back).
+struct Placement {
+    /// The CPU the helper was last moved off (-1: none yet).
+    excluded: std::sync::atomic::AtomicI32,
+    #[cfg(target_os = "linux")]
+    tid: libc::pid_t,
+    #[cfg(target_os = "linux")]
+    allowed: Option<libc::cpu_set_t>,
+}
+
+impl Placement {
+    fn of_this_thread() -> Placement {
+        Placement {
+            excluded: std::sync::atomic::AtomicI32::new(-1),
+            #[cfg(target_os = "linux")]
+            // SAFETY: gettid has no preconditions.
+            tid: unsafe { libc::gettid() },
+            #[cfg(target_os = "linux")]
+            allowed: {
+                // SAFETY: cpu_set_t is plain bits (all-zero is the empty set); the call
+                // writes at most size_of::<cpu_set_t>() bytes into it.
+                let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+                let ok = unsafe {
+                    libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set)
+                };
+                (ok == 0).then_some(set)
+            },
+        }
+    }
+
+    /// Called by a caller that took a job back from the helper: restricts the helper
+    /// to its allowed CPUs but the caller's (the kernel moves it at once if it was there).
+    /// Nothing if it was already moved off this CPU, if no other CPU is allowed, or off
+    /// Linux.
+    fn move_off_my_cpu(&self) {
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: sched_getcpu has no preconditions (a vDSO call).
+            let me = unsafe { libc::sched_getcpu() };
+            if me < 0 || self.excluded.load(Relaxed) == me {
+                return;
+            }
+            let Some(mut set) = self.allowed else {
+                return;
+            };
+            // SAFETY: `set` is an initialised cpu_set_t and `me` a CPU number from getcpu
+            // (below CPU_SETSIZE); the macros touch only its bits and sched_setaffinity reads
+            // size_of::<cpu_set_t>() bytes of it.
+            unsafe {
+                libc::CPU_CLR(me as usize, &mut set);
+                if libc::CPU_COUNT(&set) > 0 {
+                    libc::sched_setaffinity(self.tid, std::mem::size_of::<libc::cpu_set_t>(), &set);
+                    self.excluded.store(me, Relaxed);
+                }
+            }
+        }
+    }
+}
+
 /// The helper's loop: run posted jobs; spin `SPIN` after each, then park.
 fn serve(h: &Helper) -> ! {
     loop {
         let start = Instant::now();
         let mut spins = 0u32;
         loop {
-            if h.state.load(Acquire) == POSTED {
+            if h.state.load(Acquire) == POSTED
+                && h.state
+                    .compare_exchange(POSTED, RUNNING, Acquire, Relaxed)
+                    .is_ok()
+            {
                 break;
             }
             std::hint::spin_loop();
@@ -86,8 +170,9 @@ fn serve(h: &Helper) -> ! {
                 h.sleeping.store(false, SeqCst);
             }
         }
-        // SAFETY: POSTED was stored (after the job) by a caller that now waits for DONE or
-        // FAILED before its closure goes out of scope (`join`).
+        // SAFETY: we moved the state from POSTED (stored after the job) to RUNNING, so the
+        // caller can no longer take the job back and waits for DONE or FAILED before its
+        // closure goes out of scope (`join`).
         let job = unsafe { (*h.job.get()).take() };
         // SAFETY (the call): `j` points to the caller's closure, alive until we store DONE
         // or FAILED below; it is Sync, so calling it through a shared reference here is sound.
@@ -96,8 +181,9 @@ fn serve(h: &Helper) -> ! {
     }
 }
 
-/// Runs `a` here and `b` on the spinning helper, and returns when both are done (`b` on
-/// rayon's pool instead when the helper is taken by another call or could not start).
+/// Runs `a` here and `b` on the spinning helper, and returns when both are done (`b` here
+/// after `a` when the helper has not started it by then; on rayon's pool when the helper
+/// is taken by another call or could not start). If `a` panics, `b` runs at most once.
 pub(crate) fn join(a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
     join_with(a, b, false)
 }
@@ -145,23 +231,56 @@ fn join_with(a: impl FnOnce() + Send, b: impl FnOnce() + Send, queue: bool) {
     if h.sleeping.load(SeqCst) {
         h.thread.unpark();
     }
-    /// Waits for the helper on drop, so that `b` outlives its run even if `a` panics.
-    struct Wait<'h>(&'h Helper);
-    impl Drop for Wait<'_> {
-        fn drop(&mut self) {
+    /// Settles the posted job once `a` is done (or on drop, if `a` panics), so that `b`
+    /// outlives any run of it on the helper.
+    struct Wait<'h> {
+        h: &'h Helper,
+        settled: bool,
+    }
+    impl Wait<'_> {
+        /// Takes the job back if the helper has not started it (true: the caller runs `b`
+        /// itself), else waits for the helper to finish it (false).
+        fn settle(&mut self) -> bool {
+            self.settled = true;
+            let h = self.h;
+            // A spinning helper on another core takes a job within a microsecond or two;
+            // give it GRACE before taking the job back.
+            let start = Instant::now();
+            let mut spins = 0u32;
+            while !h.sleeping.load(Relaxed) && h.state.load(Relaxed) == POSTED {
+                std::hint::spin_loop();
+                spins = spins.wrapping_add(1);
+                if spins.is_multiple_of(64) && start.elapsed() > GRACE {
+                    break;
+                }
+            }
+            // Not started: the helper is asleep or late, or it shares this core with us
+            // (this workplace's VMs pack threads onto fewer vCPUs: traced on Zen 5, the
+            // woken helper was queued on its waker's core for whole runs, where waiting for
+            // it cost f32 N=256 products 660-940 us instead of 80).
+            if h.state
+                .compare_exchange(POSTED, IDLE, Acquire, Relaxed)
+                .is_ok()
+            {
+                // SAFETY: the state is IDLE and we hold `busy`: the helper does not read
+                // `job` (it takes a job only by moving the state from POSTED to RUNNING).
+                unsafe { *h.job.get() = None };
+                h.place.move_off_my_cpu();
+                return true;
+            }
             // Spin briefly, then yield: if the helper shares this core with us (more
             // runnable threads than cores), spinning would only delay it.
             let start = Instant::now();
             let mut spins = 0u32;
             loop {
-                match self.0.state.load(Acquire) {
+                match h.state.load(Acquire) {
                     DONE => break,
                     FAILED => {
-                        self.0.state.store(IDLE, Release);
+                        h.state.store(IDLE, Release);
                         if !std::thread::panicking() {
                             panic!("a matmul task panicked on the helper thread");
                         }
-                        return;
+                        return false;
                     }
                     _ => {
                         std::hint::spin_loop();
@@ -172,12 +291,22 @@ fn join_with(a: impl FnOnce() + Send, b: impl FnOnce() + Send, queue: bool) {
                     }
                 }
             }
-            self.0.state.store(IDLE, Release);
+            h.state.store(IDLE, Release);
+            false
         }
     }
-    let wait = Wait(h);
+    impl Drop for Wait<'_> {
+        fn drop(&mut self) {
+            if !self.settled {
+                self.settle();
+            }
+        }
+    }
+    let mut wait = Wait { h, settled: false };
     a();
-    drop(wait);
+    if wait.settle() {
+        b();
+    }
 }
 
 #[cfg(test)]
@@ -234,14 +363,24 @@ mod tests {
             )
         }));
         assert!(r.is_err());
-        assert_eq!(done.load(Ordering::Relaxed), 1);
+        // `b` ran on the helper (and join waited for it) or was taken back and never ran:
+        // nothing of it may run after join has returned.
+        let seen = done.load(Ordering::Relaxed);
+        assert!(seen <= 1);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        assert_eq!(
+            done.load(Ordering::Relaxed),
+            seen,
+            "b ran after join returned"
+        );
         helper_runs_a_job();
         // The plain join (which takes the helper only when free, never queues) still uses
         // it although the panic poisoned its lock: some try runs `b` on the helper thread.
         let on_helper = (0..1000).any(|_| {
             let name = std::sync::Mutex::new(None);
             super::join(
-                || {},
+                // Long enough for the helper to take `b` before this half ends.
+                || std::thread::sleep(std::time::Duration::from_millis(1)),
                 || *name.lock().unwrap() = std::thread::current().name().map(String::from),
             );
             name.into_inner().unwrap().as_deref() == Some("accel-matmul-helper")
@@ -249,10 +388,76 @@ mod tests {
         assert!(on_helper, "the helper is no longer used after a panic");
     }
 
+    /// A caller that finds the helper on its own core, too late to take a job, moves it off
+    /// that core. Forced here: this thread and the helper pinned to one CPU.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_helper_sharing_the_callers_core_is_moved_off_it() {
+        use std::mem::{size_of, zeroed};
+        use std::sync::atomic::Ordering::Relaxed;
+        let h = super::helper().expect("the helper starts");
+        // SAFETY (all libc calls below): cpu_set_t is plain bits; the calls read or write
+        // at most size_of::<cpu_set_t>() bytes of the sets given.
+        let affinity = |tid: libc::pid_t| unsafe {
+            let mut set: libc::cpu_set_t = zeroed();
+            assert_eq!(
+                libc::sched_getaffinity(tid, size_of::<libc::cpu_set_t>(), &mut set),
+                0
+            );
+            set
+        };
+        let set_affinity = |tid: libc::pid_t, set: &libc::cpu_set_t| unsafe {
+            assert_eq!(
+                libc::sched_setaffinity(tid, size_of::<libc::cpu_set_t>(), set),
+                0
+            );
+        };
+        let allowed = h.place.allowed.expect("the helper read its allowed CPUs");
+        if unsafe { libc::CPU_COUNT(&allowed) } < 2 {
+            println!("skipped: cpu: one CPU allowed, nowhere to move the helper");
+            return;
+        }
+        let c0 = (0..libc::CPU_SETSIZE as usize)
+            .find(|&c| unsafe { libc::CPU_ISSET(c, &allowed) })
+            .unwrap();
+        let mut only_c0: libc::cpu_set_t = unsafe { zeroed() };
+        unsafe { libc::CPU_SET(c0, &mut only_c0) };
+        let mine = affinity(0);
+        set_affinity(0, &only_c0);
+        set_affinity(h.place.tid, &only_c0);
+        // Jobs whose first half ends at once: the helper, behind us on CPU c0, cannot take
+        // the second in time, so the caller takes it back and moves the helper.
+        let start = std::time::Instant::now();
+        let moved = loop {
+            join(|| {}, || {});
+            if !unsafe { libc::CPU_ISSET(c0, &affinity(h.place.tid)) } {
+                break true;
+            }
+            if start.elapsed() > std::time::Duration::from_secs(5) {
+                break false;
+            }
+        };
+        set_affinity(h.place.tid, &allowed);
+        h.place.excluded.store(-1, Relaxed);
+        set_affinity(0, &mine);
+        assert!(moved, "the helper stayed on the caller's CPU {c0}");
+        helper_runs_a_job();
+    }
+
     #[test]
     fn a_panic_on_the_helper_reaches_the_caller() {
-        let r = std::panic::catch_unwind(|| join(|| {}, || panic!("second half")));
-        assert!(r.is_err());
+        // The first half waits until the helper has taken the second (else the caller
+        // takes it back and the panic happens here, not on the helper).
+        let r = std::panic::catch_unwind(|| {
+            join(
+                || std::thread::sleep(std::time::Duration::from_millis(20)),
+                || panic!("second half"),
+            )
+        });
+        let err = r.expect_err("the panic did not reach the caller");
+        let msg = err.downcast_ref::<&str>().copied();
+        let msg = msg.or_else(|| err.downcast_ref::<String>().map(String::as_str));
+        assert_eq!(msg, Some("a matmul task panicked on the helper thread"));
         helper_runs_a_job();
     }
 }
