@@ -262,8 +262,9 @@ impl Tensor {
     ) -> PyResult<Tensor> {
         let dt = DType::from_str(dtype).map_err(err)?;
         let d = self::device(device)?;
-        let data = data.to_vec();
-        py.detach(|| accel::Tensor::from_le_bytes(&data, dt, shape, &d))
+        // `data` borrows the caller's `bytes` object, which is immutable and alive for the
+        // whole call, so it is read in place with the GIL released (it was copied first).
+        py.detach(|| accel::Tensor::from_le_bytes(data, dt, shape, &d))
             .map(Tensor)
             .map_err(err)
     }
