@@ -115,7 +115,13 @@ pub(crate) fn runtime() -> &'static Runtime {
                 }
             }
             crate::base::helper::step(format!("{}{}", LOAD_STEP, path.display()));
-            let (tx, rx) = std::sync::mpsc::channel();
+            // The answer comes back through a Mutex and a Condvar, not a channel: a
+            // channel's first blocking receive in a thread registers a thread-local
+            // destructor, which takes the dynamic loader's lock, and a plugin whose
+            // constructor hangs holds that lock inside dlopen: the receive then never timed
+            // out (traced with gdb: 1 in 10 runs of the probe_helper tests under load).
+            let slot = Arc::new((Mutex::new(None), std::sync::Condvar::new()));
+            let answer = slot.clone();
             let p = path.clone();
             let _ = std::thread::Builder::new()
                 .name("accel-pjrt-load".into())
@@ -126,9 +132,16 @@ pub(crate) fn runtime() -> &'static Runtime {
                     let options: &[(&str, bool)] =
                         if gpu { &[("preallocate", false)] } else { &[] };
                     let r = pjrt::Api::load(&p).and_then(|api| start_client(api, options));
-                    let _ = tx.send(r);
+                    let (m, cv) = &*answer;
+                    *m.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                    cv.notify_one();
                 });
-            match rx.recv_timeout(limit) {
+            let (m, cv) = &*slot;
+            let waiting = m.lock().unwrap_or_else(|e| e.into_inner());
+            let (mut got, _) = cv
+                .wait_timeout_while(waiting, limit, |r| r.is_none())
+                .unwrap_or_else(|e| e.into_inner());
+            match got.take().ok_or(()) {
                 Ok(Ok((c, note))) => {
                     plugin.notes.extend(note);
                     plugin.platform = Some(c.platform.clone());
