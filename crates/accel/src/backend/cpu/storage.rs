@@ -236,7 +236,6 @@ impl CpuStorage {
     /// (batch stride, row stride, column stride, offset) in elements; a batch stride of 0
     /// reuses one matrix for every batch.
     pub(crate) fn matmul(&self, rhs: &CpuStorage, spec: &MatmulSpec) -> Result<CpuStorage> {
-        let MatmulSpec { bsz, m, n, k, a, b } = *spec;
         // Establishes what the unsafe GEMM below relies on: every element each view reads is
         // inside `self` and `rhs`, and the product is not empty.
         spec.check_in_bounds(self.len(), rhs.len())?;
@@ -256,18 +255,15 @@ impl CpuStorage {
         );
         /// `matmul::Finish` with the batch: (batch, C of that batch, rows, columns).
         type BatchFinish<'a, D> = &'a (dyn Fn(usize, *const D, Range<usize>, Range<usize>) + Sync);
-        #[allow(clippy::too_many_arguments)]
         fn float<S: Copy + Send + Sync, D: matmul::Accum>(
             gemm: Gemm<S, D>,
             x: &[S],
             y: &[S],
-            dims: (usize, usize, usize, usize),
-            a: (usize, usize, usize, usize),
-            b: (usize, usize, usize, usize),
+            spec: &MatmulSpec,
             threads: usize,
             finish: Option<BatchFinish<D>>,
         ) -> Vec<D> {
-            let (bsz, m, n, k) = dims;
+            let MatmulSpec { bsz, m, n, k, a, b } = *spec;
             let mut out = alloc::output::<D>(bsz * m * n);
             // Many small matrices: one thread per matrix beats splitting each.
             let per_matrix_parallel =
@@ -325,18 +321,15 @@ impl CpuStorage {
         }
         /// A bf16 or f16 product: accumulated in f32 (`float`), each block of the result
         /// rounded by `conv` into the output as soon as it is complete.
-        #[allow(clippy::too_many_arguments)]
         fn rounded<S: Copy + Send + Sync, H: alloc::ZeroBits + Send + Sync>(
             gemm: Gemm<S, f32>,
             x: &[S],
             y: &[S],
-            dims: (usize, usize, usize, usize),
-            a: (usize, usize, usize, usize),
-            b: (usize, usize, usize, usize),
+            spec: &MatmulSpec,
             threads: usize,
             conv: fn(&mut [H], &[f32]),
         ) -> Vec<H> {
-            let (bsz, m, n, _) = dims;
+            let MatmulSpec { bsz, m, n, .. } = *spec;
             let mut out = alloc::output::<H>(bsz * m * n);
             let dst = matmul::OutPtr(out.as_mut_ptr());
             let fin = |i: usize, c: *const f32, rows: Range<usize>, cols: Range<usize>| {
@@ -353,18 +346,12 @@ impl CpuStorage {
                     }
                 }
             };
-            let acc = float(gemm, x, y, dims, a, b, threads, Some(&fin));
+            let acc = float(gemm, x, y, spec, threads, Some(&fin));
             alloc::recycle(acc);
             out
         }
-        fn int<T: Num>(
-            x: &[T],
-            y: &[T],
-            dims: (usize, usize, usize, usize),
-            a: (usize, usize, usize, usize),
-            b: (usize, usize, usize, usize),
-        ) -> Vec<T> {
-            let (bsz, m, n, k) = dims;
+        fn int<T: Num>(x: &[T], y: &[T], spec: &MatmulSpec) -> Vec<T> {
+            let MatmulSpec { bsz, m, n, k, a, b } = *spec;
             let mut out = alloc::output::<T>(bsz * m * n);
             if m * n == 0 {
                 return out;
@@ -388,39 +375,24 @@ impl CpuStorage {
             }
             out
         }
-        let dims = (bsz, m, n, k);
         use half::slice::HalfFloatSliceExt;
         Ok(match (self, rhs) {
-            (CpuStorage::F32(x), CpuStorage::F32(y)) => CpuStorage::F32(float(
-                matmul::gemm_float::<f32>,
-                x,
-                y,
-                dims,
-                a,
-                b,
-                threads,
-                None,
-            )),
-            (CpuStorage::F64(x), CpuStorage::F64(y)) => CpuStorage::F64(float(
-                matmul::gemm_float::<f64>,
-                x,
-                y,
-                dims,
-                a,
-                b,
-                threads,
-                None,
-            )),
+            (CpuStorage::F32(x), CpuStorage::F32(y)) => {
+                CpuStorage::F32(float(matmul::gemm_float, x, y, spec, threads, None))
+            }
+            (CpuStorage::F64(x), CpuStorage::F64(y)) => {
+                CpuStorage::F64(float(matmul::gemm_float, x, y, spec, threads, None))
+            }
             (CpuStorage::F16(x), CpuStorage::F16(y)) => {
                 let conv: fn(&mut [f16], &[f32]) = |o, s| o.convert_from_f32_slice(s);
-                CpuStorage::F16(rounded(matmul::gemm_f16, x, y, dims, a, b, threads, conv))
+                CpuStorage::F16(rounded(matmul::gemm_f16, x, y, spec, threads, conv))
             }
             (CpuStorage::BF16(x), CpuStorage::BF16(y)) => {
                 let conv: fn(&mut [bf16], &[f32]) = f32_to_bf16;
-                CpuStorage::BF16(rounded(matmul::gemm_bf16, x, y, dims, a, b, threads, conv))
+                CpuStorage::BF16(rounded(matmul::gemm_bf16, x, y, spec, threads, conv))
             }
-            (CpuStorage::I32(x), CpuStorage::I32(y)) => CpuStorage::I32(int(x, y, dims, a, b)),
-            (CpuStorage::I64(x), CpuStorage::I64(y)) => CpuStorage::I64(int(x, y, dims, a, b)),
+            (CpuStorage::I32(x), CpuStorage::I32(y)) => CpuStorage::I32(int(x, y, spec)),
+            (CpuStorage::I64(x), CpuStorage::I64(y)) => CpuStorage::I64(int(x, y, spec)),
             _ => {
                 return Err(Error::DTypeMismatch {
                     op: "matmul",

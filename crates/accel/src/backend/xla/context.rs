@@ -138,10 +138,13 @@ pub(crate) fn runtime() -> &'static Runtime {
                 });
             let (m, cv) = &*slot;
             let waiting = m.lock().unwrap_or_else(|e| e.into_inner());
-            let (mut got, _) = cv
+            // The lock is released at the end of this statement.
+            let got = cv
                 .wait_timeout_while(waiting, limit, |r| r.is_none())
-                .unwrap_or_else(|e| e.into_inner());
-            match got.take().ok_or(()) {
+                .unwrap_or_else(|e| e.into_inner())
+                .0
+                .take();
+            match got.ok_or(()) {
                 Ok(Ok((c, note))) => {
                     plugin.notes.extend(note);
                     plugin.platform = Some(c.platform.clone());

@@ -190,6 +190,21 @@ pub(crate) fn join(a: impl FnOnce() + Send, b: impl FnOnce() + Send) {
     join_with(a, b, false)
 }
 
+/// Runs `f(i, &mut parts[i])` for every part, one per thread: on the calling thread alone
+/// for one part, on it and the spinning helper for two (`join`), on rayon's pool for more.
+/// The one place that chooses between the helper and rayon for a product's phases.
+pub(crate) fn for_each_part<T: Send>(parts: &mut [T], f: impl Fn(usize, &mut T) + Sync + Send) {
+    match parts {
+        [] => {}
+        [p0] => f(0, p0),
+        [p0, p1] => join(|| f(0, p0), || f(1, p1)),
+        more => {
+            use rayon::prelude::*;
+            more.par_iter_mut().enumerate().for_each(|(i, p)| f(i, p))
+        }
+    }
+}
+
 /// `join`, where `queue` waits for the helper rather than using rayon when it is taken (for
 /// tests, which must exercise the helper however many run at once).
 fn join_with(a: impl FnOnce() + Send, b: impl FnOnce() + Send, queue: bool) {

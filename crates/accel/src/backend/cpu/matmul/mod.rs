@@ -390,8 +390,11 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
             let (dst, len) = (OutPtr(panels.as_mut_ptr()), panels.len());
             // Each thread packs a range of k steps of every panel (see pack_b).
             let per = ks.div_ceil(threads);
-            let pack = |t: usize| {
-                let steps = (t * per).min(ks)..((t + 1) * per).min(ks);
+            let mut ranges: Vec<_> = (0..threads)
+                .map(|t| (t * per).min(ks)..((t + 1) * per).min(ks))
+                .collect();
+            let pack = |_: usize, steps: &mut std::ops::Range<usize>| {
+                let steps = steps.clone();
                 // SAFETY: pack_b reads b.at(pc + p, jc + j) for p < kc, j < nc: elements of
                 // the k x n operand that gemm's caller promised valid (# Safety of
                 // gemm_with). `dst` holds `len` values (the `panels` slice, borrowed
@@ -399,14 +402,9 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
                 // own steps, disjoint from the others'.
                 unsafe { pack_b(kc, nc, nr, bsrc, steps, dst, len) };
             };
-            match threads {
-                1 => pack(0),
-                // On the spinning helper (see below).
-                2 => join(|| pack(0), || pack(1)),
-                _ => (0..threads).into_par_iter().for_each(pack),
-            }
+            helper::for_each_part(&mut ranges, pack);
             let bpack = &bpack[..];
-            let work = |(t, apack): (usize, &mut &mut [P])| {
+            let work = |t: usize, apack: &mut &mut [P]| {
                 let (rows, cols) = if split_rows {
                     let per = m.div_ceil(threads).div_ceil(mr) * mr;
                     ((t * per).min(m)..((t + 1) * per).min(m), (0, nc))
@@ -440,15 +438,11 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
                     }
                 }
             };
-            match &mut apacks[..] {
-                [a0] => work((0, a0)),
-                // Two threads: the second half on the helper, which spins between jobs.
-                // Through rayon its worker slept between products, and a sleeping vCPU
-                // took up to 1.5 ms to wake (Zen 5 VM): bf16 N=1024 (2.5 ms a product) ran
-                // on one thread in a third of the iterations of a benchmark loop.
-                [a0, a1] => join(|| work((0, a0)), || work((1, a1))),
-                more => more.par_iter_mut().enumerate().for_each(work),
-            }
+            // Two threads: the second half on the helper, which spins between jobs. Through
+            // rayon its worker slept between products, and a sleeping vCPU took up to 1.5 ms
+            // to wake (Zen 5 VM): bf16 N=1024 (2.5 ms a product) ran on one thread in a
+            // third of the iterations of a benchmark loop.
+            helper::for_each_part(&mut apacks, work);
         }
     }
 }

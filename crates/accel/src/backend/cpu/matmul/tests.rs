@@ -143,6 +143,39 @@ fn avx512_required() -> bool {
         .any(|s| s.trim().eq_ignore_ascii_case("avx512"))
 }
 
+/// The AVX-512 kernels with the blocking `caches` give them (the CPU must have the
+/// features: callers check).
+#[cfg(target_arch = "x86_64")]
+fn avx512_f32(caches: Caches) -> Kernel<f32, f32> {
+    Kernel::blocked(
+        "avx512",
+        (14, 32),
+        avx512::kernel_f32,
+        caches,
+        Rule::L2Panel,
+    )
+}
+#[cfg(target_arch = "x86_64")]
+fn avx512_f64(caches: Caches) -> Kernel<f64, f64> {
+    Kernel::blocked(
+        "avx512",
+        (14, 16),
+        avx512::kernel_f64,
+        caches,
+        Rule::L2Panel,
+    )
+}
+#[cfg(target_arch = "x86_64")]
+fn avx512_bf16(caches: Caches) -> Kernel<Bf16Pair, f32> {
+    Kernel::blocked(
+        "avx512-bf16",
+        (14, 32),
+        avx512::kernel_bf16,
+        caches,
+        Rule::L2Panel,
+    )
+}
+
 #[test]
 fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
     let k = Kernel::blocked(
@@ -186,18 +219,8 @@ fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
             println!("skipped: avx2: this CPU has no AVX2+FMA");
         }
         if std::is_x86_feature_detected!("avx512f") {
-            check(
-                &Kernel::blocked("avx512", (14, 32), avx512::kernel_f32, TINY, Rule::L2Panel),
-                |x| x as f32,
-                |x| x as f64,
-                1e-6,
-            );
-            check(
-                &Kernel::blocked("avx512", (14, 16), avx512::kernel_f64, TINY, Rule::L2Panel),
-                |x| x,
-                |x| x,
-                1e-15,
-            );
+            check(&avx512_f32(TINY), |x| x as f32, |x| x as f64, 1e-6);
+            check(&avx512_f64(TINY), |x| x, |x| x, 1e-15);
         } else {
             assert!(
                 !avx512_required(),
@@ -225,20 +248,14 @@ const DEEP_SHAPES: [(usize, usize, usize); 3] = [(15, 33, 113), (31, 70, 450), (
 fn avx512_kernels_over_deep_slices_match_the_naive_loop() {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx512f") {
-        let k = Kernel::blocked("avx512", (14, 32), avx512::kernel_f32, DEEP, Rule::L2Panel);
+        let k = avx512_f32(DEEP);
         assert_eq!(k.kc, 200);
         check_shapes(&k, &DEEP_SHAPES, |x| x as f32, |x| x as f64, 1e-6);
-        let k = Kernel::blocked("avx512", (14, 16), avx512::kernel_f64, DEEP, Rule::L2Panel);
+        let k = avx512_f64(DEEP);
         assert_eq!(k.kc, 200);
         check_shapes(&k, &DEEP_SHAPES, |x| x, |x| x, 1e-15);
         if std::is_x86_feature_detected!("avx512bf16") {
-            let k = Kernel::blocked(
-                "avx512-bf16",
-                (14, 32),
-                avx512::kernel_bf16,
-                DEEP,
-                Rule::L2Panel,
-            );
+            let k = avx512_bf16(DEEP);
             assert_eq!(k.kc, 400);
             check_shapes(&k, &DEEP_SHAPES, bf16::from_f64, |x: bf16| x.to_f64(), 1e-6);
         } else {
@@ -275,18 +292,12 @@ fn two_threads_over_many_slices_match_the_naive_loop() {
     check_shapes(&k32, &PARALLEL_SHAPES, |x| x as f32, |x| x as f64, 1e-6);
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx512f") {
-        let k = Kernel::blocked("avx512", (14, 32), avx512::kernel_f32, TINY, Rule::L2Panel);
+        let k = avx512_f32(TINY);
         check_shapes(&k, &PARALLEL_SHAPES, |x| x as f32, |x| x as f64, 1e-6);
-        let k = Kernel::blocked("avx512", (14, 16), avx512::kernel_f64, TINY, Rule::L2Panel);
+        let k = avx512_f64(TINY);
         check_shapes(&k, &PARALLEL_SHAPES, |x| x, |x| x, 1e-15);
         if std::is_x86_feature_detected!("avx512bf16") {
-            let k = Kernel::blocked(
-                "avx512-bf16",
-                (14, 32),
-                avx512::kernel_bf16,
-                TINY,
-                Rule::L2Panel,
-            );
+            let k = avx512_bf16(TINY);
             check_shapes(
                 &k,
                 &PARALLEL_SHAPES,
@@ -303,13 +314,7 @@ fn bf16_pair_dot_kernel_matches_the_naive_loop() {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bf16") {
         // Products of two bf16 are exact in f32; only the f32 sums round.
-        let k = Kernel::blocked(
-            "avx512-bf16",
-            (14, 32),
-            avx512::kernel_bf16,
-            TINY,
-            Rule::L2Panel,
-        );
+        let k = avx512_bf16(TINY);
         check(&k, bf16::from_f64, |x: bf16| x.to_f64(), 1e-6);
         // A k of 1 and odd k: the last pair is half padding.
         return;
