@@ -81,7 +81,7 @@ mod tensor;
 
 pub use api::{cuda, mps, wgpu, xla};
 pub use backend::registry::distinct_hardware;
-pub use base::caps::{DeviceCaps, Hardware};
+pub use base::caps::{DeviceCaps, Hardware, TensorCores};
 pub use base::device::{BackendKind, Device};
 pub use base::dtype::{DType, WithDType};
 pub use base::error::{Error, Result};

@@ -192,6 +192,65 @@ fn gpu_peak_formulas_of_known_chips() {
     assert!(close(a(DType::F16, false), 311_869.44));
     assert!(close(a(DType::F32, true), 155_934.72));
     assert!(close(a(DType::F32, false), 19_491.84));
+    // T4 (Colab's free GPU): 40 SMs at 1.59 GHz: NVIDIA's 65 TFLOP/s f16 and 8.1 f32. No
+    // bf16 or TF32 tensor cores: bf16 runs at the f32 rate, and allowing TF32 changes nothing.
+    let t = |dt, tf32| bench::cuda_peak((7, 5), 40, 1590, dt, tf32).unwrap();
+    assert!(close(t(DType::F16, false).gflop_per_s, 65_126.4));
+    assert!(close(t(DType::F32, false).gflop_per_s, 8_140.8));
+    assert!(close(t(DType::F64, false).gflop_per_s, 254.4));
+    let bf = t(DType::BF16, false);
+    assert!(close(bf.gflop_per_s, 8_140.8), "{bf:?}");
+    assert!(
+        bf.formula.contains("no bf16 tensor cores"),
+        "{}",
+        bf.formula
+    );
+    let tf = t(DType::F32, true);
+    assert!(close(tf.gflop_per_s, 8_140.8), "{tf:?}");
+    assert!(
+        tf.formula.contains("allow_tf32 changes nothing"),
+        "{}",
+        tf.formula
+    );
+    // RTX PRO 6000 Blackwell (12.0, Colab's largest): 188 SMs at 2.617 GHz: 504 TFLOP/s f16.
+    let r = bench::cuda_peak((12, 0), 188, 2617, DType::F16, false).unwrap();
+    assert!(close(r.gflop_per_s, 503_803.904), "{r:?}");
+    // V100: 80 SMs at 1.53 GHz: 125 TFLOP/s f16; L4 (8.9): 58 SMs at 2.04 GHz: 121.
+    assert!(close(
+        bench::cuda_peak((7, 0), 80, 1530, DType::F16, false)
+            .unwrap()
+            .gflop_per_s,
+        125_337.6
+    ));
+    assert!(close(
+        bench::cuda_peak((8, 9), 58, 2040, DType::F16, false)
+            .unwrap()
+            .gflop_per_s,
+        121_159.68
+    ));
+    // Every architecture from Volta to Blackwell has a row; Pascal and unknown ones none.
+    for cc in [
+        (7, 0),
+        (7, 5),
+        (8, 0),
+        (8, 6),
+        (8, 7),
+        (8, 9),
+        (9, 0),
+        (10, 0),
+        (10, 3),
+        (12, 0),
+        (12, 1),
+    ] {
+        for dt in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+            assert!(
+                bench::cuda_peak(cc, 10, 1000, dt, false).is_some(),
+                "{cc:?} {dt}"
+            );
+        }
+    }
+    assert!(bench::cuda_peak((6, 0), 56, 1480, DType::F32, false).is_none());
+    assert!(bench::cuda_peak((13, 0), 56, 1480, DType::F32, false).is_none());
     let p = bench::cuda_peak((9, 0), 132, 1980, DType::BF16, false).unwrap();
     assert!(
         p.formula.contains("132 SMs x 1.980 GHz x 4096"),
@@ -232,8 +291,8 @@ fn gpu_peak_formulas_of_known_chips() {
     );
     assert!(bench::pcie_peak(0, 16).is_none() && bench::pcie_peak(7, 16).is_none());
     assert!(bench::copy_peak(&Device::Cpu, bench::CopyKind::H2d).is_none());
-    // Unknown architectures and integer dtypes have no peak.
-    assert!(bench::cuda_peak((7, 0), 80, 1530, DType::F32, false).is_none());
+    // Unknown architectures (Pascal) and integer dtypes have no peak.
+    assert!(bench::cuda_peak((6, 1), 80, 1530, DType::F32, false).is_none());
     assert!(bench::cuda_peak((9, 0), 132, 1980, DType::I32, false).is_none());
 }
 

@@ -65,3 +65,50 @@ impl DeviceCaps {
         self.hardware != Hardware::Accelerator
     }
 }
+
+/// Which matrix units an NVIDIA GPU has, by compute capability (NVIDIA's architecture
+/// whitepapers: Volta 7.0 brought f16 tensor cores, Turing 7.5 kept f16 only, Ampere 8.0 added
+/// bf16 and TF32; every later architecture has all three).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TensorCores {
+    /// f16 inputs (7.0 and newer).
+    pub f16: bool,
+    /// bf16 inputs (8.0 and newer). Without them cuBLAS still multiplies bf16, computing in
+    /// f32 on the CUDA cores (as PyTorch's bf16 matmul does on a T4).
+    pub bf16: bool,
+    /// TF32 for f32 products when allowed (8.0 and newer): without them `allow_tf32` changes
+    /// nothing.
+    pub tf32: bool,
+}
+
+impl TensorCores {
+    /// The tensor cores of compute capability `cc`.
+    pub fn of(cc: (u32, u32)) -> TensorCores {
+        TensorCores {
+            f16: cc >= (7, 0),
+            bf16: cc >= (8, 0),
+            tf32: cc >= (8, 0),
+        }
+    }
+
+    /// `f16, bf16, tf32` (the ones it has), or `none`.
+    pub fn describe(self) -> String {
+        let v: Vec<&str> = [(self.f16, "f16"), (self.bf16, "bf16"), (self.tf32, "tf32")]
+            .into_iter()
+            .filter(|(h, _)| *h)
+            .map(|(_, n)| n)
+            .collect();
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
+    }
+}
+
+impl DeviceCaps {
+    /// The tensor cores of a CUDA device (None for other devices).
+    pub fn tensor_cores(&self) -> Option<TensorCores> {
+        self.compute_capability.map(TensorCores::of)
+    }
+}

@@ -29,6 +29,10 @@ pub const KNOWN: &[(&str, &str)] = &[
         "ACCEL_CUDA_LIB_DIR",
         "folders searched first for CUDA libraries, separated by ':'",
     ),
+    (
+        "ACCEL_CUDA_MAJOR",
+        "the CUDA major whose libraries to use: 12 or 13 (default: chosen from the driver and what is installed)",
+    ),
     ("ACCEL_CACHE_DIR", "the folder for compiled kernels"),
     (
         "ACCEL_CPU_KERNEL",
@@ -168,6 +172,9 @@ pub fn runtime_dir_refused() -> Option<&'static str> {
 pub fn problems() -> Vec<String> {
     let mut out = Vec::new();
     if let Err(e) = seconds("ACCEL_PJRT_TIMEOUT", 60.0, 0.1, 3600.0) {
+        out.push(e.to_string());
+    }
+    if let Err(e) = choice("ACCEL_CUDA_MAJOR", &["12", "13"]) {
         out.push(e.to_string());
     }
     if let Err(e) = choice(

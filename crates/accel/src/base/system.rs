@@ -178,3 +178,104 @@ fn simd_features() -> Vec<String> {
     out.push("neon".to_string());
     out
 }
+
+/// A hosted notebook service this process runs in, recognised from the variables the service
+/// sets in its runtimes (as well-known libraries detect them: Colab's `COLAB_*`, Kaggle's
+/// `KAGGLE_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hosted {
+    /// Google Colab.
+    Colab,
+    /// Kaggle Notebooks.
+    Kaggle,
+}
+
+impl Hosted {
+    /// The service this process runs in, from its environment; None on any other machine.
+    pub fn detect() -> Option<Hosted> {
+        Hosted::from_vars(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()))
+    }
+
+    /// The service whose variables `is_set` reports (a pure function, for tests).
+    pub fn from_vars(is_set: impl Fn(&str) -> bool) -> Option<Hosted> {
+        const COLAB: [&str; 4] = [
+            "COLAB_RELEASE_TAG",
+            "COLAB_GPU",
+            "COLAB_BACKEND_VERSION",
+            "COLAB_JUPYTER_IP",
+        ];
+        const KAGGLE: [&str; 3] = [
+            "KAGGLE_KERNEL_RUN_TYPE",
+            "KAGGLE_URL_BASE",
+            "KAGGLE_DATA_PROXY_TOKEN",
+        ];
+        if COLAB.iter().any(|k| is_set(k)) {
+            Some(Hosted::Colab)
+        } else if KAGGLE.iter().any(|k| is_set(k)) {
+            Some(Hosted::Kaggle)
+        } else {
+            None
+        }
+    }
+
+    /// Its name (`Google Colab`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Hosted::Colab => "Google Colab",
+            Hosted::Kaggle => "Kaggle",
+        }
+    }
+
+    /// How to get a GPU runtime there: the service's own menu path.
+    pub fn gpu_fix(self) -> &'static str {
+        match self {
+            Hosted::Colab => {
+                "this is a Colab runtime without a GPU: Runtime → Change runtime type → T4 GPU \
+                 (then run the notebook again)"
+            }
+            Hosted::Kaggle => {
+                "this is a Kaggle session without a GPU: Settings → Accelerator → GPU T4 x2 \
+                 (phone-verified accounts)"
+            }
+        }
+    }
+
+    /// How to get a TPU runtime there.
+    pub fn tpu_fix(self) -> &'static str {
+        match self {
+            Hosted::Colab => "Runtime → Change runtime type → a TPU (v5e-1 or v2-8)",
+            Hosted::Kaggle => "Settings → Accelerator → TPU VM v3-8",
+        }
+    }
+}
+
+#[cfg(test)]
+mod hosted_tests {
+    use super::Hosted;
+
+    #[test]
+    fn colab_and_kaggle_are_recognised_by_their_variables_and_nothing_else_is() {
+        let with = |set: &'static [&'static str]| Hosted::from_vars(move |k| set.contains(&k));
+        assert_eq!(with(&["COLAB_RELEASE_TAG"]), Some(Hosted::Colab));
+        assert_eq!(with(&["COLAB_GPU"]), Some(Hosted::Colab));
+        assert_eq!(with(&["KAGGLE_KERNEL_RUN_TYPE"]), Some(Hosted::Kaggle));
+        assert_eq!(with(&["KAGGLE_URL_BASE"]), Some(Hosted::Kaggle));
+        assert_eq!(with(&[]), None);
+        assert_eq!(
+            with(&["HOME", "PATH", "JPY_PARENT_PID", "VIRTUAL_ENV"]),
+            None
+        );
+        // The seeds' own fix, in Colab's own words.
+        assert!(Hosted::Colab
+            .gpu_fix()
+            .contains("Runtime → Change runtime type → T4 GPU"));
+        assert!(Hosted::Colab.tpu_fix().contains("TPU"));
+        // This machine is neither (the test command runs outside both services).
+        if std::env::var_os("COLAB_RELEASE_TAG").is_none()
+            && std::env::var_os("KAGGLE_KERNEL_RUN_TYPE").is_none()
+        {
+            assert_eq!(Hosted::detect(), None);
+        }
+    }
+}

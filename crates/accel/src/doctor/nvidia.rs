@@ -2,7 +2,7 @@
 //! libraries, compute capability, `ACCEL_CUDA_LIB_DIR`, `CUDA_VISIBLE_DEVICES` and the CUDA
 //! major the Python wheels expect.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::check::{check, Check, Status};
 use crate::backend::native::libs::{self, SearchEnv};
@@ -28,46 +28,6 @@ fn nvidia_pci_devices() -> Vec<String> {
     v
 }
 
-/// (where, what, CUDA major it expects) for PyTorch and JAX CUDA wheels in Python environments.
-fn python_cuda_wheels(env: &SearchEnv) -> Vec<(PathBuf, String, u32)> {
-    let mut out = Vec::new();
-    for (sp, _) in libs::python_environments(env) {
-        if let Ok(v) = std::fs::read_to_string(sp.join("torch/version.py")) {
-            let get = |key: &str| {
-                v.lines()
-                    .find(|l| l.trim_start().starts_with(key))
-                    .and_then(|l| l.split(['\'', '"']).nth(1))
-                    .map(str::to_string)
-            };
-            if let Some(cuda) = get("cuda") {
-                let major = cuda.split('.').next().and_then(|m| m.parse().ok());
-                if let Some(major) = major {
-                    let ver = get("__version__").unwrap_or_default();
-                    out.push((sp.clone(), format!("PyTorch {ver} (CUDA {cuda})"), major));
-                }
-            }
-        }
-        for d in std::fs::read_dir(sp.join("jax_plugins"))
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let name = d.file_name().to_string_lossy().into_owned();
-            if let Some(major) = name
-                .strip_prefix("xla_cuda")
-                .and_then(|m| m.parse::<u32>().ok())
-            {
-                out.push((
-                    sp.clone(),
-                    format!("JAX's CUDA {major} plugin ({name})"),
-                    major,
-                ));
-            }
-        }
-    }
-    out
-}
-
 pub(super) fn cuda_checks(env: &SearchEnv) -> Vec<Check> {
     let mut v = Vec::new();
     let pci = nvidia_pci_devices();
@@ -80,7 +40,19 @@ pub(super) fn cuda_checks(env: &SearchEnv) -> Vec<Check> {
         .filter(|n| n.starts_with("nvidia"))
         .collect();
     let no_gpu_here = pci.is_empty() && proc_version.is_none() && nodes.is_empty();
-    v.push(if no_gpu_here {
+    let hosted = crate::system::Hosted::detect();
+    v.push(if let (true, Some(h)) = (no_gpu_here, hosted) {
+        check(
+            "cuda.gpu_present",
+            "an NVIDIA GPU on this machine",
+            Status::Warn,
+            format!(
+                "{}: a runtime without a GPU (no NVIDIA GPU on the PCI bus, no /dev/nvidia*)",
+                h.name()
+            ),
+            h.gpu_fix(),
+        )
+    } else if no_gpu_here {
         check(
             "cuda.gpu_present",
             "an NVIDIA GPU on this machine",
@@ -98,7 +70,13 @@ pub(super) fn cuda_checks(env: &SearchEnv) -> Vec<Check> {
                 "no NVIDIA device visible on the PCI bus here (a container often hides it)"
                     .to_string()
             } else {
-                format!("PCI {}", pci.join(", "))
+                format!(
+                    "PCI {}{}",
+                    pci.join(", "),
+                    hosted
+                        .map(|h| format!(" ({} GPU runtime)", h.name()))
+                        .unwrap_or_default()
+                )
             },
             "",
         )
@@ -117,6 +95,7 @@ pub(super) fn cuda_checks(env: &SearchEnv) -> Vec<Check> {
         // The libraries still matter: NVRTC compiles accel's kernels ahead of a GPU, and
         // they are what a GPU here would need.
         v.push(library_check(false));
+        v.push(major_check(false));
         v.extend(wheel_checks(env));
         return v;
     }
@@ -133,8 +112,8 @@ pub(super) fn cuda_checks(env: &SearchEnv) -> Vec<Check> {
             "kernel driver loaded",
             Status::Fail,
             "/proc/driver/nvidia/version does not exist: the nvidia kernel module is not loaded",
-            "install the NVIDIA driver (580 or newer for CUDA 13) and reboot, or `modprobe nvidia`; \
-             in a container this file comes from the host",
+            "install the NVIDIA driver (525 or newer for CUDA 12, 580 or newer for CUDA 13) and \
+             reboot, or `modprobe nvidia`; in a container this file comes from the host",
         ),
     });
     v.push(if nodes.is_empty() {
@@ -189,14 +168,20 @@ pub(super) fn cuda_checks(env: &SearchEnv) -> Vec<Check> {
         ),
     });
     v.push(library_check(true));
+    v.push(major_check(true));
     let probe = crate::backend::registry::probe(BackendKind::Cuda);
     let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
     v.push(match &probe.availability {
         Availability::Available { devices } => {
+            let major = libs::cuda_major().major;
             let old: Vec<String> = devices
                 .iter()
-                .filter(|d| d.caps.compute_capability.is_some_and(|cc| cc < (7, 5)))
-                .map(|d| d.device.to_string())
+                .filter_map(|d| {
+                    let cc = d.caps.compute_capability?;
+                    crate::backend::cuda::kernels::arch_supported(cc, major)
+                        .err()
+                        .map(|e| format!("{}: {e}", d.device))
+                })
                 .collect();
             let list = devices
                 .iter()
@@ -222,9 +207,10 @@ pub(super) fn cuda_checks(env: &SearchEnv) -> Vec<Check> {
                     "cuda.devices",
                     "devices the driver lists",
                     Status::Warn,
-                    format!("{list}; {} below compute capability 7.5", old.join(", ")),
-                    "CUDA 13 builds for compute capability 7.5 (Turing) and newer; older GPUs \
-                     need an older CUDA and cannot run accel's kernels",
+                    format!("{list}; {}", old.join("; ")),
+                    "CUDA 13 builds for compute capability 7.5 (Turing) and newer; a Volta \
+                     (7.0) GPU needs the CUDA 12 libraries (`pip install nvidia-cuda-nvrtc-cu12 \
+                     nvidia-cublas-cu12`, ACCEL_CUDA_MAJOR=12)",
                 )
             }
         }
@@ -311,18 +297,19 @@ fn library_check(gpu: bool) -> Check {
             "",
         );
     }
-    let pips: Vec<&str> = libs::WANTED
+    let mut pips: Vec<&str> = libs::wanted_now()
         .iter()
         .filter(|w| !w.pip.is_empty() && names.contains(&w.file))
         .map(|w| w.pip)
         .collect();
+    pips.dedup();
     let mut fix = Vec::new();
     if !pips.is_empty() {
         fix.push(format!(
             "`pip install {}` in any Python environment (accel searches them), or install \
              the CUDA {} toolkit, or point ACCEL_CUDA_LIB_DIR at the folder holding them",
             pips.join(" "),
-            libs::CUDA_MAJOR
+            libs::cuda_major().major
         ));
     }
     if missing.iter().any(|l| l.name == "nvml") {
@@ -343,8 +330,13 @@ fn library_check(gpu: bool) -> Check {
 /// ACCEL_CUDA_LIB_DIR, when set, must hold the CUDA libraries.
 fn lib_dir_check(env: &SearchEnv) -> Option<Check> {
     let dir = env.accel_cuda_lib_dir.as_ref()?;
-    let have: Vec<&str> = libs::WANTED
-        .iter()
+    let all = || {
+        libs::wanted(13)
+            .iter()
+            .chain(libs::wanted(12))
+            .filter(|w| w.name != "cudnn")
+    };
+    let have: Vec<&str> = all()
         .filter(|w| Path::new(dir).join(w.file).exists())
         .map(|w| w.file)
         .collect();
@@ -355,14 +347,11 @@ fn lib_dir_check(env: &SearchEnv) -> Option<Check> {
             Status::Warn,
             format!(
                 "ACCEL_CUDA_LIB_DIR={dir} holds none of {}",
-                libs::WANTED
-                    .iter()
-                    .map(|w| w.file)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                all().map(|w| w.file).collect::<Vec<_>>().join(", ")
             ),
-            "point ACCEL_CUDA_LIB_DIR at the folder holding the CUDA 13 libraries (a toolkit's \
-             lib64, or a wheel's nvidia/cu13/lib), or unset it to search the usual places",
+            "point ACCEL_CUDA_LIB_DIR at the folder holding the CUDA 12 or 13 libraries (a \
+             toolkit's lib64, a wheel's nvidia/cu13/lib or nvidia/cublas/lib), or unset it to \
+             search the usual places",
         )
     } else {
         check(
@@ -402,50 +391,113 @@ fn wheel_checks(env: &SearchEnv) -> Vec<Check> {
             "",
         ),
     });
-    let wheels = python_cuda_wheels(env);
-    let other: Vec<&(PathBuf, String, u32)> = wheels
+    let wheels = libs::cuda_wheels(env);
+    let major = libs::cuda_major().major;
+    let frameworks: Vec<&libs::CudaWheel> = wheels.iter().filter(|w| w.framework).collect();
+    let other: Vec<&libs::CudaWheel> = frameworks
         .iter()
-        .filter(|(_, _, m)| *m != libs::CUDA_MAJOR)
+        .copied()
+        .filter(|w| w.major != major)
         .collect();
-    let listed = |w: &[&(PathBuf, String, u32)]| {
+    let listed = |w: &[&libs::CudaWheel]| {
         w.iter()
-            .map(|(sp, what, _)| format!("{what} in {}", sp.display()))
+            .map(|w| format!("{} in {}", w.what, w.site_packages.display()))
             .collect::<Vec<_>>()
             .join("; ")
     };
+    let nvidia: Vec<String> = wheels
+        .iter()
+        .filter(|w| !w.framework)
+        .map(|w| w.what.clone())
+        .collect();
+    let nvidia_note = if nvidia.is_empty() {
+        String::new()
+    } else {
+        format!("; NVIDIA's wheels: {}", nvidia.join(", "))
+    };
+    const ID: &str = "cuda.python_wheels";
+    const TITLE: &str = "CUDA versions the Python environments' wheels expect";
     v.push(if wheels.is_empty() {
         check(
-            "cuda.python_wheels",
-            "CUDA versions the Python environments' wheels expect",
+            ID,
+            TITLE,
             Status::Skip,
-            "no PyTorch or JAX CUDA wheels in the Python environments searched",
+            "no PyTorch, JAX or NVIDIA CUDA wheels in the Python environments searched",
             "",
         )
     } else if other.is_empty() {
         check(
-            "cuda.python_wheels",
-            "CUDA versions the Python environments' wheels expect",
+            ID,
+            TITLE,
             Status::Pass,
-            listed(&wheels.iter().collect::<Vec<_>>()),
+            format!(
+                "{}{nvidia_note}; accel uses CUDA {major}",
+                if frameworks.is_empty() {
+                    "no PyTorch or JAX CUDA build".to_string()
+                } else {
+                    listed(&frameworks)
+                }
+            ),
             "",
         )
     } else {
         check(
-            "cuda.python_wheels",
-            "CUDA versions the Python environments' wheels expect",
+            ID,
+            TITLE,
             Status::Warn,
             format!(
-                "{}: not CUDA {}, which accel is built for",
+                "{}: not CUDA {major}, which accel uses here{nvidia_note}",
                 listed(&other),
-                libs::CUDA_MAJOR
             ),
             format!(
-                "accel needs CUDA {m} libraries (`pip install nvidia-cuda-nvrtc nvidia-cublas` \
-                 gives the cu{m} wheels, which can sit beside the others); the driver must \
-                 support the newest CUDA any of them uses",
-                m = libs::CUDA_MAJOR
+                "in one Python process accel and {} would load two CUDA majors: install the \
+                 CUDA {m} libraries beside them (`pip install {}`), and accel picks their major",
+                if other.iter().any(|w| w.what.starts_with("PyTorch")) {
+                    "PyTorch"
+                } else {
+                    "JAX"
+                },
+                if other[0].major == 12 {
+                    "nvidia-cuda-nvrtc-cu12 nvidia-cublas-cu12"
+                } else {
+                    "nvidia-cuda-nvrtc nvidia-cublas"
+                },
+                m = other[0].major
             ),
         )
     });
     v
+}
+
+/// Which CUDA major this process uses and why; a failure when nothing installed can work
+/// with this driver (libraries too new for it, NVRTC and cuBLAS of different majors).
+fn major_check(gpu: bool) -> Check {
+    const ID: &str = "cuda.major";
+    const TITLE: &str = "the CUDA major accel uses (12 or 13)";
+    if crate::cuda::libraries().is_empty() {
+        return check(
+            ID,
+            TITLE,
+            Status::Skip,
+            "this build of accel has no CUDA backend",
+            "",
+        );
+    }
+    let c = libs::cuda_major();
+    match &c.problem {
+        None => check(
+            ID,
+            TITLE,
+            Status::Pass,
+            format!("CUDA {}: {}", c.major, c.why),
+            "",
+        ),
+        Some(p) => check(
+            ID,
+            TITLE,
+            if gpu { Status::Fail } else { Status::Warn },
+            format!("CUDA {}: {}; {p}", c.major, c.why),
+            c.hint.clone().unwrap_or_default(),
+        ),
+    }
 }

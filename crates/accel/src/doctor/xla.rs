@@ -16,8 +16,16 @@ pub(super) fn xla_checks(probe_seconds: f64) -> Vec<Check> {
             Status::Warn,
             "no PJRT plugin in ACCEL_PJRT_PLUGIN, PJRT_NAMES_AND_LIBRARY_PATHS or any Python \
              environment",
-            "for XLA on the CPU `pip install lammps-jax-pjrt-cpu`; on NVIDIA GPUs \
-             `pip install jax[cuda13]`; on a TPU VM `pip install libtpu`",
+            format!(
+                "for XLA on the CPU `pip install lammps-jax-pjrt-cpu`; on NVIDIA GPUs {}; on a \
+                 TPU VM `pip install libtpu`{}",
+                crate::backend::native::libs::jax_cuda_extra(
+                    crate::backend::native::libs::driver_cuda_version()
+                ),
+                crate::system::Hosted::detect()
+                    .map(|h| format!("; for a TPU in {}: {}", h.name(), h.tpu_fix()))
+                    .unwrap_or_default()
+            ),
         ));
     }
     for p in &plugins {

@@ -325,9 +325,18 @@ impl Gpu {
             kernel_cache::cubin(family, &self.arch).map_err(|e| Error::DeviceUnavailable {
                 device: self.device(),
                 reason: e,
-                hint: "accel compiles its kernels with NVRTC: `pip install nvidia-cuda-nvrtc` or \
-                   set ACCEL_CUDA_LIB_DIR to a folder holding libnvrtc.so.13"
-                    .to_string(),
+                hint: {
+                    let m = crate::backend::native::libs::cuda_major().major;
+                    let w = crate::backend::native::libs::wanted(m)
+                        .iter()
+                        .find(|w| w.name == "nvrtc");
+                    format!(
+                        "accel compiles its kernels with NVRTC (this process uses CUDA {m}): \
+                         `pip install {}` or set ACCEL_CUDA_LIB_DIR to a folder holding {}",
+                        w.map_or("nvidia-cuda-nvrtc", |w| w.pip),
+                        w.map_or("libnvrtc.so", |w| w.file)
+                    )
+                },
                 available: String::new(),
             })?;
         self.bind()?;
@@ -718,10 +727,7 @@ impl TimingEvent {
         // the driver then returns an error (not UB).
         unsafe {
             ck(sys::cuEventSynchronize(self.0), "cuEventSynchronize")?;
-            ck(
-                sys::cuEventElapsedTime_v2(&mut ms, start.0, self.0),
-                "cuEventElapsedTime",
-            )?;
+            ck(elapsed_time(&mut ms, start.0, self.0), "cuEventElapsedTime")?;
         }
         Ok(ms as f64 / 1e3)
     }
@@ -733,5 +739,38 @@ impl Drop for TimingEvent {
         // destroyed only here, once; the driver defers the release if the event is still
         // pending.
         unsafe { sys::cuEventDestroy_v2(self.0) };
+    }
+}
+
+/// `cuEventElapsedTime`: the `_v2` symbol from driver 12.8 on (CUDA 13's header names it so),
+/// the original before; both take the same arguments and, for two events recorded on one
+/// stream, give the same answer. Looked up once.
+///
+/// # Safety
+/// As for `cuEventElapsedTime`: `ms` is a valid out-pointer; both events are live.
+unsafe fn elapsed_time(ms: *mut f32, start: sys::CUevent, end: sys::CUevent) -> sys::CUresult {
+    type Elapsed = unsafe extern "C" fn(*mut f32, sys::CUevent, sys::CUevent) -> sys::CUresult;
+    // The address as usize: raw pointers are not Sync.
+    static V1: std::sync::OnceLock<Option<(bool, usize)>> = std::sync::OnceLock::new();
+    let found = *V1.get_or_init(|| {
+        use crate::backend::native::libs::driver_symbol;
+        if driver_symbol("cuEventElapsedTime_v2").is_some() {
+            Some((true, 0))
+        } else {
+            driver_symbol("cuEventElapsedTime").map(|p| (false, p as usize))
+        }
+    });
+    match found {
+        // SAFETY: forwarded from the caller; the `_v2` symbol exists (checked above), so
+        // cudarc's lazy lookup of it does not panic.
+        Some((true, _)) => unsafe { sys::cuEventElapsedTime_v2(ms, start, end) },
+        // SAFETY: `p` is the non-null address of `cuEventElapsedTime` in the loaded libcuda
+        // (never unloaded), whose C signature in every `cuda.h` up to 12.x is
+        // `CUresult (float*, CUevent, CUevent)`, the type transmuted to; arguments forwarded.
+        Some((false, p)) => unsafe {
+            let f: Elapsed = std::mem::transmute::<usize, Elapsed>(p);
+            f(ms, start, end)
+        },
+        None => sys::CUresult::CUDA_ERROR_NOT_FOUND,
     }
 }

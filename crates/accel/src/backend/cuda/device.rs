@@ -116,13 +116,18 @@ fn probe_driver() -> Probe {
         |reason: String, hint: String| Probe::unavailable(BackendKind::Cuda, true, reason, hint);
     let libs = libs::libraries();
     let cuda = libs.iter().find(|l| l.name == "cuda").expect("listed");
+    let hosted = crate::system::Hosted::detect();
     if !cuda.is_loaded() {
+        // In Colab or Kaggle the fix is the service's menu, not a driver install.
         return un(
             format!(
                 "no NVIDIA driver: {}",
                 cuda.problem.clone().unwrap_or_default()
             ),
-            cuda.hint.clone().unwrap_or_default(),
+            hosted.map_or_else(
+                || cuda.hint.clone().unwrap_or_default(),
+                |h| h.gpu_fix().to_string(),
+            ),
         );
     }
     let mut version = 0;
@@ -130,16 +135,23 @@ fn probe_driver() -> Probe {
     // absolute path, so cudarc's lazy loader finds it and does not panic); cuDriverGetVersion
     // needs no cuInit and writes one int into the local out-pointer.
     unsafe { sys::cuDriverGetVersion(&mut version) };
-    if version < (libs::CUDA_MAJOR * 1000) as i32 {
+    let floor = libs::DRIVER_FLOOR.0 * 1000 + libs::DRIVER_FLOOR.1 * 10;
+    if version < floor as i32 {
         return un(
             format!(
-                "the NVIDIA driver supports CUDA {}.{} but accel is built for CUDA {}.0",
-                version / 1000,
-                (version % 1000) / 10,
-                libs::CUDA_MAJOR
+                "the NVIDIA driver supports CUDA {}, and accel needs CUDA {}.{} or newer",
+                libs::cuda_version_text(version.max(0) as u32),
+                libs::DRIVER_FLOOR.0,
+                libs::DRIVER_FLOOR.1
             ),
-            "update the NVIDIA driver to 580 or newer".to_string(),
+            "update the NVIDIA driver to 525 or newer (580 or newer for CUDA 13)".to_string(),
         );
+    }
+    // The CUDA major whose libraries this process loaded: never one the driver is too old
+    // for, never NVRTC of one major with cuBLAS of another.
+    let choice = libs::cuda_major();
+    if let Some(problem) = &choice.problem {
+        return un(problem.clone(), choice.hint.clone().unwrap_or_default());
     }
     crate::base::helper::step("cuInit");
     // SAFETY: libcuda is loaded (checked above); cuInit takes flags 0 and may be called any
@@ -281,16 +293,22 @@ fn probe_driver() -> Probe {
             "cuda_driver_version".to_string(),
             format!("{}.{}", version / 1000, (version % 1000) / 10),
         ));
+        if let Some(h) = hosted {
+            details.push(("runtime".to_string(), format!("{} GPU runtime", h.name())));
+        }
+        details.push((
+            "cuda_libraries".to_string(),
+            format!("CUDA {} ({})", choice.major, choice.why),
+        ));
         for lib in ["nvrtc", "cublas", "cudnn"] {
             details.push((lib.to_string(), lib_note(lib)));
         }
-        if cc.0 < 7 || (cc.0 == 7 && cc.1 < 5) {
-            details.push((
-                "warning".to_string(),
-                "CUDA 13 compiles for compute capability 7.5 and newer; accel's kernels will not run here"
-                    .to_string(),
-            ));
+        let ccu = (cc.0.max(0) as u32, cc.1.max(0) as u32);
+        if let Err(e) = super::kernels::arch_supported(ccu, choice.major) {
+            details.push(("warning".to_string(), e));
         }
+        let tc = crate::base::caps::TensorCores::of(ccu);
+        details.push(("tensor_cores".to_string(), tc.describe()));
         let caps = DeviceCaps {
             dtypes: DType::ALL.to_vec(),
             hardware: Hardware::Accelerator,

@@ -167,6 +167,7 @@ const PYTHON_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
 #[allow(missing_docs)]
 pub struct SearchEnv {
     pub accel_cuda_lib_dir: Option<String>,
+    pub ld_library_path: Option<String>,
     pub cuda_home: Option<String>,
     pub cuda_path: Option<String>,
     pub conda_prefix: Option<String>,
@@ -188,6 +189,7 @@ impl SearchEnv {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         SearchEnv {
             accel_cuda_lib_dir: var("ACCEL_CUDA_LIB_DIR"),
+            ld_library_path: var("LD_LIBRARY_PATH"),
             cuda_home: var("CUDA_HOME"),
             cuda_path: var("CUDA_PATH"),
             conda_prefix: var("CONDA_PREFIX"),
@@ -240,4 +242,193 @@ pub(crate) fn site_packages(root: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// A Python package in an environment that is built for one CUDA major: PyTorch, JAX's CUDA
+/// plugin, or one of NVIDIA's library wheels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CudaWheel {
+    /// The `site-packages` it is in.
+    pub site_packages: PathBuf,
+    /// What it is, in words (`PyTorch 2.8.0+cu126 (CUDA 12.6)`, `jax-cuda12-plugin 0.7.1`).
+    pub what: String,
+    /// The CUDA major it is built for.
+    pub major: u32,
+    /// PyTorch or JAX (whose major accel prefers), not one of NVIDIA's library wheels.
+    pub framework: bool,
+}
+
+/// The CUDA major a distribution's name and version say it is built for: `nvidia-cublas-cu12`
+/// (12), `nvidia-cublas` 13.x (13: CUDA 13's wheels dropped the suffix), `jax-cuda12-plugin`,
+/// `jax-cuda13-pjrt`. None for anything else (`nvidia-nccl-cu12` counts; `nvidia-ml-py`,
+/// which is NVML's Python binding for any driver, does not).
+pub fn wheel_major(dist: &str, version: &str) -> Option<u32> {
+    let d = dist.to_ascii_lowercase().replace('_', "-");
+    if let Some(rest) = d.strip_prefix("jax-cuda") {
+        let (m, kind) = rest.split_once('-')?;
+        return (["plugin", "pjrt"].contains(&kind)).then(|| m.parse().ok())?;
+    }
+    let rest = d.strip_prefix("nvidia-")?;
+    if rest.starts_with("ml-py") || rest.is_empty() {
+        return None;
+    }
+    if let Some((_, m)) = rest.rsplit_once("-cu") {
+        if !m.is_empty() && m.bytes().all(|c| c.is_ascii_digit()) {
+            return m.parse().ok().filter(|m| (10..=20).contains(m));
+        }
+    }
+    // CUDA 13's wheels (`nvidia-cublas`, `nvidia-cuda-nvrtc`): the version's major.
+    let m: u32 = version.split('.').next()?.parse().ok()?;
+    ([
+        "cublas",
+        "cuda-nvrtc",
+        "cuda-runtime",
+        "cudnn",
+        "cufft",
+        "cusparse",
+        "cusolver",
+        "curand",
+        "nvjitlink",
+        "cuda-cupti",
+        "nccl",
+        "nvtx",
+    ]
+    .contains(&rest)
+        && (12..=20).contains(&m))
+    .then_some(m)
+}
+
+/// Every CUDA-built Python package in the Python environments searched: PyTorch
+/// (`torch/version.py`'s `cuda`), JAX's CUDA plugins and NVIDIA's wheels (by their
+/// `.dist-info` names), in the order of the environments, frameworks first.
+pub fn cuda_wheels(env: &SearchEnv) -> Vec<CudaWheel> {
+    let mut out = Vec::new();
+    for (sp, _) in python_environments(env) {
+        if let Ok(v) = read_small(&sp.join("torch/version.py")) {
+            let get = |key: &str| {
+                v.lines()
+                    .find(|l| l.trim_start().starts_with(key))
+                    .and_then(|l| l.split(['\'', '"']).nth(1))
+                    .map(str::to_string)
+            };
+            if let Some(cuda) = get("cuda") {
+                if let Some(major) = cuda.split('.').next().and_then(|m| m.parse().ok()) {
+                    let ver = get("__version__").unwrap_or_default();
+                    out.push(CudaWheel {
+                        site_packages: sp.clone(),
+                        what: format!("PyTorch {ver} (CUDA {cuda})"),
+                        major,
+                        framework: true,
+                    });
+                }
+            }
+        }
+        let mut dists: Vec<String> = std::fs::read_dir(&sp)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter_map(|n| n.strip_suffix(".dist-info").map(str::to_string))
+            .collect();
+        dists.sort();
+        for d in dists {
+            let Some((name, version)) = d.split_once('-') else {
+                continue;
+            };
+            if let Some(major) = wheel_major(name, version) {
+                out.push(CudaWheel {
+                    site_packages: sp.clone(),
+                    what: format!("{} {version}", name.replace('_', "-")),
+                    major,
+                    framework: name.starts_with("jax"),
+                });
+            }
+        }
+    }
+    out.sort_by_key(|w| !w.framework);
+    out
+}
+
+/// The PyTorch and JAX builds among [`cuda_wheels`].
+pub fn framework_majors(env: &SearchEnv) -> Vec<CudaWheel> {
+    cuda_wheels(env)
+        .into_iter()
+        .filter(|w| w.framework)
+        .collect()
+}
+
+/// A small text file (a `version.py`), read with a size limit.
+fn read_small(p: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut s = String::new();
+    std::fs::File::open(p)?
+        .take(64 * 1024)
+        .read_to_string(&mut s)?;
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wheels_name_their_cuda_major() {
+        for (dist, version, want) in [
+            ("nvidia_cublas_cu12", "12.9.3.13", Some(12)),
+            ("nvidia_cuda_nvrtc_cu12", "12.9.86", Some(12)),
+            ("nvidia_cudnn_cu13", "9.13.0.50", Some(13)),
+            ("nvidia_cublas", "13.1.0.3", Some(13)),
+            ("nvidia_cuda_nvrtc", "13.0.88", Some(13)),
+            ("nvidia_cuda_cupti", "13.0.85", Some(13)),
+            ("jax_cuda12_plugin", "0.7.1", Some(12)),
+            ("jax_cuda13_pjrt", "0.8.0", Some(13)),
+            ("jax_cuda12_pjrt", "0.7.1", Some(12)),
+            // Not built for a CUDA major: NVML's binding, JAX itself, other packages.
+            ("nvidia_ml_py", "13.580.65", None),
+            ("jax", "0.7.1", None),
+            ("jaxlib", "0.7.1", None),
+            ("numpy", "2.3.0", None),
+            ("nvidia_cuda_nvrtc", "1.0", None),
+        ] {
+            assert_eq!(wheel_major(dist, version), want, "{dist} {version}");
+        }
+    }
+
+    #[test]
+    fn pytorch_and_jax_builds_are_read_from_a_site_packages() {
+        let root = std::env::temp_dir().join(format!("accel-wheels-{}", std::process::id()));
+        let sp = root.join("lib/python3.11/site-packages");
+        std::fs::create_dir_all(sp.join("torch")).unwrap();
+        std::fs::write(
+            sp.join("torch/version.py"),
+            "__version__ = '2.8.0+cu126'\ncuda: Optional[str] = '12.6'\n",
+        )
+        .unwrap();
+        for d in [
+            "jax_cuda12_plugin-0.7.1.dist-info",
+            "nvidia_cublas_cu12-12.9.3.13.dist-info",
+            "numpy-2.3.0.dist-info",
+        ] {
+            std::fs::create_dir_all(sp.join(d)).unwrap();
+        }
+        let env = SearchEnv {
+            virtual_env: Some(root.display().to_string()),
+            ..SearchEnv::default()
+        };
+        let got = cuda_wheels(&env);
+        let what: Vec<(&str, u32, bool)> = got
+            .iter()
+            .map(|w| (w.what.as_str(), w.major, w.framework))
+            .collect();
+        assert_eq!(
+            what,
+            [
+                ("PyTorch 2.8.0+cu126 (CUDA 12.6)", 12, true),
+                ("jax-cuda12-plugin 0.7.1", 12, true),
+                ("nvidia-cublas-cu12 12.9.3.13", 12, false),
+            ]
+        );
+        assert_eq!(framework_majors(&env).len(), 2);
+        let _ = std::fs::remove_dir_all(&root);
+    }
 }

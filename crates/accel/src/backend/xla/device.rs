@@ -33,9 +33,14 @@ pub(crate) fn probe() -> Probe {
             BackendKind::Xla,
             true,
             reason,
-            "install a plugin: `pip install lammps-jax-pjrt-cpu` (XLA on the CPU), \
-             `pip install jax[cuda13]` (NVIDIA GPUs) or `pip install libtpu` (on a TPU VM); \
-             or set ACCEL_PJRT_PLUGIN=/path/to/plugin.so",
+            format!(
+                "install a plugin: `pip install lammps-jax-pjrt-cpu` (XLA on the CPU), {} \
+                 (NVIDIA GPUs) or `pip install libtpu` (on a TPU VM); or set \
+                 ACCEL_PJRT_PLUGIN=/path/to/plugin.so",
+                crate::backend::native::libs::jax_cuda_extra(
+                    crate::backend::native::libs::driver_cuda_version()
+                )
+            ),
         );
     }
     let devices = rt

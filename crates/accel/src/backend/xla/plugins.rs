@@ -97,20 +97,20 @@ pub fn plugin_candidates(env: &SearchEnv) -> Vec<(PathBuf, String)> {
 /// The CUDA libraries JAX's CUDA plugin needs and does not find by itself: JAX's Python
 /// package loads them by path from the `nvidia` wheels of its own environment before it
 /// registers the plugin. (folder under site-packages, file-name prefixes, in load order:
-/// dependencies first.)
-const CUDA_WHEEL_LIBS: [(&str, &[&str]); 5] = [
+/// dependencies first.) CUDA 13's wheels share one folder; CUDA 12's have one each.
+const CUDA13_WHEEL_LIBS: &[(&str, &[&str])] = &[
     (
         "nvidia/cu13/lib",
         &[
-            "libcudart.so",
-            "libnvJitLink.so",
-            "libnvrtc.so",
-            "libcublasLt.so",
-            "libcublas.so",
-            "libcupti.so",
-            "libcusparse.so",
-            "libcusolver.so",
-            "libcufft.so",
+            "libcudart.so.13",
+            "libnvJitLink.so.13",
+            "libnvrtc.so.13",
+            "libcublasLt.so.13",
+            "libcublas.so.13",
+            "libcupti.so.13",
+            "libcusparse.so.12",
+            "libcusolver.so.12",
+            "libcufft.so.12",
         ],
     ),
     ("nvidia/nccl/lib", &["libnccl.so"]),
@@ -119,10 +119,42 @@ const CUDA_WHEEL_LIBS: [(&str, &[&str]); 5] = [
     ("nvidia/cuda_nvcc/nvvm/lib64", &["libnvvm.so"]),
 ];
 
+/// JAX's CUDA 12 plugin's libraries: the `nvidia-*-cu12` wheels, a folder each.
+const CUDA12_WHEEL_LIBS: &[(&str, &[&str])] = &[
+    ("nvidia/cuda_runtime/lib", &["libcudart.so.12"]),
+    ("nvidia/nvjitlink/lib", &["libnvJitLink.so.12"]),
+    ("nvidia/cuda_nvrtc/lib", &["libnvrtc.so.12"]),
+    (
+        "nvidia/cublas/lib",
+        &["libcublasLt.so.12", "libcublas.so.12"],
+    ),
+    ("nvidia/cuda_cupti/lib", &["libcupti.so.12"]),
+    ("nvidia/cusparse/lib", &["libcusparse.so.12"]),
+    ("nvidia/cusolver/lib", &["libcusolver.so.11"]),
+    ("nvidia/cufft/lib", &["libcufft.so.11"]),
+    ("nvidia/nccl/lib", &["libnccl.so"]),
+    ("nvidia/nvshmem/lib", &["libnvshmem_host.so"]),
+    ("nvidia/cudnn/lib", &["libcudnn.so"]),
+    ("nvidia/cuda_nvcc/nvvm/lib64", &["libnvvm.so"]),
+];
+
+/// The CUDA major a JAX CUDA plugin is built for, from its path (`jax_plugins/xla_cuda12/`,
+/// `jax_cuda12_plugin`): None for a plugin that names no CUDA major.
+pub fn plugin_cuda_major(plugin: &std::path::Path) -> Option<u32> {
+    let s = plugin.to_string_lossy().to_ascii_lowercase();
+    let i = s.rfind("cuda")?;
+    let digits: String = s[i + 4..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    digits.parse().ok().filter(|m| (11..=20).contains(m))
+}
+
 /// The libraries to load, by absolute path and in order, before the PJRT plugin `plugin`:
 /// for a plugin inside a Python environment's `jax_plugins/` (JAX's CUDA plugin), the CUDA
-/// libraries of the `nvidia` wheels in that same site-packages; nothing for other plugins.
-/// Found by file name (`libcublas.so.13`), so only what is installed is listed.
+/// libraries of the `nvidia` wheels of the plugin's own CUDA major in that same
+/// site-packages; nothing for other plugins. Found by file name (`libcublas.so.13`), so only
+/// what is installed is listed.
 pub fn plugin_preloads(plugin: &std::path::Path) -> Vec<PathBuf> {
     let Some(site) = plugin
         .ancestors()
@@ -138,8 +170,13 @@ pub fn plugin_preloads(plugin: &std::path::Path) -> Vec<PathBuf> {
     if !is_cuda {
         return Vec::new();
     }
+    let table = if plugin_cuda_major(plugin) == Some(12) {
+        CUDA12_WHEEL_LIBS
+    } else {
+        CUDA13_WHEEL_LIBS
+    };
     let mut out = Vec::new();
-    for (dir, prefixes) in CUDA_WHEEL_LIBS {
+    for (dir, prefixes) in table {
         let dir = site.join(dir);
         let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
             .into_iter()
@@ -148,7 +185,7 @@ pub fn plugin_preloads(plugin: &std::path::Path) -> Vec<PathBuf> {
             .map(|e| e.path())
             .collect();
         files.sort();
-        for prefix in prefixes {
+        for prefix in prefixes.iter() {
             // `libcublas.so.13` but not `libcublasLt.so.13` for the prefix `libcublas.so`.
             if let Some(f) = files.iter().find(|f| {
                 f.file_name()
