@@ -6,8 +6,9 @@
 #   scripts/gpu_check.sh build            # here, with Rust: the release binary and every test
 #                                         # executable, stripped, in .gpu-out/bundle.tar.xz, and
 #                                         # the Vulkan loader's packages in .gl/ (carry both)
-#   scripts/gpu_check.sh run call1        # there (~4 min): setup devices tests-cuda tests-xla tests-rest
-#   scripts/gpu_check.sh run call2        # there (~4 min): setup torch jax bench wgpu
+#   scripts/gpu_check.sh run call1        # there (~4 min): setup devices tests-cuda tests-other-major
+#                                         # tests-xla tests-rest
+#   scripts/gpu_check.sh run call2        # there (~4 min): setup torch jax bench bench-other-major wgpu
 #   scripts/gpu_check.sh run STEP...      # any steps by name, in the order given
 #   scripts/gpu_check.sh rehearse         # here: build, then both calls from the bundle against
 #                                         # what this machine has (XLA's CPU plugin, lavapipe, no
@@ -21,8 +22,11 @@
 # the failure counts), then per call:
 #   call1: devices.json (stdout only), devices.txt (listing, stderr, accel mem, telemetry beside
 #          nvidia-smi, nvidia-smi),
-#          tests-cuda.txt, tests-xla.txt, tests-rest.txt
-#   call2: torch.txt, jax.txt, bench.txt, wgpu.txt
+#          tests-cuda.txt, tests-other-major.txt, tests-xla.txt, tests-rest.txt
+#   call2: torch.txt, jax.txt, bench.txt (both CUDA majors), wgpu.txt
+# CUDA's steps run twice: with the CUDA major accel picks by itself, then with the other one
+# (ACCEL_CUDA_MAJOR=12 or 13), where this machine has that major's NVRTC and cuBLAS wheels;
+# each run says which major it used and why.
 # Nothing is put on LD_LIBRARY_PATH: finding pip's CUDA libraries is accel's own job.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -176,6 +180,55 @@ step_tests_cuda() {
   run_tests tests-cuda.txt "$([ "$REHEARSE" = 1 ] && echo nvrtc || echo cuda)" cuda
 }
 
+# The CUDA major accel picks by itself here (doctor's cuda.major check), and the other one.
+default_major() {
+  "$ACCEL" doctor --json 2> /dev/null | "$PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+for s in d["sections"]:
+    for c in s["checks"]:
+        if c["id"] == "cuda.major" and c["found"].startswith("CUDA "):
+            print(c["found"].split(":")[0].split()[1]); sys.exit()
+print(13)'
+}
+other_major() { [ "$(default_major)" = 12 ] && echo 13 || echo 12; }
+
+# has_major M: whether NVRTC and cuBLAS of CUDA M are found here (both, by doctor).
+has_major() {
+  ACCEL_CUDA_MAJOR=$1 "$ACCEL" doctor --json 2> /dev/null | "$PY" -c '
+import json, sys
+m = sys.argv[1]
+d = json.load(sys.stdin)
+found = [c["found"] for s in d["sections"] for c in s["checks"] if c["id"] == "cuda.libraries"]
+ok = found and f"nvrtc {m}." in found[0] and (f"cublas {m}." in found[0] or "no GPU" in found[0])
+sys.exit(0 if ok else 1)' "$1"
+}
+
+step_tests_other_major() {
+  # The same CUDA tests with the other CUDA major's libraries (CUDA 12 beside 13).
+  local m; m=$(other_major)
+  log "  accel picks CUDA $(default_major) here by itself; this step forces CUDA $m"
+  if ! has_major "$m"; then
+    log "  SKIP no CUDA $m NVRTC and cuBLAS on this machine"; SKIPS=$((SKIPS + 1)); return 0
+  fi
+  run_cmd tests-other-major.txt "accel devices (CUDA $m)" env ACCEL_CUDA_MAJOR="$m" "$ACCEL" devices
+  ACCEL_CUDA_MAJOR=$m run_tests tests-other-major.txt \
+    "$([ "$REHEARSE" = 1 ] && echo nvrtc || echo cuda)" cuda
+}
+
+step_bench_other_major() {
+  local m; m=$(other_major)
+  if ! has_major "$m"; then
+    log "  SKIP no CUDA $m NVRTC and cuBLAS on this machine"; SKIPS=$((SKIPS + 1)); return 0
+  fi
+  local dev=cuda:0 size=4096 dts="f32 bf16"
+  if [ "$REHEARSE" = 1 ]; then dev=cpu size=256 dts="f32"; fi
+  for dt in $dts; do
+    run_cmd bench.txt "matmul $dt $dev (CUDA $m)" env ACCEL_CUDA_MAJOR="$m" "$ACCEL" bench matmul \
+      --device "$dev" --size "$size" --dtype "$dt" --warmup 2 --iters 10 --explain
+  done
+}
+
 step_tests_xla() {
   # XLA's tests on its GPU plugin, apart from CUDA's so a plugin problem hides no CUDA result;
   # autotuning off: hundreds of small programs are compiled once each.
@@ -281,8 +334,8 @@ run() {
   local steps=()
   for a in "$@"; do
     case "$a" in
-      call1) steps+=(setup devices tests_cuda tests_xla tests_rest) ;;
-      call2) steps+=(setup torch jax bench wgpu) ;;
+      call1) steps+=(setup devices tests_cuda tests_other_major tests_xla tests_rest) ;;
+      call2) steps+=(setup torch jax bench bench_other_major wgpu) ;;
       *) steps+=("${a//-/_}") ;;
     esac
   done
@@ -293,13 +346,15 @@ run() {
       setup) step setup 5 ;;
       devices) step devices 20 ;;
       tests_cuda) step tests_cuda 60 ;;
+      tests_other_major) step tests_other_major 40 ;;
+      bench_other_major) step bench_other_major 20 ;;
       tests_xla) step tests_xla 60 ;;
       tests_rest) step tests_rest 60 ;;
       torch) step torch 120 ;;
       jax) step jax 60 ;;
       bench) step bench 60 ;;
       wgpu) step wgpu 30 ;;
-      *) log "unknown step '$s' (steps: setup devices tests-cuda tests-xla tests-rest torch jax bench wgpu)"; return 2 ;;
+      *) log "unknown step '$s' (steps: setup devices tests-cuda tests-other-major tests-xla tests-rest torch jax bench bench-other-major wgpu)"; return 2 ;;
     esac
   done
   log "result: $STEPS_FAILED step(s) failed, $COMMAND_FAILS of $COMMANDS command(s) failed, $SKIPS skipped; $(( BUDGET - (DEADLINE - $(now)) ))s of ${BUDGET}s used"
@@ -335,7 +390,7 @@ rehearse() {
     grep -q '^result: ' "$out/$call/summary.txt" || { echo "rehearsal: no result line in $call" >&2; bad=1; }
   done
   check_file "$out/call1/devices.json" json || bad=1
-  for f in devices.txt tests-cuda.txt tests-xla.txt tests-rest.txt; do check_file "$out/call1/$f" || bad=1; done
+  for f in devices.txt tests-cuda.txt tests-other-major.txt tests-xla.txt tests-rest.txt; do check_file "$out/call1/$f" || bad=1; done
   for f in bench.txt wgpu.txt; do check_file "$out/call2/$f" || bad=1; done
   if [ -n "${JAX_PY:-}" ]; then check_file "$out/call2/jax.txt" || bad=1; fi
   # What the tests said: every test binary ran and none failed.

@@ -23,16 +23,34 @@ esac
 # they land.
 command -v cargo >/dev/null || { echo "error: cargo not found; install Rust from rustup.rs" >&2; exit 1; }
 
-# NVRTC (CUDA's run-time compiler) from PyPI: every CUDA kernel is compiled to CUBIN for sm_80
-# and sm_90 here, without a GPU. The tests find it the way users' machines do: in a Python
-# environment's wheel folder (nvidia/cu13/lib), through VIRTUAL_ENV.
+# NVRTC (CUDA's run-time compiler) from PyPI, both majors: every CUDA kernel is compiled to a
+# CUBIN for sm_75 to sm_120 by NVRTC 12.9 and by NVRTC 13, and NVIDIA's cuobjdump (in CUDA 13's
+# wheel folder) reads each one's target back, without a GPU. The tests find them the way users'
+# machines do: in a Python environment's wheel folders (nvidia/cu13/lib, nvidia/cuda_nvrtc/lib),
+# through VIRTUAL_ENV. Beside them: CUDA 12.0's cuda.h (the driver-symbol floor test), and in
+# .venv-test/cu12 a venv with only the CUDA 12 NVRTC and cuBLAS wheels (what PyTorch's cu12x
+# builds bring), for the doctor's CUDA 12 test.
 VENV=.venv-test
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
-if ! ls "$VENV"/lib/python3*/site-packages/nvidia/cu13/lib/libnvrtc.so.13 >/dev/null 2>&1; then
-  echo "== installing the CUDA 13 NVRTC wheel into $VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check "nvidia-cuda-nvrtc>=13,<14"
+if ! ls "$VENV"/lib/python3*/site-packages/nvidia/cu13/lib/libnvrtc.so.13 >/dev/null 2>&1 \
+    || ! ls "$VENV"/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 >/dev/null 2>&1 \
+    || ! ls "$VENV"/lib/python3*/site-packages/nvidia/cu13/bin/cuobjdump >/dev/null 2>&1; then
+  echo "== installing the CUDA 13 and CUDA 12.9 NVRTC wheels and cuobjdump into $VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "nvidia-cuda-nvrtc>=13,<14" \
+    "nvidia-cuda-nvrtc-cu12==12.9.*" "nvidia-cuda-cuobjdump>=13,<14"
+fi
+if [ ! -f "$VENV/cuda120/nvidia/cuda_runtime/include/cuda.h" ]; then
+  echo "== installing CUDA 12.0's cuda.h (nvidia-cuda-runtime-cu12==12.0.107) into $VENV/cuda120"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps --target "$VENV/cuda120" \
+    "nvidia-cuda-runtime-cu12==12.0.107"
+fi
+if ! ls "$VENV"/cu12/lib/python3*/site-packages/nvidia/cublas/lib/libcublas.so.12 >/dev/null 2>&1; then
+  echo "== installing the CUDA 12 NVRTC and cuBLAS wheels into $VENV/cu12"
+  "$VENV/bin/python" -m venv "$VENV/cu12"
+  "$VENV/cu12/bin/pip" install -q --disable-pip-version-check "nvidia-cuda-nvrtc-cu12==12.9.*" \
+    "nvidia-cublas-cu12==12.9.*"
 fi
 # XLA's CPU PJRT plugin: every XLA test runs against it for real (--no-deps: it needs no
 # JAX to be loaded as a plugin).
@@ -64,8 +82,9 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
   XDG_RUNTIME_DIR="$(mktemp -d)"
   export XDG_RUNTIME_DIR
 fi
-# NVRTC, the XLA plugin, lavapipe and grpcio must be found: missing ones fail the run, not skip.
-export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,xla,wgpu,prometheus,tmux,grpc"
+# NVRTC (12 and 13), cuobjdump, CUDA 12.0's cuda.h, the CUDA 12 wheels, the XLA plugin, lavapipe
+# and grpcio must be found: missing ones fail the run, not skip.
+export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,cuobjdump,cuda_h,cuda12,xla,wgpu,prometheus,tmux,grpc"
 # Compiled kernels are cached per user; the tests use a fresh cache so NVRTC really runs.
 export ACCEL_CACHE_DIR="${ACCEL_CACHE_DIR:-$PWD/target/accel-cache}"
 rm -rf "$ACCEL_CACHE_DIR"

@@ -11,6 +11,8 @@ struct DevicesReport {
     backends: Vec<accel::Probe>,
     /// The CUDA stack as found: driver, NVML, NVRTC, cuBLAS(Lt), cuDNN.
     cuda_libraries: &'static [accel::cuda::libs::Library],
+    /// The CUDA major whose libraries this process loaded, and why (None without CUDA).
+    cuda_major: Option<&'static accel::cuda::libs::MajorChoice>,
     /// Every PJRT plugin found: path, platform, versions, or why it failed.
     xla_plugins: Vec<accel::xla::Plugin>,
 }
@@ -20,6 +22,7 @@ pub fn run(json: bool) -> anyhow::Result<()> {
         best_device: Device::best(),
         backends: accel::devices(),
         cuda_libraries: accel::cuda::libraries(),
+        cuda_major: accel::cuda::cuda_major(),
         xla_plugins: accel::xla::plugins(),
     };
     if json {
@@ -29,14 +32,20 @@ pub fn run(json: bool) -> anyhow::Result<()> {
         out::line(l)?;
     }
     if !report.cuda_libraries.is_empty() {
-        out::line("\nCUDA libraries:")?;
+        match report.cuda_major {
+            Some(m) => out::line(format!("\nCUDA libraries (CUDA {}: {}):", m.major, m.why))?,
+            None => out::line("\nCUDA libraries:")?,
+        }
         for l in libraries_text(report.cuda_libraries) {
             out::line(l)?;
         }
     }
     out::line("\nXLA (PJRT) plugins:")?;
     if report.xla_plugins.is_empty() {
-        out::line("  none found (pip install lammps-jax-pjrt-cpu, jax[cuda13] or libtpu; or set ACCEL_PJRT_PLUGIN)")?;
+        out::line(format!(
+            "  none found (pip install lammps-jax-pjrt-cpu or libtpu; for NVIDIA GPUs {}; or set ACCEL_PJRT_PLUGIN)",
+            accel::cuda::libs::jax_cuda_extra(accel::cuda::libs::driver_cuda_version())
+        ))?;
     }
     for p in &report.xla_plugins {
         match &p.problem {

@@ -187,11 +187,90 @@ fn wheels_built_for_another_cuda_major_are_named() {
     assert!(o.status.success());
     well_formed(&v);
     let c = find(&v, "cuda.python_wheels");
-    assert_eq!(c["status"], "warn", "{c}");
     let found = c["found"].as_str().unwrap();
     assert!(found.contains("PyTorch 2.7.0+cu128 (CUDA 12.8)"), "{c}");
     assert!(found.contains("JAX's CUDA 12 plugin"), "{c}");
-    assert!(found.contains("not CUDA 13"), "{c}");
+    // With no CUDA library of either major to decide it, accel takes PyTorch's major.
+    let m = find(&v, "cuda.major");
+    if !m["found"].as_str().unwrap().contains("of CUDA") {
+        assert!(m["found"].as_str().unwrap().starts_with("CUDA 12"), "{m}");
+        assert_eq!(c["status"], "pass", "{c}");
+    }
+    // With CUDA 13's NVRTC beside them (the real one, from the test environment), accel
+    // uses CUDA 13, and PyTorch's CUDA 12 is named as another major, with the fix.
+    let Some(real) = std::env::var_os("VIRTUAL_ENV")
+        .map(PathBuf::from)
+        .and_then(|v| std::fs::read_dir(v.join("lib")).ok()?.flatten().next())
+        .map(|py| {
+            py.path()
+                .join("site-packages/nvidia/cu13/lib/libnvrtc.so.13")
+        })
+        .filter(|p| p.is_file())
+    else {
+        println!("skipped: nvrtc: no CUDA 13 NVRTC in VIRTUAL_ENV");
+        return;
+    };
+    let lib = venv.path().join(sp).join("nvidia/cu13/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::os::unix::fs::symlink(&real, lib.join("libnvrtc.so.13")).unwrap();
+    let (_, v) = doctor(&[("VIRTUAL_ENV", venv.path().to_str().unwrap())], &[]);
+    let m = find(&v, "cuda.major");
+    assert!(m["found"].as_str().unwrap().starts_with("CUDA 13"), "{m}");
+    let c = find(&v, "cuda.python_wheels");
+    assert_eq!(c["status"], "warn", "{c}");
+    assert!(c["found"].as_str().unwrap().contains("not CUDA 13"), "{c}");
+    assert!(
+        c["fix"]
+            .as_str()
+            .unwrap()
+            .contains("nvidia-cuda-nvrtc-cu12 nvidia-cublas-cu12"),
+        "{c}"
+    );
+}
+
+/// The CUDA 12 wheels alone (what PyTorch's cu12x builds bring) are named with the versions
+/// the libraries report, and CUDA 12 is the major accel would use.
+#[test]
+fn the_cuda_12_wheels_are_found_with_their_versions() {
+    let Some(venv) = std::env::var_os("VIRTUAL_ENV")
+        .map(|v| PathBuf::from(v).join("cu12"))
+        .filter(|v| v.join("bin/python").exists())
+    else {
+        let required = std::env::var("ACCEL_TEST_REQUIRE").unwrap_or_default();
+        assert!(
+            !required.split(',').any(|r| r.trim() == "cuda12"),
+            "ACCEL_TEST_REQUIRE names cuda12, but $VIRTUAL_ENV/cu12 holds no CUDA 12 wheels"
+        );
+        println!("skipped: cuda12: no CUDA 12 wheels in $VIRTUAL_ENV/cu12 (scripts/test.sh installs them)");
+        return;
+    };
+    let (o, v) = doctor(
+        &[("VIRTUAL_ENV", venv.to_str().unwrap())],
+        &["ACCEL_CUDA_MAJOR"],
+    );
+    assert!(o.status.success());
+    well_formed(&v);
+    let libs = find(&v, "cuda.libraries");
+    let found = libs["found"].as_str().unwrap();
+    // Versions from the libraries themselves (nvrtcVersion, cublasGetProperty), not the
+    // wheels' names.
+    assert!(
+        found.contains("nvrtc 12.9 (python wheel (VIRTUAL_ENV))"),
+        "{libs}"
+    );
+    assert!(found.contains("cublas 12.9."), "{libs}");
+    assert!(found.contains("cublaslt 12.9."), "{libs}");
+    let m = find(&v, "cuda.major");
+    assert_eq!(m["status"], "pass", "{m}");
+    assert!(m["found"].as_str().unwrap().starts_with("CUDA 12: "), "{m}");
+    // The same environment, in the text a person reads.
+    let o = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .arg("doctor")
+        .env("VIRTUAL_ENV", &venv)
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains("nvrtc 12.9") && t.contains("CUDA 12: "), "{t}");
 }
 
 #[test]

@@ -221,6 +221,28 @@ mod cuda {
     }
 
     #[test]
+    fn a_library_cudarc_bound_elsewhere_is_refused() {
+        let Some(lib) = nvrtc() else { return };
+        // The real NVRTC, found through one of its own functions: the chosen file.
+        let real = libs::wanted(libs::cuda_major().major)
+            .iter()
+            .find(|w| w.name == "nvrtc")
+            .unwrap();
+        assert_eq!(lib.file, real.file);
+        assert!(kernels::compile(&Family::Fill.source(), "fill", "sm_80").is_ok());
+        // An address in another object (libc's malloc) is another copy: refused, naming both.
+        let e = libs::check_bound("nvrtc", libc_malloc()).unwrap_err();
+        assert!(e.contains("cudarc bound") && e.contains(lib.file), "{e}");
+    }
+
+    fn libc_malloc() -> *const std::ffi::c_void {
+        extern "C" {
+            fn malloc(n: usize) -> *mut std::ffi::c_void;
+        }
+        malloc as *const std::ffi::c_void
+    }
+
+    #[test]
     fn probe_reports_a_missing_driver_as_data() {
         let probe = accel::cuda::probe();
         let cuda = libs::library("cuda").unwrap();

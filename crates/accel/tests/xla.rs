@@ -44,6 +44,32 @@ mod xla {
         std::fs::remove_dir_all(&root).unwrap();
     }
 
+    #[test]
+    fn jax_cuda12_plugin_preloads_the_cuda_12_wheels_only() {
+        // jax-cuda12-pjrt beside the nvidia-*-cu12 wheels (a folder a library), with a CUDA
+        // 13 wheel in the same site-packages: only CUDA 12's files are loaded for it.
+        let root = std::env::temp_dir().join(format!("accel-preload12-{}", std::process::id()));
+        let sp = root.join("lib/python3.11/site-packages");
+        let touch = |rel: &str| {
+            let p = sp.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, b"").unwrap();
+            p
+        };
+        let plugin = touch("jax_plugins/xla_cuda12/xla_cuda_plugin.so");
+        touch("nvidia/cu13/lib/libcublas.so.13");
+        let cudart = touch("nvidia/cuda_runtime/lib/libcudart.so.12");
+        let nvrtc = touch("nvidia/cuda_nvrtc/lib/libnvrtc.so.12");
+        let lt = touch("nvidia/cublas/lib/libcublasLt.so.12");
+        let cublas = touch("nvidia/cublas/lib/libcublas.so.12");
+        let cudnn = touch("nvidia/cudnn/lib/libcudnn.so.9");
+        assert_eq!(
+            accel::xla::plugin_preloads(&plugin),
+            vec![cudart, nvrtc, lt, cublas, cudnn]
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
     /// The XLA devices, or none with a skip line (a failure under ACCEL_TEST_REQUIRE=xla).
     fn xla_devices() -> Vec<Device> {
         common::devices_of("xla", "XLA plugin tests")

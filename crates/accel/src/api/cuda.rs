@@ -36,7 +36,9 @@ pub fn current_device() -> Result<usize> {
 }
 
 /// Lets f32 matmul use TF32 tensor cores (`torch.backends.cuda.matmul.allow_tf32 = True`):
-/// several times faster, with inputs rounded to 10 mantissa bits. Off by default.
+/// several times faster, with inputs rounded to 10 mantissa bits. Off by default. GPUs before
+/// compute capability 8.0 (a T4, a V100) have no TF32 tensor cores: there it changes nothing
+/// (`DeviceCaps::tensor_cores()` tells; `accel bench`'s peak says so).
 pub fn set_allow_tf32(on: bool) {
     crate::backend::native::settings::set_allow_tf32(on)
 }
@@ -60,6 +62,13 @@ pub fn libraries() -> &'static [libs::Library] {
     } else {
         &[]
     }
+}
+
+/// The CUDA major (12 or 13) whose libraries this process uses, and why: decided once, from
+/// the driver's CUDA version, what is installed, PyTorch's or JAX's major and
+/// `ACCEL_CUDA_MAJOR`. None in a build without the CUDA backend.
+pub fn cuda_major() -> Option<&'static libs::MajorChoice> {
+    cfg!(feature = "cuda").then(libs::cuda_major)
 }
 
 /// The load of CUDA GPU `ordinal` through NVML (GPUtil's `getGPUs()`): utilisation, memory,

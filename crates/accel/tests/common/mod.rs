@@ -6,11 +6,16 @@ use accel::{Availability, Device};
 /// The names `ACCEL_TEST_REQUIRE` accepts: the backends, `nvrtc` (CUDA's compiler, which
 /// compiles every kernel here without a GPU), and the tools the CLI's tests drive
 /// (`prometheus` for `accel serve`, `tmux` for `accel monitor`, `grpc` for the fake TPU
-/// metrics service, Python's grpcio), and `avx512` (the CPU kernels' AVX-512 paths).
-pub const KNOWN_REQUIREMENTS: [&str; 10] = [
+/// metrics service, Python's grpcio), `avx512` (the CPU kernels' AVX-512 paths), and the CUDA
+/// pieces beside NVRTC: `cuobjdump` (NVIDIA's reader of each CUBIN's target), `cuda_h` (CUDA
+/// 12.0's `cuda.h`, the driver floor) and `cuda12` (the CUDA 12 wheels in `$VIRTUAL_ENV/cu12`).
+pub const KNOWN_REQUIREMENTS: [&str; 13] = [
     "cpu",
     "cuda",
     "nvrtc",
+    "cuobjdump",
+    "cuda_h",
+    "cuda12",
     "mps",
     "xla",
     "wgpu",

@@ -464,6 +464,28 @@ impl Gpu {
             });
         }
         self.bind()?;
+        // cudarc opens cuBLAS by its own list of names: check it bound the file accel chose
+        // (the chosen major's) before any cuBLAS function runs.
+        // SAFETY: libcublas is loaded (checked above), so culib() finds it and does not
+        // panic; the symbol is only looked up, never called here.
+        let bound = unsafe {
+            cudarc::cublas::sys::culib()
+                .get::<*const c_void>("cublasGetProperty")
+                .ok()
+                .map(|s| *s)
+        };
+        if let Some(addr) = bound {
+            crate::backend::native::libs::check_bound("cublas", addr).map_err(|e| {
+                Error::DeviceUnavailable {
+                    device: self.device(),
+                    reason: e,
+                    hint: "remove the other copy from the loader path, or point \
+                           ACCEL_CUDA_LIB_DIR at the one to use"
+                        .to_string(),
+                    available: String::new(),
+                }
+            })?;
+        }
         let h = cudarc::cublas::result::create_handle()
             .map_err(|e| Error::backend(crate::BackendKind::Cuda, "cublasCreate failed", e))?;
         // SAFETY: `h` was just created (no other thread has it: it is published only below,

@@ -695,6 +695,18 @@ pub fn compile(src: &str, name: &str, arch: &str) -> Result<Vec<u8>, String> {
     if let (Some(v), Some(cc)) = (&lib.version, parse_arch(arch)) {
         arch_supported_by(cc, v)?;
     }
+    // cudarc opens NVRTC by its own list of names: check it bound the file accel chose.
+    // SAFETY: libnvrtc is loaded (checked above), so culib() finds it and does not panic; the
+    // symbol is only looked up, never called here.
+    let bound = unsafe {
+        sys::culib()
+            .get::<*const std::ffi::c_void>("nvrtcVersion")
+            .ok()
+            .map(|s| *s)
+    };
+    if let Some(addr) = bound {
+        crate::backend::native::libs::check_bound("nvrtc", addr)?;
+    }
     let csrc = CString::new(src).map_err(|_| "kernel source holds a NUL byte".to_string())?;
     let cname = CString::new(format!("{name}.cu")).map_err(|e| e.to_string())?;
     let prog = result::create_program(&csrc, Some(&cname)).map_err(|e| format!("{e:?}"))?;

@@ -295,7 +295,12 @@ impl CudaStorage {
         let (dt, compute) = match self.dtype {
             DType::F32 => (
                 cb::cudaDataType::CUDA_R_32F,
-                if crate::backend::native::settings::allow_tf32() {
+                // TF32 only where the GPU has TF32 tensor cores (8.0 and newer): on a T4,
+                // allowing it changes nothing, and cuBLAS is not asked for a mode it lacks.
+                if crate::backend::native::settings::allow_tf32()
+                    && kernels::parse_arch(&self.gpu.arch)
+                        .is_some_and(|cc| crate::base::caps::TensorCores::of(cc).tf32)
+                {
                     cb::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32
                 } else {
                     cb::cublasComputeType_t::CUBLAS_COMPUTE_32F

@@ -292,6 +292,9 @@ pub fn choose_major(
         }
         (false, _) => format!("{driver_note}; only part of CUDA {major}'s libraries found"),
     };
+    if !complete && tied.len() > 1 && framework == Some(major) {
+        why.push_str(&format!(" (PyTorch or JAX here uses CUDA {major})"));
+    }
     let mut problem = None;
     let mut hint = None;
     // Libraries the driver is too old for, when nothing it supports was found.
@@ -569,22 +572,59 @@ mod dl {
 
         /// The file the loader picked, found through one of its symbols.
         pub fn path_of(&self, symbol: &str) -> Option<PathBuf> {
-            let p = self.sym(symbol)?;
+            file_of(self.sym(symbol)?)
+        }
+    }
+
+    /// The file of the loaded object holding address `p`, canonical.
+    pub fn file_of(p: *const c_void) -> Option<PathBuf> {
+        {
             // SAFETY: Dl_info is a #[repr(C)] struct of raw pointers, for which all-zero
             // (null) is a valid value.
             let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-            // SAFETY: `p` is a symbol address dlsym returned from a library that is never
-            // unloaded; `info` is a local out-pointer.
+            // SAFETY: dladdr only looks `p` up in the loader's tables (any address is allowed;
+            // it fails for one in no object); `info` is a local out-pointer.
             if unsafe { libc::dladdr(p, &mut info) } == 0 || info.dli_fname.is_null() {
                 return None;
             }
             // SAFETY: dladdr succeeded and dli_fname is non-null (checked): it points to the
             // NUL-terminated path of the object, owned by the loader and valid while the
-            // object stays loaded (forever: never dlclosed); we copy it at once.
+            // object stays loaded (the CUDA libraries: forever, never dlclosed); we copy it at
+            // once, before any other loader call on this thread.
             let s = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy();
             let path = Path::new(s.as_ref());
             Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
         }
+    }
+}
+
+/// Checks that the code at `addr` (a function cudarc resolved in the library it opened by
+/// its own list of names, which tries `.so.13` before `.so.12`) lies in the file this process
+/// chose for `name`: never the other CUDA major, never a second copy.
+pub fn check_bound(name: &str, addr: *const std::ffi::c_void) -> Result<(), String> {
+    let Some(lib) = library(name).filter(|l| l.is_loaded()) else {
+        return Err(format!("{name} is not loaded"));
+    };
+    let want = lib
+        .path
+        .as_ref()
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()));
+    #[cfg(target_os = "linux")]
+    let got = dl::file_of(addr);
+    #[cfg(not(target_os = "linux"))]
+    let got: Option<PathBuf> = {
+        let _ = addr;
+        None
+    };
+    match (got, want) {
+        (Some(g), Some(w)) if g != w => Err(format!(
+            "cudarc bound {} for {name}, not {} which accel chose (CUDA {}): two copies of one \
+             library, maybe of two CUDA majors, would be in this process",
+            g.display(),
+            w.display(),
+            cuda_major().major
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -921,13 +961,14 @@ fn state() -> &'static (Vec<Library>, MajorChoice) {
         if forced.is_none() && !complete(&found) {
             found = inventory(dirs.get_or_insert_with(|| search_dirs(&env)));
         }
-        // PyTorch's or JAX's major only breaks a tie, so it is looked up only then.
+        // PyTorch's or JAX's major only breaks a tie (both complete, or neither found), so it
+        // is looked up only then.
         let counts: Vec<u8> = found
             .iter()
             .filter(|(m, _)| driver.is_none_or(|d| *m <= d / 1000))
             .map(|(_, h)| h.count())
             .collect();
-        let tie = counts.len() > 1 && counts.windows(2).all(|w| w[0] == w[1]) && counts[0] > 0;
+        let tie = counts.len() > 1 && counts.windows(2).all(|w| w[0] == w[1]);
         let framework = if tie && forced.is_none() {
             super::pyenv::framework_majors(&env)
                 .first()

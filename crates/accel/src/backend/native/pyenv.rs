@@ -323,6 +323,25 @@ pub fn cuda_wheels(env: &SearchEnv) -> Vec<CudaWheel> {
                 }
             }
         }
+        // JAX's CUDA plugins register as `jax_plugins/xla_cuda12` (the package) beside their
+        // `.dist-info`.
+        let mut plugins: Vec<String> = std::fs::read_dir(sp.join("jax_plugins"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        plugins.sort();
+        for name in plugins {
+            if let Some(major) = name.strip_prefix("xla_cuda").and_then(|m| m.parse().ok()) {
+                out.push(CudaWheel {
+                    site_packages: sp.clone(),
+                    what: format!("JAX's CUDA {major} plugin ({name})"),
+                    major,
+                    framework: true,
+                });
+            }
+        }
         let mut dists: Vec<String> = std::fs::read_dir(&sp)
             .into_iter()
             .flatten()
@@ -336,6 +355,13 @@ pub fn cuda_wheels(env: &SearchEnv) -> Vec<CudaWheel> {
                 continue;
             };
             if let Some(major) = wheel_major(name, version) {
+                if name.starts_with("jax")
+                    && out
+                        .iter()
+                        .any(|w| w.site_packages == sp && w.what.starts_with("JAX's CUDA"))
+                {
+                    continue;
+                }
                 out.push(CudaWheel {
                     site_packages: sp.clone(),
                     what: format!("{} {version}", name.replace('_', "-")),
@@ -406,6 +432,7 @@ mod tests {
         .unwrap();
         for d in [
             "jax_cuda12_plugin-0.7.1.dist-info",
+            "jax_cuda12_pjrt-0.7.1.dist-info",
             "nvidia_cublas_cu12-12.9.3.13.dist-info",
             "numpy-2.3.0.dist-info",
         ] {
@@ -424,11 +451,17 @@ mod tests {
             what,
             [
                 ("PyTorch 2.8.0+cu126 (CUDA 12.6)", 12, true),
+                ("jax-cuda12-pjrt 0.7.1", 12, true),
                 ("jax-cuda12-plugin 0.7.1", 12, true),
                 ("nvidia-cublas-cu12 12.9.3.13", 12, false),
             ]
         );
-        assert_eq!(framework_majors(&env).len(), 2);
+        assert_eq!(framework_majors(&env).len(), 3);
+        // With the plugin's package there, it is named once, as the plugin.
+        std::fs::create_dir_all(sp.join("jax_plugins/xla_cuda12")).unwrap();
+        let what: Vec<String> = cuda_wheels(&env).into_iter().map(|w| w.what).collect();
+        assert_eq!(what[1], "JAX's CUDA 12 plugin (xla_cuda12)", "{what:?}");
+        assert_eq!(what.len(), 3, "{what:?}");
         let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -36,10 +36,13 @@ pub(crate) fn probe() -> Probe {
             format!(
                 "install a plugin: `pip install lammps-jax-pjrt-cpu` (XLA on the CPU), {} \
                  (NVIDIA GPUs) or `pip install libtpu` (on a TPU VM); or set \
-                 ACCEL_PJRT_PLUGIN=/path/to/plugin.so",
+                 ACCEL_PJRT_PLUGIN=/path/to/plugin.so{}",
                 crate::backend::native::libs::jax_cuda_extra(
                     crate::backend::native::libs::driver_cuda_version()
-                )
+                ),
+                crate::system::Hosted::detect()
+                    .map(|h| format!("; for a TPU in {}: {}", h.name(), h.tpu_fix()))
+                    .unwrap_or_default()
             ),
         );
     }
