@@ -141,13 +141,17 @@ const CUDA12_WHEEL_LIBS: &[(&str, &[&str])] = &[
 /// The CUDA major a JAX CUDA plugin is built for, from its path (`jax_plugins/xla_cuda12/`,
 /// `jax_cuda12_plugin`): None for a plugin that names no CUDA major.
 pub fn plugin_cuda_major(plugin: &std::path::Path) -> Option<u32> {
+    // The last `cudaNN` in the path (`xla_cuda12/xla_cuda_plugin.so`: the folder's).
     let s = plugin.to_string_lossy().to_ascii_lowercase();
-    let i = s.rfind("cuda")?;
-    let digits: String = s[i + 4..]
-        .chars()
-        .take_while(|c| c.is_ascii_digit())
-        .collect();
-    digits.parse().ok().filter(|m| (11..=20).contains(m))
+    s.match_indices("cuda")
+        .filter_map(|(i, _)| {
+            let digits: String = s[i + 4..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
+            digits.parse().ok().filter(|m| (11..=20).contains(m))
+        })
+        .last()
 }
 
 /// The libraries to load, by absolute path and in order, before the PJRT plugin `plugin`:
