@@ -870,13 +870,21 @@ fn driver_number(cuda: &Library) -> Option<u32> {
     Some(a.parse::<u32>().ok()? * 1000 + b.parse::<u32>().ok()? * 10)
 }
 
-/// The CUDA version the loaded driver supports (12040 for 12.4), None without a driver.
-/// Reads what the library search found; loads nothing new when called after it.
+/// The CUDA version the loaded driver supports (12040 for 12.4): None without a driver, and
+/// None when the library search has not run in this process. It never starts the search
+/// itself: hints are written where a PJRT plugin may still hold the loader's lock (one whose
+/// constructor hangs inside dlopen), and a dlopen there would wait forever.
 pub fn driver_cuda_version() -> Option<u32> {
-    library("cuda")
-        .filter(|l| l.is_loaded())
+    STATE
+        .get()?
+        .0
+        .iter()
+        .find(|l| l.name == "cuda" && l.is_loaded())
         .and_then(driver_number)
 }
+
+/// The libraries and the major, once the search has run ([`state`]).
+static STATE: std::sync::OnceLock<(Vec<Library>, MajorChoice)> = std::sync::OnceLock::new();
 
 /// The JAX extra whose CUDA plugin fits a driver that supports CUDA `driver` (12040 for
 /// 12.4): `jax[cuda12]` below CUDA 13, `jax[cuda13]` from it; both named when the driver is
@@ -893,7 +901,6 @@ pub fn jax_cuda_extra(driver: Option<u32>) -> &'static str {
 
 /// Every library and the major chosen, once per process.
 fn state() -> &'static (Vec<Library>, MajorChoice) {
-    static STATE: std::sync::OnceLock<(Vec<Library>, MajorChoice)> = std::sync::OnceLock::new();
     STATE.get_or_init(|| {
         let forced = crate::base::env::choice("ACCEL_CUDA_MAJOR", &["12", "13"])
             .ok()
