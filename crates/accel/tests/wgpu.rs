@@ -340,10 +340,12 @@ mod wgpu {
             match (&run.device_stats, has) {
                 (Some(dev), true) => {
                     // The GPU's clock sees the queued work only: positive, and not more than the
-                    // wall clock around it (with a little slack for clock granularity).
+                    // wall clock around it, with slack for the two clocks' granularity: 5% and
+                    // 0.1 ms (lavapipe's timestamps read 0.75 ms beside a 0.71 ms wall median
+                    // of three 0.7 ms samples once, in a clean-clone CI run).
                     assert!(dev.median_s > 0.0, "{dev:?}");
                     assert!(
-                        dev.median_s <= run.stats.median_s * 1.05,
+                        dev.median_s <= run.stats.median_s * 1.05 + 1e-4,
                         "{dev:?} vs {:?}",
                         run.stats
                     );
