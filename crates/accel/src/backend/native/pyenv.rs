@@ -311,9 +311,9 @@ pub fn cuda_wheels(env: &SearchEnv) -> Vec<CudaWheel> {
                     .and_then(|l| l.split(['\'', '"']).nth(1))
                     .map(str::to_string)
             };
-            if let Some(cuda) = get("cuda") {
+            if let Some(cuda) = get("cuda").filter(|c| plain(c)) {
                 if let Some(major) = cuda.split('.').next().and_then(|m| m.parse().ok()) {
-                    let ver = get("__version__").unwrap_or_default();
+                    let ver = get("__version__").filter(|v| plain(v)).unwrap_or_default();
                     out.push(CudaWheel {
                         site_packages: sp.clone(),
                         what: format!("PyTorch {ver} (CUDA {cuda})"),
@@ -351,7 +351,8 @@ pub fn cuda_wheels(env: &SearchEnv) -> Vec<CudaWheel> {
             .collect();
         dists.sort();
         for d in dists {
-            let Some((name, version)) = d.split_once('-') else {
+            let Some((name, version)) = d.split_once('-').filter(|(n, v)| plain(n) && plain(v))
+            else {
                 continue;
             };
             if let Some(major) = wheel_major(name, version) {
@@ -383,14 +384,31 @@ pub fn framework_majors(env: &SearchEnv) -> Vec<CudaWheel> {
         .collect()
 }
 
-/// A small text file (a `version.py`), read with a size limit.
+/// A small text file (a `version.py`), read with a size limit; anything but a regular file
+/// (a FIFO, a device) is refused without waiting on it: it is opened non-blocking and
+/// checked before it is read.
 fn read_small(p: &Path) -> std::io::Result<String> {
     use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(p)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
     let mut s = String::new();
-    std::fs::File::open(p)?
-        .take(64 * 1024)
-        .read_to_string(&mut s)?;
+    f.take(64 * 1024).read_to_string(&mut s)?;
     Ok(s)
+}
+
+/// Whether a package name or version read from disk is plain (`2.8.0+cu126`,
+/// `nvidia_cublas_cu12`): anything else (terminal escapes, spaces) is not shown or used.
+fn plain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 100
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || b"._+-".contains(&c))
 }
 
 #[cfg(test)]
@@ -462,6 +480,18 @@ mod tests {
         let what: Vec<String> = cuda_wheels(&env).into_iter().map(|w| w.what).collect();
         assert_eq!(what[1], "JAX's CUDA 12 plugin (xla_cuda12)", "{what:?}");
         assert_eq!(what.len(), 3, "{what:?}");
+        // A dist-info name carrying a terminal escape is not shown, and a version.py that is a
+        // FIFO is refused at once rather than waited on.
+        std::fs::create_dir_all(sp.join("nvidia_evil\x1b[2J_cu12-1.0.dist-info")).unwrap();
+        assert_eq!(cuda_wheels(&env).len(), 3);
+        std::fs::remove_file(sp.join("torch/version.py")).unwrap();
+        let fifo = std::ffi::CString::new(sp.join("torch/version.py").to_str().unwrap()).unwrap();
+        // SAFETY: `fifo` is a NUL-terminated path alive for the call.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let t = std::time::Instant::now();
+        let what: Vec<String> = cuda_wheels(&env).into_iter().map(|w| w.what).collect();
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
+        assert!(!what.iter().any(|w| w.starts_with("PyTorch")), "{what:?}");
         let _ = std::fs::remove_dir_all(&root);
     }
 }
