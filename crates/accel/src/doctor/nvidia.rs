@@ -457,11 +457,7 @@ fn wheel_checks(env: &SearchEnv) -> Vec<Check> {
                 } else {
                     "JAX"
                 },
-                if other[0].major == 12 {
-                    "nvidia-cuda-nvrtc-cu12 nvidia-cublas-cu12"
-                } else {
-                    "nvidia-cuda-nvrtc nvidia-cublas"
-                },
+                libs::pips(other[0].major),
                 m = other[0].major
             ),
         )

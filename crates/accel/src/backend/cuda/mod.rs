@@ -17,6 +17,7 @@
 //! Without the `cuda` feature, `off.rs` stands in with the same items. Nothing here panics
 //! when the hardware or a library is missing: the probe reports why.
 
+mod archs;
 mod failures;
 pub mod kernel_cache;
 pub mod kernels;

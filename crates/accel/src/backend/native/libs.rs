@@ -14,21 +14,17 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+#[cfg(target_os = "linux")]
+use super::dl;
+pub use super::major::{
+    choose_major, cuda_version_text, driver_for, jax_cuda_extra, pips, Have, MajorChoice,
+    CUDA_MAJORS, DRIVER_FLOOR,
+};
 use super::pyenv::glob_dirs;
 pub use super::pyenv::{
     cuda_wheels, framework_majors, python_environments, site_packages_for_helper, wheel_major,
     CudaWheel, SearchEnv, SITE_PACKAGES_VAR,
 };
-
-/// The CUDA majors accel can use, newest first. cudarc's bindings are CUDA 13.0's, loaded at
-/// run time symbol by symbol; every function accel calls exists, with the same signature, in
-/// CUDA 12.0's driver API, NVRTC and cuBLAS (the driver-symbol floor test checks the driver's
-/// against CUDA 12.0's `cuda.h`), so one build speaks either. One process uses one major:
-/// [`cuda_major`] decides it once, before any versioned library is loaded.
-pub const CUDA_MAJORS: [u32; 2] = [13, 12];
-
-/// The oldest CUDA version of a driver accel runs on (R525).
-pub const DRIVER_FLOOR: (u32, u32) = (12, 0);
 
 /// One library accel looks for.
 #[derive(Debug, Clone, Copy)]
@@ -156,196 +152,6 @@ pub fn wanted(major: u32) -> &'static [Wanted] {
 /// The libraries of the CUDA major this process uses ([`cuda_major`]), in load order.
 pub fn wanted_now() -> &'static [Wanted] {
     wanted(cuda_major().major)
-}
-
-/// Which of a major's two needed libraries were found (without loading them).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Have {
-    /// NVRTC (`libnvrtc.so.N`).
-    pub nvrtc: bool,
-    /// cuBLAS and cuBLASLt (`libcublas.so.N`, `libcublasLt.so.N`), both.
-    pub cublas: bool,
-}
-
-impl Have {
-    fn count(self) -> u8 {
-        self.nvrtc as u8 + self.cublas as u8
-    }
-}
-
-/// The CUDA major a process uses, and why: a pure function of the driver's CUDA version,
-/// `ACCEL_CUDA_MAJOR`, which libraries of each major were found, and the major PyTorch or
-/// JAX in the same environment uses ([`choose_major`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MajorChoice {
-    /// 12 or 13: whose libraries are loaded.
-    pub major: u32,
-    /// Why this one, in words.
-    pub why: String,
-    /// Why CUDA cannot work with what is installed, when it cannot (the driver too old for
-    /// every library found, a forced major the driver lacks, NVRTC of one major and cuBLAS of
-    /// the other).
-    pub problem: Option<String>,
-    /// The fix for `problem`.
-    pub hint: Option<String>,
-}
-
-/// Names a CUDA version `12040` as `12.4`.
-pub fn cuda_version_text(v: u32) -> String {
-    format!("{}.{}", v / 1000, (v % 1000) / 10)
-}
-
-/// What to install for CUDA `major`'s libraries.
-fn pips(major: u32) -> &'static str {
-    if major == 12 {
-        "nvidia-cuda-nvrtc-cu12 nvidia-cublas-cu12"
-    } else {
-        "nvidia-cuda-nvrtc nvidia-cublas"
-    }
-}
-
-/// The driver release a CUDA major needs (R525 for 12.0, R580 for 13.0).
-pub fn driver_for(major: u32) -> &'static str {
-    if major >= 13 {
-        "580"
-    } else {
-        "525"
-    }
-}
-
-/// Decides the CUDA major: `forced` (`ACCEL_CUDA_MAJOR`) when set; otherwise, among the
-/// majors the driver supports (all, when there is no driver), the one with the most of NVRTC
-/// and cuBLAS found, ties going to `framework`'s major (PyTorch's or JAX's in the same
-/// environment), then to the newest. `driver` is `cuDriverGetVersion`'s number (12040 for
-/// 12.4). `found` lists, per major, what was found.
-pub fn choose_major(
-    driver: Option<u32>,
-    forced: Option<u32>,
-    found: &[(u32, Have)],
-    framework: Option<u32>,
-) -> MajorChoice {
-    let have = |m: u32| {
-        found
-            .iter()
-            .find(|(x, _)| *x == m)
-            .map_or(Have::default(), |(_, h)| *h)
-    };
-    let driver_major = driver.map(|v| v / 1000);
-    let driver_text = driver.map(cuda_version_text);
-    let supports = |m: u32| driver_major.is_none_or(|d| m <= d);
-    if let Some(m) = forced {
-        let (problem, hint) = match (&driver_text, supports(m)) {
-            (Some(d), false) => (
-                Some(format!(
-                    "ACCEL_CUDA_MAJOR={m}, but the driver supports CUDA {d}: CUDA {m} needs \
-                     driver {} or newer",
-                    driver_for(m)
-                )),
-                Some(format!(
-                    "unset ACCEL_CUDA_MAJOR (or set it to {}), or update the NVIDIA driver to \
-                     {} or newer",
-                    driver_major.unwrap_or(12),
-                    driver_for(m)
-                )),
-            ),
-            _ => (None, None),
-        };
-        return MajorChoice {
-            major: m,
-            why: format!("ACCEL_CUDA_MAJOR={m}"),
-            problem,
-            hint,
-        };
-    }
-    let usable: Vec<u32> = CUDA_MAJORS
-        .iter()
-        .copied()
-        .filter(|&m| supports(m))
-        .collect();
-    let best_count = usable.iter().map(|&m| have(m).count()).max().unwrap_or(0);
-    let tied: Vec<u32> = usable
-        .iter()
-        .copied()
-        .filter(|&m| have(m).count() == best_count)
-        .collect();
-    let major = framework
-        .filter(|f| tied.contains(f))
-        .or(tied.first().copied())
-        .unwrap_or(12);
-    let driver_note = driver_text.as_ref().map_or_else(
-        || "no NVIDIA driver here, so any major".to_string(),
-        |d| format!("the driver supports CUDA {d}"),
-    );
-    let complete = best_count == 2;
-    let mut why = match (complete, tied.len()) {
-        (true, 1) => format!("{driver_note}; CUDA {major}'s NVRTC and cuBLAS were found"),
-        (true, _) if framework == Some(major) => format!(
-            "{driver_note}; CUDA 12 and 13 libraries were both found, and PyTorch or JAX here \
-             uses CUDA {major}"
-        ),
-        (true, _) => format!(
-            "{driver_note}; CUDA 12 and 13 libraries were both found: the newest the driver \
-             supports"
-        ),
-        (false, _) if best_count == 0 => {
-            format!("{driver_note}; no CUDA {major} NVRTC or cuBLAS found yet")
-        }
-        (false, _) => format!("{driver_note}; only part of CUDA {major}'s libraries found"),
-    };
-    if !complete && tied.len() > 1 && framework == Some(major) {
-        why.push_str(&format!(" (PyTorch or JAX here uses CUDA {major})"));
-    }
-    let mut problem = None;
-    let mut hint = None;
-    // Libraries the driver is too old for, when nothing it supports was found.
-    let too_new: Vec<u32> = CUDA_MAJORS
-        .iter()
-        .copied()
-        .filter(|&m| !supports(m) && have(m).count() > 0)
-        .collect();
-    if let (Some(d), Some(&new), 0) = (&driver_text, too_new.first(), best_count) {
-        problem = Some(format!(
-            "the driver supports CUDA {d}; the libraries found are CUDA {new}, which needs \
-             driver {} or newer",
-            driver_for(new)
-        ));
-        hint = Some(format!(
-            "`pip install {}` (the CUDA {major} wheels, which this driver runs), or update the \
-             NVIDIA driver to {} or newer for CUDA {new}",
-            pips(major),
-            driver_for(new)
-        ));
-    } else if !complete && best_count > 0 {
-        // NVRTC of one major and cuBLAS of another: never both majors in one process.
-        let h = have(major);
-        let other = usable.iter().copied().find(|&m| {
-            m != major && ((!h.nvrtc && have(m).nvrtc) || (!h.cublas && have(m).cublas))
-        });
-        if let Some(o) = other {
-            let (mine, theirs) = if h.nvrtc {
-                ("NVRTC", "cuBLAS")
-            } else {
-                ("cuBLAS", "NVRTC")
-            };
-            problem = Some(format!(
-                "{mine} was found for CUDA {major} and {theirs} only for CUDA {o}: accel uses \
-                 one CUDA major in a process, and it has no complete set"
-            ));
-            hint = Some(format!(
-                "install the missing one of the same major: `pip install {}` (CUDA {major}) or \
-                 `pip install {}` (CUDA {o}); or set ACCEL_CUDA_MAJOR",
-                pips(major),
-                pips(o)
-            ));
-            why.push_str(&format!(" (and part of CUDA {o}'s)"));
-        }
-    }
-    MajorChoice {
-        major,
-        why,
-        problem,
-        hint,
-    }
 }
 
 /// What the search found for one library.
@@ -517,84 +323,6 @@ pub(crate) fn preload(path: &std::path::Path) -> Result<(), String> {
             "{}: loading by path is Linux-only here",
             path.display()
         ))
-    }
-}
-
-#[cfg(target_os = "linux")]
-mod dl {
-    use std::ffi::{c_void, CStr, CString};
-    use std::path::{Path, PathBuf};
-
-    pub struct Handle(*mut c_void);
-    // SAFETY: a Handle is a dlopen handle that is never dlclosed (see `open`), so it stays
-    // valid for the process on every thread; it is only passed to dlsym/dladdr, which glibc
-    // makes thread safe (the loader takes its own lock).
-    unsafe impl Send for Handle {}
-    // SAFETY: as for Send; no method mutates through the handle.
-    unsafe impl Sync for Handle {}
-
-    fn last_error() -> String {
-        // SAFETY: dlerror takes no arguments; glibc keeps its message per thread, so this reads
-        // the error of the dlopen/dlsym this thread just made.
-        let e = unsafe { libc::dlerror() };
-        if e.is_null() {
-            "unknown error".to_string()
-        } else {
-            // SAFETY: non-null (checked); dlerror returns a NUL-terminated string that stays
-            // valid until the next dl* call on this thread, and we copy it out immediately.
-            unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
-        }
-    }
-
-    /// Loads a library for good (never closed: cudarc keeps using it).
-    pub fn open(name: &str) -> Result<Handle, String> {
-        let c = CString::new(name).map_err(|_| "the name holds a NUL byte".to_string())?;
-        // SAFETY: `c` is a NUL-terminated CString alive for the call. Loading runs the
-        // library's initialisers: we only open the NVIDIA libraries `locate` found by file
-        // name in the search folders (libs.rs), and trust them as the process's CUDA stack.
-        // RTLD_GLOBAL so later lookups by SONAME (cudarc's) find this copy. Never dlclosed.
-        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-        if h.is_null() {
-            Err(last_error())
-        } else {
-            Ok(Handle(h))
-        }
-    }
-
-    impl Handle {
-        pub fn sym(&self, name: &str) -> Option<*mut c_void> {
-            let c = CString::new(name).ok()?;
-            // SAFETY: self.0 is a live dlopen handle (never closed, see `open`); `c` is a
-            // NUL-terminated CString alive for the call.
-            let p = unsafe { libc::dlsym(self.0, c.as_ptr()) };
-            (!p.is_null()).then_some(p)
-        }
-
-        /// The file the loader picked, found through one of its symbols.
-        pub fn path_of(&self, symbol: &str) -> Option<PathBuf> {
-            file_of(self.sym(symbol)?)
-        }
-    }
-
-    /// The file of the loaded object holding address `p`, canonical.
-    pub fn file_of(p: *const c_void) -> Option<PathBuf> {
-        {
-            // SAFETY: Dl_info is a #[repr(C)] struct of raw pointers, for which all-zero
-            // (null) is a valid value.
-            let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-            // SAFETY: dladdr only looks `p` up in the loader's tables (any address is allowed;
-            // it fails for one in no object); `info` is a local out-pointer.
-            if unsafe { libc::dladdr(p, &mut info) } == 0 || info.dli_fname.is_null() {
-                return None;
-            }
-            // SAFETY: dladdr succeeded and dli_fname is non-null (checked): it points to the
-            // NUL-terminated path of the object, owned by the loader and valid while the
-            // object stays loaded (the CUDA libraries: forever, never dlclosed); we copy it at
-            // once, before any other loader call on this thread.
-            let s = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy();
-            let path = Path::new(s.as_ref());
-            Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
-        }
     }
 }
 
@@ -886,19 +614,6 @@ pub fn driver_cuda_version() -> Option<u32> {
 /// The libraries and the major, once the search has run ([`state`]).
 static STATE: std::sync::OnceLock<(Vec<Library>, MajorChoice)> = std::sync::OnceLock::new();
 
-/// The JAX extra whose CUDA plugin fits a driver that supports CUDA `driver` (12040 for
-/// 12.4): `jax[cuda12]` below CUDA 13, `jax[cuda13]` from it; both named when the driver is
-/// unknown.
-pub fn jax_cuda_extra(driver: Option<u32>) -> &'static str {
-    match driver {
-        Some(v) if v < 13000 => "`pip install \"jax[cuda12]\"`",
-        Some(_) => "`pip install \"jax[cuda13]\"`",
-        None => {
-            "`pip install \"jax[cuda12]\"` (driver 525 to 575) or `\"jax[cuda13]\"` (580 and newer)"
-        }
-    }
-}
-
 /// Every library and the major chosen, once per process.
 fn state() -> &'static (Vec<Library>, MajorChoice) {
     STATE.get_or_init(|| {
@@ -968,22 +683,12 @@ fn state() -> &'static (Vec<Library>, MajorChoice) {
         if forced.is_none() && !complete(&found) {
             found = inventory(dirs.get_or_insert_with(|| search_dirs(&env)));
         }
-        // PyTorch's or JAX's major only breaks a tie (both complete, or neither found), so it
-        // is looked up only then.
-        let counts: Vec<u8> = found
-            .iter()
-            .filter(|(m, _)| driver.is_none_or(|d| *m <= d / 1000))
-            .map(|(_, h)| h.count())
-            .collect();
-        let tie = counts.len() > 1 && counts.windows(2).all(|w| w[0] == w[1]);
-        let framework = if tie && forced.is_none() {
+        // PyTorch's or JAX's major only breaks a tie, so `choose_major` asks for it only then.
+        let choice = choose_major(driver, forced, &found, || {
             super::pyenv::framework_majors(&env)
                 .first()
                 .map(|f| f.major)
-        } else {
-            None
-        };
-        let choice = choose_major(driver, forced, &found, framework);
+        });
         for w in wanted(choice.major)
             .iter()
             .filter(|w| w.major.is_some() || w.name == "cudnn")
@@ -1036,106 +741,6 @@ pub fn library(name: &str) -> Option<&'static Library> {
 mod tests {
     use super::*;
 
-    const BOTH: Have = Have {
-        nvrtc: true,
-        cublas: true,
-    };
-    const NVRTC: Have = Have {
-        nvrtc: true,
-        cublas: false,
-    };
-    const CUBLAS: Have = Have {
-        nvrtc: false,
-        cublas: true,
-    };
-    const NONE: Have = Have {
-        nvrtc: false,
-        cublas: false,
-    };
-
-    fn pick(driver: Option<u32>, f: &[(u32, Have)], fw: Option<u32>) -> MajorChoice {
-        choose_major(driver, None, f, fw)
-    }
-
-    #[test]
-    fn the_major_follows_the_driver_and_what_is_installed() {
-        let all = [(13, BOTH), (12, BOTH)];
-        let only12 = [(13, NONE), (12, BOTH)];
-        let only13 = [(13, BOTH), (12, NONE)];
-        // (driver, found, framework) -> (major, a problem?)
-        type Row<'a> = (Option<u32>, &'a [(u32, Have)], Option<u32>, u32, bool);
-        let table: &[Row] = &[
-            // R525 (12.0), Colab's R550 (12.4), R570 (12.8): CUDA 12 only, however new the
-            // libraries installed beside them.
-            (Some(12000), &all, None, 12, false),
-            (Some(12040), &all, None, 12, false),
-            (Some(12080), &all, Some(13), 12, false),
-            (Some(12040), &only12, None, 12, false),
-            // R580 (13.0) and later: the newest complete set, unless PyTorch/JAX here uses
-            // the other and both are complete.
-            (Some(13000), &all, None, 13, false),
-            (Some(13010), &all, Some(12), 12, false),
-            (Some(13010), &only12, None, 12, false),
-            (Some(13000), &only13, Some(12), 13, false),
-            // No driver (a CPU machine compiling kernels): any major.
-            (None, &only12, None, 12, false),
-            (None, &all, None, 13, false),
-            (None, &[(13, NVRTC), (12, NONE)], None, 13, false),
-            // The driver is too old for everything found.
-            (Some(12040), &only13, None, 12, true),
-            // NVRTC of one major and cuBLAS of the other.
-            (Some(13000), &[(13, CUBLAS), (12, NVRTC)], None, 13, true),
-            (Some(12040), &[(13, CUBLAS), (12, NVRTC)], None, 12, false),
-            (None, &[(13, NVRTC), (12, CUBLAS)], None, 13, true),
-            // Nothing at all: the newest the driver supports, and no problem beyond the
-            // missing libraries themselves.
-            (Some(12040), &[], None, 12, false),
-            (Some(13000), &[], None, 13, false),
-        ];
-        for (i, (driver, found, fw, want, problem)) in table.iter().enumerate() {
-            let c = pick(*driver, found, *fw);
-            assert_eq!(c.major, *want, "row {i}: {c:?}");
-            assert_eq!(c.problem.is_some(), *problem, "row {i}: {c:?}");
-            assert_eq!(c.problem.is_some(), c.hint.is_some(), "row {i}: {c:?}");
-        }
-    }
-
-    #[test]
-    fn the_refusals_say_both_versions_and_both_fixes() {
-        let c = pick(Some(12040), &[(13, BOTH), (12, NONE)], None);
-        let p = c.problem.unwrap();
-        assert!(p.contains("the driver supports CUDA 12.4"), "{p}");
-        assert!(p.contains("CUDA 13") && p.contains("580"), "{p}");
-        let h = c.hint.unwrap();
-        assert!(
-            h.contains("nvidia-cuda-nvrtc-cu12 nvidia-cublas-cu12"),
-            "{h}"
-        );
-        assert!(h.contains("580"), "{h}");
-
-        let c = pick(Some(13000), &[(13, CUBLAS), (12, NVRTC)], None);
-        let p = c.problem.unwrap();
-        assert!(
-            p.contains("cuBLAS was found for CUDA 13 and NVRTC only for CUDA 12"),
-            "{p}"
-        );
-        assert!(c
-            .hint
-            .unwrap()
-            .contains("pip install nvidia-cuda-nvrtc nvidia-cublas"));
-
-        // A forced major the driver lacks is refused with both versions; one it has is used.
-        let c = choose_major(Some(12040), Some(13), &[(13, BOTH), (12, BOTH)], None);
-        assert_eq!(c.major, 13);
-        assert!(c
-            .problem
-            .unwrap()
-            .contains("ACCEL_CUDA_MAJOR=13, but the driver supports CUDA 12.4"));
-        let c = choose_major(Some(13000), Some(12), &[(13, BOTH), (12, BOTH)], None);
-        assert_eq!((c.major, c.problem), (12, None));
-        assert_eq!(c.why, "ACCEL_CUDA_MAJOR=12");
-    }
-
     #[test]
     fn each_majors_files_and_wheel_folders() {
         let files = |m| wanted(m).iter().map(|w| w.file).collect::<Vec<_>>();
@@ -1169,14 +774,5 @@ mod tests {
             ]
         );
         let _ = std::fs::remove_dir_all(&sp);
-    }
-
-    #[test]
-    fn the_jax_hint_names_the_plugin_the_driver_runs() {
-        assert!(jax_cuda_extra(Some(12040)).contains("jax[cuda12]"));
-        assert!(!jax_cuda_extra(Some(12040)).contains("cuda13"));
-        assert!(jax_cuda_extra(Some(13000)).contains("jax[cuda13]"));
-        let both = jax_cuda_extra(None);
-        assert!(both.contains("cuda12") && both.contains("cuda13"), "{both}");
     }
 }

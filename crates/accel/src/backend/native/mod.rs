@@ -3,7 +3,10 @@
 //! load (`trust`), and settings that several backends follow (`settings`). No backend folder
 //! imports another; what two of them need lives here.
 
+#[cfg(target_os = "linux")]
+mod dl;
 pub mod libs;
+mod major;
 pub mod pyenv;
 pub(crate) mod settings;
 pub mod trust;
