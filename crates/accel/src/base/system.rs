@@ -241,6 +241,14 @@ impl Hosted {
         }
     }
 
+    /// `; for a TPU in Google Colab: Runtime → ...` when this process runs in such a service,
+    /// else nothing: the tail of the XLA hints.
+    pub fn tpu_note() -> String {
+        Hosted::detect()
+            .map(|h| format!("; for a TPU in {}: {}", h.name(), h.tpu_fix()))
+            .unwrap_or_default()
+    }
+
     /// How to get a TPU runtime there.
     pub fn tpu_fix(self) -> &'static str {
         match self {

@@ -22,9 +22,7 @@ pub(super) fn xla_checks(probe_seconds: f64) -> Vec<Check> {
                 crate::backend::native::libs::jax_cuda_extra(
                     crate::backend::native::libs::driver_cuda_version()
                 ),
-                crate::system::Hosted::detect()
-                    .map(|h| format!("; for a TPU in {}: {}", h.name(), h.tpu_fix()))
-                    .unwrap_or_default()
+                crate::system::Hosted::tpu_note()
             ),
         ));
     }
