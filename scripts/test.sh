@@ -99,24 +99,39 @@ layers() {  # the whole report only when it fails
 }
 layers
 layers --no-floors --src crates/accel-cli/src
+layers --no-floors --src crates/accel-telemetry/src
+layers --no-floors --src crates/accel-core/src
 layers --no-floors --src crates/pjrt/src
 
 if [ "$QUICK" = 1 ]; then
   echo "== quick tests (scripts/test.sh without --quick runs everything)"
   mkdir -p target
-  cargo test --release -p accel -p pjrt --lib --tests -- --nocapture 2>&1 | tee target/test-output.log
+  cargo test --release -p accel-core -p accel-telemetry -p accel -p pjrt --lib --tests -- --nocapture 2>&1 | tee target/test-output.log
   cargo test --release -p accel-cli --bins 2>&1 | tee -a target/test-output.log
   python3 scripts/test_counts.py target/test-output.log
   exit 0
 fi
 
-echo "== every feature set builds without warnings (no backend, then each alone)"
-for features in "" cuda xla wgpu; do
-  out="$(cargo check -q -p accel --no-default-features ${features:+--features "$features"} 2>&1)" || { echo "$out"; exit 1; }
+echo "== every feature set builds without warnings (no backend, then each alone; telemetry"
+echo "   without NVML; the monitoring-only command, whose tree must hold no compute dependency)"
+check() {
+  local out
+  out="$(cargo check -q "$@" 2>&1)" || { echo "$out"; exit 1; }
   if printf '%s\n' "$out" | grep -q '^warning'; then
-    echo "$out"; echo "error: warnings with features '${features:-none}'" >&2; exit 1
+    echo "$out"; echo "error: warnings with: cargo check $*" >&2; exit 1
   fi
+}
+for features in "" cuda xla wgpu; do
+  check -p accel --no-default-features ${features:+--features "$features"}
 done
+check -p accel-telemetry --no-default-features
+check -p accel-cli --no-default-features --features monitor
+if cargo tree -q -p accel-cli --no-default-features --features monitor -e normal \
+    | grep -E '^[^a-z]*(cudarc|wgpu|pjrt) '; then
+  echo "error: the monitoring-only build (accel-cli --no-default-features --features monitor)" \
+    "depends on a compute library (above)" >&2
+  exit 1
+fi
 
 echo "== accel devices (what this machine offers the tests)"
 cargo run --release -q -p accel-cli -- devices

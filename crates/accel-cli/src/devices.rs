@@ -10,9 +10,9 @@ struct DevicesReport {
     best_device: Device,
     backends: Vec<accel::Probe>,
     /// The CUDA stack as found: driver, NVML, NVRTC, cuBLAS(Lt), cuDNN.
-    cuda_libraries: &'static [accel::cuda::libs::Library],
+    cuda_libraries: &'static [accel::cuda::Library],
     /// The CUDA major whose libraries this process loaded, and why (None without CUDA).
-    cuda_major: Option<&'static accel::cuda::libs::MajorChoice>,
+    cuda_major: Option<&'static accel::cuda::MajorChoice>,
     /// Every PJRT plugin found: path, platform, versions, or why it failed.
     xla_plugins: Vec<accel::xla::Plugin>,
 }
@@ -44,7 +44,7 @@ pub fn run(json: bool) -> anyhow::Result<()> {
     if report.xla_plugins.is_empty() {
         out::line(format!(
             "  none found (pip install lammps-jax-pjrt-cpu or libtpu; for NVIDIA GPUs {}; or set ACCEL_PJRT_PLUGIN)",
-            accel::cuda::libs::jax_cuda_extra(accel::cuda::libs::driver_cuda_version())
+            accel::cuda::jax_cuda_extra(accel::cuda::driver_cuda_version())
         ))?;
     }
     for p in &report.xla_plugins {
@@ -144,7 +144,7 @@ fn differing(d: &accel::DeviceInfo, e: &accel::DeviceInfo) -> Option<Vec<String>
 }
 
 /// One line per CUDA library: version and path, or why it is missing.
-pub fn libraries_text(libs: &[accel::cuda::libs::Library]) -> Vec<String> {
+pub fn libraries_text(libs: &[accel::cuda::Library]) -> Vec<String> {
     libs.iter()
         .map(|l| match (&l.path, &l.problem) {
             (Some(p), None) => format!(

@@ -475,7 +475,7 @@ fn mem_watch_reports_again_and_stops_after_count() {
 fn monitor_json_shows_the_fixture_gpus_with_their_values() {
     let f = |d: &str| {
         format!(
-            "{}/../accel/tests/fixtures/telemetry/mixed/{d}",
+            "{}/../accel-telemetry/tests/fixtures/telemetry/mixed/{d}",
             env!("CARGO_MANIFEST_DIR")
         )
     };

@@ -84,10 +84,10 @@ fn monitor_stream() {
     );
 }
 
-/// A fixture machine's sysfs and procfs (tests/fixtures/telemetry in the library crate).
+/// A fixture machine's sysfs and procfs (tests/fixtures/telemetry in the telemetry crate).
 fn fixture(name: &str, dir: &str) -> String {
     format!(
-        "{}/../accel/tests/fixtures/telemetry/{name}/{dir}",
+        "{}/../accel-telemetry/tests/fixtures/telemetry/{name}/{dir}",
         env!("CARGO_MANIFEST_DIR")
     )
 }

@@ -73,21 +73,22 @@ mod display;
 pub mod doctor;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+#[doc(hidden)]
+pub mod internals;
 pub mod load;
 pub mod memory;
 pub mod nn;
-pub mod telemetry;
 mod tensor;
 
+pub use accel_core::system;
+pub use accel_telemetry as telemetry;
 pub use api::{cuda, mps, wgpu, xla};
-pub use backend::registry::distinct_hardware;
 pub use base::caps::{DeviceCaps, Hardware, TensorCores};
 pub use base::device::{BackendKind, Device};
 pub use base::dtype::{DType, WithDType};
 pub use base::error::{Error, Result};
 pub use base::probe::{self, Availability, DeviceInfo, Probe};
 pub use base::shape::Shape;
-pub use base::system;
 pub use half::{bf16, f16};
 pub use tensor::{NdArray, Tensor};
 
@@ -123,7 +124,7 @@ pub unsafe fn prepare_environment() {
         if made.is_ok() || ours() {
             std::env::set_var("XDG_RUNTIME_DIR", &dir);
         } else {
-            base::env::refuse_runtime_dir(format!(
+            accel_core::env::refuse_runtime_dir(format!(
                 "{} exists but is not a private folder of uid {uid} (owner, mode 0700, not a \
                  symlink), so XDG_RUNTIME_DIR was left unset",
                 dir.display()
@@ -132,7 +133,7 @@ pub unsafe fn prepare_environment() {
     }
 }
 
-pub use base::env::runtime_dir_refused;
+pub use accel_core::env::runtime_dir_refused;
 
 /// Probes the drivers and plugins that cannot be stopped inside a process (`cuInit`,
 /// `nvmlInit`, a PJRT plugin's start, Vulkan enumeration) first in a child process started
@@ -142,7 +143,7 @@ pub use base::env::runtime_dir_refused;
 /// `program` must answer those arguments with [`probe_helper_main`]; the `accel` command
 /// does this for itself. Off unless called.
 pub fn enable_probe_helper(program: std::path::PathBuf) {
-    base::helper::enable(program, || {
+    accel_core::probe_child::enable(program, || {
         backend::native::pyenv::site_packages_for_helper()
             .map(|v| (backend::native::pyenv::SITE_PACKAGES_VAR, v))
             .into_iter()
@@ -155,7 +156,7 @@ pub fn enable_probe_helper(program: std::path::PathBuf) {
 /// parent needs on stdout, and exits (status 0; 2 for an unknown task) without running exit
 /// handlers.
 pub fn probe_helper_main(task: &str, rest: &[std::ffi::OsString]) -> ! {
-    base::helper::mark_helper();
+    accel_core::probe_child::mark_helper();
     let skip: Vec<std::path::PathBuf> = rest
         .windows(2)
         .filter(|w| w[0] == "--skip")
@@ -185,12 +186,12 @@ pub fn probe_helper_main(task: &str, rest: &[std::ffi::OsString]) -> ! {
         other => {
             eprintln!(
                 "error: unknown probe helper task {other:?} (tasks: {})",
-                base::helper::TASKS.join(", ")
+                accel_core::probe_child::TASKS.join(", ")
             );
-            base::helper::finish(&[], 2)
+            accel_core::probe_child::finish(&[], 2)
         }
     };
-    base::helper::finish(&answer, 0)
+    accel_core::probe_child::finish(&answer, 0)
 }
 
 /// Seeds the generator behind `rand`, `randn` and parameter initialisation, so a program

@@ -10,8 +10,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use accel::cuda::kernels::{self, Family};
-use accel::cuda::libs::{self, SearchEnv};
+use accel::internals::kernels::{self, Family};
+use accel::internals::libs::{self, SearchEnv};
 use accel::{DType, Device, Tensor};
 
 /// Named `cuda::...` so that `cargo test cuda` selects the cuda backend's tests.

@@ -10,8 +10,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use accel::cuda::kernels::{self, Family};
-use accel::cuda::libs;
+use accel::internals::kernels::{self, Family};
+use accel::internals::libs;
 
 /// Set in the child runs: the folder to write CUBINs to.
 const CHILD_DIR: &str = "CUBIN_CHILD_DIR";

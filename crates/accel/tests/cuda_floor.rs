@@ -12,7 +12,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use accel::cuda::libs;
+use accel::internals::libs;
 
 /// The exported function names a `cuda.h` declares: every `CUresult CUDAAPI name(`, and for
 /// each name the header renames (`#define cuMemAlloc cuMemAlloc_v2`, or through its

@@ -1,9 +1,11 @@
 //! NVIDIA GPUs through the CUDA driver API, cuBLAS and NVRTC (PyTorch's `torch.cuda`).
 //! Nothing here panics when the hardware or a library is missing: the probe reports why.
 
-pub use crate::backend::cuda::{kernel_cache, kernels, FreeFailures};
-pub use crate::backend::native::{libs, trust};
+pub use crate::backend::cuda::FreeFailures;
+pub use crate::backend::native::libs::{Library, MajorChoice};
 pub use crate::telemetry::nvidia::{GpuLoad, GpuProcess};
+
+use crate::backend::native::libs;
 
 use crate::backend::registry;
 use crate::base::probe::Probe;
@@ -69,6 +71,23 @@ pub fn libraries() -> &'static [libs::Library] {
 /// `ACCEL_CUDA_MAJOR`. None in a build without the CUDA backend.
 pub fn cuda_major() -> Option<&'static libs::MajorChoice> {
     cfg!(feature = "cuda").then(libs::cuda_major)
+}
+
+/// The CUDA version of the installed driver (`cuDriverGetVersion`: 12040 for CUDA 12.4, what
+/// nvidia-smi shows as "CUDA Version"), None without a driver, before the CUDA probe has run,
+/// or in a build without the CUDA backend. Never starts the probe itself.
+pub fn driver_cuda_version() -> Option<u32> {
+    if cfg!(feature = "cuda") {
+        libs::driver_cuda_version()
+    } else {
+        None
+    }
+}
+
+/// The `pip install` extra of JAX that matches a driver of this CUDA version
+/// (`jax[cuda13]`, `jax[cuda12]`), for the hint beside an XLA backend without a GPU plugin.
+pub fn jax_cuda_extra(driver: Option<u32>) -> &'static str {
+    libs::jax_cuda_extra(driver)
 }
 
 /// The load of CUDA GPU `ordinal` through NVML (GPUtil's `getGPUs()`): utilisation, memory,

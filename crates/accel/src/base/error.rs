@@ -274,3 +274,9 @@ impl Error {
         }
     }
 }
+
+impl From<accel_core::system::SystemError> for Error {
+    fn from(e: accel_core::system::SystemError) -> Error {
+        Error::System(e.to_string())
+    }
+}

@@ -6,12 +6,11 @@ pub(crate) mod caps;
 mod checks;
 pub(crate) mod device;
 pub(crate) mod dtype;
-pub mod env;
 pub(crate) mod error;
-pub(crate) mod helper;
 pub(crate) mod ledger;
 pub(crate) mod peak;
 pub mod probe;
 pub(crate) mod shape;
-pub mod system;
 pub(crate) mod threads;
+
+pub use accel_core::{env, probe_child as helper, system};

@@ -5,11 +5,27 @@ use std::time::Duration;
 use serde::Serialize;
 use sysinfo::{CpuRefreshKind, MemoryRefreshKind, ProcessesToUpdate, RefreshKind, System};
 
-use crate::{Error, Result};
+/// The host's facts could not be read (sysinfo found no `/proc`, or the OS refused).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemError {
+    /// What the operating system said.
+    pub detail: String,
+}
+
+impl std::fmt::Display for SystemError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot read host information: {}", self.detail)
+    }
+}
+
+impl std::error::Error for SystemError {}
+
+type Result<T> = std::result::Result<T, SystemError>;
 
 fn system(refresh: RefreshKind) -> Result<System> {
-    System::new_with_specifics(refresh)
-        .map_err(|e| Error::System(format!("cannot read host information: {e}")))
+    System::new_with_specifics(refresh).map_err(|e| SystemError {
+        detail: e.to_string(),
+    })
 }
 
 /// Host RAM, in bytes (`psutil.virtual_memory()`).
@@ -56,8 +72,9 @@ pub fn memory() -> Result<HostMemory> {
 }
 
 impl HostMemory {
-    /// The RAM figures of a `System` whose memory was refreshed.
-    pub(crate) fn of(s: &System) -> HostMemory {
+    /// The RAM figures of a `System` whose memory was refreshed (for `accel-telemetry`).
+    #[doc(hidden)]
+    pub fn of(s: &System) -> HostMemory {
         HostMemory {
             total_bytes: s.total_memory(),
             used_bytes: s.used_memory(),
@@ -84,7 +101,8 @@ pub fn process_rss_bytes() -> Option<u64> {
 }
 
 /// [`process_rss_bytes`] through an existing `System` (a sampler's, kept between samples).
-pub(crate) fn process_rss_in(s: &mut System) -> Option<u64> {
+#[doc(hidden)]
+pub fn process_rss_in(s: &mut System) -> Option<u64> {
     let pid = sysinfo::get_current_pid().ok()?;
     s.refresh_processes(ProcessesToUpdate::Some(&[pid]), true);
     s.process(pid).map(|p| p.memory())

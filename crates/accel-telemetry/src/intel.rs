@@ -56,7 +56,7 @@ impl IntelReader {
 
     /// The i915 and xe cards under `roots` at `now` (the time power and busy percent are
     /// measured against: the wall time between two calls). No such card is `Ok(vec![])`.
-    pub fn read_at(&mut self, roots: &Roots, now: Instant) -> Result<Vec<Reading>, String> {
+    pub fn read_at(&mut self, roots: &Roots, now: Instant) -> Result<Vec<Reading>, crate::Error> {
         let cards: Vec<DrmCard> = drm_cards(&roots.sysfs)
             .into_iter()
             .filter(|c| matches!(c.driver.as_deref(), Some("i915" | "xe")))
@@ -93,7 +93,7 @@ impl Reader for IntelReader {
         Vendor::Intel
     }
 
-    fn read(&mut self, roots: &Roots) -> Result<Vec<Reading>, String> {
+    fn read(&mut self, roots: &Roots) -> Result<Vec<Reading>, crate::Error> {
         self.read_at(roots, Instant::now())
     }
 }

@@ -76,13 +76,11 @@ pub struct Refusal {
 
 /// What a child that finished said: `key<TAB>value` lines on its stdout.
 #[derive(Debug, Clone, Default)]
-#[cfg_attr(not(feature = "xla"), allow(dead_code))]
 pub struct Answer {
     /// The pairs, in order.
     pub lines: Vec<(String, String)>,
 }
 
-#[cfg_attr(not(feature = "xla"), allow(dead_code))]
 impl Answer {
     /// Every value of `key`.
     pub fn values<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
@@ -137,7 +135,6 @@ pub fn active() -> bool {
 
 /// Runs `task` in a new helper with `extra` arguments, every time it is called (`Ok(None)`
 /// when no helper is enabled).
-#[cfg_attr(not(feature = "xla"), allow(dead_code))]
 pub fn run_task(task: &str, extra: &[std::ffi::OsString]) -> Verdict {
     match PROGRAM.get() {
         Some(program) if !is_helper() => run(program, task, extra),
@@ -148,8 +145,8 @@ pub fn run_task(task: &str, extra: &[std::ffi::OsString]) -> Verdict {
 type Verdict = Result<Option<Answer>, Refusal>;
 
 /// How long one helper may run (`ACCEL_PROBE_TIMEOUT`).
-pub fn limit() -> Result<Duration, super::env::EnvError> {
-    super::env::seconds("ACCEL_PROBE_TIMEOUT", 90.0, 0.1, 3600.0)
+pub fn limit() -> Result<Duration, crate::env::EnvError> {
+    crate::env::seconds("ACCEL_PROBE_TIMEOUT", 90.0, 0.1, 3600.0)
 }
 
 fn run(program: &PathBuf, task: &str, extra: &[std::ffi::OsString]) -> Verdict {

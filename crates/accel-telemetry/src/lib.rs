@@ -13,6 +13,7 @@
 
 pub mod amd;
 pub mod apple;
+mod error;
 mod fdinfo;
 mod grpc;
 pub mod host;
@@ -22,6 +23,7 @@ pub mod pick;
 mod reading;
 mod sysfs;
 pub mod tpu;
+mod vendor;
 
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -29,6 +31,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+pub use error::Error;
 pub use host::HostReading;
 pub use pick::{pick, Criteria};
 pub use reading::{ProcessUse, Reader, Reading, Roots, Vendor};
@@ -73,7 +76,7 @@ pub const FIRST_DEADLINE: Duration = Duration::from_secs(15);
 pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
 
 /// A reader's answer: its devices (or why it failed), how long it took, and its note.
-struct Answer(Result<Vec<Reading>, String>, Duration, Option<String>);
+struct Answer(Result<Vec<Reading>, Error>, Duration, Option<String>);
 
 /// A reader on its own thread: asked by a message, answering by another, so a reader stuck in
 /// a kernel read (a hung GPU's sysfs file) only makes its own answer late.
@@ -197,23 +200,18 @@ impl Telemetry {
                     w.busy = false;
                     (r, took, note)
                 }
-                Err(mpsc::RecvTimeoutError::Timeout) => (
-                    Err(format!(
-                        "timed out: no answer within {:.1} s",
-                        deadline.as_secs_f64()
-                    )),
-                    start.elapsed(),
-                    None,
-                ),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    (Err(Error::Timeout { deadline }), start.elapsed(), None)
+                }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    (Err("the reader stopped".to_string()), start.elapsed(), None)
+                    (Err(Error::ReaderStopped), start.elapsed(), None)
                 }
             };
             let vendor = w.vendor;
             collectors.push(CollectorStatus {
                 collector: vendor.name(),
                 success: result.is_ok(),
-                error: result.as_ref().err().cloned(),
+                error: result.as_ref().err().map(Error::to_string),
                 duration_s: took.as_secs_f64(),
                 devices: result.as_ref().map_or(0, Vec::len),
                 note,
@@ -238,11 +236,11 @@ impl Telemetry {
     /// marked down with the reason (for an hour, then forgotten). A device counts as present
     /// when a row read now has its UUID, its PCI address or its key, so a GPU that comes back
     /// under another name (NVML's index row for a GPU it cannot open) is one device.
-    fn merge(&mut self, vendor: Vendor, result: Result<Vec<Reading>, String>) -> Vec<Reading> {
+    fn merge(&mut self, vendor: Vendor, result: Result<Vec<Reading>, Error>) -> Vec<Reading> {
         let now_t = Instant::now();
         let (now, why_missing) = match result {
             Ok(v) => (v, None),
-            Err(e) => (Vec::new(), Some(e)),
+            Err(e) => (Vec::new(), Some(e.to_string())),
         };
         let present = |last: &Reading| {
             now.iter().any(|r| {
@@ -288,7 +286,7 @@ mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
 
-    type Script = Arc<Mutex<Vec<Result<Vec<Reading>, String>>>>;
+    type Script = Arc<Mutex<Vec<Result<Vec<Reading>, Error>>>>;
 
     /// A reader that answers what the test scripted, one answer per sample.
     struct Scripted(Script, Duration);
@@ -297,7 +295,7 @@ mod tests {
         fn vendor(&self) -> Vendor {
             Vendor::Amd
         }
-        fn read(&mut self, _: &Roots) -> Result<Vec<Reading>, String> {
+        fn read(&mut self, _: &Roots) -> Result<Vec<Reading>, Error> {
             std::thread::sleep(self.1);
             let mut v = self.0.lock().unwrap();
             if v.is_empty() {
@@ -324,7 +322,10 @@ mod tests {
         let script = Arc::new(Mutex::new(vec![
             Ok(vec![gpu(0, "0000:03:00.0"), gpu(1, "0000:04:00.0")]),
             Ok(vec![gpu(0, "0000:03:00.0")]),
-            Err("sysfs unreadable".to_string()),
+            Err(Error::Query {
+                interface: "sysfs",
+                detail: "unreadable".to_string(),
+            }),
             // Back, under another card number: the same PCI address, one row.
             Ok(vec![gpu(0, "0000:03:00.0"), gpu(2, "0000:04:00.0")]),
         ]));

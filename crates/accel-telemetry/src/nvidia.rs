@@ -11,6 +11,14 @@
 //! Unit conversions are plain functions, tested here without a GPU.
 
 use super::reading::{Reader, Reading, Roots, Vendor};
+use super::Error;
+
+/// NVML's library is not on this machine.
+#[cfg_attr(not(feature = "nvml"), allow(dead_code))]
+const NO_NVML: Error = Error::NotInstalled {
+    library: "libnvidia-ml.so.1",
+    driver: "NVIDIA",
+};
 
 /// Folders the NVIDIA driver installs `libnvidia-ml.so.1` into, after the loader's own path:
 /// Debian/Ubuntu, Fedora/RHEL, other distributions, WSL, and the NVIDIA container toolkit.
@@ -90,7 +98,7 @@ pub struct NvidiaReader {
     #[cfg(feature = "nvml")]
     nvml: Option<nvml_wrapper::Nvml>,
     /// Why NVML is not running, and when that was found.
-    problem: Option<(String, std::time::Instant, bool)>,
+    problem: Option<(Error, std::time::Instant, bool)>,
 }
 
 impl Default for NvidiaReader {
@@ -126,26 +134,28 @@ fn nvml_candidates() -> Vec<std::ffi::OsString> {
 /// Starts NVML: `Ok(None)` when no NVML library exists (no NVIDIA driver), `Err` when the
 /// library is there but fails (a driver not loaded, a version mismatch).
 #[cfg(feature = "nvml")]
-fn start_nvml() -> Result<Option<nvml_wrapper::Nvml>, String> {
+fn start_nvml() -> Result<Option<nvml_wrapper::Nvml>, Error> {
     use nvml_wrapper::error::NvmlError;
     let mut last = None;
     let candidates = nvml_candidates();
     // nvmlInit cannot be interrupted: where the program enabled the probe helper, a child
     // starts NVML first (once per process), and a hang or crash there keeps it out of here.
     if !candidates.is_empty() {
-        crate::base::helper::canary("nvml")
-            .map_err(|r| format!("NVML not started: {}", r.reason))?;
+        accel_core::probe_child::canary("nvml").map_err(|r| Error::NotStarted {
+            library: "NVML".to_string(),
+            detail: r.reason,
+        })?;
     }
     for lib in candidates {
-        crate::base::helper::step(format!("nvmlInit ({})", lib.to_string_lossy()));
+        accel_core::probe_child::step(format!("nvmlInit ({})", lib.to_string_lossy()));
         match nvml_wrapper::Nvml::builder().lib_path(&lib).init() {
             Ok(n) => return Ok(Some(n)),
             Err(NvmlError::LibloadingError(_)) => continue,
             Err(e) => {
-                last = Some(format!(
-                    "NVML ({}) failed to start: {e}",
-                    lib.to_string_lossy()
-                ))
+                last = Some(Error::NotStarted {
+                    library: format!("NVML ({})", lib.to_string_lossy()),
+                    detail: e.to_string(),
+                })
             }
         }
     }
@@ -231,10 +241,11 @@ fn read_device(dev: &nvml_wrapper::Device<'_>, index: u32, roots: &Roots) -> Rea
 
 #[cfg(feature = "nvml")]
 impl NvidiaReader {
-    fn read_nvml(nvml: &nvml_wrapper::Nvml, roots: &Roots) -> Result<Vec<Reading>, String> {
-        let count = nvml
-            .device_count()
-            .map_err(|e| format!("NVML cannot count GPUs: {e}"))?;
+    fn read_nvml(nvml: &nvml_wrapper::Nvml, roots: &Roots) -> Result<Vec<Reading>, Error> {
+        let count = nvml.device_count().map_err(|e| Error::Query {
+            interface: "NVML",
+            detail: format!("cannot count GPUs: {e}"),
+        })?;
         let mut out = Vec::new();
         for i in 0..count {
             let dev = match nvml.device_by_index(i) {
@@ -274,7 +285,7 @@ impl Reader for NvidiaReader {
         Vendor::Nvidia
     }
 
-    fn read(&mut self, roots: &Roots) -> Result<Vec<Reading>, String> {
+    fn read(&mut self, roots: &Roots) -> Result<Vec<Reading>, crate::Error> {
         #[cfg(feature = "nvml")]
         {
             if self.nvml.is_none() {
@@ -289,12 +300,7 @@ impl Reader for NvidiaReader {
                             self.problem = None;
                         }
                         Ok(None) => {
-                            self.problem = Some((
-                                "libnvidia-ml.so.1 not found: no NVIDIA driver is installed"
-                                    .to_string(),
-                                std::time::Instant::now(),
-                                false,
-                            ))
+                            self.problem = Some((NO_NVML, std::time::Instant::now(), false))
                         }
                         Err(e) => self.problem = Some((e, std::time::Instant::now(), true)),
                     }
@@ -319,7 +325,7 @@ impl Reader for NvidiaReader {
         {
             let _ = roots;
             self.problem = Some((
-                "accel was built without the `nvml` feature".to_string(),
+                Error::NotCompiled { feature: "nvml" },
                 std::time::Instant::now(),
                 false,
             ));
@@ -328,7 +334,7 @@ impl Reader for NvidiaReader {
     }
 
     fn note(&self) -> Option<String> {
-        self.problem.as_ref().map(|(e, _, _)| e.clone())
+        self.problem.as_ref().map(|(e, _, _)| e.to_string())
     }
 }
 
@@ -372,6 +378,7 @@ pub struct GpuLoad {
 }
 
 /// The probe helper's `nvml` task: start NVML (and stop, by exiting).
+#[doc(hidden)]
 pub fn start_for_helper() {
     #[cfg(feature = "nvml")]
     let _ = start_nvml();
@@ -380,14 +387,11 @@ pub fn start_for_helper() {
 /// NVML for one-off questions (the CUDA backend's probe, `accel::cuda::utilization`), started
 /// once per process. A [`NvidiaReader`] keeps its own, restarted while it fails.
 #[cfg(feature = "nvml")]
-pub fn shared() -> Result<&'static nvml_wrapper::Nvml, String> {
-    static N: std::sync::OnceLock<Result<nvml_wrapper::Nvml, String>> = std::sync::OnceLock::new();
-    N.get_or_init(|| {
-        start_nvml()?
-            .ok_or_else(|| "libnvidia-ml.so.1 not found: no NVIDIA driver is installed".to_string())
-    })
-    .as_ref()
-    .map_err(Clone::clone)
+fn shared() -> Result<&'static nvml_wrapper::Nvml, Error> {
+    static N: std::sync::OnceLock<Result<nvml_wrapper::Nvml, Error>> = std::sync::OnceLock::new();
+    N.get_or_init(|| start_nvml()?.ok_or(NO_NVML))
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 /// The driver version NVML reports (`580.65.06`).
@@ -398,7 +402,7 @@ pub fn driver_version() -> Option<String> {
 
 #[cfg(feature = "nvml")]
 /// The load of the GPU with this UUID (`GPU-...`) or, failing that, this PCI bus id.
-pub fn gpu_load(uuid: Option<&str>, pci_bus_id: Option<&str>) -> Result<GpuLoad, String> {
+pub fn gpu_load(uuid: Option<&str>, pci_bus_id: Option<&str>) -> Result<GpuLoad, Error> {
     use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
     use nvml_wrapper::enums::device::UsedGpuMemory;
     let n = shared()?;
@@ -406,9 +410,11 @@ pub fn gpu_load(uuid: Option<&str>, pci_bus_id: Option<&str>) -> Result<GpuLoad,
         (Some(u), _) if n.device_by_uuid(u).is_ok() => n.device_by_uuid(u),
         (_, Some(p)) => n.device_by_pci_bus_id(p),
         (Some(u), None) => n.device_by_uuid(u),
-        (None, None) => return Err("no GPU identity to look up".to_string()),
+        (None, None) => return Err(Error::NoIdentity),
     }
-    .map_err(|e| format!("NVML does not know this GPU: {e}"))?;
+    .map_err(|e| Error::UnknownDevice {
+        detail: e.to_string(),
+    })?;
     let mem = dev.memory_info().ok();
     let util = dev.utilization_rates().ok();
     let processes = dev

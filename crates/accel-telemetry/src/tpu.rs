@@ -311,7 +311,9 @@ impl MetricPoint {
     }
 }
 
-/// A `MetricRequest` (`metric_name = 1`), serialized.
+/// A `MetricRequest` (`metric_name = 1`), serialized. Not API (for the tests against a real
+/// gRPC server).
+#[doc(hidden)]
 pub fn encode_metric_request(metric_name: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(metric_name.len() + 4);
     out.push(0x0a); // field 1, length-delimited
@@ -415,7 +417,8 @@ impl<'a> Fields<'a> {
 
 /// Decodes a `MetricResponse` { TPUMetric metric = 1 { string name = 1; string description = 2;
 /// repeated Metric metrics = 3 } } into its points. Unknown fields are skipped; malformed bytes
-/// are an error.
+/// are an error. Not API (for the tests against a real gRPC server).
+#[doc(hidden)]
 pub fn decode_metric_response(buf: &[u8]) -> Result<Vec<MetricPoint>, String> {
     let mut points = Vec::new();
     let mut f = fields(buf);
@@ -592,7 +595,7 @@ impl Reader for TpuReader {
         Vendor::Tpu
     }
 
-    fn read(&mut self, roots: &Roots) -> Result<Vec<Reading>, String> {
+    fn read(&mut self, roots: &Roots) -> Result<Vec<Reading>, crate::Error> {
         let chips = find_chips(&roots.sysfs);
         if chips.is_empty() {
             return Ok(Vec::new());

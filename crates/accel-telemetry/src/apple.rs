@@ -257,7 +257,7 @@ impl Reader for AppleReader {
     }
 
     #[cfg(target_os = "macos")]
-    fn read(&mut self, _roots: &Roots) -> Result<Vec<Reading>, String> {
+    fn read(&mut self, _roots: &Roots) -> Result<Vec<Reading>, crate::Error> {
         let entries = macos::accelerators()?;
         Ok(entries
             .iter()
@@ -279,7 +279,7 @@ impl Reader for AppleReader {
     }
 
     #[cfg(not(target_os = "macos"))]
-    fn read(&mut self, _roots: &Roots) -> Result<Vec<Reading>, String> {
+    fn read(&mut self, _roots: &Roots) -> Result<Vec<Reading>, crate::Error> {
         Ok(Vec::new())
     }
 }
@@ -303,6 +303,14 @@ mod macos {
     use std::ffi::{c_char, c_void, CStr, CString};
 
     use super::PlistValue;
+
+    /// An IOKit call that failed.
+    fn query(detail: String) -> crate::Error {
+        crate::Error::Query {
+            interface: "IOKit",
+            detail,
+        }
+    }
 
     type CFTypeRef = *const c_void;
     type CFDictionaryRef = *const c_void;
@@ -376,20 +384,22 @@ mod macos {
     }
 
     /// Every `IOAccelerator` entry, in registry order.
-    pub(super) fn accelerators() -> Result<Vec<Entry>, String> {
-        let class = CString::new("IOAccelerator").map_err(|e| e.to_string())?;
+    pub(super) fn accelerators() -> Result<Vec<Entry>, crate::Error> {
+        let class = CString::new("IOAccelerator").map_err(|e| query(e.to_string()))?;
         let mut out = Vec::new();
         // SAFETY: see the module's notes on types and ownership.
         unsafe {
             let matching = IOServiceMatching(class.as_ptr());
             if matching.is_null() {
-                return Err("IOServiceMatching(IOAccelerator) failed".to_string());
+                return Err(query("IOServiceMatching(IOAccelerator) failed".to_string()));
             }
             let mut iter: IoObject = 0;
             // Consumes `matching`, whatever the result.
             let kr = IOServiceGetMatchingServices(0, matching, &mut iter);
             if kr != 0 {
-                return Err(format!("IOServiceGetMatchingServices failed ({kr:#x})"));
+                return Err(query(format!(
+                    "IOServiceGetMatchingServices failed ({kr:#x})"
+                )));
             }
             loop {
                 let entry = IOIteratorNext(iter);

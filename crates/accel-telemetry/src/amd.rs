@@ -57,7 +57,7 @@ impl AmdReader {
 
     /// The amdgpu cards under `roots` at `now` (the time the per-process busy percent is
     /// measured against: the wall time between two calls). No amdgpu card is `Ok(vec![])`.
-    pub fn read_at(&mut self, roots: &Roots, now: Instant) -> Result<Vec<Reading>, String> {
+    pub fn read_at(&mut self, roots: &Roots, now: Instant) -> Result<Vec<Reading>, crate::Error> {
         let cards: Vec<DrmCard> = drm_cards(&roots.sysfs)
             .into_iter()
             .filter(|c| c.driver.as_deref() == Some("amdgpu"))
@@ -81,7 +81,7 @@ impl Reader for AmdReader {
         Vendor::Amd
     }
 
-    fn read(&mut self, roots: &Roots) -> Result<Vec<Reading>, String> {
+    fn read(&mut self, roots: &Roots) -> Result<Vec<Reading>, crate::Error> {
         self.read_at(roots, Instant::now())
     }
 }

@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use accel::telemetry::amd::AmdReader;
-use accel::telemetry::intel::IntelReader;
-use accel::telemetry::{Reader, Reading, Roots, Vendor};
+use accel_telemetry::amd::AmdReader;
+use accel_telemetry::intel::IntelReader;
+use accel_telemetry::{Reader, Reading, Roots, Vendor};
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;

@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use accel::telemetry::apple::{
+use accel_telemetry::apple::{
     parse_ioreg_dictionary, reading_from_statistics, AppleReader, PlistValue,
 };
-use accel::telemetry::{Reader, Roots, Vendor};
+use accel_telemetry::{Reader, Roots, Vendor};
 
 /// The `PerformanceStatistics` dictionary of a recorded ioreg output.
 fn recorded(file: &str) -> BTreeMap<String, PlistValue> {

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+pub use super::vendor::Vendor;
+
 /// Where the readers look: the roots of sysfs and procfs (node_exporter's `--path.sysfs` and
 /// `--path.procfs`, so an exporter in a container can read the host's, mounted elsewhere, and
 /// tests can read fixture trees), and the TPU runtime's metrics service.
@@ -27,50 +29,6 @@ impl Default for Roots {
             procfs: PathBuf::from("/proc"),
             tpu_metrics: "localhost:8431".to_string(),
         }
-    }
-}
-
-/// Who made the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Vendor {
-    /// NVIDIA GPUs (NVML).
-    Nvidia,
-    /// AMD GPUs (amdgpu's sysfs and fdinfo).
-    Amd,
-    /// Intel GPUs (i915 and xe: sysfs, hwmon, fdinfo).
-    Intel,
-    /// Apple GPUs (IOKit's PerformanceStatistics).
-    Apple,
-    /// Google TPUs (PCI, the runtime's metrics service).
-    Tpu,
-}
-
-impl Vendor {
-    /// Every vendor, in the order rows are listed.
-    pub const ALL: [Vendor; 5] = [
-        Vendor::Nvidia,
-        Vendor::Amd,
-        Vendor::Intel,
-        Vendor::Apple,
-        Vendor::Tpu,
-    ];
-
-    /// `nvidia`, `amd`, `intel`, `apple`, `tpu`: the collector's name and the rows' prefix.
-    pub fn name(self) -> &'static str {
-        match self {
-            Vendor::Nvidia => "nvidia",
-            Vendor::Amd => "amd",
-            Vendor::Intel => "intel",
-            Vendor::Apple => "apple",
-            Vendor::Tpu => "tpu",
-        }
-    }
-}
-
-impl std::fmt::Display for Vendor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -224,7 +182,7 @@ pub trait Reader: Send {
     fn vendor(&self) -> Vendor;
     /// The devices now. `Err` when the source itself failed (its devices are then listed down,
     /// without numbers, with this reason); no device is `Ok(vec![])`.
-    fn read(&mut self, roots: &Roots) -> Result<Vec<Reading>, String>;
+    fn read(&mut self, roots: &Roots) -> Result<Vec<Reading>, crate::Error>;
     /// Why the last read found nothing, when that has a reason worth showing ("no NVIDIA
     /// driver is installed").
     fn note(&self) -> Option<String> {

@@ -6,6 +6,7 @@
 //! GPU than the one measured; a UUID cannot.
 
 use super::reading::{Reading, Vendor};
+use super::Error;
 
 /// What a picked device must offer.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,8 +47,8 @@ fn refusal(r: &Reading, c: &Criteria) -> Option<String> {
             Some(f) if f < min => {
                 return Some(format!(
                     "{id} has {} free (asked for {})",
-                    crate::base::ledger::human_bytes(f),
-                    crate::base::ledger::human_bytes(min)
+                    accel_core::units::human_bytes(f),
+                    accel_core::units::human_bytes(min)
                 ))
             }
             _ => {}
@@ -68,7 +69,7 @@ fn refusal(r: &Reading, c: &Criteria) -> Option<String> {
 /// The `count` least loaded devices of `c.vendor` that meet the criteria, least loaded first
 /// (by utilisation, then by the share of memory in use, then by index); MIG instances are not
 /// picked. `Err` says why when fewer than `count` qualify, device by device.
-pub fn pick<'a>(devices: &'a [Reading], c: &Criteria) -> Result<Vec<&'a Reading>, String> {
+pub fn pick<'a>(devices: &'a [Reading], c: &Criteria) -> Result<Vec<&'a Reading>, Error> {
     // A GPU split into MIG instances cannot be named whole in CUDA_VISIBLE_DEVICES: left out.
     let has_mig = |r: &Reading| r.uuid.is_some() && devices.iter().any(|m| m.mig_parent == r.uuid);
     let mine: Vec<&Reading> = devices
@@ -76,10 +77,10 @@ pub fn pick<'a>(devices: &'a [Reading], c: &Criteria) -> Result<Vec<&'a Reading>
         .filter(|r| r.vendor == c.vendor && r.mig_parent.is_none() && !has_mig(r))
         .collect();
     if mine.is_empty() {
-        return Err(format!("no {} GPU on this machine", c.vendor));
+        return Err(Error::NoDevice { vendor: c.vendor });
     }
     if c.count == 0 {
-        return Err("asked for 0 devices: --count must be at least 1".to_string());
+        return Err(Error::ZeroCount);
     }
     let mut ok: Vec<&Reading> = Vec::new();
     let mut why: Vec<String> = Vec::new();
@@ -103,17 +104,12 @@ pub fn pick<'a>(devices: &'a [Reading], c: &Criteria) -> Result<Vec<&'a Reading>
             .then(a.index.cmp(&b.index))
     });
     if ok.len() < c.count {
-        return Err(format!(
-            "asked for {} {} GPU(s), {} match{}",
-            c.count,
-            c.vendor,
-            ok.len(),
-            if why.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", why.join("; "))
-            }
-        ));
+        return Err(Error::TooFew {
+            vendor: c.vendor,
+            asked: c.count,
+            matched: ok.len(),
+            refusals: why,
+        });
     }
     ok.truncate(c.count);
     Ok(ok)
@@ -174,6 +170,17 @@ mod tests {
             },
         )
         .unwrap_err();
+        let Error::TooFew {
+            asked: 3,
+            matched: 2,
+            ref refusals,
+            ..
+        } = e
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!(refusals.len(), 2, "{e}");
+        let e = e.to_string();
         assert!(e.contains("asked for 3 nvidia GPU(s), 2 match"), "{e}");
         assert!(
             e.contains("nvidia:0 has 10.00 GiB free (asked for 20.00 GiB)"),
@@ -188,6 +195,13 @@ mod tests {
             },
         )
         .unwrap_err();
-        assert_eq!(e, "no amd GPU on this machine");
+        assert_eq!(
+            e,
+            Error::NoDevice {
+                vendor: Vendor::Amd
+            }
+        );
+        assert_eq!(e.to_string(), "no amd GPU on this machine");
+        assert!(e.hint().is_some());
     }
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::system::HostMemory;
+use accel_core::system::HostMemory;
 
 use super::reading::Roots;
 
@@ -89,7 +89,7 @@ pub fn parse_proc_stat(text: &str) -> (Option<CpuTimes>, Vec<(u32, CpuTimes)>) {
 
 /// RAM and swap from `/proc/meminfo` (kB values). Used is total minus available, as
 /// sysinfo and `free`'s "available" column count it.
-pub fn parse_meminfo(text: &str) -> Option<HostMemory> {
+pub(crate) fn parse_meminfo(text: &str) -> Option<HostMemory> {
     let get = |key: &str| -> Option<u64> {
         text.lines().find_map(|l| {
             let rest = l.strip_prefix(key)?.strip_prefix(':')?;
@@ -180,7 +180,7 @@ pub fn own_rss_bytes() -> Option<u64> {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        crate::system::process_rss_bytes()
+        accel_core::system::process_rss_bytes()
     }
 }
 

@@ -158,7 +158,8 @@ static RUNTIME_DIR_REFUSED: std::sync::OnceLock<String> = std::sync::OnceLock::n
 
 /// Notes why `prepare_environment` left `XDG_RUNTIME_DIR` unset.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-pub(crate) fn refuse_runtime_dir(why: String) {
+#[doc(hidden)]
+pub fn refuse_runtime_dir(why: String) {
     let _ = RUNTIME_DIR_REFUSED.set(why);
 }
 

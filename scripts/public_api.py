@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""The public surface of each library crate, written to docs/public-api.txt, so that a change
+to what users get shows in review as a diff of that file.
+
+  python3 scripts/public_api.py            # compare with docs/public-api.txt; exit 1 on a change
+  python3 scripts/public_api.py --write    # rewrite docs/public-api.txt
+
+From each crate's lib.rs it follows `pub mod` (not `pub(crate)`, not `#[doc(hidden)]`, not
+`#[cfg(test)]`) and lists, module by module, every `pub` item with its signature up to its
+body: functions, types, traits, constants, re-exports (`pub use`), the `pub fn`s of inherent
+impls (`Type::f`), trait impls (`impl Trait for Type`) and the `pub` fields of structs. It also
+fails when a public signature returns `Result<_, String>` (errors are typed) or names a
+dependency's module from the list in FOREIGN. It reads text (scripts/layers.py's lexer), it
+does not compile: items made by macros and the contents of re-exported modules are not
+expanded (a `pub use x::module` line is itself listed, which is what a review must see).
+"""
+
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from layers import matching_brace, strip_comments_and_strings  # noqa: E402
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+CRATES = ["accel-core", "accel-telemetry", "accel", "pjrt"]
+OUT = os.path.join(ROOT, "docs", "public-api.txt")
+# Dependencies whose types must not appear in a public signature.
+# Type names re-exported by a `pub use` (their definitions and impls are listed wherever
+# they live in the crate).
+REEXPORTED = set()
+FOREIGN = ["nvml_wrapper", "cudarc", "wgpu::", "sysinfo", "pyo3", "libc::"]
+
+ITEM = re.compile(
+    r"(?P<attrs>(?:#\s*\[[^\]]*\]\s*)*)pub\s+(?P<kind>(?:(?:const|unsafe|async|extern\s+\"C\")\s+)*"
+    r"(?:fn|struct|enum|trait|type|const|static|mod|use|union))\b")
+IMPL = re.compile(r"(?P<attrs>(?:#\s*\[[^\]]*\]\s*)*)(?:unsafe\s+)?impl\b")
+
+
+def hidden(attrs):
+    return bool(re.search(r"doc\s*\(\s*hidden|cfg\s*\(\s*test\s*\)|\"fuzzing\"", attrs))
+
+
+def flat(text):
+    return re.sub(r"\s+", " ", text).replace("( ", "(").replace(" )", ")").strip()
+
+
+def header(text, start):
+    """The item's text from `start` up to its body's `{` or its `;`, at depth 0."""
+    depth = 0
+    for k in range(start, len(text)):
+        c = text[k]
+        if c in "(<[":
+            depth += 1
+        elif c in ")>]":
+            depth -= 1 if not (c == ">" and text[k - 1] == "-") else 0
+        elif c in "{;" and depth <= 0:
+            return text[start:k], k
+    return text[start:], len(text)
+
+
+def items(text, base, path_of_mod, out, problems, where):
+    """Lists the pub items at depth 0 of `text` (a module's body), recursing into modules."""
+    pos = 0
+    while True:
+        m_item, m_impl = ITEM.search(text, pos), IMPL.search(text, pos)
+        m = min((x for x in (m_item, m_impl) if x), key=lambda x: x.start(), default=None)
+        if m is None:
+            return
+        depth = text[: m.start()].count("{") - text[: m.start()].count("}")
+        head, end = header(text, m.end("attrs"))
+        if m is m_item and m.group("kind") == "use":
+            end = text.index(";", m.end())
+            head = text[m.end("attrs"):end]
+        body_end = matching_brace(text, end) if end < len(text) and text[end] == "{" else end + 1
+        pos = body_end
+        if depth != 0 or hidden(m.group("attrs")):
+            pos = m.end()
+            continue
+        h = flat(head)
+        if m is m_impl:
+            target = re.sub(r"^(?:unsafe\s+)?impl\s*(?:<.*?>\s*)?", "", h)
+            if " for " in target:
+                out.add(f"{base} impl {target}")
+            else:
+                ty = re.sub(r"<.*", "", target).strip()
+                sub = text[end + 1: body_end - 1]
+                for f in ITEM.finditer(sub):
+                    d = sub[: f.start()].count("{") - sub[: f.start()].count("}")
+                    if d == 0 and not hidden(f.group("attrs")):
+                        fh = flat(header(sub, f.end("attrs"))[0])
+                        out.add(f"{base}::{ty} {fh}")
+                        check(fh, problems, where)
+            continue
+        kind = m.group("kind").split()[-1]
+        if kind == "mod" and inner_hidden(path_of_mod(re.search(r"mod\s+(\w+)", h).group(1))):
+            continue
+        out.add(f"{base} {h}")
+        if kind == "use":
+            for leaf in re.findall(r"(\w+)\s*(?:as\s+(\w+))?\s*[,}]|(\w+)\s*(?:as\s+(\w+))?$", h):
+                name = leaf[0] or leaf[2]
+                if name and name != "self" and name[0].isupper():
+                    REEXPORTED.add(name)
+        check(h, problems, where)
+        if kind == "struct" and end < len(text) and text[end] == "{":
+            name = re.search(r"struct\s+(\w+)", h).group(1)
+            for fm in re.finditer(r"(?:#\s*\[[^\]]*\]\s*)*pub\s+(\w+)\s*:\s*([^,]*(?:<[^>]*>)?[^,]*)",
+                                  text[end + 1: body_end - 1]):
+                out.add(f"{base}::{name} field {fm.group(1)}: {flat(fm.group(2))}")
+                check(fm.group(2), problems, where)
+        if kind == "mod":
+            name = re.search(r"mod\s+(\w+)", h).group(1)
+            if end < len(text) and text[end] == "{":
+                items(text[end + 1: body_end - 1], f"{base}::{name}", path_of_mod, out, problems,
+                      where)
+            else:
+                child = path_of_mod(name)
+                if child:
+                    module(child, f"{base}::{name}", out, problems)
+
+
+def inner_hidden(path):
+    """Whether a module's file starts hidden (`#![doc(hidden)]`)."""
+    if not path:
+        return False
+    with open(path, encoding="utf-8") as fh:
+        return re.search(r"#!\s*\[\s*doc\s*\(\s*hidden", fh.read()) is not None
+
+
+def check(sig, problems, where):
+    if re.search(r"Result<[^;{]*,\s*String\s*>", sig):
+        problems.append(f"{where}: a public signature returns Result<_, String>: {flat(sig)}")
+    for f in FOREIGN:
+        if f in sig:
+            problems.append(f"{where}: a public signature names {f}: {flat(sig)}")
+
+
+def module(path, base, out, problems):
+    with open(path, encoding="utf-8") as fh:
+        text = strip_comments_and_strings(fh.read())
+    folder = os.path.dirname(path)
+    own = folder if os.path.basename(path) in ("lib.rs", "mod.rs") else path[:-3]
+
+    def path_of_mod(name):
+        for cand in (os.path.join(own, name + ".rs"), os.path.join(own, name, "mod.rs")):
+            if os.path.exists(cand):
+                return cand
+        return None
+
+    items(text, base, path_of_mod, out, problems, os.path.relpath(path, ROOT))
+
+
+def reexported(path, base, out, problems):
+    """The definitions and inherent impls of REEXPORTED types in one file of the crate."""
+    with open(path, encoding="utf-8") as fh:
+        text = strip_comments_and_strings(fh.read())
+    found = set()
+    where = os.path.relpath(path, ROOT)
+    items(text, base + "::<re-exported>", lambda _n: None, found, [], where)
+    for line in found:
+        m = re.match(r"\S+ (?:pub (?:struct|enum|trait|type) (\w+)|impl .* for (\w+))", line)
+        own = re.match(r"\S+::<re-exported>::(\w+)", line)
+        name = (m and (m.group(1) or m.group(2))) or (own and own.group(1))
+        if name in REEXPORTED:
+            out.add(line.replace("::<re-exported>", ""))
+            check(line, problems, where)
+
+
+def surface():
+    lines, problems = [], []
+    for crate in CRATES:
+        out = set()
+        name = crate.replace("-", "_")
+        REEXPORTED.clear()
+        src = os.path.join(ROOT, "crates", crate, "src")
+        module(os.path.join(src, "lib.rs"), name, out, problems)
+        for root, _dirs, files in os.walk(src):
+            for fn in sorted(files):
+                if fn.endswith(".rs") and fn != "tests.rs":
+                    reexported(os.path.join(root, fn), name, out, problems)
+        lines += sorted(out)
+    return lines, problems
+
+
+def main(argv):
+    lines, problems = surface()
+    text = ("# The public API of accel's library crates, written by scripts/public_api.py\n"
+            "# (--write after a deliberate change; the test command fails on a difference).\n"
+            + "".join(line + "\n" for line in lines))
+    for p in problems:
+        print(f"error: {p}")
+    if "--write" in argv:
+        with open(OUT, "w") as f:
+            f.write(text)
+        print(f"public_api.py: {len(lines)} items written to {os.path.relpath(OUT, ROOT)}")
+        return 1 if problems else 0
+    old = open(OUT).read() if os.path.exists(OUT) else ""
+    if old != text:
+        import difflib
+        sys.stdout.writelines(difflib.unified_diff(
+            old.splitlines(True), text.splitlines(True), "docs/public-api.txt", "the source"))
+        print("error: the public API changed: review the diff above, then run "
+              "`python3 scripts/public_api.py --write`")
+        return 1
+    print(f"public_api.py: {len(lines)} public items, as in docs/public-api.txt")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
