@@ -162,7 +162,7 @@ enum ClientKey {
 
 /// A client's counters at one sample.
 #[derive(Debug, Clone, Default)]
-struct Counters {
+struct ClientCounters {
     engine_ns: BTreeMap<String, u64>,
     cycles: BTreeMap<String, u64>,
     total_cycles: BTreeMap<String, u64>,
@@ -223,7 +223,7 @@ fn progress(now: u64, before: Option<&u64>) -> Option<u64> {
 /// Keeps each client's counters between samples, to turn cumulative counters into shares.
 #[derive(Debug, Default)]
 pub(crate) struct Scanner {
-    prev: HashMap<ClientKey, Counters>,
+    prev: HashMap<ClientKey, ClientCounters>,
     prev_at: Option<Instant>,
 }
 
@@ -241,7 +241,7 @@ impl Scanner {
             .prev_at
             .map(|t| now.saturating_duration_since(t).as_nanos() as f64)
             .filter(|ns| *ns > 0.0);
-        let mut next: HashMap<ClientKey, Counters> = HashMap::new();
+        let mut next: HashMap<ClientKey, ClientCounters> = HashMap::new();
         // (pdev, pid) -> (memory, shares)
         let mut per_process: BTreeMap<(String, u32), (BTreeMap<String, u64>, Shares)> =
             BTreeMap::new();
@@ -262,7 +262,7 @@ impl Scanner {
                 continue;
             }
             let before = self.prev.get(&key);
-            let mut kept = Counters::default();
+            let mut kept = ClientCounters::default();
             let mut fractions = BTreeMap::new();
             for (e, &v) in &client.engine_ns {
                 let prev = before.and_then(|b| b.engine_ns.get(e));

@@ -35,6 +35,7 @@ pub use error::Error;
 pub use host::HostReading;
 pub use pick::{pick, Criteria};
 pub use reading::{ProcessUse, Reader, Reading, Roots, Vendor};
+pub use sysfs::{pci_devices, PciDevice};
 
 /// How one reader did in the last sample (node_exporter's `node_scrape_collector_success`).
 #[derive(Debug, Clone, PartialEq, Serialize)]

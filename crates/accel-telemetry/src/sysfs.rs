@@ -99,13 +99,17 @@ pub(crate) fn card_number(name: &str) -> Option<u32> {
 /// One PCI device under `/sys/bus/pci/devices`.
 #[allow(dead_code)] // For the readers that find devices by PCI id (tpu.rs).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PciDevice {
+#[non_exhaustive]
+pub struct PciDevice {
     /// `0000:03:00.0`, lower case.
     pub address: String,
     /// The `vendor` file (`0x1002`).
     pub vendor: u16,
     /// The `device` file.
     pub device: u16,
+    /// The `class` file (`0x030000`: a VGA controller; `0x030200`: a 3D controller; `0x12`
+    /// in the top byte: a processing accelerator).
+    pub class: Option<u32>,
     /// The bound driver's name (the `driver` link, else `DRIVER=` in `uevent`).
     pub driver: Option<String>,
     /// The device's directory (as listed, not canonicalized).
@@ -122,8 +126,7 @@ pub(crate) fn device_driver(dir: &Path) -> Option<String> {
 
 /// Every PCI device under `<sysfs>/bus/pci/devices/*`, in address order; ones whose `vendor`
 /// or `device` cannot be read are left out. No such directory gives an empty list.
-#[allow(dead_code)] // For the readers that find devices by PCI id (tpu.rs).
-pub(crate) fn pci_devices(sysfs: &Path) -> Vec<PciDevice> {
+pub fn pci_devices(sysfs: &Path) -> Vec<PciDevice> {
     let Ok(entries) = fs::read_dir(sysfs.join("bus/pci/devices")) else {
         return Vec::new();
     };
@@ -135,6 +138,7 @@ pub(crate) fn pci_devices(sysfs: &Path) -> Vec<PciDevice> {
             Some(PciDevice {
                 vendor: read_hex_u16(&dir.join("vendor"))?,
                 device: read_hex_u16(&dir.join("device"))?,
+                class: read_u64(&dir.join("class")).and_then(|c| u32::try_from(c).ok()),
                 driver: device_driver(&dir),
                 address,
                 dir,
@@ -347,6 +351,13 @@ mod tests {
         assert_eq!(gpu.driver.as_deref(), Some("amdgpu"));
         assert_eq!(devs[0].driver.as_deref(), Some("pcieport"));
         assert!(pci_devices(&fixture("does-not-exist")).is_empty());
+        // The class file, where the fixture has one: an Intel Arc (xe) is a VGA controller.
+        let xe = pci_devices(&fixture("intel-xe/sys-t0"));
+        let arc = xe
+            .iter()
+            .find(|d| d.address == "0000:03:00.0")
+            .expect("the xe card");
+        assert_eq!(arc.class.map(|c| c >> 16), Some(0x03), "{arc:?}");
     }
 
     #[test]

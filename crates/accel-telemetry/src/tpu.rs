@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use super::grpc::{self, CallError};
 use super::reading::{ProcessUse, Reader, Reading, Roots, Vendor};
+use super::sysfs::{link_name, read_text};
 
 /// Google's PCI vendor id.
 pub const GOOGLE_PCI_VENDOR: &str = "0x1ae0";
@@ -130,18 +131,9 @@ impl Chip {
     }
 }
 
-fn read_trim(p: &Path) -> Option<String> {
-    // sysfs attributes are small; a bounded read keeps a strange file from costing much.
-    let s = fs::read(p).ok()?;
-    let s = &s[..s.len().min(4096)];
-    Some(String::from_utf8_lossy(s).trim().to_string())
-}
-
-fn link_name(p: &Path) -> Option<String> {
-    fs::read_link(p)
-        .ok()?
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
+/// A sysfs attribute's text (bounded, through the one sysfs reader), empty when unreadable.
+fn attr(p: &Path) -> String {
+    read_text(p).unwrap_or_default()
 }
 
 /// The `/dev` that goes with a sysfs root: `<sysfs>/../dev`.
@@ -163,14 +155,12 @@ pub fn find_chips(sysfs: &Path) -> Vec<Chip> {
     for e in entries.flatten() {
         let addr = e.file_name().to_string_lossy().into_owned();
         let dir = devices.join(&addr);
-        if read_trim(&dir.join("vendor")).map(|v| v.to_ascii_lowercase())
-            != Some(GOOGLE_PCI_VENDOR.to_string())
-        {
+        if attr(&dir.join("vendor")).to_ascii_lowercase() != GOOGLE_PCI_VENDOR {
             continue;
         }
-        let device = read_trim(&dir.join("device")).unwrap_or_default();
-        let subsystem = read_trim(&dir.join("subsystem_device")).unwrap_or_default();
-        let class = read_trim(&dir.join("class")).unwrap_or_default();
+        let device = attr(&dir.join("device"));
+        let subsystem = attr(&dir.join("subsystem_device"));
+        let class = attr(&dir.join("class"));
         let accelerator_class = class.to_ascii_lowercase().starts_with("0x12");
         if generation(&device, &subsystem).is_none() && !accelerator_class {
             continue; // gVNIC, NVMe, or something else of Google's
@@ -190,8 +180,8 @@ pub fn find_chips(sysfs: &Path) -> Vec<Chip> {
             continue;
         };
         let dir = devices.join(&first);
-        let device_id = read_trim(&dir.join("device")).unwrap_or_default();
-        let subsystem = read_trim(&dir.join("subsystem_device")).unwrap_or_default();
+        let device_id = attr(&dir.join("device"));
+        let subsystem = attr(&dir.join("subsystem_device"));
         let driver = link_name(&dir.join("driver"));
         let mut dev_node = None;
         // The kernel's accel class: <pci dir>/accel/accelN.

@@ -196,7 +196,7 @@ mod cuda {
             virtual_env: Some(venv.display().to_string()),
             ..SearchEnv::default()
         };
-        let got = libs::load(w, &libs::search_dirs(&env));
+        let got = libs::load_library(w, &libs::search_dirs(&env));
         assert!(got.is_loaded(), "{got:?}");
         assert_eq!(got.version, lib.version);
 
@@ -209,7 +209,7 @@ mod cuda {
             pip: "nvidia-nothing",
             major: Some(13),
         };
-        let got = libs::load(&missing, &libs::search_dirs(&env));
+        let got = libs::load_library(&missing, &libs::search_dirs(&env));
         assert!(!got.is_loaded());
         let problem = got.problem.unwrap();
         assert!(

@@ -12,8 +12,8 @@
 //! dispatch code matches every backend in every build and carries no `cfg`.
 
 use crate::base::caps::DeviceCaps;
+use crate::base::cpu_peak::Peak;
 use crate::base::dtype::CpuStorage;
-use crate::base::peak::Peak;
 use crate::base::probe::Probe;
 use crate::base::shape::Layout;
 use crate::{BackendKind, DType, Result, Shape};

@@ -263,7 +263,7 @@ pub(crate) fn timer_name(device: Device) -> &'static str {
 }
 
 /// `device`'s matmul peak in `dtype`, from its backend and its probed capabilities.
-pub(crate) fn matmul_peak(device: Device, dtype: DType) -> Option<crate::base::peak::Peak> {
+pub(crate) fn matmul_peak(device: Device, dtype: DType) -> Option<crate::base::cpu_peak::Peak> {
     let caps = super::registry::caps(device)?;
     on_backend!(device.backend(), B => B::matmul_peak(caps, dtype))
 }

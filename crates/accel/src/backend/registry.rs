@@ -64,7 +64,7 @@ pub(crate) fn probe(kind: BackendKind) -> &'static Probe {
             BackendKind::Cuda | BackendKind::Wgpu if kind.is_compiled() => Some(kind.name()),
             _ => None,
         };
-        if let Some(Err(r)) = task.map(crate::base::helper::canary) {
+        if let Some(Err(r)) = task.map(crate::base::probe_child::canary) {
             return Probe::unavailable(kind, true, r.reason, r.hint);
         }
         let p = on_backend!(kind, B => {
@@ -89,7 +89,7 @@ pub(super) fn prestart_helpers() {
         .filter(|k| k.is_compiled() && probed(*k).is_none())
         .map(BackendKind::name)
         .collect();
-    crate::base::helper::prestart(&helpers);
+    crate::base::probe_child::prestart(&helpers);
 }
 
 /// Every backend's probe, in `BackendKind::ALL` order.

@@ -9,14 +9,14 @@ use std::sync::Mutex;
 use crate::Device;
 
 #[derive(Default, Clone, Copy)]
-pub(crate) struct Counters {
+pub(crate) struct HeldBytes {
     pub allocated: u64,
     pub peak: u64,
 }
 
-static COUNTERS: Mutex<Option<HashMap<Device, Counters>>> = Mutex::new(None);
+static COUNTERS: Mutex<Option<HashMap<Device, HeldBytes>>> = Mutex::new(None);
 
-pub(crate) fn with_counters<R>(f: impl FnOnce(&mut HashMap<Device, Counters>) -> R) -> R {
+pub(crate) fn with_counters<R>(f: impl FnOnce(&mut HashMap<Device, HeldBytes>) -> R) -> R {
     let mut g = COUNTERS.lock().unwrap_or_else(|e| e.into_inner());
     f(g.get_or_insert_with(HashMap::new))
 }

@@ -4,13 +4,13 @@
 
 pub(crate) mod caps;
 mod checks;
+pub(crate) mod cpu_peak;
 pub(crate) mod device;
 pub(crate) mod dtype;
 pub(crate) mod error;
 pub(crate) mod ledger;
-pub(crate) mod peak;
 pub mod probe;
 pub(crate) mod shape;
 pub(crate) mod threads;
 
-pub use accel_core::{env, probe_child as helper, system};
+pub use accel_core::{env, probe_child, system};

@@ -1,11 +1,11 @@
 //! Peaks for the "% peak" columns, reached through the backends (each turns its devices'
 //! capabilities into a matmul peak); the tables themselves live with what they describe
-//! (`base::peak` for the host CPU and the bandwidth formulas, the CUDA backend for GPUs).
+//! (`base::cpu_peak` for the host CPU and the bandwidth formulas, the CUDA backend for GPUs).
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::backend::cuda::peak::cuda_peak;
-pub use crate::base::peak::{
+pub use crate::backend::cuda::gpu_peak::cuda_peak;
+pub use crate::base::cpu_peak::{
     cpu_core, cpu_peak, gpu_memory_peak, measured_cpu_clock_mhz, pcie_peak, CpuCore, MemoryPeak,
     Peak,
 };

@@ -11,21 +11,14 @@ use crate::BackendKind;
 
 // ---- NVIDIA ---------------------------------------------------------------------------------
 
-/// NVIDIA devices on the PCI bus (vendor 0x10de), from sysfs.
+/// NVIDIA display and 3D controllers on the PCI bus (vendor 0x10de, class 0x03xxxx), read
+/// through telemetry's one sysfs reader (bounded reads) under the default sysfs root.
 fn nvidia_pci_devices() -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir("/sys/bus/pci/devices")
+    crate::telemetry::pci_devices(&crate::telemetry::Roots::default().sysfs)
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| {
-            std::fs::read_to_string(e.path().join("vendor")).is_ok_and(|s| s.trim() == "0x10de")
-                && std::fs::read_to_string(e.path().join("class"))
-                    .is_ok_and(|c| c.starts_with("0x03"))
-        })
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
+        .filter(|d| d.vendor == 0x10de && d.class.is_some_and(|c| c >> 16 == 0x03))
+        .map(|d| d.address)
+        .collect()
 }
 
 pub(super) fn cuda_checks(env: &SearchEnv) -> Vec<Check> {

@@ -74,8 +74,8 @@ impl Backend for Cpu {
         alloc::empty_cache()
     }
     // host_cached_bytes: none beyond `cached_bytes` itself (the default, 0).
-    fn matmul_peak(_: &DeviceCaps, dtype: DType) -> Option<crate::base::peak::Peak> {
-        crate::base::peak::host_matmul_peak(dtype)
+    fn matmul_peak(_: &DeviceCaps, dtype: DType) -> Option<crate::base::cpu_peak::Peak> {
+        crate::base::cpu_peak::host_matmul_peak(dtype)
     }
     fn kernels() -> Vec<(&'static str, String)> {
         matmul::describe()

@@ -73,7 +73,7 @@ struct Staging {
     events: [sys::CUevent; 2],
 }
 
-pub(crate) struct Gpu {
+pub(crate) struct CudaContext {
     pub ordinal: usize,
     pub ctx: sys::CUcontext,
     pub stream: sys::CUstream,
@@ -92,38 +92,38 @@ pub(crate) struct Gpu {
 // context is current, and every method that needs a context calls `bind` first. The mutable
 // parts (module/function maps, the cuBLAS handle slot, the staging buffers and events) are
 // behind mutexes, and the staging buffers are used only while `staging` is locked
-// (`with_staging`). The Gpu is never dropped (kept in GPUS for the process), so no handle is
+// (`with_staging`). The CudaContext is never dropped (kept in GPUS for the process), so no handle is
 // destroyed while another thread uses it. cuBLAS allows one handle on several threads as
 // long as its configuration is not changed concurrently: `blas` sets the stream once, under
 // the `blas` mutex, before the handle is published.
-unsafe impl Send for Gpu {}
+unsafe impl Send for CudaContext {}
 // SAFETY: as for Send.
-unsafe impl Sync for Gpu {}
+unsafe impl Sync for CudaContext {}
 
-impl std::fmt::Debug for Gpu {
+impl std::fmt::Debug for CudaContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Gpu(cuda:{}, {})", self.ordinal, self.arch)
+        write!(f, "CudaContext(cuda:{}, {})", self.ordinal, self.arch)
     }
 }
 
-static GPUS: OnceLock<Mutex<HashMap<usize, Arc<Gpu>>>> = OnceLock::new();
+static GPUS: OnceLock<Mutex<HashMap<usize, Arc<CudaContext>>>> = OnceLock::new();
 
-/// The `Gpu` of ordinal `i` if something already used it (memory queries must not create
+/// The `CudaContext` of ordinal `i` if something already used it (memory queries must not create
 /// a context).
-pub(crate) fn opened(i: usize) -> Option<Arc<Gpu>> {
+pub(crate) fn opened(i: usize) -> Option<Arc<CudaContext>> {
     let map = GPUS.get()?;
     let g = map.lock().unwrap_or_else(|e| e.into_inner());
     g.get(&i).cloned()
 }
 
-/// The `Gpu` of ordinal `i`, created on first use.
-pub(crate) fn gpu(i: usize) -> Result<Arc<Gpu>> {
+/// The `CudaContext` of ordinal `i`, created on first use.
+pub(crate) fn gpu(i: usize) -> Result<Arc<CudaContext>> {
     let map = GPUS.get_or_init(|| Mutex::new(HashMap::new()));
     let mut g = map.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(x) = g.get(&i) {
         return Ok(x.clone());
     }
-    let x = Arc::new(Gpu::open(i)?);
+    let x = Arc::new(CudaContext::open(i)?);
     g.insert(i, x.clone());
     Ok(x)
 }
@@ -131,21 +131,21 @@ pub(crate) fn gpu(i: usize) -> Result<Arc<Gpu>> {
 /// Device attribute, or 0 when the driver does not know it.
 pub(crate) fn attr(dev: sys::CUdevice, a: sys::CUdevice_attribute) -> i32 {
     let mut v = 0;
-    // SAFETY: callers pass a CUdevice from cuDeviceGet (Gpu::open, cuda::probe), so libcuda is
+    // SAFETY: callers pass a CUdevice from cuDeviceGet (CudaContext::open, cuda::probe), so libcuda is
     // loaded and initialised; `v` is a local out-pointer. On error `v` keeps 0.
     unsafe { sys::cuDeviceGetAttribute(&mut v, a, dev) };
     v
 }
 
-impl Gpu {
-    fn open(ordinal: usize) -> Result<Gpu> {
+impl CudaContext {
+    fn open(ordinal: usize) -> Result<CudaContext> {
         use sys::CUdevice_attribute as A;
         let mut dev: sys::CUdevice = 0;
         let mut ctx: sys::CUcontext = std::ptr::null_mut();
         let mut stream: sys::CUstream = std::ptr::null_mut();
         let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
         // SAFETY: libcuda is loaded (cuda::probe in cuda/mod.rs checks `libs` found it before any
-        // Gpu exists, and `gpu()` calls backend::check first); every call gets
+        // CudaContext exists, and `gpu()` calls backend::check first); every call gets
         // out-pointers to locals of the right types, each later call uses only handles the
         // earlier ones returned successfully (`?` stops at the first failure), and
         // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD takes a cuuint64_t, which `keep` is.
@@ -177,7 +177,7 @@ impl Gpu {
         }
         let major = attr(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
         let minor = attr(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
-        Ok(Gpu {
+        Ok(CudaContext {
             ordinal,
             ctx,
             stream,
@@ -197,15 +197,15 @@ impl Gpu {
 
     /// Makes this device's context current on the calling thread.
     pub fn bind(&self) -> Result<()> {
-        // SAFETY: `self.ctx` is the primary context Gpu::open retained and never releases (the
-        // Gpu lives for the process in GPUS), so it is valid on every thread.
+        // SAFETY: `self.ctx` is the primary context CudaContext::open retained and never releases (the
+        // CudaContext lives for the process in GPUS), so it is valid on every thread.
         ck(unsafe { sys::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")
     }
 
     /// Waits for every op queued on the stream (`torch.cuda.synchronize`).
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
-        // SAFETY: `self.stream` was created by Gpu::open in this context (bound just above)
+        // SAFETY: `self.stream` was created by CudaContext::open in this context (bound just above)
         // and is never destroyed.
         let r = unsafe { sys::cuStreamSynchronize(self.stream) };
         ck(r, "synchronize (an earlier kernel may have failed)")
@@ -222,7 +222,7 @@ impl Gpu {
         self.bind()?;
         let mut p: sys::CUdeviceptr = 0;
         // SAFETY: context bound above; `p` is a local out-pointer; `self.stream` lives for the
-        // process (Gpu::open). bytes > 0 (checked above).
+        // process (CudaContext::open). bytes > 0 (checked above).
         let mut r = unsafe { sys::cuMemAllocAsync(&mut p, bytes, self.stream) };
         if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
             self.empty_cache();
@@ -261,7 +261,7 @@ impl Gpu {
             );
             return;
         }
-        // SAFETY: callers pass only pointers from `Gpu::alloc` of this Gpu (CudaStorage::drop,
+        // SAFETY: callers pass only pointers from `CudaContext::alloc` of this CudaContext (CudaStorage::drop,
         // the one owner of each allocation, calls this once); the free is ordered after
         // all work queued on `self.stream`, the only stream accel queues work on, so
         // kernels and copies still using `p` finish first. Cross-device readers synchronise
@@ -290,7 +290,7 @@ impl Gpu {
 
     fn pool_attr(&self, a: sys::CUmemPool_attribute) -> u64 {
         let mut v: u64 = 0;
-        // SAFETY: `self.pool` is the device's default pool from Gpu::open (never destroyed);
+        // SAFETY: `self.pool` is the device's default pool from CudaContext::open (never destroyed);
         // callers pass only the RESERVED_MEM_CURRENT / USED_MEM_CURRENT attributes, which the
         // driver writes as a cuuint64_t, i.e. into the 8 bytes of the local `v`.
         unsafe { sys::cuMemPoolGetAttribute(self.pool, a, &mut v as *mut u64 as *mut c_void) };
@@ -308,7 +308,7 @@ impl Gpu {
     /// Returns the pool's unused memory to the driver.
     pub fn empty_cache(&self) {
         if self.synchronize().is_ok() {
-            // SAFETY: `self.pool` is the device's default pool (Gpu::open); trimming releases
+            // SAFETY: `self.pool` is the device's default pool (CudaContext::open); trimming releases
             // only memory not backing live allocations, so nothing in use is affected.
             unsafe { sys::cuMemPoolTrimTo(self.pool, 0) };
         }
@@ -508,7 +508,7 @@ impl Gpu {
             for i in 0..2 {
                 let mut p: *mut c_void = std::ptr::null_mut();
                 // SAFETY: context bound above; `p` and `events[i]` are local out-pointers;
-                // the event is recorded on `self.stream` (Gpu::open) only after it was created
+                // the event is recorded on `self.stream` (CudaContext::open) only after it was created
                 // (the `?` stops otherwise).
                 unsafe {
                     ck(
@@ -686,7 +686,7 @@ impl Gpu {
     pub unsafe fn dtod(
         &self,
         dst: sys::CUdeviceptr,
-        src_gpu: &Gpu,
+        src_gpu: &CudaContext,
         src: sys::CUdeviceptr,
         bytes: usize,
     ) -> Result<()> {
@@ -702,8 +702,8 @@ impl Gpu {
         // CudaStorage of src_gpu with `bytes` = its element count * dtype size (in bounds by
         // Layout::check_in_bounds, shape.rs), and `dst` = a fresh CudaStorage::alloc of that
         // size; both stay alive until the copy is done: a same-device copy is on the same
-        // stream as the stream-ordered free (Gpu::free), and a peer copy is waited for below
-        // before returning. This Gpu's context is bound; `src_gpu.ctx` is its retained context.
+        // stream as the stream-ordered free (CudaContext::free), and a peer copy is waited for below
+        // before returning. This CudaContext's context is bound; `src_gpu.ctx` is its retained context.
         let r = unsafe {
             if src_gpu.ordinal == self.ordinal {
                 sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, self.stream)
@@ -727,7 +727,7 @@ impl Gpu {
         self.bind()?;
         let mut e: sys::CUevent = std::ptr::null_mut();
         // SAFETY: context bound above; `e` is a local out-pointer, recorded only after
-        // cuEventCreate succeeded (`?`); `self.stream` lives for the process (Gpu::open).
+        // cuEventCreate succeeded (`?`); `self.stream` lives for the process (CudaContext::open).
         unsafe {
             ck(sys::cuEventCreate(&mut e, 0), "cuEventCreate")?;
             ck(sys::cuEventRecord(e, self.stream), "cuEventRecord")?;
@@ -744,7 +744,7 @@ impl TimingEvent {
     pub fn elapsed_since(&self, start: &TimingEvent) -> Result<f64> {
         let mut ms = 0f32;
         // SAFETY: both are TimingEvents, which only `record_timing_event` makes: created with
-        // timing enabled (flags 0) and recorded on a Gpu's stream, alive while borrowed here.
+        // timing enabled (flags 0) and recorded on a CudaContext's stream, alive while borrowed here.
         // AUDIT: nothing checks that `start` comes from the same context (device) as `self`;
         // the driver then returns an error (not UB).
         unsafe {

@@ -8,8 +8,8 @@ use sys::CUdevice_attribute as A;
 
 use crate::backend::contract::{Backend, Dist};
 use crate::base::caps::Hardware;
+use crate::base::cpu_peak::Peak;
 use crate::base::dtype::CpuStorage;
-use crate::base::peak::Peak;
 use crate::base::probe::{Availability, DeviceInfo, Probe};
 use crate::{BackendKind, DType, Device, DeviceCaps, Result};
 
@@ -73,7 +73,7 @@ impl Backend for Cuda {
         "cuda events"
     }
     fn matmul_peak(caps: &DeviceCaps, dtype: DType) -> Option<Peak> {
-        super::peak::cuda_peak(
+        super::gpu_peak::cuda_peak(
             caps.compute_capability?,
             caps.sm_count?,
             caps.max_clock_sm_mhz?,
@@ -153,7 +153,7 @@ fn probe_driver() -> Probe {
     if let Some(problem) = &choice.problem {
         return un(problem.clone(), choice.hint.clone().unwrap_or_default());
     }
-    crate::base::helper::step("cuInit");
+    crate::base::probe_child::step("cuInit");
     // SAFETY: libcuda is loaded (checked above); cuInit takes flags 0 and may be called any
     // number of times, from any thread.
     let r = unsafe { sys::cuInit(0) };
@@ -190,7 +190,7 @@ fn probe_driver() -> Probe {
     if count <= 0 {
         return no_device("the driver is installed but finds no CUDA GPU".to_string());
     }
-    crate::base::helper::step("NVML: start and read the driver version");
+    crate::base::probe_child::step("NVML: start and read the driver version");
     let driver = nvml::driver_version();
     let lib_note = |name: &str| -> String {
         match libs.iter().find(|l| l.name == name) {

@@ -26,11 +26,11 @@ pub mod kernels;
 pub(crate) mod context;
 #[cfg(feature = "cuda")]
 mod device;
+pub(crate) mod gpu_peak;
 #[cfg(feature = "cuda")]
 mod locked;
 #[cfg(not(feature = "cuda"))]
 mod off;
-pub(crate) mod peak;
 #[cfg(feature = "cuda")]
 pub(crate) mod pinned;
 #[cfg(feature = "cuda")]

@@ -101,8 +101,8 @@ impl PinnedBlock {
         let gpu = super::context::gpu(device)?;
         gpu.bind()?;
         let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: libcuda is loaded and initialised (`context::gpu` above returned a Gpu, which
-        // only `Gpu::open` makes, after cuInit), its context is current (`bind` above), and
+        // SAFETY: libcuda is loaded and initialised (`context::gpu` above returned a CudaContext, which
+        // only `CudaContext::open` makes, after cuInit), its context is current (`bind` above), and
         // `p` is a local out-pointer; CU_MEMHOSTALLOC_PORTABLE = 1.
         let mut r = unsafe { sys::cuMemHostAlloc(&mut p, bytes, 1) };
         if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY && cached_bytes() > 0 {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::CUdeviceptr;
 
-use super::context::Gpu;
+use super::context::CudaContext;
 use super::kernels::{self, Kernel, ReducePass, BLOCK, MAX_RANK};
 use crate::backend::contract::BackendStorage;
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
@@ -16,7 +16,7 @@ use crate::{DType, Error, Result, Shape};
 
 /// A buffer of `len` elements of `dtype` on one GPU, freed (stream-ordered) on drop.
 pub(crate) struct CudaStorage {
-    pub gpu: Arc<Gpu>,
+    pub gpu: Arc<CudaContext>,
     pub ptr: CUdeviceptr,
     pub len: usize,
     pub dtype: DType,
@@ -106,7 +106,7 @@ fn arg<T>(v: &T) -> *mut c_void {
 
 impl CudaStorage {
     /// Uninitialised memory for `len` elements.
-    pub fn alloc(gpu: &Arc<Gpu>, dtype: DType, len: usize) -> Result<CudaStorage> {
+    pub fn alloc(gpu: &Arc<CudaContext>, dtype: DType, len: usize) -> Result<CudaStorage> {
         let ptr = gpu.alloc(len * dtype.size_in_bytes())?;
         Ok(CudaStorage {
             gpu: gpu.clone(),
@@ -120,7 +120,7 @@ impl CudaStorage {
         self.ptr + (offset * self.dtype.size_in_bytes()) as u64
     }
 
-    pub fn from_cpu(gpu: &Arc<Gpu>, data: &CpuStorage) -> Result<CudaStorage> {
+    pub fn from_cpu(gpu: &Arc<CudaContext>, data: &CpuStorage) -> Result<CudaStorage> {
         let out = CudaStorage::alloc(gpu, data.dtype(), data.len())?;
         // SAFETY: `out` was allocated just above with data.len() elements of data's dtype: exactly
         // the bytes `htod` writes.
@@ -141,7 +141,7 @@ impl CudaStorage {
     }
 
     /// A contiguous copy of the view `l` on another GPU.
-    pub fn to_gpu(&self, l: &Layout, dst: &Arc<Gpu>) -> Result<CudaStorage> {
+    pub fn to_gpu(&self, l: &Layout, dst: &Arc<CudaContext>) -> Result<CudaStorage> {
         let (_copy, src) = self.dense(l)?;
         let n = l.shape.elem_count();
         let out = CudaStorage::alloc(dst, self.dtype, n)?;
@@ -152,7 +152,7 @@ impl CudaStorage {
     }
 
     /// `value` in every element.
-    pub fn full(gpu: &Arc<Gpu>, dtype: DType, n: usize, value: f64) -> Result<CudaStorage> {
+    pub fn full(gpu: &Arc<CudaContext>, dtype: DType, n: usize, value: f64) -> Result<CudaStorage> {
         let o = CudaStorage::alloc(gpu, dtype, n)?;
         if n > 0 {
             let nn = n as i64;
@@ -172,7 +172,7 @@ impl CudaStorage {
 
     /// `start + i * step`.
     pub fn arange(
-        gpu: &Arc<Gpu>,
+        gpu: &Arc<CudaContext>,
         dtype: DType,
         start: f64,
         step: f64,
@@ -198,7 +198,7 @@ impl CudaStorage {
     /// Uniform in [a, b) (`normal == false`) or normal with mean a and deviation b, from a
     /// counter-based generator keyed by `seed`.
     pub fn random(
-        gpu: &Arc<Gpu>,
+        gpu: &Arc<CudaContext>,
         dtype: DType,
         n: usize,
         seed: u64,
@@ -339,8 +339,8 @@ impl CudaStorage {
         // Tensor::view), so every element cuBLAS reads is inside `self`/`rhs`. Other views are
         // first copied dense (`_keep_a`/`_keep_b`, batch*rows*cols elements). `out` was
         // allocated above for bsz*m*n elements. The copies and `out` stay alive until the
-        // call has queued the work, and their stream-ordered free (Gpu::free) comes after it
-        // on the same stream that the handle is bound to (Gpu::blas). m, n, k, bsz, lda, ldb
+        // call has queued the work, and their stream-ordered free (CudaContext::free) comes after it
+        // on the same stream that the handle is bound to (CudaContext::blas). m, n, k, bsz, lda, ldb
         // fit in i32 (checked above); alpha/beta point at host scalars of the compute type's
         // scale type (f64 for COMPUTE_64F, f32 otherwise), alive until the call returns.
         let r = unsafe {

@@ -439,7 +439,7 @@ fn preload_nvrtc_builtins(dir: &Path, major: u32) {
 /// Finds and loads one library: the override folders, then the loader's own path, then the
 /// other folders.
 #[cfg(target_os = "linux")]
-pub fn load(w: &Wanted, dirs: &[SearchDir]) -> Library {
+pub fn load_library(w: &Wanted, dirs: &[SearchDir]) -> Library {
     let mut lib = Library {
         name: w.name,
         file: w.file,
@@ -460,7 +460,7 @@ pub fn load(w: &Wanted, dirs: &[SearchDir]) -> Library {
         if let (Some(d), "nvrtc", Some(m)) = (dir, w.name, w.major) {
             preload_nvrtc_builtins(d, m);
         }
-        crate::base::helper::step(format!("dlopen {path}"));
+        crate::base::probe_child::step(format!("dlopen {path}"));
         match dl::open(path) {
             Ok(h) => Some((h, source.to_string())),
             Err(e) => {
@@ -540,7 +540,7 @@ pub fn load(w: &Wanted, dirs: &[SearchDir]) -> Library {
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn load(w: &Wanted, _dirs: &[SearchDir]) -> Library {
+pub fn load_library(w: &Wanted, _dirs: &[SearchDir]) -> Library {
     Library {
         name: w.name,
         file: w.file,
@@ -622,7 +622,7 @@ fn state() -> &'static (Vec<Library>, MajorChoice) {
             .flatten()
             .and_then(|m| m.parse::<u32>().ok());
         // A driver library whose load hung or crashed the probe helper is not loaded here.
-        if let Err(r) = crate::base::helper::canary("cuda") {
+        if let Err(r) = crate::base::probe_child::canary("cuda") {
             let major = forced.unwrap_or(CUDA_MAJORS[0]);
             let libs = wanted(major)
                 .iter()
@@ -656,12 +656,12 @@ fn state() -> &'static (Vec<Library>, MajorChoice) {
         let quick_dirs = search_dirs(&quick);
         let mut dirs: Option<Vec<SearchDir>> = None;
         let load_one = |w: &Wanted, dirs: &mut Option<Vec<SearchDir>>| {
-            let lib = load(w, &quick_dirs);
+            let lib = load_library(w, &quick_dirs);
             if lib.is_loaded() {
                 return lib;
             }
             let all = dirs.get_or_insert_with(|| search_dirs(&env));
-            load(w, all)
+            load_library(w, all)
         };
         // The driver's libraries first: its CUDA version bounds the major.
         let mut libs: Vec<Library> = WANTED_13

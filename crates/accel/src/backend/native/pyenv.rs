@@ -81,7 +81,7 @@ fn python_site_packages() -> Vec<PathBuf> {
         .get_or_init(|| {
             // A probe helper takes its parent's answer: python3 is asked once per command.
             match std::env::var_os(SITE_PACKAGES_VAR) {
-                Some(v) if crate::base::helper::is_helper() => std::env::split_paths(&v)
+                Some(v) if crate::base::probe_child::is_helper() => std::env::split_paths(&v)
                     .filter(|p| !p.as_os_str().is_empty())
                     .collect(),
                 _ => ask_python(),

@@ -21,7 +21,7 @@ pub(super) const TIMESTAMPS: wgpu::Features =
 
 /// A timestamp written into the queue, for device-side timing.
 pub(crate) struct Timestamp {
-    gpu: Arc<Gpu>,
+    gpu: Arc<WgpuContext>,
     set: wgpu::QuerySet,
 }
 
@@ -50,7 +50,7 @@ impl Timestamp {
 }
 
 /// One adapter, its device and queue (opened on first use), and the compiled pipelines.
-pub(crate) struct Gpu {
+pub(crate) struct WgpuContext {
     pub ordinal: usize,
     pub(super) adapter: wgpu::Adapter,
     opened: OnceLock<std::result::Result<(wgpu::Device, wgpu::Queue), String>>,
@@ -62,7 +62,7 @@ pub(crate) struct Gpu {
 }
 
 pub(super) struct Registry {
-    pub(super) gpus: Vec<Arc<Gpu>>,
+    pub(super) gpus: Vec<Arc<WgpuContext>>,
     pub(super) problem: Option<String>,
 }
 
@@ -71,16 +71,16 @@ pub(super) fn registry() -> &'static Registry {
     R.get_or_init(|| {
         // Vulkan's loader and drivers cannot be stopped once enumerating: where the program
         // enabled the probe helper, a child enumerates first, killed at its deadline.
-        if let Err(r) = crate::base::helper::canary("wgpu") {
+        if let Err(r) = crate::base::probe_child::canary("wgpu") {
             return Registry {
                 gpus: Vec::new(),
                 problem: Some(r.reason),
             };
         }
-        crate::base::helper::step("create the wgpu instance");
+        crate::base::probe_child::step("create the wgpu instance");
         let instance =
             wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        crate::base::helper::step("enumerate Vulkan/Metal adapters");
+        crate::base::probe_child::step("enumerate Vulkan/Metal adapters");
         let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
         let problem = adapters.is_empty().then(|| {
             if cfg!(target_os = "linux") {
@@ -95,7 +95,7 @@ pub(super) fn registry() -> &'static Registry {
                 .into_iter()
                 .enumerate()
                 .map(|(ordinal, adapter)| {
-                    Arc::new(Gpu {
+                    Arc::new(WgpuContext {
                         ordinal,
                         adapter,
                         opened: OnceLock::new(),
@@ -118,7 +118,7 @@ pub(crate) fn allocator_reserved_bytes(i: usize) -> Option<u64> {
         .map(|r| r.total_reserved_bytes)
 }
 
-pub(crate) fn gpu(i: usize) -> Result<Arc<Gpu>> {
+pub(crate) fn gpu(i: usize) -> Result<Arc<WgpuContext>> {
     registry()
         .gpus
         .get(i)
@@ -126,7 +126,7 @@ pub(crate) fn gpu(i: usize) -> Result<Arc<Gpu>> {
         .ok_or_else(|| Error::System(format!("wgpu:{i} vanished")))
 }
 
-impl Gpu {
+impl WgpuContext {
     pub(super) fn device(&self) -> Result<&(wgpu::Device, wgpu::Queue)> {
         self.opened
             .get_or_init(|| {
@@ -267,7 +267,7 @@ impl Gpu {
         self.dispatch_with(src, false, buffers, groups)
     }
 
-    /// [`Gpu::dispatch`], with `trusted` as in [`Gpu::pipeline`].
+    /// [`WgpuContext::dispatch`], with `trusted` as in [`WgpuContext::pipeline`].
     pub(super) fn dispatch_with(
         &self,
         src: &str,
@@ -403,7 +403,7 @@ pub(super) fn bytemuck_u32(w: &[u32]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(w.as_ptr() as *const u8, std::mem::size_of_val(w)) }
 }
 
-impl Gpu {
+impl WgpuContext {
     /// Whether the adapter is a software one (lavapipe, SwiftShader): the CPU again.
     pub(super) fn is_software(&self) -> bool {
         self.adapter.get_info().device_type == wgpu::DeviceType::Cpu

@@ -7,7 +7,7 @@ use crate::base::dtype::CpuStorage;
 use crate::base::probe::{Availability, DeviceInfo, Probe};
 use crate::{BackendKind, DType, Device, DeviceCaps, Result};
 
-use super::context::{allocator_reserved_bytes, gpu, registry, Gpu, Timestamp, TIMESTAMPS};
+use super::context::{allocator_reserved_bytes, gpu, registry, Timestamp, WgpuContext, TIMESTAMPS};
 use super::storage::WgpuStorage;
 
 /// The adapter description `probe` reports, for every adapter (also used by the mps probe,
@@ -36,7 +36,7 @@ pub(crate) fn probe() -> Probe {
     }
 }
 
-fn info_of(g: &Gpu) -> DeviceInfo {
+fn info_of(g: &WgpuContext) -> DeviceInfo {
     let info = g.adapter.get_info();
     let limits = g.adapter.limits();
     let features = g.adapter.features();

@@ -4,7 +4,7 @@
 use crate::{DType, Error, Result};
 
 use super::choice::{matmul_choice, MatmulChoice};
-use super::context::{Gpu, MAX_RANK};
+use super::context::{WgpuContext, MAX_RANK};
 
 /// What every shader starts with: `enable f16` where used, and conversions as the CPU does
 /// them: f32 -> i32 saturates with NaN -> 0 (Rust's `as`; WGSL leaves NaN undefined), and
@@ -117,7 +117,7 @@ pub(super) struct MatmulKernel {
 /// The matmul shader for `dtype`: floats accumulate in f32 (f16 is rounded once at the
 /// end, as on the CPU), i32 in i32 (wrapping).
 pub(super) fn matmul_kernel(
-    gpu: &Gpu,
+    gpu: &WgpuContext,
     dtype: DType,
     (m, n, k): (usize, usize, usize),
 ) -> Result<MatmulKernel> {

@@ -11,12 +11,12 @@ use crate::base::dtype::CpuStorage;
 use crate::base::shape::Layout;
 use crate::{DType, Error, Result, Shape};
 
-use super::context::{unsupported, Gpu};
+use super::context::{unsupported, WgpuContext};
 use super::shaders::{convert, matmul_kernel, prelude, strided_params, STRIDED};
 
 /// Tensor data in one GPU buffer: f32 and i32 on every adapter, f16 where it has `shader-f16`.
 pub(crate) struct WgpuStorage {
-    pub gpu: Arc<Gpu>,
+    pub gpu: Arc<WgpuContext>,
     pub buf: wgpu::Buffer,
     pub len: usize,
     pub dtype: DType,
@@ -33,7 +33,7 @@ impl std::fmt::Debug for WgpuStorage {
 }
 
 impl WgpuStorage {
-    pub fn from_cpu(gpu: &Arc<Gpu>, data: &CpuStorage) -> Result<WgpuStorage> {
+    pub fn from_cpu(gpu: &Arc<WgpuContext>, data: &CpuStorage) -> Result<WgpuStorage> {
         gpu.ty("to_device", data.dtype())?;
         let bytes = data.as_bytes();
         let buf = gpu.buffer(bytes.len() as u64)?;
@@ -54,7 +54,7 @@ impl WgpuStorage {
         })
     }
 
-    fn empty(gpu: &Arc<Gpu>, dtype: DType, len: usize) -> Result<WgpuStorage> {
+    fn empty(gpu: &Arc<WgpuContext>, dtype: DType, len: usize) -> Result<WgpuStorage> {
         Ok(WgpuStorage {
             gpu: gpu.clone(),
             buf: gpu.buffer((len * dtype.size_in_bytes()) as u64)?,

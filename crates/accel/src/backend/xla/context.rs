@@ -114,7 +114,7 @@ pub(crate) fn runtime() -> &'static Runtime {
                         .push(format!("could not preload {}: {e}", lib.display())),
                 }
             }
-            crate::base::helper::step(format!("{}{}", LOAD_STEP, path.display()));
+            crate::base::probe_child::step(format!("{}{}", LOAD_STEP, path.display()));
             // The answer comes back through a Mutex and a Condvar, not a channel: a
             // channel's first blocking receive in a thread registers a thread-local
             // destructor, which takes the dynamic loader's lock, and a plugin whose
@@ -200,12 +200,12 @@ fn ask_helpers(
     candidates: &[(std::path::PathBuf, String)],
     limit: &std::result::Result<Duration, crate::base::env::EnvError>,
 ) -> (
-    Option<crate::base::helper::Refusal>,
+    Option<crate::base::probe_child::Refusal>,
     Vec<(std::path::PathBuf, String)>,
 ) {
-    use crate::base::helper;
+    use crate::base::probe_child;
     let mut aside: Vec<(std::path::PathBuf, String)> = Vec::new();
-    if !helper::active() || candidates.is_empty() {
+    if !probe_child::active() || candidates.is_empty() {
         return (None, aside);
     }
     for round in 0..=candidates.len() {
@@ -213,11 +213,11 @@ fn ask_helpers(
             .iter()
             .flat_map(|(p, _)| ["--skip".into(), p.clone().into_os_string()])
             .collect();
-        // The first round is the shared verdict (`helper::prestart` may have it already).
+        // The first round is the shared verdict (`probe_child::prestart` may have it already).
         let verdict = if round == 0 {
-            helper::canary("xla")
+            probe_child::canary("xla")
         } else {
-            helper::run_task("xla", &extra)
+            probe_child::run_task("xla", &extra)
         };
         match verdict {
             Ok(Some(answer)) => {

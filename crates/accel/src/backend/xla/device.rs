@@ -152,9 +152,9 @@ impl Backend for Xla {
         "PJRT ready events (host clock at completion)"
     }
     // XLA's CPU platform computes on this CPU: its peak is the host's.
-    fn matmul_peak(caps: &DeviceCaps, dtype: DType) -> Option<crate::base::peak::Peak> {
+    fn matmul_peak(caps: &DeviceCaps, dtype: DType) -> Option<crate::base::cpu_peak::Peak> {
         if caps.hardware == Hardware::HostCpuEmulated {
-            crate::base::peak::host_matmul_peak(dtype)
+            crate::base::cpu_peak::host_matmul_peak(dtype)
         } else {
             None
         }

@@ -14,7 +14,7 @@ use super::pack::{Bf16Pair, Packed};
 /// micro-panel from `pack_a`), `b` to ks * NR (an NR-wide micro-panel from `pack_b`), and
 /// `c` to an mr x nr block (mr <= MR, nr <= NR) of writable, initialised values at row
 /// stride `ldc`, not accessed by anyone else during the call; the SIMD kernels also require
-/// the CPU features they were compiled for (checked by `Kernel::select`).
+/// the CPU features they were compiled for (checked by `CpuKernel::select`).
 pub(super) type MicroKernel<P, D> =
     unsafe fn(usize, *const P, *const P, *mut D, usize, bool, usize, usize, Prefetch);
 
@@ -33,7 +33,7 @@ pub(super) type SmallKernel<D> =
 /// caches (MC x KC blocks of A in L2, KC x NR micro-panels of B in L1, KC x NC panels of B in
 /// L3), as BLIS's analytical model does.
 #[derive(Clone, Copy)]
-pub(crate) struct Kernel<P, D> {
+pub(crate) struct CpuKernel<P, D> {
     /// `avx512`, `avx512-bf16`, `avx2` or `portable`.
     pub name: &'static str,
     pub mr: usize,
@@ -115,7 +115,7 @@ pub(crate) enum Rule {
     L2Panel,
 }
 
-impl<P: Packed, D> Kernel<P, D> {
+impl<P: Packed, D> CpuKernel<P, D> {
     /// The kernel with the blocking these caches call for under `rule`, each figure rounded
     /// to the kernel's tile; a B panel (KC x NC) takes 0.4 of L3 (shared by the threads).
     pub(super) fn blocked(
@@ -139,7 +139,7 @@ impl<P: Packed, D> Kernel<P, D> {
         let mc = (mc / mr * mr).clamp(mr * 4, 1200 / mr * mr);
         let nc = (caches.l3 * 4 / 10 / (ks * psize)) / nr * nr;
         let nc = nc.clamp(nr * 16, 8160 / nr * nr);
-        Kernel {
+        CpuKernel {
             name,
             mr,
             nr,
@@ -213,7 +213,7 @@ pub(crate) trait Accum:
     + 'static
 {
     /// The best kernel for this CPU (and `ACCEL_CPU_KERNEL`), chosen once.
-    fn kernel() -> Kernel<Self, Self>;
+    fn kernel() -> CpuKernel<Self, Self>;
 }
 
 /// One kernel of each family for an accumulator type: (tile, micro-kernel).
@@ -226,11 +226,11 @@ fn best<D: Packed>(
     avx512: (Family<D>, SmallKernel<D>),
     avx2: Family<D>,
     portable: Family<D>,
-) -> Kernel<D, D> {
+) -> CpuKernel<D, D> {
     let caches = Caches::of_this_machine();
     if usable("avx512") {
         let ((tile, run), small) = avx512;
-        let mut k = Kernel::blocked("avx512", tile, run, caches, Rule::L2Panel);
+        let mut k = CpuKernel::blocked("avx512", tile, run, caches, Rule::L2Panel);
         k.small = Some(small);
         return k;
     }
@@ -239,7 +239,7 @@ fn best<D: Packed>(
     } else {
         ("portable", portable)
     };
-    Kernel::blocked(name, tile, run, caches, Rule::L1Panel)
+    CpuKernel::blocked(name, tile, run, caches, Rule::L1Panel)
 }
 
 /// Off x86-64 no family has a small-product twin (`best` only takes it for AVX-512).
@@ -260,8 +260,8 @@ unsafe fn no_small<D>(
 }
 
 impl Accum for f32 {
-    fn kernel() -> Kernel<f32, f32> {
-        static K: std::sync::OnceLock<Kernel<f32, f32>> = std::sync::OnceLock::new();
+    fn kernel() -> CpuKernel<f32, f32> {
+        static K: std::sync::OnceLock<CpuKernel<f32, f32>> = std::sync::OnceLock::new();
         let portable: Family<f32> = ((6, 16), generic_kernel::<f32, 6, 16>);
         #[cfg(target_arch = "x86_64")]
         let simd = (
@@ -278,8 +278,8 @@ impl Accum for f32 {
 }
 
 impl Accum for f64 {
-    fn kernel() -> Kernel<f64, f64> {
-        static K: std::sync::OnceLock<Kernel<f64, f64>> = std::sync::OnceLock::new();
+    fn kernel() -> CpuKernel<f64, f64> {
+        static K: std::sync::OnceLock<CpuKernel<f64, f64>> = std::sync::OnceLock::new();
         let portable: Family<f64> = ((6, 8), generic_kernel::<f64, 6, 8>);
         #[cfg(target_arch = "x86_64")]
         let simd = (
@@ -297,12 +297,12 @@ impl Accum for f64 {
 
 /// The kernel bf16 products use here: AVX512_BF16 pair dot products where the CPU has them
 /// (`None` elsewhere: bf16 is then converted to f32 while packing and runs the f32 kernel).
-pub(crate) fn bf16_kernel() -> Option<Kernel<Bf16Pair, f32>> {
-    static K: std::sync::OnceLock<Option<Kernel<Bf16Pair, f32>>> = std::sync::OnceLock::new();
+pub(crate) fn bf16_kernel() -> Option<CpuKernel<Bf16Pair, f32>> {
+    static K: std::sync::OnceLock<Option<CpuKernel<Bf16Pair, f32>>> = std::sync::OnceLock::new();
     *K.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         if bf16_dot_usable() {
-            return Some(Kernel::blocked(
+            return Some(CpuKernel::blocked(
                 "avx512-bf16",
                 (14, 32),
                 avx512::kernel_bf16,

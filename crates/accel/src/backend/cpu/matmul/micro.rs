@@ -1,6 +1,6 @@
 //! The micro-kernels: one MR x NR tile of C from a packed micro-panel of A and of B. The
 //! portable one in plain Rust; AVX2+FMA (6x16 f32, 6x8 f64); AVX-512 (14x32 f32, 14x16 f64,
-//! and 14x32 bf16 pairs through AVX512_BF16). `Kernel` (kernel.rs) says which may run here.
+//! and 14x32 bf16 pairs through AVX512_BF16). `CpuKernel` (kernel.rs) says which may run here.
 
 // Micro-kernels take the tile's operands, its C pointer and stride, and its valid extent:
 // eight scalars that belong in registers, not in a struct.

@@ -32,7 +32,7 @@ pub use kernel::describe;
 pub(crate) use kernel::{bf16_kernel, Accum};
 pub(crate) use pack::{MatRef, OutPtr, PackInto};
 
-use kernel::Kernel;
+use kernel::CpuKernel;
 use micro::Prefetch;
 use pack::{pack_a, pack_b, PackFrom, Packed};
 
@@ -40,7 +40,7 @@ use pack::{pack_a, pack_b, PackFrom, Packed};
 /// packed B panel (ks packed steps), writing C from (ic, jc).
 ///
 /// # Safety
-/// `k.run` must be callable on this CPU (`Kernel`s come from `Accum::kernel`/`bf16_kernel`,
+/// `k.run` must be callable on this CPU (`CpuKernel`s come from `Accum::kernel`/`bf16_kernel`,
 /// which check); `apack` must hold the mc x kc block packed by `pack_a` with `k.mr`
 /// (ceil(mc / mr) * mr * ks values) and `bpack` the panel packed by `pack_b` with `k.nr`
 /// covering columns up to j1 rounded up to nr (ceil(j1 / nr) * nr * ks values), with j0 a
@@ -48,7 +48,7 @@ use pack::{pack_a, pack_b, PackFrom, Packed};
 /// at row stride `ldc`, and no other thread may touch that block during the call.
 #[allow(clippy::too_many_arguments)]
 unsafe fn macro_kernel<P: Packed, D>(
-    k: &Kernel<P, D>,
+    k: &CpuKernel<P, D>,
     apack: &[P],
     bpack: &[P],
     mc: usize,
@@ -221,7 +221,7 @@ pub(crate) unsafe fn gemm_float<D: Accum + PackFrom<D> + PackInto<D>>(
 /// into a zero-padded k x NR buffer.
 ///
 /// # Safety
-/// As for [`gemm_with`], with `small` from this CPU's kernel (`Kernel::small`), (mr, nr) its
+/// As for [`gemm_with`], with `small` from this CPU's kernel (`CpuKernel::small`), (mr, nr) its
 /// tile, b.cs == 1, and m, n, k > 0.
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_small<D: Accum>(
@@ -337,7 +337,7 @@ pub(crate) type Finish<'a, D> =
 /// block it is given through the pointer.
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
-    kern: &Kernel<P, D>,
+    kern: &CpuKernel<P, D>,
     m: usize,
     n: usize,
     k: usize,

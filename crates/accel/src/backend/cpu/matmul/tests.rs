@@ -1,7 +1,7 @@
 //! Every micro-kernel this CPU can run, forced one at a time with small caches (so that
 //! the MC, KC and NC loops all take several turns and every tile kind, full and edge,
 //! occurs), on odd shapes and transposed views, against a naive f64 loop.
-use super::kernel::{Caches, Kernel, Rule};
+use super::kernel::{Caches, CpuKernel, Rule};
 use super::micro::*;
 use super::pack::*;
 use super::*;
@@ -65,7 +65,7 @@ const SHAPES: [(usize, usize, usize); 6] = [
 /// Runs `kern` on every shape, A and B row-major and transposed, on 1 and 2 threads, and
 /// compares with the naive loop within `tol` x k.
 fn check<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum + Into<f64>>(
-    kern: &Kernel<P, D>,
+    kern: &CpuKernel<P, D>,
     to: impl Fn(f64) -> S,
     back: impl Fn(S) -> f64,
     tol: f64,
@@ -75,7 +75,7 @@ fn check<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum + Into<f64>>(
 
 /// As `check`, on the given (m, n, k) shapes.
 fn check_shapes<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum + Into<f64>>(
-    kern: &Kernel<P, D>,
+    kern: &CpuKernel<P, D>,
     shapes: &[(usize, usize, usize)],
     to: impl Fn(f64) -> S,
     back: impl Fn(S) -> f64,
@@ -146,8 +146,8 @@ fn avx512_required() -> bool {
 /// The AVX-512 kernels with the blocking `caches` give them (the CPU must have the
 /// features: callers check).
 #[cfg(target_arch = "x86_64")]
-fn avx512_f32(caches: Caches) -> Kernel<f32, f32> {
-    Kernel::blocked(
+fn avx512_f32(caches: Caches) -> CpuKernel<f32, f32> {
+    CpuKernel::blocked(
         "avx512",
         (14, 32),
         avx512::kernel_f32,
@@ -156,8 +156,8 @@ fn avx512_f32(caches: Caches) -> Kernel<f32, f32> {
     )
 }
 #[cfg(target_arch = "x86_64")]
-fn avx512_f64(caches: Caches) -> Kernel<f64, f64> {
-    Kernel::blocked(
+fn avx512_f64(caches: Caches) -> CpuKernel<f64, f64> {
+    CpuKernel::blocked(
         "avx512",
         (14, 16),
         avx512::kernel_f64,
@@ -166,8 +166,8 @@ fn avx512_f64(caches: Caches) -> Kernel<f64, f64> {
     )
 }
 #[cfg(target_arch = "x86_64")]
-fn avx512_bf16(caches: Caches) -> Kernel<Bf16Pair, f32> {
-    Kernel::blocked(
+fn avx512_bf16(caches: Caches) -> CpuKernel<Bf16Pair, f32> {
+    CpuKernel::blocked(
         "avx512-bf16",
         (14, 32),
         avx512::kernel_bf16,
@@ -178,7 +178,7 @@ fn avx512_bf16(caches: Caches) -> Kernel<Bf16Pair, f32> {
 
 #[test]
 fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
-    let k = Kernel::blocked(
+    let k = CpuKernel::blocked(
         "portable",
         (6, 16),
         generic_kernel::<f32, 6, 16>,
@@ -192,7 +192,7 @@ fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
         k.mc
     );
     check(&k, |x| x as f32, |x| x as f64, 1e-6);
-    let k = Kernel::blocked(
+    let k = CpuKernel::blocked(
         "portable",
         (6, 8),
         generic_kernel::<f64, 6, 8>,
@@ -204,13 +204,13 @@ fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
     {
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             check(
-                &Kernel::blocked("avx2", (6, 16), avx2::kernel_f32, TINY, Rule::L1Panel),
+                &CpuKernel::blocked("avx2", (6, 16), avx2::kernel_f32, TINY, Rule::L1Panel),
                 |x| x as f32,
                 |x| x as f64,
                 1e-6,
             );
             check(
-                &Kernel::blocked("avx2", (6, 8), avx2::kernel_f64, TINY, Rule::L1Panel),
+                &CpuKernel::blocked("avx2", (6, 8), avx2::kernel_f64, TINY, Rule::L1Panel),
                 |x| x,
                 |x| x,
                 1e-15,
@@ -282,7 +282,7 @@ const PARALLEL_SHAPES: [(usize, usize, usize); 1] = [(260, 300, 231)];
 fn two_threads_over_many_slices_match_the_naive_loop() {
     let (m, n, k) = PARALLEL_SHAPES[0];
     assert!(m * n * k >= PARALLEL_MIN_FLOPS);
-    let k32 = Kernel::blocked(
+    let k32 = CpuKernel::blocked(
         "portable",
         (6, 16),
         generic_kernel::<f32, 6, 16>,
@@ -333,7 +333,7 @@ fn blocking_follows_the_caches() {
         l2: 512 << 10,
         l3: 32 << 20,
     };
-    let k = Kernel::<f32, f32>::blocked(
+    let k = CpuKernel::<f32, f32>::blocked(
         "x",
         (6, 16),
         generic_kernel::<f32, 6, 16>,
@@ -348,7 +348,7 @@ fn blocking_follows_the_caches() {
         l2: 1 << 20,
         l3: 32 << 20,
     };
-    let k = Kernel::<f32, f32>::blocked(
+    let k = CpuKernel::<f32, f32>::blocked(
         "x",
         (14, 32),
         generic_kernel::<f32, 6, 16>,
@@ -357,7 +357,7 @@ fn blocking_follows_the_caches() {
     );
     // The values measured best on Zen 5 for the AVX-512 kernel.
     assert_eq!((k.kc, k.mc), (1024, 126));
-    let kd = Kernel::<f64, f64>::blocked(
+    let kd = CpuKernel::<f64, f64>::blocked(
         "x",
         (14, 16),
         generic_kernel::<f64, 6, 8>,
@@ -366,7 +366,7 @@ fn blocking_follows_the_caches() {
     );
     // f64: the same bytes per step of B, twice the bytes per element of A.
     assert_eq!((kd.kc, kd.mc), (1024, 56));
-    let kb = Kernel::<Bf16Pair, f32>::blocked(
+    let kb = CpuKernel::<Bf16Pair, f32>::blocked(
         "x",
         (14, 32),
         |_, _, _, _, _, _, _, _, _| {},
@@ -376,7 +376,7 @@ fn blocking_follows_the_caches() {
     // Pairs: the same bytes per step hold twice the k.
     assert_eq!((kb.kc, kb.mc), (2048, 126));
     // Caches smaller than any tile still give a usable blocking.
-    let k = Kernel::<f64, f64>::blocked(
+    let k = CpuKernel::<f64, f64>::blocked(
         "x",
         (6, 8),
         generic_kernel::<f64, 6, 8>,

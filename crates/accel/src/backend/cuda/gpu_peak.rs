@@ -1,7 +1,7 @@
 //! NVIDIA GPUs' matmul peak: SMs x clock x flops per clock per SM, by compute capability.
 //! Compiled in every build (a pure table: `accel::bench::cuda_peak`).
 
-use crate::base::peak::Peak;
+use crate::base::cpu_peak::Peak;
 use crate::DType;
 
 /// An NVIDIA GPU's peak for matmul in `dtype`: SMs x clock x flops per clock per SM, using
