@@ -101,6 +101,9 @@ layers
 layers --no-floors --src crates/accel-cli/src
 layers --no-floors --src crates/accel-telemetry/src
 layers --no-floors --src crates/accel-core/src
+echo "== the public API is what docs/public-api.txt lists, with no Result<_, String> and no"
+echo "   dependency's type in a signature (scripts/public_api.py)"
+python3 scripts/public_api.py
 layers --no-floors --src crates/pjrt/src
 
 if [ "$QUICK" = 1 ]; then
