@@ -17,10 +17,7 @@ pub fn run(c: Criteria, by_index: bool, json: bool, roots: Roots) -> anyhow::Res
             .iter()
             .find(|s| s.collector == c.vendor.name())
             .and_then(|s| s.error.clone().or_else(|| s.note.clone()));
-        let hint = e
-            .hint()
-            .map(|h| format!("\n  hint: {h}"))
-            .unwrap_or_default();
+        let hint = e.hint().map(|h| format!("; hint: {h}")).unwrap_or_default();
         match why {
             Some(w) if readings.iter().all(|r| r.vendor != c.vendor) => {
                 anyhow::anyhow!("{e} ({w}){hint}")
