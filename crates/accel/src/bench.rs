@@ -59,7 +59,7 @@ const BOOTSTRAP_RESAMPLES: usize = 2000;
 
 fn bootstrap_median_ci(sorted: &[f64]) -> (f64, f64) {
     let n = sorted.len();
-    let mut rng = crate::backend::cpu::rng::Rng::seeded(0xB007);
+    let mut rng = crate::base::rng::Rng::seeded(0xB007);
     let mut medians = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
     let mut buf = vec![0.0; n];
     for _ in 0..BOOTSTRAP_RESAMPLES {

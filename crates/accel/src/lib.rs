@@ -197,7 +197,7 @@ pub fn probe_helper_main(task: &str, rest: &[std::ffi::OsString]) -> ! {
 /// Seeds the generator behind `rand`, `randn` and parameter initialisation, so a program
 /// draws the same numbers on every run (`torch.manual_seed`).
 pub fn manual_seed(seed: u64) {
-    backend::cpu::rng::manual_seed(seed)
+    base::rng::manual_seed(seed)
 }
 
 /// Every backend's availability: its devices, or why it has none and what to do.

@@ -8,6 +8,7 @@
 //! scrape only copies the latest text, so it never waits on a slow probe or driver.
 
 pub mod http;
+mod series;
 pub mod webconfig;
 
 use std::net::SocketAddr;
@@ -150,7 +151,18 @@ pub fn render(s: &Snapshot, host: &str, collect_seconds: f64) -> String {
         registry: &mut registry,
         families: Vec::new(),
     };
-    const MIB: f64 = 1024.0 * 1024.0;
+    dcgm_series(&mut m, s, host);
+    device_series(&mut m, s, host);
+    collector_series(&mut m, s, host);
+    host_series(&mut m, s, host, collect_seconds);
+    let mut text = String::new();
+    // Writing to a String cannot fail.
+    let _ = encode(&mut text, &registry);
+    text
+}
+
+/// dcgm-exporter's series (the `DCGM` table), for NVIDIA GPUs.
+fn dcgm_series(m: &mut Metrics, s: &Snapshot, host: &str) {
     // dcgm-exporter's series, for NVIDIA GPUs that are up (whole GPUs; `gpu` is NVML's index,
     // as dcgm-exporter's is).
     for d in &s.devices {
@@ -167,63 +179,16 @@ pub fn render(s: &Snapshot, host: &str, collect_seconds: f64) -> String {
             ("modelName", r.name.clone()),
             ("Hostname", host.to_string()),
         ];
-        let mut dcgm = |name, help, v: Option<f64>| {
-            if let Some(v) = v {
-                m.set(name, help, &l, v);
+        for g in series::DCGM {
+            if let Some(v) = (g.value)(r) {
+                m.set(g.name, g.help, &l, v);
             }
-        };
-        dcgm(
-            "DCGM_FI_DEV_GPU_UTIL",
-            "GPU utilization (in %)",
-            r.utilization_percent,
-        );
-        dcgm(
-            "DCGM_FI_DEV_MEM_COPY_UTIL",
-            "Memory utilization (in %)",
-            r.memory_busy_percent,
-        );
-        dcgm(
-            "DCGM_FI_DEV_FB_USED",
-            "Framebuffer memory used (in MiB)",
-            r.memory_used_bytes.map(|b| b as f64 / MIB),
-        );
-        dcgm(
-            "DCGM_FI_DEV_FB_FREE",
-            "Framebuffer memory free (in MiB)",
-            r.memory_free_bytes().map(|b| b as f64 / MIB),
-        );
-        dcgm(
-            "DCGM_FI_DEV_GPU_TEMP",
-            "GPU temperature (in C)",
-            r.temperature_c,
-        );
-        dcgm("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)", r.power_w);
-        dcgm(
-            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-            "Total energy consumption since boot (in mJ)",
-            r.energy_joules.map(|j| j * 1e3),
-        );
-        dcgm(
-            "DCGM_FI_DEV_SM_CLOCK",
-            "SM clock frequency (in MHz)",
-            r.clock_core_mhz.map(f64::from),
-        );
-        dcgm(
-            "DCGM_FI_DEV_MEM_CLOCK",
-            "Memory clock frequency (in MHz)",
-            r.clock_memory_mhz.map(f64::from),
-        );
-        dcgm(
-            "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-            "Total number of single-bit volatile ECC errors",
-            r.ecc_corrected_errors.map(|v| v as f64),
-        );
-        dcgm(
-            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-            "Total number of double-bit volatile ECC errors",
-            r.ecc_uncorrected_errors.map(|v| v as f64),
-        );
+        }
     }
+}
+
+/// accel's series of every device: up, info, what this process holds, the `DEVICE` table, ECC, throttling and processes.
+fn device_series(m: &mut Metrics, s: &Snapshot, host: &str) {
     // accel's series, for every device of every vendor.
     for d in &s.devices {
         let r = &d.reading;
@@ -261,82 +226,11 @@ pub fn render(s: &Snapshot, host: &str, collect_seconds: f64) -> String {
             &l,
             d.accel_allocated_bytes as f64,
         );
-        let mut set = |name, help, v: Option<f64>| {
-            if let Some(v) = v {
-                m.set(name, help, &l, v);
+        for g in series::DEVICE {
+            if let Some(v) = (g.value)(r) {
+                m.set(g.name, g.help, &l, v);
             }
-        };
-        set(
-            "accel_device_utilization_percent",
-            "Busy percent of the main engine (a TPU's TensorCore duty cycle)",
-            r.utilization_percent,
-        );
-        set(
-            "accel_device_memory_busy_percent",
-            "Busy percent of the memory controller",
-            r.memory_busy_percent,
-        );
-        set(
-            "accel_device_memory_used_bytes",
-            "Device memory in use by every process (an APU: VRAM carve-out plus GTT)",
-            r.memory_used_bytes.map(|b| b as f64),
-        );
-        set(
-            "accel_device_memory_total_bytes",
-            "Device memory in all (an APU: VRAM carve-out plus GTT)",
-            r.memory_total_bytes.map(|b| b as f64),
-        );
-        set(
-            "accel_device_gtt_used_bytes",
-            "System memory mapped for the device (AMD GTT), in use",
-            r.gtt_used_bytes.map(|b| b as f64),
-        );
-        set(
-            "accel_device_gtt_total_bytes",
-            "System memory the device may map (AMD GTT)",
-            r.gtt_total_bytes.map(|b| b as f64),
-        );
-        set(
-            "accel_device_temperature_celsius",
-            "Device temperature",
-            r.temperature_c,
-        );
-        set("accel_device_power_watts", "Device power draw", r.power_w);
-        set(
-            "accel_device_power_limit_watts",
-            "Device power cap",
-            r.power_limit_w,
-        );
-        set(
-            "accel_device_energy_joules",
-            "Energy counter since the driver loaded",
-            r.energy_joules,
-        );
-        set(
-            "accel_device_fan_rpm",
-            "Fan speed",
-            r.fan_rpm.map(f64::from),
-        );
-        set(
-            "accel_device_clock_core_hertz",
-            "Current core (graphics / SM) clock",
-            r.clock_core_mhz.map(|c| f64::from(c) * 1e6),
-        );
-        set(
-            "accel_device_clock_memory_hertz",
-            "Current memory clock",
-            r.clock_memory_mhz.map(|c| f64::from(c) * 1e6),
-        );
-        set(
-            "accel_device_pcie_tx_bytes_per_second",
-            "PCIe throughput, device to host",
-            r.pcie_tx_bytes_per_s.map(|b| b as f64),
-        );
-        set(
-            "accel_device_pcie_rx_bytes_per_second",
-            "PCIe throughput, host to device",
-            r.pcie_rx_bytes_per_s.map(|b| b as f64),
-        );
+        }
         for (kind, v) in [
             ("corrected", r.ecc_corrected_errors),
             ("uncorrected", r.ecc_uncorrected_errors),
@@ -392,6 +286,10 @@ pub fn render(s: &Snapshot, host: &str, collect_seconds: f64) -> String {
             }
         }
     }
+}
+
+/// How each vendor's reader did in the last collection.
+fn collector_series(m: &mut Metrics, s: &Snapshot, host: &str) {
     for c in &s.collectors {
         let l = [
             ("collector", c.collector.to_string()),
@@ -410,6 +308,10 @@ pub fn render(s: &Snapshot, host: &str, collect_seconds: f64) -> String {
             c.duration_s,
         );
     }
+}
+
+/// The host, the backends' availability and the exporter itself.
+fn host_series(m: &mut Metrics, s: &Snapshot, host: &str, collect_seconds: f64) {
     let l = [("Hostname", host.to_string())];
     let h = &s.host;
     m.set(
@@ -497,10 +399,6 @@ pub fn render(s: &Snapshot, host: &str, collect_seconds: f64) -> String {
             rss as f64,
         );
     }
-    let mut text = String::new();
-    // Writing to a String cannot fail.
-    let _ = encode(&mut text, &registry);
-    text
 }
 
 /// What one collection publishes: both text formats, the JSON snapshot and the health line.

@@ -10,11 +10,11 @@ mod ops;
 use std::sync::Arc;
 
 use crate::backend::contract::Dist;
-use crate::backend::cpu::rng;
 use crate::backend::cuda::PinnedBlock;
 use crate::backend::dispatch::Storage;
 use crate::base::dtype::CpuStorage;
 use crate::base::dtype::WithDType;
+use crate::base::rng;
 use crate::base::shape::Layout;
 use crate::{memory, DType, Device, Error, Result, Shape};
 

@@ -4,14 +4,13 @@
 //!
 //! - `device`: the probe and `impl Backend for Cpu`.
 //! - `storage`: `impl BackendStorage for CpuStorage` and the elementwise, reduce and cast
-//!   kernels; `num`: element arithmetic; `rng`: the seedable generator.
+//!   kernels; `num`: element arithmetic.
 //! - `matmul/`: the packed GEMM; `alloc`: the caching host allocator.
 
 pub(crate) mod alloc;
 mod device;
 pub(crate) mod matmul;
 pub(crate) mod num;
-pub(crate) mod rng;
 mod storage;
 
 pub(crate) use device::Cpu;
