@@ -12,6 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK=0
+# Each section's header says how long the command has run, so a slow step shows in CI's log.
+at() { printf '[%dm%02ds] ' $((SECONDS / 60)) $((SECONDS % 60)); }
 case "${1:-}" in
   --quick) QUICK=1 ;;
   "") ;;
@@ -89,7 +91,7 @@ export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,cuob
 export ACCEL_CACHE_DIR="${ACCEL_CACHE_DIR:-$PWD/target/accel-cache}"
 rm -rf "$ACCEL_CACHE_DIR"
 
-echo "== floor plan: no two files import each other (in any crate), no backend folder imports"
+echo "$(at)== floor plan: no two files import each other (in any crate), no backend folder imports"
 echo "   another, at most 5 upward arrows (scripts/layers.py)"
 python3 scripts/test_layers.py
 layers() {  # the whole report only when it fails
@@ -101,7 +103,7 @@ layers
 layers --no-floors --src crates/accel-cli/src
 layers --no-floors --src crates/accel-telemetry/src
 layers --no-floors --src crates/accel-core/src
-echo "== the public API is what docs/public-api.txt lists, with no Result<_, String> and no"
+echo "$(at)== the public API is what docs/public-api.txt lists, with no Result<_, String> and no"
 echo "   dependency's type in a signature (scripts/public_api.py)"
 python3 scripts/public_api.py
 layers --no-floors --src crates/pjrt/src
@@ -112,10 +114,11 @@ if [ "$QUICK" = 1 ]; then
   cargo test --release -p accel-core -p accel-telemetry -p accel -p pjrt --lib --tests -- --nocapture 2>&1 | tee target/test-output.log
   cargo test --release -p accel-cli --bins 2>&1 | tee -a target/test-output.log
   python3 scripts/test_counts.py target/test-output.log
+  echo "$(at)done"
   exit 0
 fi
 
-echo "== every feature set builds without warnings (no backend, then each alone; telemetry"
+echo "$(at)== every feature set builds without warnings (no backend, then each alone; telemetry"
 echo "   without NVML; the monitoring-only command, whose tree must hold no compute dependency)"
 check() {
   local out
@@ -129,6 +132,9 @@ for features in "" cuda xla wgpu; do
 done
 check -p accel-telemetry --no-default-features
 check -p accel-cli --no-default-features --features monitor
+# The library crates' docs: every public item documented (#![warn(missing_docs)]), every
+# intra-doc link resolved.
+RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps -p accel-core -p accel-telemetry -p accel -p pjrt
 if cargo tree -q -p accel-cli --no-default-features --features monitor -e normal \
     | grep -E '^[^a-z]*(cudarc|wgpu|pjrt) '; then
   echo "error: the monitoring-only build (accel-cli --no-default-features --features monitor)" \
@@ -136,17 +142,17 @@ if cargo tree -q -p accel-cli --no-default-features --features monitor -e normal
   exit 1
 fi
 
-echo "== accel devices (what this machine offers the tests)"
+echo "$(at)== accel devices (what this machine offers the tests)"
 cargo run --release -q -p accel-cli -- devices
 
-echo "== tests"
+echo "$(at)== tests"
 # Release mode: the kernels run at real sizes, and the build is shared with `cargo run --release`.
 # --nocapture lets each test binary's `skipped:` lines through (tests print nothing else).
 mkdir -p target
 cargo test --workspace --release --all-targets -- --nocapture 2>&1 | tee target/test-output.log
 cargo test --workspace --release --doc 2>&1 | tee -a target/test-output.log
 
-echo "== GPU check rehearsal: both calls of scripts/gpu_check.sh against this machine"
+echo "$(at)== GPU check rehearsal: both calls of scripts/gpu_check.sh against this machine"
 # JAX on the CPU, in its own environment (beside accel's plugin in .venv-test it would be
 # one more PJRT plugin there), so the JAX side-by-side step runs for real.
 if [ ! -x .venv-jax/bin/python ] || ! .venv-jax/bin/python -c 'import jax' 2>/dev/null; then
@@ -156,14 +162,15 @@ if [ ! -x .venv-jax/bin/python ] || ! .venv-jax/bin/python -c 'import jax' 2>/de
 fi
 JAX_PY="$PWD/.venv-jax/bin/python" scripts/gpu_check.sh rehearse | grep -E '^(bundle|rehearsal|result|FAIL|SKIP)'
 
-echo "== the pip wheel: built, installed into fresh venvs, run from them (scripts/wheel_check.sh)"
+echo "$(at)== the pip wheel: built, installed into fresh venvs, run from them (scripts/wheel_check.sh)"
 scripts/wheel_check.sh
 
-echo "== fuzzing: every cargo-fuzz target, a fixed number of runs from seed 1, with AddressSanitizer"
+echo "$(at)== fuzzing: every cargo-fuzz target, a fixed number of runs from seed 1, with AddressSanitizer"
 # The short run, the same inputs each time for the same code (ACCEL_FUZZ_SECONDS=N draws new
 # ones for N seconds per target instead); `scripts/fuzz.sh 600` is the long one
 # (RELIABILITY.md).
 scripts/fuzz.sh "${ACCEL_FUZZ_SECONDS:-short}"
 
-echo "== tests per backend"
+echo "$(at)== tests per backend"
 python3 scripts/test_counts.py target/test-output.log
+echo "$(at)done"

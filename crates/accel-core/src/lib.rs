@@ -3,7 +3,7 @@
 //! The ground floor of accel, shared by the monitoring crate (`accel-telemetry`) and the
 //! compute crate (`accel`): nothing here knows a device, a tensor or a vendor library.
 //!
-//! - [`env`]: every `ACCEL_*` environment variable accel reads, parsed and range-checked in one
+//! - [`env`](mod@env): every `ACCEL_*` environment variable accel reads, parsed and range-checked in one
 //!   place, so `accel doctor` can name a misspelt or out-of-range one.
 //! - [`probe_child`]: a driver's start that cannot be cancelled (`cuInit`, `nvmlInit`, a PJRT
 //!   plugin, Vulkan enumeration) tried first in a child process killed at a deadline.

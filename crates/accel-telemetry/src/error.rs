@@ -1,4 +1,4 @@
-//! Why a reading or a choice of device failed: one enum for every reader and for [`crate::pick`],
+//! Why a reading or a choice of device failed: one enum for every reader and for [`crate::pick()`],
 //! each variant with the values that explain it and, where there is one, what to do
 //! ([`Error::hint`]). Its text is what `accel` prints and what `/metrics` and `--json` carry as a
 //! collector's `error`.
@@ -54,14 +54,14 @@ pub enum Error {
     },
     /// A reader's thread ended (it panicked): its vendor stays unread.
     ReaderStopped,
-    /// [`crate::pick`]: this machine has no GPU of the vendor asked for.
+    /// [`crate::pick()`]: this machine has no GPU of the vendor asked for.
     NoDevice {
         /// The vendor asked for.
         vendor: Vendor,
     },
-    /// [`crate::pick`]: zero devices were asked for.
+    /// [`crate::pick()`]: zero devices were asked for.
     ZeroCount,
-    /// [`crate::pick`]: fewer devices meet the criteria than were asked for.
+    /// [`crate::pick()`]: fewer devices meet the criteria than were asked for.
     TooFew {
         /// The vendor asked for.
         vendor: Vendor,

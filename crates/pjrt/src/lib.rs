@@ -2,7 +2,7 @@
 //! two layers as cudarc does for CUDA:
 //!
 //! - [`sys`]: `#[repr(C)]` structs and the function-table slots, written from
-//!   `pjrt_c_api.h` 0.114; every argument struct's `struct_size` from [`args_size!`].
+//!   `pjrt_c_api.h` 0.114; every argument struct's `struct_size` from `args_size!`.
 //! - the safe layer: [`Api`] (a loaded plugin: dlopen, `GetPjrtApi`, initialise, checked
 //!   calls), [`Client`] (its devices and memory statistics), and per-operation values:
 //!   [`Executable`] (compiled StableHLO), [`Buffer`] (device memory), [`Event`] and

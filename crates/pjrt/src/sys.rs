@@ -6,7 +6,7 @@
 //! each pointer by its slot number, only if the table's `struct_size` says the plugin has it.
 //! Every argument struct starts with its own `struct_size`, which must be the offset of its
 //! last field plus that field's size in the header we were written from (see
-//! [`args_size!`]); plugins accept sizes from older headers.
+//! `args_size!`); plugins accept sizes from older headers.
 
 #![allow(non_camel_case_types, missing_docs)]
 
@@ -89,7 +89,7 @@ pub const fn slot_offset(i: usize) -> usize {
 }
 
 /// A PJRT function slot. Calling one is unsafe: the argument must point to the slot's own
-/// `*_Args` struct, with `struct_size` set by [`args_size!`] and every input field valid as
+/// `*_Args` struct, with `struct_size` set by `args_size!` and every input field valid as
 /// the PJRT header describes; see `pjrt::Api::call`.
 pub type Fn = unsafe extern "C" fn(*mut c_void) -> *mut Error;
 

@@ -9,7 +9,7 @@ use serde::Serialize;
 /// run time symbol by symbol; every function accel calls exists, with the same signature, in
 /// CUDA 12.0's driver API, NVRTC and cuBLAS (the driver-symbol floor test checks the driver's
 /// against CUDA 12.0's `cuda.h`), so one build speaks either. One process uses one major:
-/// [`cuda_major`] decides it once, before any versioned library is loaded.
+/// [`cuda_major`](super::libs::cuda_major) decides it once, before any versioned library is loaded.
 pub const CUDA_MAJORS: [u32; 2] = [13, 12];
 
 /// The oldest CUDA version of a driver accel runs on (R525).
