@@ -103,6 +103,8 @@ layers
 layers --no-floors --src crates/accel-cli/src
 layers --no-floors --src crates/accel-telemetry/src
 layers --no-floors --src crates/accel-core/src
+echo "$(at)== every path cited in comments and docs exists (scripts/cited_paths.py)"
+python3 scripts/cited_paths.py
 echo "$(at)== the public API is what docs/public-api.txt lists, with no Result<_, String> and no"
 echo "   dependency's type in a signature (scripts/public_api.py)"
 python3 scripts/public_api.py

@@ -1,6 +1,6 @@
 //! What a telemetry reader reports and where it looks: `Roots` (sysfs, procfs, the TPU
 //! metrics service), `Vendor`, one device's `Reading` (with its processes' `ProcessUse`),
-//! and the `Reader` trait each vendor's file implements. The sampler (`mod.rs`) runs the
+//! and the `Reader` trait each vendor's file implements. The sampler (`Telemetry`, the crate root) runs the
 //! readers; nothing here imports a reader.
 
 use std::path::PathBuf;

@@ -291,8 +291,8 @@ impl Executable {
         // (ExecuteOptions likewise). `opts`, `arg_ptrs`, `arg_list`,
         // `outputs` and `output_list` are locals alive until the call returns, which is as
         // long as PJRT needs them; the argument buffers are live (`&Buffer` borrows) and of
-        // this plugin; `outputs` has room for the one output every accel program has (hlo.rs
-        // builds single-result programs); the device, when given, is one of `client`'s
+        // this plugin; `outputs` has room for the one output every accel program has (accel's
+        // `hlo::Program` builds single-result programs); the device, when given, is one of `client`'s
         // (bounds-checked index). AUDIT: nothing checks that `client` is the client that
         // compiled this executable.
         unsafe { self.api.call(slot::LOADED_EXECUTABLE_EXECUTE, &mut a)? };

@@ -91,7 +91,7 @@ impl Layout {
     /// largest offset, `offset + sum((size - 1) * stride)`, is below `len` (computed with
     /// checked arithmetic). An empty view reads nothing and passes when its offset is at most `len`. This is the
     /// invariant that every kernel's `unsafe` pointer arithmetic relies on; `Tensor::view`
-    /// and `Tensor::from_storage` (tensor.rs) establish it for every tensor.
+    /// and `Tensor::from_storage` establish it for every tensor.
     pub fn check_in_bounds(&self, len: usize) -> Result<()> {
         if self.shape.0.len() != self.strides.len() {
             return Err(Error::System(format!(

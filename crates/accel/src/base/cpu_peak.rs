@@ -2,7 +2,7 @@
 //! the values and what the host itself decides: the CPU's microarchitecture table and the
 //! clock measured under load, and the formulas for memory and PCIe bandwidth. Each backend
 //! turns its devices' capabilities into a peak (`Backend::matmul_peak`): NVIDIA's per-SM
-//! rates live with the CUDA backend (`backend/cuda/peak.rs`).
+//! rates live with the CUDA backend (`cuda_peak` in `backend/cuda/gpu_peak.rs`).
 
 use serde::{Deserialize, Serialize};
 

@@ -3,7 +3,7 @@
 //! The GPU's copy engines read and write pinned memory directly. Copies from pageable memory
 //! go through a staging buffer instead (accel's own two pinned buffers from 4 MiB up, the
 //! driver's below), which costs one extra host memcpy. A pinned tensor is CPU data in memory
-//! from `cuMemHostAlloc` (portable: pinned for every context); `gpu.rs` sees that a copy's host
+//! from `cuMemHostAlloc` (portable: pinned for every context); `CudaContext::htod`/`dtoh` see (`locked::contains`) that a copy's host
 //! side lies in such a block and copies it in one DMA, without staging.
 //!
 //! Page-locking memory is slow (the OS pins every page: tens of ms for 1 GiB), so freed
@@ -141,7 +141,7 @@ impl PinnedBlock {
         // CACHE, which holds only such blocks) and valid for `self.bytes` bytes (the size it
         // was allocated with; cached blocks are reused only for an equal size), owned by this
         // value and borrowed mutably, so no vector from `storage` can be alive over it (that
-        // needs `&self` for as long as the vector lives: see `Buffer` in tensor.rs).
+        // needs `&self` for as long as the vector lives: see `Buffer`'s `Drop`).
         // Its bytes are initialised: `alloc` zeroes every new block, and cached blocks keep
         // the bytes they were last given.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
@@ -155,7 +155,7 @@ impl PinnedBlock {
     /// - The vector does not own its memory (it is not from the global allocator): it must be
     ///   let go with `CpuStorage::forget` before this block is dropped and must never be
     ///   dropped, recycled (`CpuStorage::release`), grown or shrunk, not even on a panic
-    ///   path. `Buffer::drop` (tensor.rs) does this once `Buffer::pinned` holds the block.
+    ///   path. `Buffer::drop` does this once `Buffer::pinned` holds the block.
     /// - No `&mut` to the block (`bytes_mut`) may be used while the vector is alive.
     pub unsafe fn storage(&self, dtype: DType, len: usize) -> CpuStorage {
         assert!(len

@@ -334,9 +334,8 @@ impl CudaStorage {
         // out.ptr + z*m*n + (i*n + j). `plan` passes an operand's own buffer only when its view
         // is exactly such a strided matrix (unit stride along rows or columns, leading
         // dimension >= the other extent), with the view's offset and batch stride (0 for a
-        // single matrix) from Tensor::matmul (tensor.rs); every Tensor layout is in bounds of
-        // its storage (Layout::check_in_bounds, shape.rs, called by Tensor::from_storage and
-        // Tensor::view), so every element cuBLAS reads is inside `self`/`rhs`. Other views are
+        // single matrix) from Tensor::matmul; every Tensor layout is in bounds of its storage
+        // (Layout::check_in_bounds, called by Tensor::from_storage and Tensor::view), so every element cuBLAS reads is inside `self`/`rhs`. Other views are
         // first copied dense (`_keep_a`/`_keep_b`, batch*rows*cols elements). `out` was
         // allocated above for bsz*m*n elements. The copies and `out` stay alive until the
         // call has queued the work, and their stream-ordered free (CudaContext::free) comes after it

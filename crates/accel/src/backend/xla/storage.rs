@@ -1,4 +1,4 @@
-//! Tensor data on an XLA device (the runtime that loads plugins is `runtime.rs`). Each op builds a StableHLO program ([`super::hlo`]), compiled once per distinct
+//! Tensor data on an XLA device (the plugins are loaded once, by `context::runtime`). Each op builds a StableHLO program ([`super::hlo`]), compiled once per distinct
 //! program text and cached; execution is asynchronous, and `synchronize` waits for every
 //! result produced since the last wait (`torch_xla.sync()`).
 
