@@ -29,7 +29,8 @@ fn system(refresh: RefreshKind) -> Result<System> {
 }
 
 /// Host RAM, in bytes (`psutil.virtual_memory()`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct HostMemory {
     /// Installed RAM.
     pub total_bytes: u64,

@@ -18,6 +18,7 @@ use super::reading::Roots;
 
 /// The host at one moment.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct HostReading {
     /// Whole-machine CPU use since the previous reading, percent.
     pub cpu_percent: f32,
@@ -104,13 +105,13 @@ pub(crate) fn parse_meminfo(text: &str) -> Option<HostMemory> {
     })?;
     let swap_total = get("SwapTotal").unwrap_or(0);
     let swap_free = get("SwapFree").unwrap_or(0);
-    Some(HostMemory {
-        total_bytes: total,
-        used_bytes: total.saturating_sub(available),
-        available_bytes: available.min(total),
-        swap_total_bytes: swap_total,
-        swap_used_bytes: swap_total.saturating_sub(swap_free),
-    })
+    let mut m = HostMemory::default();
+    m.total_bytes = total;
+    m.used_bytes = total.saturating_sub(available);
+    m.available_bytes = available.min(total);
+    m.swap_total_bytes = swap_total;
+    m.swap_used_bytes = swap_total.saturating_sub(swap_free);
+    Some(m)
 }
 
 /// The three load averages of `/proc/loadavg`.
@@ -261,13 +262,7 @@ impl HostReader {
                 cpu_interval_s,
                 memory: read_small(&roots.procfs.join("meminfo"))
                     .and_then(|t| parse_meminfo(&t))
-                    .unwrap_or(HostMemory {
-                        total_bytes: 0,
-                        used_bytes: 0,
-                        available_bytes: 0,
-                        swap_total_bytes: 0,
-                        swap_used_bytes: 0,
-                    }),
+                    .unwrap_or_default(),
                 load_average: read_small(&roots.procfs.join("loadavg"))
                     .and_then(|t| parse_loadavg(&t)),
                 process_rss_bytes: own_rss_bytes(),

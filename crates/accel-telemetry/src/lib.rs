@@ -39,6 +39,7 @@ pub use sysfs::{pci_devices, PciDevice};
 
 /// How one reader did in the last sample (node_exporter's `node_scrape_collector_success`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct CollectorStatus {
     /// The reader's vendor name.
     pub collector: &'static str,
@@ -56,6 +57,7 @@ pub struct CollectorStatus {
 
 /// Everything read at one moment.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Sample {
     /// Seconds since the Unix epoch.
     pub time_unix_s: f64,

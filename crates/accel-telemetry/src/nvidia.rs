@@ -340,6 +340,7 @@ impl Reader for NvidiaReader {
 
 /// One process using a GPU.
 #[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
 pub struct GpuProcess {
     /// Process id.
     pub pid: u32,
@@ -351,6 +352,7 @@ pub struct GpuProcess {
 /// the field names.
 #[derive(Debug, Clone, serde::Serialize)]
 #[allow(missing_docs)]
+#[non_exhaustive]
 pub struct GpuLoad {
     /// nvidia-smi's index (PCI order; CUDA's ordinal may differ).
     pub nvml_index: Option<u32>,

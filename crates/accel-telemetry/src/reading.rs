@@ -34,6 +34,7 @@ impl Default for Roots {
 
 /// One process using a device, with what the interface tells of it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ProcessUse {
     /// Process id (in the procfs the reader was given).
     pub pid: u32,
@@ -51,6 +52,7 @@ pub struct ProcessUse {
 /// One device at one moment. What its interface does not report is `None`; units are in the
 /// field names.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Reading {
     /// Who made it.
     pub vendor: Vendor,

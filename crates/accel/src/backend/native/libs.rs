@@ -156,6 +156,7 @@ pub fn wanted_now() -> &'static [Wanted] {
 
 /// What the search found for one library.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Library {
     /// Short name (`cublas`).
     pub name: &'static str,

@@ -34,6 +34,7 @@ impl Have {
 /// `ACCEL_CUDA_MAJOR`, which libraries of each major were found, and the major PyTorch or
 /// JAX in the same environment uses ([`choose_major`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct MajorChoice {
     /// 12 or 13: whose libraries are loaded.
     pub major: u32,
