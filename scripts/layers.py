@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Draw the accel crate's internal import graph from its source and check the layering.
 
+Cargo's crate boundaries hold the floors between accel-core, accel-telemetry and accel; this
+script holds what the compiler cannot see: the floors inside the accel crate and, in every
+crate, no circle between single files.
+
 Reads every .rs file under the crate's src/ (default: crates/accel/src next to this
 script), finds which of the crate's own modules each file refers to, puts every module on a
 floor (the FLOORS table below) and reports:
@@ -37,10 +41,10 @@ from collections import defaultdict, deque
 
 # --------------------------------------------------------------------------------------------
 # The plan. Edit freely: keys are module names as this script writes them (`crate` for lib.rs,
-# `backend` for backend/mod.rs, `backend::cuda::gpu` for backend/cuda/gpu.rs).
+# `backend` for backend/mod.rs, `backend::cuda::context` for backend/cuda/context.rs).
 #   * a plain key `x::y` matches the module x::y and everything below it (x::y::z);
 #   * a key with * ? [ ] is a glob over the whole name (`backend::cuda*` matches
-#     backend::cuda and backend::cuda::gpu);
+#     backend::cuda and backend::cuda::context);
 #   * the most specific key wins (the longest text before any wildcard); on a tie the first.
 # Keys for modules that don't exist (yet) simply match nothing.
 # --------------------------------------------------------------------------------------------
@@ -57,7 +61,7 @@ FLOORS = {
     "ledger": 0,
     "peak": 0,
     "checks": 0,
-    "system": 0,
+    "rng": 0,
     # 1 the contract: backend/mod.rs, the ops as values, the traits, the compiled-out stand-in
     "backend": 1,
     "backend::contract": 1,
@@ -65,8 +69,6 @@ FLOORS = {
     "backend::off": 1,
     # 1 what every backend shares: library and Python-environment search, trust, settings
     "backend::native": 1,
-    # 1 telemetry: the vendors' monitoring interfaces, beside the compute stack (values only)
-    "telemetry": 1,
     # 2 backends, side by side
     "backend::cpu*": 2,
     "backend::cuda*": 2,
@@ -99,7 +101,7 @@ APART = ["backend::cpu", "backend::cuda", "backend::xla", "backend::wgpu"]
 DEFAULT_FLOOR = 4
 
 # Folder granularity: how many leading path components make a module's folder node. Same
-# matching rules as FLOORS. backend::cuda::gpu -> backend::cuda, backend::storage stays
+# matching rules as FLOORS. backend::cuda::context -> backend::cuda, backend::storage stays
 # backend::storage, nn::linear -> nn (a folder module and the files it re-exports are one
 # unit; with 2 there, nn <-> nn::linear would count as a cycle). --folder-depth N overrides
 # this table with one depth for every module.
