@@ -8,7 +8,7 @@
 //! `tpu.rs`), and the host (`host.rs`). A [`Telemetry`] runs each reader on its own thread with
 //! a deadline, so one slow or failing source never holds up the others; it finds the devices
 //! again on every sample and keeps a device that disappeared as a row marked down, with the
-//! reason. This module imports only values (`base/`): the compute backends may call it, never
+//! reason. This crate depends only on accel-core: accel's compute backends may call it, never
 //! the other way round.
 
 pub mod amd;

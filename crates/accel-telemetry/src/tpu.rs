@@ -1,7 +1,7 @@
 //! Google TPUs, watched without libtpu: a TPU is one process's device (libtpu takes the chips
 //! for itself), so a monitor must never open it. Two sources, as Google's `tpu-info` does
 //! (github.com/google/cloud-accelerator-diagnostics, `tpu_info/tpu_info/device.py` and
-//! `metrics.py`):
+//! `tpu_info/tpu_info/metrics.py`):
 //!
 //! * **Which chips**: PCI devices of vendor `0x1ae0` (Google) under
 //!   `<sysfs>/bus/pci/devices/`, their generation from the PCI device id (tpu-info's table

@@ -67,9 +67,8 @@ impl Api {
         let c =
             CString::new(path.to_string_lossy().as_bytes()).map_err(|e| local(e.to_string()))?;
         // SAFETY: `c` is a NUL-terminated CString alive for the call; loading runs the
-        // plugin's initialisers (we trust the plugin files `plugin_candidates` found, in
-        // xla/mod.rs). The handle is never dlclosed, so code and data stay mapped for the
-        // process.
+        // plugin's initialisers (we trust the files accel's `xla::plugins::plugin_candidates`
+        // found). The handle is never dlclosed, so code and data stay mapped for the process.
         let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         if h.is_null() {
             // SAFETY: no arguments; glibc keeps the message per thread, so it is the error of

@@ -217,8 +217,9 @@ impl Drop for Client {
         // `self.raw` was created by CLIENT_CREATE and is destroyed
         // only here. Its buffers and executables must already be gone: they hold only
         // Arc<Api>, so this relies on every XlaStorage/compile-cache entry keeping the Client
-        // alive (XlaDevice holds Arc<Client>, and clients live in the static Runtime in
-        // xla/storage.rs, dropped only when they have no devices, i.e. no buffers).
+        // alive (XlaDevice holds Arc<Client>, and clients live in the static Runtime of
+        // accel's `xla::context::runtime`, dropped only when they have no devices, i.e. no
+        // buffers).
         let _ = unsafe { self.api.call(slot::CLIENT_DESTROY, &mut a) };
     }
 }

@@ -51,8 +51,8 @@ impl std::error::Error for DriverError {}
 pub(crate) fn err_name(r: sys::CUresult) -> String {
     let mut p: *const std::ffi::c_char = std::ptr::null();
     // SAFETY: err_name is only called with a result some driver call returned, so libcuda is
-    // loaded (cuda::probe in cuda/mod.rs checks that `libs` loaded it before any driver call);
-    // `p` is a local out-pointer. cuGetErrorName accepts any CUresult value.
+    // loaded (the CUDA probe, `probe_driver`, checks that `libs` loaded it before any driver
+    // call); `p` is a local out-pointer. cuGetErrorName accepts any CUresult value.
     let ok = unsafe { sys::cuGetErrorName(r, &mut p) } == sys::CUresult::CUDA_SUCCESS;
     if ok && !p.is_null() {
         // SAFETY: on success cuGetErrorName sets `p` to a static NUL-terminated string owned
@@ -144,8 +144,8 @@ impl CudaContext {
         let mut ctx: sys::CUcontext = std::ptr::null_mut();
         let mut stream: sys::CUstream = std::ptr::null_mut();
         let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
-        // SAFETY: libcuda is loaded (cuda::probe in cuda/mod.rs checks `libs` found it before any
-        // CudaContext exists, and `gpu()` calls backend::check first); every call gets
+        // SAFETY: libcuda is loaded (the CUDA probe, `probe_driver`, checks `libs` found it
+        // before any CudaContext exists, and `gpu()` calls backend::check first); every call gets
         // out-pointers to locals of the right types, each later call uses only handles the
         // earlier ones returned successfully (`?` stops at the first failure), and
         // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD takes a cuuint64_t, which `keep` is.
@@ -616,7 +616,8 @@ impl CudaContext {
             // accessed by anyone else until we return, and we `synchronize` before returning
             // (also on the error path nothing was queued). `src` must cover dst.len() bytes of
             // live device memory: callers (CudaStorage::to_host) pass a dense view's address
-            // with dst sized to that view (in bounds by Layout::check_in_bounds, shape.rs).
+            // with dst sized to that view (in bounds by Layout::check_in_bounds, which
+            // Tensor::view and Tensor::from_storage run on every tensor).
             unsafe {
                 ck(
                     sys::cuMemcpyDtoHAsync_v2(
@@ -700,10 +701,11 @@ impl CudaContext {
         self.bind()?;
         // SAFETY: callers (CudaStorage::to_gpu) pass `src` = a dense view of a live
         // CudaStorage of src_gpu with `bytes` = its element count * dtype size (in bounds by
-        // Layout::check_in_bounds, shape.rs), and `dst` = a fresh CudaStorage::alloc of that
-        // size; both stay alive until the copy is done: a same-device copy is on the same
-        // stream as the stream-ordered free (CudaContext::free), and a peer copy is waited for below
-        // before returning. This CudaContext's context is bound; `src_gpu.ctx` is its retained context.
+        // Layout::check_in_bounds, run by Tensor::view and Tensor::from_storage), and `dst` =
+        // a fresh CudaStorage::alloc of that size; both stay alive until the copy is done: a
+        // same-device copy is on the same stream as the stream-ordered free (CudaContext::free),
+        // and a peer copy is waited for below before returning. This CudaContext's context is
+        // bound; `src_gpu.ctx` is its retained context.
         let r = unsafe {
             if src_gpu.ordinal == self.ordinal {
                 sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, self.stream)

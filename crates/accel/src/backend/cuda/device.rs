@@ -131,9 +131,9 @@ fn probe_driver() -> Probe {
         );
     }
     let mut version = 0;
-    // SAFETY: libcuda is loaded (`cuda.is_loaded()` checked above; libs.rs dlopened it by
-    // absolute path, so cudarc's lazy loader finds it and does not panic); cuDriverGetVersion
-    // needs no cuInit and writes one int into the local out-pointer.
+    // SAFETY: libcuda is loaded (`cuda.is_loaded()` checked above; `libs::libraries` dlopened
+    // it by absolute path, so cudarc's lazy loader finds it and does not panic);
+    // cuDriverGetVersion needs no cuInit and writes one int into the local out-pointer.
     unsafe { sys::cuDriverGetVersion(&mut version) };
     let floor = libs::DRIVER_FLOOR.0 * 1000 + libs::DRIVER_FLOOR.1 * 10;
     if version < floor as i32 {

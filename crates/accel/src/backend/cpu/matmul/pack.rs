@@ -14,7 +14,7 @@ pub(crate) struct MatRef<T> {
 
 // SAFETY: a MatRef is a shared, read-only view (like `&[T]`, which is Send + Sync for T:
 // Sync): nothing writes through `ptr`. It carries no lifetime, so the pointee's lifetime is
-// the creator's obligation: `CpuStorage::matmul` (cpu/mod.rs) makes MatRefs from `&[S]`
+// the creator's obligation: `CpuStorage::matmul` makes MatRefs from `&[S]`
 // borrowed for the whole call, and `gemm`/`gemm_int` join all their rayon tasks before
 // returning, so no thread uses one after the storage is released.
 unsafe impl<T: Sync> Send for MatRef<T> {}
@@ -28,7 +28,8 @@ impl<T: Copy> MatRef<T> {
     /// `ptr + i * rs + j * cs` (in elements, computed without overflow) must lie inside the
     /// live allocation `ptr` points into and hold an initialised T; for the views built by
     /// `CpuStorage::matmul` this holds for i < m, j < k (A) or i < k, j < n (B) because
-    /// every tensor layout is in bounds of its storage (Layout::check_in_bounds, shape.rs).
+    /// every tensor layout is in bounds of its storage (`Layout::check_in_bounds`, which
+    /// `Tensor::view` and `Tensor::from_storage` run on every tensor).
     #[inline(always)]
     pub(crate) unsafe fn at(&self, i: usize, j: usize) -> T {
         *self.ptr.add(i * self.rs + j * self.cs)
