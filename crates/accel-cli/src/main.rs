@@ -5,6 +5,7 @@ mod bench;
 mod devices;
 mod doctor;
 mod fleet;
+mod input;
 mod keys;
 mod mem;
 mod monitor;
@@ -53,7 +54,8 @@ enum Command {
     /// accel_* for every device, the host and the backends), collected in the background.
     Serve {
         /// Address to listen on (dcgm-exporter's port by default; 0.0.0.0:9400 for a fleet).
-        #[arg(long, default_value = "127.0.0.1:9400", value_name = "ADDR")]
+        /// `:9400` listens on every interface, as node_exporter's `--web.listen-address`.
+        #[arg(long, default_value = "127.0.0.1:9400", value_name = "ADDR", value_parser = parse_listen)]
         listen: String,
         /// Seconds between collections (above 0, at most 86400).
         #[arg(long, default_value = "5", value_name = "SECONDS", value_parser = parse_interval)]
@@ -65,6 +67,18 @@ enum Command {
         /// Requests served at once; more are answered 503 (node_exporter's default, 40).
         #[arg(long = "web.max-requests", value_name = "N", default_value = "40", value_parser = clap::value_parser!(u64).range(1..=100_000))]
         max_requests: u64,
+        /// Seconds a request's head may take to arrive, from its first byte (a client slower
+        /// than that is disconnected).
+        #[arg(long = "web.header-timeout", value_name = "SECONDS", default_value = "10", value_parser = parse_interval)]
+        header_timeout: f64,
+        /// Seconds a keep-alive connection may sit silent between requests before it is
+        /// closed (Prometheus scrapes again well within the default).
+        #[arg(long = "web.idle-timeout", value_name = "SECONDS", default_value = "120", value_parser = parse_interval)]
+        idle_timeout: f64,
+        /// Open connections at once; at the cap the oldest connection not in a request is
+        /// closed for a new one (default: the descriptor limit less a reserve of 64).
+        #[arg(long = "web.max-connections", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        max_connections: Option<u64>,
         #[command(flatten)]
         roots: RootArgs,
     },
@@ -164,7 +178,8 @@ struct RootArgs {
     #[arg(
         long = "tpu.metrics-address",
         value_name = "HOST:PORT",
-        default_value = "localhost:8431"
+        default_value = "localhost:8431",
+        value_parser = parse_host_port
     )]
     tpu_metrics: String,
 }
@@ -218,6 +233,31 @@ fn parse_percent(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `--listen`: checked as clap parses it, so a malformed address is a usage error (exit 2).
+fn parse_listen(s: &str) -> Result<String, String> {
+    serve::parse_listen(s).map(|_| s.to_string())
+}
+
+/// `HOST:PORT` (a name or an address; `[V6]:PORT`): a usage error otherwise.
+fn parse_host_port(s: &str) -> Result<String, String> {
+    let bad = || format!("'{s}' is not HOST:PORT (such as localhost:8431 or 10.0.0.2:8431)");
+    let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let host_ok = !host.is_empty()
+        && host.len() <= 253
+        && (host.parse::<std::net::IpAddr>().is_ok()
+            || host.split('.').all(|l| {
+                !l.is_empty() && l.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-')
+            }));
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 && host_ok => Ok(s.to_string()),
+        _ => Err(bad()),
+    }
+}
+
 fn parse_interval(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v > 0.0 && v <= 86400.0 => Ok(v),
@@ -245,6 +285,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             interval,
             web_config,
             max_requests,
+            header_timeout,
+            idle_timeout,
+            max_connections,
             roots,
         }) => serve::run(
             &listen,
@@ -253,6 +296,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 roots: roots.roots(),
                 web_config,
                 max_requests: max_requests as usize,
+                header_timeout: Some(std::time::Duration::from_secs_f64(header_timeout)),
+                idle_timeout: Some(std::time::Duration::from_secs_f64(idle_timeout)),
+                max_connections: max_connections.map(|n| n as usize),
             },
         ),
         Some(Command::Pick {
@@ -364,9 +410,13 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             // --help and --version print to stdout and succeed; usage errors exit 2.
+            // A help text that cannot be written (`accel --help > /dev/full`) is a failure; a
+            // reader that went away (`| head`) is not.
             let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
+            return match e.print() {
+                Err(w) if w.kind() != std::io::ErrorKind::BrokenPipe => ExitCode::from(1),
+                _ => ExitCode::from(code),
+            };
         }
     };
     match run(cli) {
@@ -374,7 +424,8 @@ fn main() -> ExitCode {
         Err(e) if out::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             // `{:#}`: the message with its context chain on one line ("file: section: cause").
-            eprintln!("error: {e:#}");
+            // The chain can carry text from outside (a remote host's answer, a file's name).
+            eprintln!("error: {}", out::printable_lines(&format!("{e:#}")));
             ExitCode::from(1)
         }
     }

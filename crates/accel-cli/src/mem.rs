@@ -35,6 +35,11 @@ fn opt_pct(v: Option<f64>) -> String {
 pub fn text(r: &MemReport) -> Vec<String> {
     let s = &r.snapshot;
     let m = &s.host.memory;
+    if let Some(e) = host_failure(s) {
+        let mut lines = vec![format!("host:           not read: {}", out::printable(e))];
+        lines.extend(devices_text(s));
+        return lines;
+    }
     let mut lines = vec![
         format!(
             "host CPU use:   {:.1} % (measured over {:.1} s, {} cores)",
@@ -52,6 +57,22 @@ pub fn text(r: &MemReport) -> Vec<String> {
     if let Some(rss) = s.host.process_rss_bytes {
         lines.push(format!("this process:   {} resident", human_bytes(rss)));
     }
+    lines.extend(devices_text(s));
+    lines
+}
+
+/// Why the host reader failed in this snapshot (its numbers are then the last good ones, or
+/// zeros: not shown).
+pub fn host_failure(s: &Snapshot) -> Option<&str> {
+    s.collectors
+        .iter()
+        .find(|c| c.collector == "host" && !c.success)
+        .map(|c| c.error.as_deref().unwrap_or("failed"))
+}
+
+/// The accelerators' lines: this process's allocators, then every device.
+fn devices_text(s: &Snapshot) -> Vec<String> {
+    let mut lines = Vec::new();
     for d in &s.accel_memory {
         lines.push(format!(
             "{:<15} allocated {}, peak {}, reserved {}",
@@ -65,19 +86,19 @@ pub fn text(r: &MemReport) -> Vec<String> {
         let mine = d
             .accel_device
             .map_or(String::new(), |a| format!(" = {a} here"));
+        // Names, states and commands come from the machine (sysfs, the driver, processes).
+        let name = out::printable(&d.name);
         if !d.up {
             lines.push(format!(
-                "{} {}{mine}: down ({})",
+                "{} {name}{mine}: down ({})",
                 d.id(),
-                d.name,
-                d.status.clone().unwrap_or_default()
+                out::printable(d.status.as_deref().unwrap_or_default())
             ));
             continue;
         }
         lines.push(format!(
-            "{} {}{mine}: {} busy, {} memory bus; {} used / {} total; {}, {} / {} W{}",
+            "{} {name}{mine}: {} busy, {} memory bus; {} used / {} total; {}, {} / {} W{}",
             d.id(),
-            d.name,
             opt_pct(d.utilization_percent),
             opt_pct(d.memory_busy_percent),
             d.memory_used_bytes.map_or("?".into(), human_bytes),
@@ -88,7 +109,7 @@ pub fn text(r: &MemReport) -> Vec<String> {
             d.power_limit_w.map_or("?".into(), |w| format!("{w:.0}")),
             d.status
                 .as_ref()
-                .map_or(String::new(), |s| format!(" [{s}]")),
+                .map_or(String::new(), |s| format!(" [{}]", out::printable(s))),
         ));
         for p in &d.processes {
             lines.push(format!(
@@ -96,8 +117,10 @@ pub fn text(r: &MemReport) -> Vec<String> {
                 p.pid,
                 p.command
                     .as_ref()
-                    .map_or(String::new(), |c| format!(" {c}")),
-                p.user.as_ref().map_or(String::new(), |u| format!(" ({u})")),
+                    .map_or(String::new(), |c| format!(" {}", out::printable(c))),
+                p.user
+                    .as_ref()
+                    .map_or(String::new(), |u| format!(" ({})", out::printable(u))),
                 p.memory_bytes.map_or("?".into(), human_bytes),
                 p.busy_percent
                     .map_or(String::new(), |b| format!(", {b:.0} % busy"))
@@ -114,6 +137,8 @@ pub fn text(r: &MemReport) -> Vec<String> {
 pub fn why_none(s: &Snapshot) -> String {
     s.collectors
         .iter()
+        // The host reader finds no devices (its failure has a line of its own).
+        .filter(|c| c.collector != "host")
         .map(|c| match (&c.error, &c.note) {
             (Some(e), _) => format!("{}: failed: {e}", c.collector),
             (None, Some(n)) => format!("{}: {n}", c.collector),

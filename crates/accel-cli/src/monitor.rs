@@ -78,20 +78,23 @@ fn text(s: &Snapshot) -> Vec<String> {
         .iter()
         .map(|p| format!("{p:.0}"))
         .collect();
-    let mut v = vec![
-        format!(
-            "host CPU:  {:.1} % ({} cores: {} %)",
-            h.cpu_percent,
-            cores.len(),
-            cores.join(" ")
-        ),
-        format!("host RAM:  {}{}", ram(s), rss(s)),
-    ];
+    let mut v = match crate::mem::host_failure(s) {
+        Some(e) => vec![format!("host:      not read: {}", out::printable(e))],
+        None => vec![
+            format!(
+                "host CPU:  {:.1} % ({} cores: {} %)",
+                h.cpu_percent,
+                cores.len(),
+                cores.join(" ")
+            ),
+            format!("host RAM:  {}{}", ram(s), rss(s)),
+        ],
+    };
     for d in &s.devices {
         v.push(format!(
             "{} ({}){}: util {}, memory {}, accel holds {}, temperature {}, power {}, clocks {}",
             d.id(),
-            d.name,
+            out::printable(&d.name),
             state(d),
             pct(d.utilization_percent),
             memory(d),
@@ -122,9 +125,9 @@ fn pct(v: Option<f64>) -> String {
 /// ` [down: reason]` for a device that is gone, ` [reason]` for one that does not report.
 fn state(d: &DeviceLoad) -> String {
     match (&d.status, d.up) {
-        (Some(s), false) => format!(" [down: {s}]"),
+        (Some(s), false) => format!(" [down: {}]", out::printable(s)),
         (None, false) => " [down]".to_string(),
-        (Some(s), true) => format!(" [{s}]"),
+        (Some(s), true) => format!(" [{}]", out::printable(s)),
         (None, true) => String::new(),
     }
 }
@@ -180,8 +183,11 @@ fn processes(d: &DeviceLoad) -> Vec<String> {
             let name = p
                 .command
                 .as_ref()
-                .map_or(String::new(), |c| format!(" {c}"));
-            let user = p.user.as_ref().map_or(String::new(), |u| format!(" ({u})"));
+                .map_or(String::new(), |c| format!(" {}", out::printable(c)));
+            let user = p
+                .user
+                .as_ref()
+                .map_or(String::new(), |u| format!(" ({})", out::printable(u)));
             let held = p.memory_bytes.map_or("-".into(), human_bytes);
             let busy = p
                 .busy_percent

@@ -1,5 +1,6 @@
 //! Output helpers: write to stdout without panicking on a closed pipe, and JSON envelopes.
 
+use std::borrow::Cow;
 use std::io::Write;
 
 use serde::Serialize;
@@ -7,10 +8,12 @@ use serde::Serialize;
 /// The version of every JSON document accel prints; bumped when a key changes meaning.
 pub const SCHEMA_VERSION: u32 = 2;
 
-/// Writes `s` and a newline to stdout, flushing so long runs show progress.
+/// Writes `s` and a newline to stdout, flushing so long runs show progress. Control
+/// characters other than line feeds and tabs are escaped ([`printable_lines`]): no text read
+/// from the machine or a remote host reaches the terminal as an escape sequence.
 pub fn line(s: impl AsRef<str>) -> anyhow::Result<()> {
     let mut o = std::io::stdout().lock();
-    writeln!(o, "{}", s.as_ref())?;
+    writeln!(o, "{}", printable_lines(s.as_ref()))?;
     o.flush()?;
     Ok(())
 }
@@ -92,4 +95,57 @@ pub fn progress(msg: Option<&str>) {
         None => write!(e, "\r\x1b[K"),
     };
     let _ = e.flush();
+}
+
+/// `s` with every control character escaped visibly (`\x1b`, `\n`, `\u{9b}`), as ripgrep and
+/// coreutils print names: for one field read from outside (a process name, which any local
+/// user sets with `prctl(PR_SET_NAME)`; a sysfs product name; a remote host's error text), so
+/// it can neither move the cursor nor fake a line of its own.
+pub fn printable(s: &str) -> Cow<'_, str> {
+    escape_controls(s, |_| false)
+}
+
+/// [`printable`] for whole lines of accel's own text: line feeds and tabs stay.
+pub fn printable_lines(s: &str) -> Cow<'_, str> {
+    escape_controls(s, |c| c == '\n' || c == '\t')
+}
+
+fn escape_controls(s: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && !keep(c)) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            c if !c.is_control() || keep(c) => out.push(c),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_visibly_and_other_text_is_kept() {
+        assert_eq!(printable("python3"), "python3");
+        assert_eq!(printable("Tesla T4 ü 東"), "Tesla T4 ü 東");
+        // A name that would clear the screen and fake a second line.
+        assert_eq!(
+            printable("x\x1b[2J\x1b]0;pwned\x07\nfake"),
+            "x\\x1b[2J\\x1b]0;pwned\\x07\\nfake"
+        );
+        // C1 controls (CSI as one byte in some terminals) and DEL.
+        assert_eq!(printable("a\u{9b}31mb\x7f"), "a\\u{9b}31mb\\x7f");
+        assert_eq!(printable_lines("a\tb\nc\rd\x1b"), "a\tb\nc\\rd\\x1b");
+        for s in ["\x1b", "\u{9b}", "\x07", "\x00"] {
+            assert!(!printable(s).chars().any(char::is_control), "{s:?}");
+        }
+    }
 }

@@ -52,6 +52,12 @@ pub enum Error {
         /// The deadline it missed.
         deadline: Duration,
     },
+    /// A reader is still in a read asked in an earlier sample (a read that blocks in the
+    /// kernel cannot be cancelled): this sample does not wait for it again.
+    Stuck {
+        /// How long ago that read was asked.
+        since: Duration,
+    },
     /// A reader's thread ended (it panicked): its vendor stays unread.
     ReaderStopped,
     /// [`crate::pick()`]: this machine has no GPU of the vendor asked for.
@@ -94,6 +100,11 @@ impl fmt::Display for Error {
                 "timed out: no answer within {:.1} s",
                 deadline.as_secs_f64()
             ),
+            Error::Stuck { since } => write!(
+                f,
+                "timed out: its read asked {:.0} s ago has not returned",
+                since.as_secs_f64()
+            ),
             Error::ReaderStopped => f.write_str("the reader stopped"),
             Error::NoDevice { vendor } => write!(f, "no {vendor} GPU on this machine"),
             Error::ZeroCount => f.write_str("asked for 0 devices: --count must be at least 1"),
@@ -128,7 +139,7 @@ impl Error {
                 "run nvidia-smi: when it fails too, the kernel module is not loaded or does not \
                  match the library (reboot after a driver upgrade); `accel doctor` checks each step"
             }
-            Error::Timeout { .. } => {
+            Error::Timeout { .. } | Error::Stuck { .. } => {
                 "a driver or a sysfs file is not answering: `accel doctor` names the step; the \
                  other vendors' readings go on without it"
             }

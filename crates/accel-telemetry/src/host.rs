@@ -14,10 +14,11 @@ use serde::Serialize;
 
 use accel_core::system::HostMemory;
 
+use super::error::Error;
 use super::reading::Roots;
 
 /// The host at one moment.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 #[non_exhaustive]
 pub struct HostReading {
     /// Whole-machine CPU use since the previous reading, percent.
@@ -120,16 +121,10 @@ pub fn parse_loadavg(text: &str) -> Option<[f64; 3]> {
     Some([f.next()??, f.next()??, f.next()??])
 }
 
-/// Reads a small procfs file (at most 1 MiB: `/proc/stat` of a large machine is ~100 KiB).
+/// Reads a small procfs file (at most 1 MiB: `/proc/stat` of a large machine is ~100 KiB),
+/// only when it is a regular file (`accel_core::files::read_limited`).
 fn read_small(path: &Path) -> Option<String> {
-    use std::io::Read;
-    let mut s = String::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(1 << 20)
-        .read_to_string(&mut s)
-        .ok()?;
-    Some(s)
+    accel_core::files::read_text_limited(path, 1 << 20).ok()
 }
 
 /// The owner's name and the command of a process, from `PROCFS/PID/status` (`Uid:`) and
@@ -232,17 +227,34 @@ impl HostReader {
     }
 
     /// The host now; CPU use is over the time since the previous reading (at least
-    /// [`MIN_INTERVAL`]: a reading sooner than that waits).
-    pub fn read(&mut self, roots: &Roots) -> HostReading {
+    /// [`MIN_INTERVAL`]: a reading sooner than that waits). On Linux, an error when `stat` or
+    /// `meminfo` under the procfs root cannot be read (missing, not a regular file, too
+    /// large) or parsed; a missing `loadavg` only leaves the load average out.
+    pub fn read(&mut self, roots: &Roots) -> Result<HostReading, Error> {
         std::thread::sleep(MIN_INTERVAL.saturating_sub(self.at.elapsed()));
         let cpu_interval_s = self.at.elapsed().as_secs_f64();
         self.at = Instant::now();
         #[cfg(target_os = "linux")]
         {
-            let now = read_small(&roots.procfs.join("stat")).map(|t| {
-                let (a, c) = parse_proc_stat(&t);
-                (a.unwrap_or_default(), c)
-            });
+            let procfs_file = |name: &str| -> Result<String, Error> {
+                let p = roots.procfs.join(name);
+                accel_core::files::read_text_limited(&p, 1 << 20).map_err(|e| Error::Query {
+                    interface: "procfs",
+                    detail: format!("{}: {e}", p.display()),
+                })
+            };
+            let unparsed = |name: &str| Error::Query {
+                interface: "procfs",
+                detail: format!(
+                    "{}: not in the kernel's format",
+                    roots.procfs.join(name).display()
+                ),
+            };
+            let stat = procfs_file("stat")?;
+            let (all, cores) = parse_proc_stat(&stat);
+            let now = Some((all.ok_or_else(|| unparsed("stat"))?, cores));
+            let memory =
+                parse_meminfo(&procfs_file("meminfo")?).ok_or_else(|| unparsed("meminfo"))?;
             let (cpu_percent, cpu_per_core_percent) = match (&self.last, &now) {
                 (Some((a0, c0)), Some((a1, c1))) => (
                     a1.percent_since(a0),
@@ -256,17 +268,15 @@ impl HostReader {
                 _ => (0.0, Vec::new()),
             };
             self.last = now;
-            HostReading {
+            Ok(HostReading {
                 cpu_percent,
                 cpu_per_core_percent,
                 cpu_interval_s,
-                memory: read_small(&roots.procfs.join("meminfo"))
-                    .and_then(|t| parse_meminfo(&t))
-                    .unwrap_or_default(),
+                memory,
                 load_average: read_small(&roots.procfs.join("loadavg"))
                     .and_then(|t| parse_loadavg(&t)),
                 process_rss_bytes: own_rss_bytes(),
-            }
+            })
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -279,26 +289,26 @@ impl HostReader {
                 swap_used_bytes: 0,
             };
             let Some(s) = self.sys.as_mut() else {
-                return HostReading {
+                return Ok(HostReading {
                     cpu_percent: 0.0,
                     cpu_per_core_percent: Vec::new(),
                     cpu_interval_s,
                     memory: zero,
                     load_average: None,
                     process_rss_bytes: None,
-                };
+                });
             };
             s.refresh_cpu_usage();
             s.refresh_memory();
             let l = sysinfo::System::load_average();
-            HostReading {
+            Ok(HostReading {
                 cpu_percent: s.global_cpu_usage(),
                 cpu_per_core_percent: s.cpus().iter().map(|c| c.usage()).collect(),
                 cpu_interval_s,
                 memory: HostMemory::of(s),
                 load_average: Some([l.one, l.five, l.fifteen]),
                 process_rss_bytes: own_rss_bytes(),
-            }
+            })
         }
     }
 }

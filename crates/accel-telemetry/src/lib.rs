@@ -41,7 +41,7 @@ pub use sysfs::{pci_devices, PciDevice};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct CollectorStatus {
-    /// The reader's vendor name.
+    /// The reader's name: its vendor's (`nvidia`), or `host` for the host's procfs reader.
     pub collector: &'static str,
     /// False when it failed or missed its deadline.
     pub success: bool,
@@ -61,7 +61,8 @@ pub struct CollectorStatus {
 pub struct Sample {
     /// Seconds since the Unix epoch.
     pub time_unix_s: f64,
-    /// The host: CPU, RAM, swap, load average.
+    /// The host: CPU, RAM, swap, load average. When the host reader failed or missed its
+    /// deadline (its collector says so), the last good reading (zeros before the first).
     pub host: HostReading,
     /// Every accelerator, vendor by vendor; devices gone since they were first seen stay,
     /// marked down.
@@ -72,8 +73,9 @@ pub struct Sample {
 
 /// How long one reader may take before its sample goes on without it.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(2);
-/// The first sample's deadline: starting NVML on a machine of many GPUs without persistence
-/// mode takes seconds, and a one-shot command (`accel pick`, `accel mem`) has only that sample.
+/// The NVIDIA reader's first deadline: starting NVML on a machine of many GPUs without
+/// persistence mode takes seconds, and a one-shot command (`accel pick`, `accel mem`) has only
+/// that sample.
 pub const FIRST_DEADLINE: Duration = Duration::from_secs(15);
 /// How long a device that disappeared stays listed (down) before it is forgotten.
 pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
@@ -82,40 +84,88 @@ pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
 struct Answer(Result<Vec<Reading>, Error>, Duration, Option<String>);
 
 /// A reader on its own thread: asked by a message, answering by another, so a reader stuck in
-/// a kernel read (a hung GPU's sysfs file) only makes its own answer late.
-struct Worker {
-    vendor: Vendor,
+/// a kernel read (a hung GPU's sysfs file, a FIFO under `--path.procfs`) only makes its own
+/// answer late. `A` is what it answers: a vendor's devices, or the host.
+struct Worker<A> {
+    name: &'static str,
     ask: mpsc::Sender<Roots>,
-    answers: mpsc::Receiver<Answer>,
-    /// An answer is still owed from an earlier sample.
-    busy: bool,
+    answers: mpsc::Receiver<A>,
+    /// When the answer still owed from an earlier sample was asked.
+    owed_since: Option<Instant>,
 }
 
-impl Worker {
-    fn start(mut reader: Box<dyn Reader>) -> Option<Worker> {
-        let vendor = reader.vendor();
+impl<A: Send + 'static> Worker<A> {
+    fn spawn(
+        name: &'static str,
+        mut read: impl FnMut(&Roots) -> A + Send + 'static,
+    ) -> Option<Self> {
         let (ask, asked) = mpsc::channel::<Roots>();
         let (answer, answers) = mpsc::channel();
         std::thread::Builder::new()
-            .name(format!("accel-telemetry-{vendor}"))
+            .name(format!("accel-telemetry-{name}"))
             .spawn(move || {
                 for roots in asked {
-                    let t = Instant::now();
-                    let r = reader.read(&roots);
-                    let note = reader.note();
-                    if answer.send(Answer(r, t.elapsed(), note)).is_err() {
+                    if answer.send(read(&roots)).is_err() {
                         return;
                     }
                 }
             })
             .ok()?;
         Some(Worker {
-            vendor,
+            name,
             ask,
             answers,
-            busy: false,
+            owed_since: None,
         })
     }
+
+    /// Asks for a reading, unless one is still owed; an answer that came after its sample's
+    /// deadline is old now and dropped, so a slow reader is never reported with stale
+    /// numbers. Returns how long the owed read has been running when one is.
+    fn ask(&mut self, roots: &Roots) -> Option<Duration> {
+        while self.answers.try_recv().is_ok() {
+            self.owed_since = None;
+        }
+        if let Some(t) = self.owed_since {
+            return Some(t.elapsed());
+        }
+        if self.ask.send(roots.clone()).is_ok() {
+            self.owed_since = Some(Instant::now());
+        }
+        None
+    }
+
+    /// The answer, waited for until `until`.
+    fn answer(&mut self, until: Instant) -> Result<A, mpsc::RecvTimeoutError> {
+        let a = self
+            .answers
+            .recv_timeout(until.saturating_duration_since(Instant::now()))?;
+        self.owed_since = None;
+        Ok(a)
+    }
+}
+
+/// How long a vendor's reader is waited for: the sample's deadline, and for NVIDIA's first
+/// reading at least [`FIRST_DEADLINE`] (starting NVML on a machine of many GPUs without
+/// persistence mode takes seconds). The sysfs readers and the host get no such grace: a file
+/// that blocks under `--path.sysfs` costs a one-shot command 2 s, not 15.
+fn reader_deadline(vendor: Vendor, first: bool, deadline: Duration) -> Duration {
+    if first && vendor == Vendor::Nvidia {
+        deadline.max(FIRST_DEADLINE)
+    } else {
+        deadline
+    }
+}
+
+/// A vendor reader's thread, answering its devices, how long the read took and its note.
+fn vendor_worker(mut reader: Box<dyn Reader>) -> Option<(Vendor, Worker<Answer>)> {
+    let vendor = reader.vendor();
+    let w = Worker::spawn(vendor.name(), move |roots| {
+        let t = Instant::now();
+        let r = reader.read(roots);
+        Answer(r, t.elapsed(), reader.note())
+    })?;
+    Some((vendor, w))
 }
 
 /// Samples the host and every vendor's devices, again and again. Devices are found again at
@@ -124,8 +174,10 @@ impl Worker {
 pub struct Telemetry {
     roots: Roots,
     deadline: Duration,
-    host: host::HostReader,
-    workers: Vec<Worker>,
+    /// The host reader on its own thread (procfs can block too), and its last good reading.
+    host: Worker<(Result<HostReading, Error>, Duration)>,
+    last_host: HostReading,
+    workers: Vec<(Vendor, Worker<Answer>)>,
     /// Every device seen in the last hour, by [`Reading::key`], with its last reading and
     /// when it was last there.
     seen: BTreeMap<(Vendor, String), (Reading, Instant)>,
@@ -152,11 +204,19 @@ impl Telemetry {
 
     /// Telemetry over the given readers (tests pick theirs).
     pub fn with_readers(roots: Roots, readers: Vec<Box<dyn Reader>>) -> Telemetry {
+        let mut host_reader = host::HostReader::new(&roots);
+        let host = Worker::spawn("host", move |roots| {
+            let t = Instant::now();
+            let r = host_reader.read(roots);
+            (r, t.elapsed())
+        })
+        .expect("a thread for the host reader");
         Telemetry {
-            host: host::HostReader::new(&roots),
+            host,
+            last_host: HostReading::default(),
             roots,
             deadline: DEFAULT_DEADLINE,
-            workers: readers.into_iter().filter_map(Worker::start).collect(),
+            workers: readers.into_iter().filter_map(vendor_worker).collect(),
             seen: BTreeMap::new(),
             samples: 0,
         }
@@ -177,40 +237,65 @@ impl Telemetry {
     /// answers in time again.
     pub fn sample(&mut self) -> Sample {
         let start = Instant::now();
-        let deadline = if self.samples == 0 {
-            self.deadline.max(FIRST_DEADLINE)
-        } else {
-            self.deadline
-        };
+        let deadline = self.deadline;
+        let first = self.samples == 0;
         self.samples += 1;
-        for w in &mut self.workers {
-            // An answer that came after its sample's deadline is old now: dropped, and the
-            // reader asked again, so a slow reader is never reported with stale numbers.
-            while w.answers.try_recv().is_ok() {
-                w.busy = false;
-            }
-            if !w.busy && w.ask.send(self.roots.clone()).is_ok() {
-                w.busy = true;
-            }
-        }
-        let host = self.host.read(&self.roots);
+        let until = start + deadline;
+        let host_owed = self.host.ask(&self.roots);
+        let owed: Vec<Option<Duration>> = self
+            .workers
+            .iter_mut()
+            .map(|(_, w)| w.ask(&self.roots))
+            .collect();
         let mut collectors = Vec::new();
-        let mut results = Vec::new();
-        for w in &mut self.workers {
-            let left = deadline.saturating_sub(start.elapsed());
-            let (result, took, note) = match w.answers.recv_timeout(left) {
-                Ok(Answer(r, took, note)) => {
-                    w.busy = false;
-                    (r, took, note)
-                }
+        // The host first: it sleeps until MIN_INTERVAL has passed since its last reading, while
+        // the vendors read in parallel. A host read that is stuck or late leaves the last good
+        // reading in the sample and its collector failed.
+        let (host, took) = match host_owed {
+            Some(since) => (Err(Error::Stuck { since }), Duration::ZERO),
+            // The host's reading waits out MIN_INTERVAL on purpose: that is not lateness.
+            None => match self.host.answer(until + host::MIN_INTERVAL) {
+                Ok(a) => a,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    (Err(Error::Timeout { deadline }), start.elapsed(), None)
+                    (Err(Error::Timeout { deadline }), start.elapsed())
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    (Err(Error::ReaderStopped), start.elapsed(), None)
+                    (Err(Error::ReaderStopped), start.elapsed())
                 }
+            },
+        };
+        collectors.push(CollectorStatus {
+            collector: self.host.name,
+            success: host.is_ok(),
+            error: host.as_ref().err().map(Error::to_string),
+            duration_s: took.as_secs_f64(),
+            devices: 0,
+            note: None,
+        });
+        if let Ok(h) = host {
+            self.last_host = h;
+        }
+        let mut results = Vec::new();
+        for ((vendor, w), owed) in self.workers.iter_mut().zip(owed) {
+            let (result, took, note) = match owed {
+                // Still in a read from an earlier sample: reported at once, not waited for
+                // again (a reader stuck once would make every later sample wait its deadline).
+                Some(since) => (Err(Error::Stuck { since }), Duration::ZERO, None),
+                None => match w.answer(start + reader_deadline(*vendor, first, deadline)) {
+                    Ok(Answer(r, took, note)) => (r, took, note),
+                    Err(mpsc::RecvTimeoutError::Timeout) => (
+                        Err(Error::Timeout {
+                            deadline: reader_deadline(*vendor, first, deadline),
+                        }),
+                        start.elapsed(),
+                        None,
+                    ),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        (Err(Error::ReaderStopped), start.elapsed(), None)
+                    }
+                },
             };
-            let vendor = w.vendor;
+            let vendor = *vendor;
             collectors.push(CollectorStatus {
                 collector: vendor.name(),
                 success: result.is_ok(),
@@ -229,7 +314,7 @@ impl Telemetry {
             time_unix_s: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0.0, |t| t.as_secs_f64()),
-            host,
+            host: self.last_host.clone(),
             devices,
             collectors,
         }
@@ -343,7 +428,7 @@ mod tests {
         assert_eq!(s.devices[1].status.as_deref(), Some("no longer found"));
         assert_eq!(s.devices[1].utilization_percent, None);
         let s = t.sample();
-        assert!(!s.collectors[0].success);
+        assert!(!s.collectors[1].success);
         assert_eq!(rows(&s), [("amd:0".into(), false), ("amd:1".into(), false)]);
         assert_eq!(
             s.devices[0].status.as_deref(),
@@ -351,6 +436,34 @@ mod tests {
         );
         let s = t.sample();
         assert_eq!(rows(&s), [("amd:0".into(), true), ("amd:2".into(), true)]);
+    }
+
+    #[test]
+    fn a_reader_stuck_in_a_read_is_not_waited_for_again() {
+        let script = Arc::new(Mutex::new(vec![Ok(vec![gpu(0, "a")])]));
+        let mut t = Telemetry::with_readers(
+            Roots::default(),
+            vec![Box::new(Scripted(script, Duration::from_secs(4)))],
+        );
+        t.set_deadline(Duration::from_secs(1));
+        let t0 = Instant::now();
+        let s = t.sample();
+        assert!(t0.elapsed() >= Duration::from_secs(1));
+        assert!(!s.collectors[1].success);
+        // The next sample does not wait another second for the same stuck read (the host's
+        // own reading takes its 0.2 s): it says the read has not returned.
+        let t1 = Instant::now();
+        let s = t.sample();
+        assert!(
+            t1.elapsed() < Duration::from_millis(800),
+            "{:?}",
+            t1.elapsed()
+        );
+        let e = s.collectors[1].error.as_deref().unwrap();
+        assert!(e.starts_with("timed out: its read asked"), "{e}");
+        // The host is its own collector, and it answered.
+        assert_eq!(s.collectors[0].collector, "host");
+        assert!(s.collectors[0].success, "{:?}", s.collectors[0]);
     }
 
     #[test]
@@ -364,14 +477,13 @@ mod tests {
             Roots::default(),
             vec![Box::new(Scripted(script, Duration::from_millis(300)))],
         );
-        t.set_deadline(Duration::from_millis(50));
-        // The first sample waits up to 15 s: it gets the first answer.
         let s = t.sample();
         assert_eq!(rows(&s), [("amd:0".into(), true)]);
-        // Later ones give 50 ms: timed out, the device listed down.
+        // 50 ms: timed out, the device listed down.
+        t.set_deadline(Duration::from_millis(50));
         let s = t.sample();
-        assert!(!s.collectors[0].success);
-        assert!(s.collectors[0]
+        assert!(!s.collectors[1].success);
+        assert!(s.collectors[1]
             .error
             .as_deref()
             .unwrap()
@@ -381,7 +493,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(400));
         t.set_deadline(Duration::from_secs(5));
         let s = t.sample();
-        assert!(s.collectors[0].success);
+        assert!(s.collectors[1].success);
         assert!(
             s.devices.iter().any(|r| r.id() == "amd:2" && r.up),
             "{:?}",

@@ -12,20 +12,18 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The most this module reads of one file (sysfs attributes are one page; fdinfo is small).
 pub(crate) const MAX_READ_BYTES: u64 = 64 * 1024;
 
-/// A file's text, at most [`MAX_READ_BYTES`], trimmed; `None` when it cannot be read or is
-/// empty. Bytes that are not UTF-8 are replaced, not fatal.
+/// A file's text, trimmed; `None` when it cannot be read, is empty, is larger than
+/// [`MAX_READ_BYTES`] or is not a regular file (a FIFO there is refused without waiting on it:
+/// `accel_core::files::read_limited`). Bytes that are not UTF-8 are replaced, not fatal.
 pub(crate) fn read_text(path: &Path) -> Option<String> {
-    let file = fs::File::open(path).ok()?;
-    let mut buf = Vec::new();
-    file.take(MAX_READ_BYTES).read_to_end(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf).trim().to_string();
-    (!text.is_empty()).then_some(text)
+    let text = accel_core::files::read_text_limited(path, MAX_READ_BYTES).ok()?;
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_string())
 }
 
 /// An unsigned integer as sysfs writes them: decimal, or hexadecimal with `0x`.

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, bail};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, HOST};
@@ -70,14 +70,11 @@ impl HttpConfig {
     pub fn load(path: Option<&Path>) -> anyhow::Result<HttpConfig> {
         let (file, dir) = match path {
             Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .with_context(|| format!("cannot read the http config file {}", p.display()))?;
+                let text = crate::input::read_config(p, "the http config file")?;
                 let f: HttpConfigFile = if text.trim().is_empty() {
                     HttpConfigFile::default()
                 } else {
-                    serde_yaml::from_str(&text).map_err(|e| {
-                        anyhow!("{}: not a Prometheus http_config: {e}", p.display())
-                    })?
+                    crate::input::yaml(&text, p, "Prometheus http_config")?
                 };
                 (f, p.parent().unwrap_or(Path::new(".")).to_path_buf())
             }
@@ -95,8 +92,7 @@ impl HttpConfig {
             Some(b) => {
                 let password = match (b.password, b.password_file) {
                     (Some(p), None) => p,
-                    (None, Some(f)) => std::fs::read_to_string(at(&f))
-                        .with_context(|| format!("cannot read password_file {}", f.display()))?
+                    (None, Some(f)) => crate::input::read_config(&at(&f), "password_file")?
                         .trim_end_matches(['\n', '\r'])
                         .to_string(),
                     (None, None) => String::new(),
@@ -125,8 +121,7 @@ impl HttpConfig {
             use rustls_pki_types::pem::PemObject;
             let mut roots = rustls::RootCertStore::empty();
             if let Some(ca) = &t.ca_file {
-                let pem = std::fs::read(at(ca))
-                    .with_context(|| format!("cannot read ca_file {}", ca.display()))?;
+                let pem = crate::input::read_config(&at(ca), "ca_file")?.into_bytes();
                 for c in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
                     roots
                         .add(c.map_err(|e| anyhow!("ca_file: {e}"))?)
@@ -138,10 +133,12 @@ impl HttpConfig {
         let mut tls = match (&t.cert_file, &t.key_file) {
             (Some(c), Some(k)) => {
                 use rustls_pki_types::pem::PemObject;
-                let certs = rustls_pki_types::CertificateDer::pem_file_iter(at(c))
-                    .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+                let cert_pem = crate::input::read_config(&at(c), "cert_file")?;
+                let key_pem = crate::input::read_config(&at(k), "key_file")?;
+                let certs = rustls_pki_types::CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+                    .collect::<Result<Vec<_>, _>>()
                     .map_err(|e| anyhow!("cert_file {}: {e}", c.display()))?;
-                let key = rustls_pki_types::PrivateKeyDer::from_pem_file(at(k))
+                let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
                     .map_err(|e| anyhow!("key_file {}: {e}", k.display()))?;
                 builder
                     .with_client_auth_cert(certs, key)

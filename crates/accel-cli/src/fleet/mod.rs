@@ -57,8 +57,7 @@ impl Options {
             );
         }
         if let Some(f) = &self.hostfile {
-            let text = std::fs::read_to_string(f)
-                .map_err(|e| anyhow!("cannot read the host file {}: {e}", f.display()))?;
+            let text = crate::input::read_config(f, "the host file")?;
             list.extend(
                 text.lines()
                     .map(|l| l.split('#').next().unwrap_or("").trim())

@@ -1,16 +1,22 @@
 //! The exporter's HTTP server: hyper 1 on tokio, with the limits a server on a fleet's network
 //! needs, so slow, oversized or hostile clients cannot stop it.
 //!
-//! - Headers must arrive within `header_timeout` (10 s) and stay under `MAX_HEADER_BYTES`
-//!   (larger: 431); an idle keep-alive connection is closed after `idle_timeout` (2 min).
+//! - A request's head must arrive within `header_timeout` (10 s, from its first byte, or from
+//!   the connection's start for the first request) and stay under `MAX_HEADER_BYTES` (larger:
+//!   431); a keep-alive connection silent between requests is closed after `idle_timeout`
+//!   (2 min), as Go's `ReadHeaderTimeout` and `IdleTimeout` do for node_exporter.
 //! - At most `max_requests` (40, node_exporter's `--web.max-requests`) requests are served at
 //!   once; more get 503.
 //! - Connections are capped below the file-descriptor limit with a reserve. At the cap, the
-//!   oldest connection that has not yet sent one complete request is closed to make room, so a
-//!   crowd of half-open connections cannot keep a real scraper out. Running out of descriptors
-//!   slows accepting down; it never ends the accept loop (tiny_http's did, for good).
-//! - TLS (rustls, ring) and basic authentication from the web config file.
-//! - SIGTERM or SIGINT: stop accepting, let requests in flight finish (at most 5 s), exit 0.
+//!   oldest connection not in the middle of a request is closed to make room (served before or
+//!   not), so neither half-open connections nor a crowd of keep-alive scrapers can keep a new
+//!   scraper out. Running out of descriptors slows accepting down; it never ends the accept
+//!   loop (tiny_http's did, for good).
+//! - TLS (rustls, ring) and basic authentication from the web config file. bcrypt checks run
+//!   on a blocking pool of [`AUTH_THREADS`] threads with a queue of [`AUTH_QUEUE`]: a full queue
+//!   answers 503 at once, and the server's own threads never wait on a hash.
+//! - SIGTERM or SIGINT: stop accepting, let requests in flight finish (at most 3 s), exit 0,
+//!   whatever a bcrypt check is doing.
 //!
 //! A request never waits on a collection: it copies the latest rendered text.
 
@@ -35,6 +41,12 @@ use super::webconfig::WebConfig;
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
 /// Descriptors kept free for everything else the process opens (sysfs, procfs, NVML).
 const FD_RESERVE: u64 = 64;
+/// Threads that run bcrypt checks.
+pub const AUTH_THREADS: usize = 2;
+/// bcrypt checks running or waiting at once; one more is answered 503 at once.
+pub const AUTH_QUEUE: usize = 8;
+/// How long requests in flight may finish after SIGTERM.
+const DRAIN: Duration = Duration::from_secs(3);
 
 /// What the collector publishes and every request reads.
 pub struct Published {
@@ -59,7 +71,7 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// Requests served at once (more: 503).
     pub max_requests: usize,
-    /// Open connections at once (more: the oldest not yet sending a request is closed).
+    /// Open connections at once (more: the oldest not in a request is closed).
     pub max_connections: usize,
     /// A collection older than this makes `/healthz` 503.
     pub stale_after: Duration,
@@ -105,9 +117,10 @@ impl Limits {
     }
 }
 
+/// What the server knows of one open connection.
 struct Conn {
-    /// Set once a complete request head has arrived.
-    served: Arc<AtomicBool>,
+    /// Set while a request is being answered (a bcrypt check, the response).
+    busy: Arc<AtomicBool>,
     kill: Option<oneshot::Sender<()>>,
 }
 
@@ -123,13 +136,13 @@ impl Conns {
         self.map.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
-    /// Closes the oldest connection that has not sent a complete request; false when every
-    /// open connection has.
-    fn evict_oldest_unserved(&self) -> bool {
+    /// Closes the oldest connection that is not answering a request (idle between requests,
+    /// or still sending its head: served before or not); false when every one is busy.
+    fn evict_oldest_idle(&self) -> bool {
         let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let victim = m
             .iter()
-            .find(|(_, c)| !c.served.load(Ordering::Relaxed) && c.kill.is_some())
+            .find(|(_, c)| !c.busy.load(Ordering::Relaxed) && c.kill.is_some())
             .map(|(id, _)| *id);
         match victim
             .and_then(|id| m.get_mut(&id))
@@ -146,15 +159,15 @@ impl Conns {
     fn add(&self) -> (u64, Arc<AtomicBool>, oneshot::Receiver<()>) {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        let served = Arc::new(AtomicBool::new(false));
+        let busy = Arc::new(AtomicBool::new(false));
         self.map.lock().unwrap_or_else(|e| e.into_inner()).insert(
             id,
             Conn {
-                served: served.clone(),
+                busy: busy.clone(),
                 kill: Some(tx),
             },
         );
-        (id, served, rx)
+        (id, busy, rx)
     }
 
     fn remove(&self, id: u64) {
@@ -165,18 +178,44 @@ impl Conns {
     }
 }
 
-/// A stream that notes when it last moved bytes, for the idle timeout.
-struct Watched<S> {
-    inner: S,
-    last: Arc<AtomicU64>,
+/// When a connection last moved bytes, and since when a request head has been arriving, in
+/// milliseconds since the connection began (`NO_HEAD`: none is).
+struct Clock {
     t0: Instant,
+    last: AtomicU64,
+    head_since: AtomicU64,
 }
 
-impl<S> Watched<S> {
-    fn touch(&self) {
-        self.last
-            .store(self.t0.elapsed().as_millis() as u64, Ordering::Relaxed);
+const NO_HEAD: u64 = u64::MAX;
+
+impl Clock {
+    fn now(&self) -> u64 {
+        self.t0.elapsed().as_millis() as u64
     }
+
+    /// Bytes came in: a new request's head starts here unless one already has.
+    fn read(&self) {
+        let now = self.now();
+        self.last.store(now, Ordering::Relaxed);
+        let _ =
+            self.head_since
+                .compare_exchange(NO_HEAD, now, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    fn wrote(&self) {
+        self.last.store(self.now(), Ordering::Relaxed);
+    }
+
+    /// A whole request head arrived.
+    fn head_done(&self) {
+        self.head_since.store(NO_HEAD, Ordering::Relaxed);
+    }
+}
+
+/// A stream that tells its [`Clock`] when bytes move, for the header and idle timeouts.
+struct Watched<S> {
+    inner: S,
+    clock: Arc<Clock>,
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
@@ -188,7 +227,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
         let before = buf.filled().len();
         let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
         if buf.filled().len() > before {
-            self.touch();
+            self.clock.read();
         }
         r
     }
@@ -202,7 +241,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     ) -> std::task::Poll<std::io::Result<usize>> {
         let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
         if matches!(r, std::task::Poll::Ready(Ok(n)) if n > 0) {
-            self.touch();
+            self.clock.wrote();
         }
         r
     }
@@ -220,22 +259,39 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     }
 }
 
-/// Returns once the stream has been silent for `idle`.
-async fn idle_for(last: Arc<AtomicU64>, t0: Instant, idle: Duration) {
+/// Returns when the connection should close: a request head took longer than `header`, or
+/// the connection sat silent between requests for `idle` (a request being answered is
+/// neither).
+async fn timed_out(clock: Arc<Clock>, busy: Arc<AtomicBool>, header: Duration, idle: Duration) {
+    let (header, idle) = (header.as_millis() as u64, idle.as_millis() as u64);
     loop {
-        let silent = t0
-            .elapsed()
-            .saturating_sub(Duration::from_millis(last.load(Ordering::Relaxed)));
-        if silent >= idle {
-            return;
-        }
-        tokio::time::sleep(idle - silent).await;
+        let now = clock.now();
+        let head = clock.head_since.load(Ordering::Relaxed);
+        let wait = if busy.load(Ordering::Relaxed) {
+            250
+        } else if head != NO_HEAD {
+            if now.saturating_sub(head) >= header {
+                return;
+            }
+            header - now.saturating_sub(head)
+        } else {
+            let silent = now.saturating_sub(clock.last.load(Ordering::Relaxed));
+            if silent >= idle {
+                return;
+            }
+            idle - silent
+        };
+        tokio::time::sleep(Duration::from_millis(wait.clamp(1, 250))).await;
     }
 }
 
 struct App {
     latest: Arc<RwLock<Published>>,
-    auth: Option<super::webconfig::BasicAuth>,
+    auth: Option<Arc<super::webconfig::BasicAuth>>,
+    /// Places for bcrypt checks, running or queued.
+    auth_slots: Arc<Semaphore>,
+    /// Requests refused for their credentials (`accel_http_auth_failures_total`).
+    auth_failures: Arc<AtomicU64>,
     requests: Semaphore,
     limits: Limits,
 }
@@ -273,15 +329,42 @@ pub fn wants_openmetrics(accept: Option<&str>) -> bool {
 }
 
 impl App {
-    fn respond(&self, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    /// Whether the request's credentials are good, the bcrypt check (when one is needed) run on
+    /// the blocking pool; `Err` with the answer when it cannot be checked now.
+    async fn authorized(&self, req: &Request<Incoming>) -> Result<bool, Response<Full<Bytes>>> {
+        use super::webconfig::Check;
+        let Some(auth) = &self.auth else {
+            return Ok(true);
+        };
+        let verify = match auth.check(req.headers().get(AUTHORIZATION).map(|v| v.as_bytes())) {
+            Check::Done(ok) => return Ok(ok),
+            Check::Verify(v) => v,
+        };
+        let Ok(slot) = self.auth_slots.clone().try_acquire_owned() else {
+            return Err(text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many password checks at once; try again\n",
+            ));
+        };
+        let auth = auth.clone();
+        let checked = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            verify.run(&auth)
+        });
+        Ok(checked.await.unwrap_or(false))
+    }
+
+    async fn respond(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
         let Ok(_permit) = self.requests.try_acquire() else {
             return text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too many requests at once; try again\n",
             );
         };
-        if let Some(auth) = &self.auth {
-            if !auth.check(req.headers().get(AUTHORIZATION).map(|v| v.as_bytes())) {
+        match self.authorized(&req).await {
+            Ok(true) => {}
+            Ok(false) => {
+                self.auth_failures.fetch_add(1, Ordering::Relaxed);
                 let mut r = text(StatusCode::UNAUTHORIZED, "unauthorized\n");
                 r.headers_mut().insert(
                     WWW_AUTHENTICATE,
@@ -289,6 +372,7 @@ impl App {
                 );
                 return r;
             }
+            Err(busy) => return busy,
         }
         if req.method() != Method::GET && req.method() != Method::HEAD {
             let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
@@ -342,20 +426,26 @@ impl App {
     }
 }
 
-/// Serves until SIGTERM or SIGINT.
+/// Serves until SIGTERM or SIGINT. `auth_failures` counts requests refused for their
+/// credentials.
 pub fn serve(
     listener: std::net::TcpListener,
     latest: Arc<RwLock<Published>>,
     web: WebConfig,
     limits: Limits,
+    auth_failures: Arc<AtomicU64>,
 ) -> anyhow::Result<()> {
     listener.set_nonblocking(true)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .max_blocking_threads(AUTH_THREADS)
         .thread_name("accel-http")
         .enable_all()
         .build()?;
-    rt.block_on(run(listener, latest, web, limits))
+    let r = rt.block_on(run(listener, latest, web, limits, auth_failures));
+    // A bcrypt check still running is not waited for: the process is ending.
+    rt.shutdown_timeout(Duration::from_millis(500));
+    r
 }
 
 async fn run(
@@ -363,12 +453,15 @@ async fn run(
     latest: Arc<RwLock<Published>>,
     web: WebConfig,
     limits: Limits,
+    auth_failures: Arc<AtomicU64>,
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let tls = web.tls.map(tokio_rustls::TlsAcceptor::from);
     let app = Arc::new(App {
         latest,
-        auth: web.auth,
+        auth: web.auth.map(Arc::new),
+        auth_slots: Arc::new(Semaphore::new(AUTH_QUEUE)),
+        auth_failures,
         requests: Semaphore::new(limits.max_requests),
         limits: limits.clone(),
     });
@@ -385,7 +478,7 @@ async fn run(
             Err(e) => {
                 // Out of descriptors (EMFILE, ENFILE) or memory: make room if a half-open
                 // connection can go, and slow down; never leave the loop.
-                let room = conns.evict_oldest_unserved();
+                let room = conns.evict_oldest_idle();
                 let pause = if room { 5 } else { 50 };
                 if !matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) {
                     eprintln!("accel serve: accept: {e}");
@@ -394,28 +487,28 @@ async fn run(
                 continue;
             }
         };
-        if conns.len() >= limits.max_connections && !conns.evict_oldest_unserved() {
-            // Every connection is a scraper that has been served: this one waits its turn
-            // by being refused (closed) now.
+        if conns.len() >= limits.max_connections && !conns.evict_oldest_idle() {
+            // Every connection is in the middle of a request: this one waits its turn by
+            // being refused (closed) now.
             drop(stream);
             continue;
         }
         let _ = stream.set_nodelay(true);
-        let (id, served, kill) = conns.add();
+        let (id, busy, kill) = conns.add();
         let conns = conns.clone();
         let app = app.clone();
         let tls = tls.clone();
         let stop_rx = stop_rx.clone();
         tokio::spawn(async move {
-            connection(stream, tls, app, served, kill, stop_rx).await;
+            connection(stream, tls, app, busy, kill, stop_rx).await;
             conns.remove(id);
         });
     }
-    // Graceful shutdown: no new connections; those open finish their request (5 s at most).
+    // Graceful shutdown: no new connections; those open finish their request (DRAIN at most).
     drop(listener);
     let _ = stop_tx.send(true);
     let t0 = Instant::now();
-    while conns.len() > 0 && t0.elapsed() < Duration::from_secs(5) {
+    while conns.len() > 0 && t0.elapsed() < DRAIN {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok(())
@@ -448,21 +541,23 @@ async fn connection(
     stream: tokio::net::TcpStream,
     tls: Option<tokio_rustls::TlsAcceptor>,
     app: Arc<App>,
-    served: Arc<AtomicBool>,
+    busy: Arc<AtomicBool>,
     mut kill: oneshot::Receiver<()>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let t0 = Instant::now();
-    let last = Arc::new(AtomicU64::new(0));
+    // The first request's head is timed from the connection's start.
+    let clock = Arc::new(Clock {
+        t0: Instant::now(),
+        last: AtomicU64::new(0),
+        head_since: AtomicU64::new(0),
+    });
     let io = Watched {
         inner: stream,
-        last: last.clone(),
-        t0,
+        clock: clock.clone(),
     };
     let header_timeout = app.limits.header_timeout;
-    let idle = app.limits.idle_timeout;
     match tls {
-        None => http(io, app, served, &mut kill, &mut stop, last, t0, idle).await,
+        None => http(io, app, busy, &mut kill, &mut stop, clock).await,
         Some(acceptor) => {
             // The handshake counts as sending the request head: it gets the same time.
             let hs = tokio::select! {
@@ -470,35 +565,41 @@ async fn connection(
                 _ = &mut kill => return,
             };
             if let Ok(Ok(s)) = hs {
-                http(s, app, served, &mut kill, &mut stop, last, t0, idle).await
+                http(s, app, busy, &mut kill, &mut stop, clock).await
             }
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn http<S>(
     io: S,
     app: Arc<App>,
-    served: Arc<AtomicBool>,
+    busy: Arc<AtomicBool>,
     kill: &mut oneshot::Receiver<()>,
     stop: &mut watch::Receiver<bool>,
-    last: Arc<AtomicU64>,
-    t0: Instant,
-    idle: Duration,
+    clock: Arc<Clock>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let header_timeout = app.limits.header_timeout;
-    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-        served.store(true, Ordering::Relaxed);
-        let r = app.respond(&req);
-        async move { Ok::<_, Infallible>(r) }
-    });
+    let (header, idle) = (app.limits.header_timeout, app.limits.idle_timeout);
+    let svc = {
+        let (busy, clock) = (busy.clone(), clock.clone());
+        hyper::service::service_fn(move |req: Request<Incoming>| {
+            clock.head_done();
+            busy.store(true, Ordering::Relaxed);
+            let (app, busy) = (app.clone(), busy.clone());
+            async move {
+                let r = app.respond(req).await;
+                busy.store(false, Ordering::Relaxed);
+                Ok::<_, Infallible>(r)
+            }
+        })
+    };
+    // hyper's own header timer is not used: it also runs while a keep-alive connection waits
+    // for its next request, which made the idle timeout the header timeout (10 s).
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(Some(header_timeout))
         .max_buf_size(64 * 1024)
         .max_headers(100)
         .keep_alive(true);
@@ -508,10 +609,10 @@ async fn http<S>(
     tokio::select! {
         _ = conn.as_mut() => {}
         _ = kill => {}
-        _ = idle_for(last, t0, idle) => {}
+        _ = timed_out(clock, busy, header, idle) => {}
         _ = stop.changed() => {
             conn.as_mut().graceful_shutdown();
-            let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
+            let _ = tokio::time::timeout(DRAIN, conn).await;
         }
     }
 }

@@ -11,13 +11,16 @@ pub mod http;
 mod series;
 pub mod webconfig;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use accel::load::{Sampler, Snapshot};
 use accel::telemetry::{Roots, Vendor};
 use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -144,8 +147,33 @@ fn health_of(s: &Snapshot) -> String {
     }
 }
 
+/// What the exporter knows beside one snapshot: how long the collection took, when each
+/// collector last succeeded, and the requests refused for their credentials (when basic
+/// authentication is on).
+#[derive(Default)]
+pub struct Context {
+    /// Seconds the collection took.
+    pub collect_seconds: f64,
+    /// When each collector last answered in time.
+    pub last_success: BTreeMap<&'static str, Instant>,
+    /// Requests refused for their credentials, when basic authentication is configured.
+    pub auth_failures: Option<Arc<AtomicU64>>,
+}
+
+impl Context {
+    /// Notes which collectors succeeded in `s`.
+    fn saw(&mut self, s: &Snapshot) {
+        let now = Instant::now();
+        for c in &s.collectors {
+            if c.success {
+                self.last_success.insert(c.collector, now);
+            }
+        }
+    }
+}
+
 /// The exposition text of one snapshot.
-pub fn render(s: &Snapshot, host: &str, collect_seconds: f64) -> String {
+pub fn render(s: &Snapshot, host: &str, cx: &Context) -> String {
     let mut registry = Registry::default();
     let mut m = Metrics {
         registry: &mut registry,
@@ -153,8 +181,17 @@ pub fn render(s: &Snapshot, host: &str, collect_seconds: f64) -> String {
     };
     dcgm_series(&mut m, s, host);
     device_series(&mut m, s, host);
-    collector_series(&mut m, s, host);
-    host_series(&mut m, s, host, collect_seconds);
+    collector_series(&mut m, s, host, cx);
+    host_series(&mut m, s, host, cx.collect_seconds);
+    if let Some(n) = &cx.auth_failures {
+        let c = Counter::<u64>::default();
+        c.inc_by(n.load(Ordering::Relaxed));
+        registry.register(
+            "accel_http_auth_failures",
+            "Requests refused for missing or wrong credentials (basic authentication)",
+            c,
+        );
+    }
     let mut text = String::new();
     // Writing to a String cannot fail.
     let _ = encode(&mut text, &registry);
@@ -288,8 +325,9 @@ fn device_series(m: &mut Metrics, s: &Snapshot, host: &str) {
     }
 }
 
-/// How each vendor's reader did in the last collection.
-fn collector_series(m: &mut Metrics, s: &Snapshot, host: &str) {
+/// How each reader (the host's and every vendor's) did in the last collection, and how long
+/// ago it last answered in time.
+fn collector_series(m: &mut Metrics, s: &Snapshot, host: &str, cx: &Context) {
     for c in &s.collectors {
         let l = [
             ("collector", c.collector.to_string()),
@@ -307,11 +345,33 @@ fn collector_series(m: &mut Metrics, s: &Snapshot, host: &str) {
             &l,
             c.duration_s,
         );
+        if let Some(t) = cx.last_success.get(c.collector) {
+            m.set(
+                "accel_collector_last_success_age_seconds",
+                "Seconds since the reader last answered in time (grows while it fails or hangs)",
+                &l,
+                t.elapsed().as_secs_f64(),
+            );
+        }
     }
 }
 
 /// The host, the backends' availability and the exporter itself.
 fn host_series(m: &mut Metrics, s: &Snapshot, host: &str, collect_seconds: f64) {
+    // A failed host reader leaves the last good numbers in the snapshot: not exported as now
+    // (its accel_collector_success is 0).
+    let host_ok = s
+        .collectors
+        .iter()
+        .all(|c| c.collector != "host" || c.success);
+    if host_ok {
+        host_values(m, s, host);
+    }
+    exporter_series(m, s, host, collect_seconds);
+}
+
+/// The host's CPU, memory and load.
+fn host_values(m: &mut Metrics, s: &Snapshot, host: &str) {
     let l = [("Hostname", host.to_string())];
     let h = &s.host;
     m.set(
@@ -367,6 +427,12 @@ fn host_series(m: &mut Metrics, s: &Snapshot, host: &str, collect_seconds: f64) 
             );
         }
     }
+}
+
+/// The backends' availability and the exporter itself.
+fn exporter_series(m: &mut Metrics, s: &Snapshot, host: &str, collect_seconds: f64) {
+    let l = [("Hostname", host.to_string())];
+    let h = &s.host;
     for (backend, up, reason) in backend_availability(s) {
         m.set(
             "accel_backend_available",
@@ -402,8 +468,8 @@ fn host_series(m: &mut Metrics, s: &Snapshot, host: &str, collect_seconds: f64) 
 }
 
 /// What one collection publishes: both text formats, the JSON snapshot and the health line.
-fn publish(snap: &accel::load::Snapshot, host: &str, seconds: f64) -> http::Published {
-    let om = render(snap, host, seconds);
+fn publish(snap: &accel::load::Snapshot, host: &str, cx: &Context) -> http::Published {
+    let om = render(snap, host, cx);
     let classic = om.strip_suffix("# EOF\n").unwrap_or(&om).to_string();
     let snapshot = crate::out::json_string("monitor", snap)
         .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
@@ -426,14 +492,37 @@ pub struct Options {
     pub web_config: Option<std::path::PathBuf>,
     /// Requests served at once.
     pub max_requests: usize,
+    /// Time for a request's head to arrive (default 10 s).
+    pub header_timeout: Option<Duration>,
+    /// Time a keep-alive connection may sit silent between requests (default 2 min).
+    pub idle_timeout: Option<Duration>,
+    /// Open connections at once (default: below the descriptor limit).
+    pub max_connections: Option<usize>,
+}
+
+/// The address `--listen` names: `HOST:PORT`, `[V6]:PORT`, or node_exporter's `:PORT` for
+/// every interface (IPv6 and IPv4 where the host has IPv6).
+pub fn parse_listen(listen: &str) -> Result<Vec<SocketAddr>, String> {
+    let bad = || {
+        format!(
+            "'{listen}' is not an address to listen on (such as 127.0.0.1:9400, 0.0.0.0:9400, [::]:9400 or :9400 for every interface)"
+        )
+    };
+    if let Some(port) = listen.strip_prefix(':') {
+        let port: u16 = port.parse().map_err(|_| bad())?;
+        return Ok(vec![
+            SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)),
+            SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port)),
+        ]);
+    }
+    listen
+        .parse::<SocketAddr>()
+        .map(|a| vec![a])
+        .map_err(|_| bad())
 }
 
 pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
-    let addr: SocketAddr = listen.parse().map_err(|_| {
-        anyhow::anyhow!(
-            "'{listen}' is not an address to listen on (such as 127.0.0.1:9400 or 0.0.0.0:9400)"
-        )
-    })?;
+    let addrs = parse_listen(listen).map_err(|e| anyhow::anyhow!(e))?;
     // The web config first: a mistake in it is an error before anything listens.
     let web = match &o.web_config {
         Some(p) => webconfig::WebConfig::load(p)?,
@@ -445,23 +534,34 @@ pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
     } else {
         ""
     };
-    let listener = std::net::TcpListener::bind(addr)
-        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    // `:PORT`: [::] (which takes IPv4 too on a dual-stack host), else 0.0.0.0.
+    let mut tried = Vec::new();
+    let listener = addrs
+        .iter()
+        .find_map(|a| {
+            std::net::TcpListener::bind(a)
+                .map_err(|e| tried.push(format!("{a}: {e}")))
+                .ok()
+        })
+        .ok_or_else(|| anyhow::anyhow!("cannot listen on {}", tried.join("; ")))?;
     let bound = listener
         .local_addr()
-        .map_or_else(|_| addr.to_string(), |a| a.to_string());
+        .map_or_else(|_| listen.to_string(), |a| a.to_string());
     // The first collection before the first scrape. Telemetry only: no compute library is
     // loaded, no PJRT client or Vulkan instance made.
     let mut sampler = Sampler::with_roots(o.roots);
+    let auth_failures = Arc::new(AtomicU64::new(0));
+    let mut cx = Context {
+        auth_failures: web.auth.is_some().then(|| auth_failures.clone()),
+        ..Context::default()
+    };
     let t = Instant::now();
     let first = sampler.sample();
+    cx.collect_seconds = t.elapsed().as_secs_f64();
+    cx.saw(&first);
     // The machine's name, as the sampler read it once.
     let host = first.hostname.clone();
-    let latest = Arc::new(RwLock::new(publish(
-        &first,
-        &host,
-        t.elapsed().as_secs_f64(),
-    )));
+    let latest = Arc::new(RwLock::new(publish(&first, &host, &cx)));
     // Devices are found again at every collection, and collections are at most 10 s apart,
     // so a GPU that disappears is shown down within 10 s whatever --interval says.
     let every = Duration::from_secs_f64(o.interval.min(10.0));
@@ -474,15 +574,31 @@ pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
                 std::thread::sleep(every);
                 let t = Instant::now();
                 let snap = sampler.sample();
-                let p = publish(&snap, &host, t.elapsed().as_secs_f64());
+                cx.collect_seconds = t.elapsed().as_secs_f64();
+                cx.saw(&snap);
+                let p = publish(&snap, &host, &cx);
                 *latest.write().unwrap_or_else(|e| e.into_inner()) = p;
             })?;
     }
     let mut limits = http::Limits::for_this_process(every.mul_f64(3.0) + Duration::from_secs(5));
     limits.max_requests = o.max_requests;
-    crate::out::line(format!(
+    if let Some(t) = o.header_timeout {
+        limits.header_timeout = t;
+    }
+    if let Some(t) = o.idle_timeout {
+        limits.idle_timeout = t;
+    }
+    if let Some(n) = o.max_connections {
+        limits.max_connections = n;
+    }
+    // The banner is a courtesy: an exporter whose stdout went away (a closed pipe, a full
+    // disk) keeps serving, and says so on stderr.
+    let banner = format!(
         "serving {scheme}://{bound}/metrics, /snapshot and /healthz (collecting every {} s{auth}); Ctrl-C stops",
         every.as_secs_f64()
-    ))?;
-    http::serve(listener, latest, web, limits)
+    );
+    if let Err(e) = crate::out::line(&banner) {
+        eprintln!("accel serve: {banner} (stdout: {e})");
+    }
+    http::serve(listener, latest, web, limits, auth_failures)
 }

@@ -66,13 +66,11 @@ impl WebConfig {
     /// Reads and checks `path`: every file it names is read now, so a mistake is an error at
     /// start, not at the first scrape.
     pub fn load(path: &Path) -> anyhow::Result<WebConfig> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the web config file {}", path.display()))?;
+        let text = crate::input::read_config(path, "the web config file")?;
         let file: File = if text.trim().is_empty() {
             File::default()
         } else {
-            serde_yaml::from_str(&text)
-                .map_err(|e| anyhow!("{}: not a Prometheus web config file: {e}", path.display()))?
+            crate::input::yaml(&text, path, "Prometheus web config file")?
         };
         let dir = path.parent().unwrap_or(Path::new("."));
         let tls = match file.tls_server_config {
@@ -85,24 +83,31 @@ impl WebConfig {
         };
         let auth = match file.basic_auth_users {
             Some(users) if !users.is_empty() => {
+                let mut max_cost = 0;
                 for (user, hash) in &users {
+                    let user = crate::out::printable(user);
                     if user.contains(':') {
                         bail!(
                             "{}: basic_auth_users: the user name '{user}' contains ':'",
                             path.display()
                         );
                     }
-                    if !(hash.starts_with("$2a$")
-                        || hash.starts_with("$2b$")
-                        || hash.starts_with("$2y$"))
-                    {
-                        bail!(
-                            "{}: basic_auth_users: the password of '{user}' is not a bcrypt hash ($2y$...); make one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`",
+                    let cost = bcrypt_cost(hash).ok_or_else(|| {
+                        anyhow!(
+                            "{}: basic_auth_users: the password of '{user}' is not a bcrypt hash ($2y$10$ and 53 characters); make one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`",
                             path.display()
+                        )
+                    })?;
+                    if cost > MAX_COST {
+                        bail!(
+                            "{}: basic_auth_users: the hash of '{user}' has cost {cost}; at most {MAX_COST} is accepted (each step doubles the time of every check: cost {cost} takes about {:.0} s here per request that is not remembered; 10 is usual)",
+                            path.display(),
+                            0.065 * f64::from(1u32 << (cost - 10).min(20))
                         );
                     }
+                    max_cost = max_cost.max(cost);
                 }
-                Some(BasicAuth::new(users))
+                Some(BasicAuth::new(users, max_cost)?)
             }
             _ => None,
         };
@@ -127,8 +132,7 @@ fn pem_text(
     match (file, inline) {
         (Some(f), None) => {
             let f = resolve(dir, f);
-            std::fs::read_to_string(&f)
-                .with_context(|| format!("cannot read {what} {}", f.display()))
+            crate::input::read_config(&f, what)
         }
         (None, Some(t)) => Ok(t.clone()),
         (Some(_), Some(_)) => bail!("give {what} as a file or inline, not both"),
@@ -189,7 +193,7 @@ fn tls_config(t: TlsFile, dir: &Path) -> anyhow::Result<tokio_rustls::rustls::Se
                 .as_ref()
                 .ok_or_else(|| anyhow!("client_auth_type {kind} needs client_ca_file"))?;
             let ca = resolve(dir, ca);
-            let pem = std::fs::read(&ca).with_context(|| format!("cannot read client_ca_file {}", ca.display()))?;
+            let pem = crate::input::read_config(&ca, "client_ca_file")?.into_bytes();
             let mut roots = RootCertStore::empty();
             for c in CertificateDer::pem_slice_iter(&pem) {
                 roots
@@ -218,12 +222,71 @@ fn tls_config(t: TlsFile, dir: &Path) -> anyhow::Result<tokio_rustls::rustls::Se
     Ok(cfg)
 }
 
-/// Basic authentication against bcrypt hashes. A bcrypt check costs milliseconds on purpose;
-/// a verified password is remembered (by the SHA-256 of user and password, never the
-/// password itself) so a scrape every few seconds does not pay it each time.
+/// The highest bcrypt cost accepted: cost 14 takes about a second per check on a server core
+/// (cost 10, htpasswd's usual, 65 ms; each step doubles it). Higher costs let a few requests
+/// occupy the checking threads for minutes.
+pub const MAX_COST: u32 = 14;
+
+/// The cost of a bcrypt hash (`$2y$10$` and 53 characters of bcrypt's base64); `None` when
+/// it is not one.
+pub fn bcrypt_cost(hash: &str) -> Option<u32> {
+    let rest = hash
+        .strip_prefix("$2a$")
+        .or_else(|| hash.strip_prefix("$2b$"))
+        .or_else(|| hash.strip_prefix("$2y$"))?;
+    let (cost, body) = rest.split_once('$')?;
+    let ok = cost.len() == 2
+        && body.len() == 53
+        && body
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'/');
+    let cost: u32 = cost.parse().ok()?;
+    (ok && (4..=31).contains(&cost)).then_some(cost)
+}
+
+/// Basic authentication against bcrypt hashes. A bcrypt check costs milliseconds on purpose,
+/// so it never runs on the server's threads ([`BasicAuth::check`] says when one is needed and
+/// [`Verify::run`] does it on the blocking pool); a verified password is remembered (by the
+/// SHA-256 of user and password, never the password itself) so a scrape every few seconds
+/// does not pay it each time. An unknown user is checked against a dummy hash of the highest
+/// cost configured, as exporter-toolkit does, so the time of a refusal does not tell which
+/// user names exist.
 pub struct BasicAuth {
     users: BTreeMap<String, String>,
+    dummy: String,
     verified: Mutex<HashMap<[u8; 32], ()>>,
+}
+
+/// What a request's credentials need: nothing more (accepted from memory, or refused because
+/// they are malformed), or a bcrypt check.
+pub enum Check {
+    /// Decided without a bcrypt check.
+    Done(bool),
+    /// A bcrypt check to run off the server's threads.
+    Verify(Verify),
+}
+
+/// One bcrypt check of a password against a user's hash (or the dummy one).
+pub struct Verify {
+    key: [u8; 32],
+    password: Vec<u8>,
+    hash: String,
+    known: bool,
+}
+
+impl Verify {
+    /// Runs the check (milliseconds to a second: call it where blocking is allowed).
+    pub fn run(self, auth: &BasicAuth) -> bool {
+        let ok = bcrypt::verify(&self.password, &self.hash).unwrap_or(false) && self.known;
+        if ok {
+            let mut cache = auth.verified.lock().unwrap_or_else(|e| e.into_inner());
+            if cache.len() >= CACHE_MAX {
+                cache.clear();
+            }
+            cache.insert(self.key, ());
+        }
+        ok
+    }
 }
 
 /// The most verified credentials remembered: more are forgotten (all at once) rather than
@@ -231,55 +294,75 @@ pub struct BasicAuth {
 const CACHE_MAX: usize = 1024;
 
 impl BasicAuth {
-    fn new(users: BTreeMap<String, String>) -> BasicAuth {
-        BasicAuth {
+    fn new(users: BTreeMap<String, String>, cost: u32) -> anyhow::Result<BasicAuth> {
+        // A password no one sends; only the cost of checking it matters.
+        let dummy = bcrypt::hash("accel: the dummy hash for unknown users", cost.max(4))
+            .map_err(|e| anyhow!("cannot make the dummy bcrypt hash: {e}"))?;
+        Ok(BasicAuth {
             users,
+            dummy,
             verified: Mutex::new(HashMap::new()),
-        }
+        })
     }
 
-    /// Whether an `Authorization` header value names a user with the right password.
-    pub fn check(&self, header: Option<&[u8]>) -> bool {
-        let Some(h) = header else { return false };
-        let Some(b64) = h
-            .strip_prefix(b"Basic ")
-            .or_else(|| h.strip_prefix(b"basic "))
-        else {
-            return false;
+    /// What an `Authorization` header value needs: `Done(false)` when it is missing or not
+    /// Basic credentials (the scheme name in any case, RFC 7617), `Done(true)` when these
+    /// credentials were verified before, else the bcrypt check to run.
+    pub fn check(&self, header: Option<&[u8]>) -> Check {
+        let Some(h) = header else {
+            return Check::Done(false);
         };
+        let h = h.trim_ascii();
+        let Some((scheme, b64)) = h
+            .iter()
+            .position(|&b| b == b' ')
+            .map(|i| (&h[..i], &h[i + 1..]))
+        else {
+            return Check::Done(false);
+        };
+        if !scheme.eq_ignore_ascii_case(b"basic") {
+            return Check::Done(false);
+        }
         let Some(raw) = base64_decode(b64.trim_ascii()) else {
-            return false;
+            return Check::Done(false);
         };
         let Some(colon) = raw.iter().position(|&b| b == b':') else {
-            return false;
+            return Check::Done(false);
         };
         let (user, pass) = (&raw[..colon], &raw[colon + 1..]);
-        let Ok(user) = std::str::from_utf8(user) else {
-            return false;
-        };
-        let Some(hash) = self.users.get(user) else {
-            return false;
-        };
+        let known = std::str::from_utf8(user)
+            .ok()
+            .and_then(|u| self.users.get(u));
         let key: [u8; 32] = {
             let d = ring::digest::digest(&ring::digest::SHA256, &raw);
             let mut k = [0u8; 32];
             k.copy_from_slice(d.as_ref());
             k
         };
-        let mut cache = self.verified.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.contains_key(&key) {
-            return true;
+        if known.is_some()
+            && self
+                .verified
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(&key)
+        {
+            return Check::Done(true);
         }
-        drop(cache);
-        let ok = bcrypt::verify(pass, hash).unwrap_or(false);
-        if ok {
-            cache = self.verified.lock().unwrap_or_else(|e| e.into_inner());
-            if cache.len() >= CACHE_MAX {
-                cache.clear();
-            }
-            cache.insert(key, ());
+        Check::Verify(Verify {
+            key,
+            password: pass.to_vec(),
+            hash: known.unwrap_or(&self.dummy).clone(),
+            known: known.is_some(),
+        })
+    }
+
+    /// [`BasicAuth::check`] and the bcrypt check, here (for tests).
+    #[cfg(test)]
+    fn check_now(&self, header: Option<&[u8]>) -> bool {
+        match self.check(header) {
+            Check::Done(ok) => ok,
+            Check::Verify(v) => v.run(self),
         }
-        ok
     }
 }
 
@@ -347,16 +430,56 @@ mod tests {
     #[test]
     fn basic_auth_checks_bcrypt_and_remembers() {
         let hash = bcrypt::hash("s3cret", 4).unwrap();
-        let a = BasicAuth::new([("prom".to_string(), hash)].into());
+        let a = BasicAuth::new([("prom".to_string(), hash)].into(), 4).unwrap();
         // "prom:s3cret" and "prom:wrong" in base64.
-        assert!(a.check(Some(b"Basic cHJvbTpzM2NyZXQ=")));
-        assert!(a.check(Some(b"Basic cHJvbTpzM2NyZXQ=")));
+        assert!(a.check_now(Some(b"Basic cHJvbTpzM2NyZXQ=")));
+        assert!(matches!(
+            a.check(Some(b"Basic cHJvbTpzM2NyZXQ=")),
+            Check::Done(true)
+        ));
         assert_eq!(a.verified.lock().unwrap().len(), 1);
-        assert!(!a.check(Some(b"Basic cHJvbTp3cm9uZw==")));
-        assert!(!a.check(None));
-        assert!(!a.check(Some(b"Bearer x")));
-        assert!(!a.check(Some(b"Basic !!!")));
-        // "nobody:s3cret"
-        assert!(!a.check(Some(b"Basic bm9ib2R5OnMzY3JldA==")));
+        // The scheme's name in any case (RFC 7617 section 2).
+        assert!(a.check_now(Some(b"BASIC cHJvbTpzM2NyZXQ=")));
+        assert!(a.check_now(Some(b"bAsIc   cHJvbTpzM2NyZXQ=")));
+        assert!(!a.check_now(Some(b"Basic cHJvbTp3cm9uZw==")));
+        assert!(!a.check_now(None));
+        assert!(!a.check_now(Some(b"Bearer x")));
+        assert!(!a.check_now(Some(b"Basic !!!")));
+        assert!(!a.check_now(Some(b"Basicx cHJvbTpzM2NyZXQ=")));
+        // "nobody:s3cret": an unknown user goes through a bcrypt check too (the dummy hash),
+        // and is refused even with a password that matched someone else's.
+        assert!(matches!(
+            a.check(Some(b"Basic bm9ib2R5OnMzY3JldA==")),
+            Check::Verify(_)
+        ));
+        assert!(!a.check_now(Some(b"Basic bm9ib2R5OnMzY3JldA==")));
+    }
+
+    #[test]
+    fn hashes_are_checked_when_the_file_is_read() {
+        let h10 = bcrypt::hash("x", 4).unwrap().replacen("$04$", "$10$", 1);
+        assert_eq!(bcrypt_cost(&h10), Some(10));
+        assert_eq!(bcrypt_cost(&h10.replacen("$2b$", "$2y$", 1)), Some(10));
+        assert_eq!(bcrypt_cost(&h10.replacen("$10$", "$15$", 1)), Some(15));
+        for bad in [
+            "$2y$10$short",
+            "plain",
+            "$2y$1$abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0",
+            &h10.replacen("$10$", "$03$", 1),
+            &format!("{h10}x"),
+            &h10.replace('.', "!"),
+        ] {
+            assert_eq!(bcrypt_cost(bad), None, "{bad}");
+        }
+        let dir = std::env::temp_dir().join(format!("accel-webcfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("web.yml");
+        let costly = h10.replacen("$10$", "$16$", 1);
+        std::fs::write(&p, format!("basic_auth_users:\n  prom: '{costly}'\n")).unwrap();
+        let e = WebConfig::load(&p).err().unwrap().to_string();
+        assert!(e.contains("cost 16; at most 14"), "{e}");
+        std::fs::write(&p, "basic_auth_users:\n  prom: '$2y$10$nope'\n").unwrap();
+        let e = WebConfig::load(&p).err().unwrap().to_string();
+        assert!(e.contains("is not a bcrypt hash"), "{e}");
     }
 }

@@ -24,7 +24,11 @@ fn nvidia_pci_devices() -> Vec<String> {
 pub(super) fn cuda_checks(env: &SearchEnv) -> Vec<Check> {
     let mut v = Vec::new();
     let pci = nvidia_pci_devices();
-    let proc_version = std::fs::read_to_string("/proc/driver/nvidia/version").ok();
+    let proc_version = accel_core::files::read_text_limited(
+        std::path::Path::new("/proc/driver/nvidia/version"),
+        64 * 1024,
+    )
+    .ok();
     let nodes: Vec<String> = std::fs::read_dir("/dev")
         .into_iter()
         .flatten()

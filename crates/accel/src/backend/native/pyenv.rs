@@ -385,21 +385,9 @@ pub fn framework_majors(env: &SearchEnv) -> Vec<CudaWheel> {
 }
 
 /// A small text file (a `version.py`), read with a size limit; anything but a regular file
-/// (a FIFO, a device) is refused without waiting on it: it is opened non-blocking and
-/// checked before it is read.
+/// (a FIFO, a device) is refused without waiting on it (`accel_core::files::read_limited`).
 fn read_small(p: &Path) -> std::io::Result<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(p)?;
-    if !f.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    let mut s = String::new();
-    f.take(64 * 1024).read_to_string(&mut s)?;
-    Ok(s)
+    accel_core::files::read_text_limited(p, 64 * 1024).map_err(std::io::Error::other)
 }
 
 /// Whether a package name or version read from disk is plain (`2.8.0+cu126`,

@@ -68,7 +68,7 @@ impl Caches {
             let base = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
             for i in 0..8 {
                 let d = base.join(format!("index{i}"));
-                let read = |f: &str| std::fs::read_to_string(d.join(f)).ok();
+                let read = |f: &str| accel_core::files::read_text_limited(&d.join(f), 4096).ok();
                 let (Some(level), Some(kind), Some(size)) =
                     (read("level"), read("type"), read("size"))
                 else {
