@@ -96,21 +96,23 @@ fn devices_text(s: &Snapshot) -> Vec<String> {
             ));
             continue;
         }
-        lines.push(format!(
-            "{} {name}{mine}: {} busy, {} memory bus; {} used / {} total; {}, {} / {} W{}",
-            d.id(),
-            opt_pct(d.utilization_percent),
-            opt_pct(d.memory_busy_percent),
-            d.memory_used_bytes.map_or("?".into(), human_bytes),
-            d.memory_total_bytes.map_or("?".into(), human_bytes),
-            d.temperature_c
-                .map_or("? C".into(), |t| format!("{t:.0} C")),
-            d.power_w.map_or("?".into(), |w| format!("{w:.0}")),
-            d.power_limit_w.map_or("?".into(), |w| format!("{w:.0}")),
-            d.status
-                .as_ref()
-                .map_or(String::new(), |s| format!(" [{}]", out::printable(s))),
-        ));
+        lines.push(
+            format!(
+                "{} {name}{mine}: {} busy, {} memory bus; {} used / {} total; {}, {} / {} W{}",
+                d.id(),
+                opt_pct(d.utilization_percent),
+                opt_pct(d.memory_busy_percent),
+                d.memory_used_bytes.map_or("?".into(), human_bytes),
+                d.memory_total_bytes.map_or("?".into(), human_bytes),
+                d.temperature_c
+                    .map_or("? C".into(), |t| format!("{t:.0} C")),
+                d.power_w.map_or("?".into(), |w| format!("{w:.0}")),
+                d.power_limit_w.map_or("?".into(), |w| format!("{w:.0}")),
+                d.status
+                    .as_ref()
+                    .map_or(String::new(), |s| format!(" [{}]", out::printable(s))),
+            ) + &invalid_note(d),
+        );
         for p in &d.processes {
             lines.push(format!(
                 "                pid {}{}{} holds {}{}",
@@ -131,6 +133,19 @@ fn devices_text(s: &Snapshot) -> Vec<String> {
         lines.push(format!("accelerators:   none found ({})", why_none(s)));
     }
     lines
+}
+
+/// ` [invalid: temperature_c -9.2e15, ...]` for values no device can have (left out above).
+pub fn invalid_note(d: &accel::telemetry::Reading) -> String {
+    if d.invalid.is_empty() {
+        return String::new();
+    }
+    let v: Vec<String> = d
+        .invalid
+        .iter()
+        .map(|i| format!("{} {}", i.field, out::printable(&i.raw)))
+        .collect();
+    format!(" [invalid: {}]", v.join(", "))
 }
 
 /// What each vendor's reader says when no device was found.

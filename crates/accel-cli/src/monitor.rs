@@ -91,7 +91,8 @@ fn text(s: &Snapshot) -> Vec<String> {
         ],
     };
     for d in &s.devices {
-        v.push(format!(
+        v.push(
+            format!(
             "{} ({}){}: util {}, memory {}, accel holds {}, temperature {}, power {}, clocks {}",
             d.id(),
             out::printable(&d.name),
@@ -102,7 +103,8 @@ fn text(s: &Snapshot) -> Vec<String> {
             opt(d.temperature_c.map(|t| format!("{t:.0}")), " C"),
             power(d),
             clocks(d)
-        ));
+        ) + &crate::mem::invalid_note(d),
+        );
         v.extend(processes(d).into_iter().map(|p| format!("  {p}")));
     }
     if s.devices.is_empty() {

@@ -462,7 +462,8 @@ fn out_of_range_accel_variables_are_named_not_a_crash() {
         .unwrap();
     assert!(o.status.success());
     let s = String::from_utf8_lossy(&o.stdout);
-    if s.contains("pjrt_c_api") || s.contains("plugin") {
+    // Only where a plugin is found ("no PJRT plugin found" and its hint name plugins too).
+    if !s.contains("no PJRT plugin found") {
         assert!(s.contains("ACCEL_PJRT_TIMEOUT='inf' is not valid"), "{s}");
     }
 }

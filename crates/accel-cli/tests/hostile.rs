@@ -394,3 +394,58 @@ fn listen_colon_port_is_every_interface_and_a_lost_stdout_does_not_stop_serving(
         "no answer on 127.0.0.1:{port} for --listen :{port}"
     );
 }
+
+#[test]
+fn values_no_device_can_have_are_shown_invalid_not_as_numbers() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../accel-telemetry/tests/fixtures/telemetry/mixed");
+    let d = temp("physics");
+    copy_tree(&fixture, &d);
+    let card = d.join("sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0");
+    // A sensor answering -9.2e15 °C (millidegrees) and a busy counter of 1.8e21 %.
+    std::fs::write(
+        card.join("hwmon/hwmon3/temp1_input"),
+        "-9200000000000000000\n",
+    )
+    .unwrap();
+    std::fs::write(card.join("gpu_busy_percent"), "1800000000000000000000\n").unwrap();
+    let (sys, proc) = (d.join("sys"), d.join("proc"));
+    let roots = [
+        "--path.sysfs",
+        sys.to_str().unwrap(),
+        "--path.procfs",
+        proc.to_str().unwrap(),
+        "--tpu.metrics-address",
+        "127.0.0.1:1",
+    ];
+    let o = accel()
+        .args(["mem", "--json"])
+        .args(roots)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let amd = v["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["vendor"] == "amd")
+        .unwrap();
+    assert!(amd["temperature_c"].is_null(), "{amd}");
+    let invalid: Vec<&str> = amd["invalid"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{amd}"))
+        .iter()
+        .map(|i| i["field"].as_str().unwrap())
+        .collect();
+    assert!(invalid.contains(&"temperature_c"), "{invalid:?}");
+    let o = accel().arg("mem").args(roots).output().unwrap();
+    let out = String::from_utf8(o.stdout).unwrap();
+    let line = out.lines().find(|l| l.starts_with("amd:0")).unwrap();
+    assert!(
+        line.contains("? C") && line.contains("[invalid: "),
+        "{line}"
+    );
+    assert!(!line.contains("e15"), "{line}");
+}

@@ -118,7 +118,9 @@ pub(crate) fn parse_meminfo(text: &str) -> Option<HostMemory> {
 /// The three load averages of `/proc/loadavg`.
 pub fn parse_loadavg(text: &str) -> Option<[f64; 3]> {
     let mut f = text.split_ascii_whitespace().map(|x| x.parse::<f64>().ok());
-    Some([f.next()??, f.next()??, f.next()??])
+    let la = [f.next()??, f.next()??, f.next()??];
+    // `nan` and `inf` parse as f64; no kernel writes them, and JSON cannot carry them.
+    la.iter().all(|v| v.is_finite() && *v >= 0.0).then_some(la)
 }
 
 /// Reads a small procfs file (at most 1 MiB: `/proc/stat` of a large machine is ~100 KiB),
@@ -363,5 +365,7 @@ MemAvailable:    4096000 kB\nBuffers: 1 kB\nSwapTotal:       2048000 kB\nSwapFre
             Some([0.5, 1.25, 2.0])
         );
         assert_eq!(parse_loadavg("0.5"), None);
+        assert_eq!(parse_loadavg("nan 1 1 1/1 1"), None);
+        assert_eq!(parse_loadavg("1 -inf 1 1/1 1"), None);
     }
 }

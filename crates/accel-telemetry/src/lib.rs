@@ -20,6 +20,7 @@ pub mod host;
 pub mod intel;
 pub mod nvidia;
 pub mod pick;
+mod plausible;
 mod reading;
 mod sysfs;
 pub mod tpu;
@@ -34,6 +35,7 @@ use serde::Serialize;
 pub use error::Error;
 pub use host::HostReading;
 pub use pick::{pick, Criteria};
+pub use plausible::InvalidValue;
 pub use reading::{ProcessUse, Reader, Reading, Roots, Vendor};
 pub use sysfs::{pci_devices, PciDevice};
 
@@ -360,7 +362,8 @@ impl Telemetry {
             });
             rows.push(gone);
         }
-        for r in now {
+        for mut r in now {
+            r.check_plausible();
             self.seen.insert((vendor, r.key()), (r.clone(), now_t));
             rows.push(r);
         }

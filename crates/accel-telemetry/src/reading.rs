@@ -113,6 +113,10 @@ pub struct Reading {
     pub mig_index: Option<u32>,
     /// Processes using the device.
     pub processes: Vec<ProcessUse>,
+    /// Values the reader gave that no device can have, taken out of the fields above
+    /// ([`Reading::check_plausible`]); empty (and left out of JSON) when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub invalid: Vec<crate::plausible::InvalidValue>,
 }
 
 impl Reading {
@@ -148,6 +152,7 @@ impl Reading {
             mig_parent: None,
             mig_index: None,
             processes: Vec::new(),
+            invalid: Vec::new(),
         }
     }
 

@@ -335,20 +335,20 @@ fn collector_series(m: &mut Metrics, s: &Snapshot, host: &str, cx: &Context) {
         ];
         m.set(
             "accel_collector_success",
-            "1 when the vendor's reader answered in time in the last collection",
+            "1 when the reader (the host's or a vendor's) answered in time in the last collection",
             &l,
             if c.success { 1.0 } else { 0.0 },
         );
         m.set(
             "accel_collector_duration_seconds",
-            "How long the vendor's reader took in the last collection",
+            "How long the reader took in the last collection",
             &l,
             c.duration_s,
         );
         if let Some(t) = cx.last_success.get(c.collector) {
             m.set(
                 "accel_collector_last_success_age_seconds",
-                "Seconds since the reader last answered in time (grows while it fails or hangs)",
+                "Seconds from the reader's last answer in time to the last collection (grows while it fails or hangs)",
                 &l,
                 t.elapsed().as_secs_f64(),
             );
