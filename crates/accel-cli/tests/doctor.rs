@@ -444,6 +444,17 @@ fn out_of_range_accel_variables_are_named_not_a_crash() {
             "{c}"
         );
     }
+    // A kernel family that does not exist (was ignored, and doctor said PASS).
+    let (_, v) = doctor(&[("ACCEL_CPU_KERNEL", "bogus")], &[]);
+    let c = find(&v, "env.accel_variables");
+    assert_eq!(c["status"], "fail", "{c}");
+    assert!(
+        c["found"]
+            .as_str()
+            .unwrap()
+            .starts_with("ACCEL_CPU_KERNEL='bogus' is not valid"),
+        "{c}"
+    );
     // A misspelt name is named too, instead of being ignored.
     let (_, v) = doctor(&[("ACCEL_PJRT_TIMOUT", "5")], &[]);
     let c = find(&v, "env.accel_variables");

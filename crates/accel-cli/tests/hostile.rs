@@ -447,5 +447,8 @@ fn values_no_device_can_have_are_shown_invalid_not_as_numbers() {
         line.contains("? C") && line.contains("[invalid: "),
         "{line}"
     );
-    assert!(!line.contains("e15"), "{line}");
+    // The raw value is shown only as what it is: invalid.
+    let (numbers, note) = line.split_once("[invalid: ").unwrap();
+    assert!(!numbers.contains("e15"), "{line}");
+    assert!(note.contains("temperature_c -9.2e15"), "{line}");
 }

@@ -168,10 +168,16 @@ pub fn runtime_dir_refused() -> Option<&'static str> {
     RUNTIME_DIR_REFUSED.get().map(String::as_str)
 }
 
+/// The CPU matmul kernel families `ACCEL_CPU_KERNEL` may name.
+pub const CPU_KERNELS: [&str; 3] = ["portable", "avx2", "avx512"];
+
 /// Every problem with the `ACCEL_*` variables set now: values out of range, and names accel
 /// does not know (a typo such as `ACCEL_PJRT_TIMOUT` would otherwise be ignored silently).
 pub fn problems() -> Vec<String> {
     let mut out = Vec::new();
+    if let Err(e) = choice("ACCEL_CPU_KERNEL", &CPU_KERNELS) {
+        out.push(e.to_string());
+    }
     if let Err(e) = seconds("ACCEL_PJRT_TIMEOUT", 60.0, 0.1, 3600.0) {
         out.push(e.to_string());
     }

@@ -35,8 +35,7 @@ use serde::Serialize;
 pub use error::Error;
 pub use host::HostReading;
 pub use pick::{pick, Criteria};
-pub use plausible::InvalidValue;
-pub use reading::{ProcessUse, Reader, Reading, Roots, Vendor};
+pub use reading::{InvalidValue, ProcessUse, Reader, Reading, Roots, Vendor};
 pub use sysfs::{pci_devices, PciDevice};
 
 /// How one reader did in the last sample (node_exporter's `node_scrape_collector_success`).

@@ -8,22 +8,7 @@
 //! percentage is at most 100 (with a little room for the rounding of two counters read at
 //! slightly different times).
 
-use serde::Serialize;
-
-use super::reading::Reading;
-
-/// A value a reader gave that no device can have.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[non_exhaustive]
-pub struct InvalidValue {
-    /// The field's name in [`Reading`] (`temperature_c`; a process's as
-    /// `processes[PID].memory_bytes`).
-    pub field: String,
-    /// The value as read.
-    pub raw: String,
-    /// Why it was refused ("outside -60 to 200").
-    pub why: String,
-}
+use super::reading::{InvalidValue, Reading};
 
 /// Percentages may come out a little above 100 from two counters read microseconds apart.
 const PERCENT_MAX: f64 = 100.5;

@@ -49,6 +49,19 @@ pub struct ProcessUse {
     pub busy_percent: Option<f64>,
 }
 
+/// A value a reader gave that no device can have.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct InvalidValue {
+    /// The field's name in `Reading` (`temperature_c`; a process's as
+    /// `processes[PID].memory_bytes`).
+    pub field: String,
+    /// The value as read.
+    pub raw: String,
+    /// Why it was refused ("outside -60 to 200").
+    pub why: String,
+}
+
 /// One device at one moment. What its interface does not report is `None`; units are in the
 /// field names.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -116,7 +129,7 @@ pub struct Reading {
     /// Values the reader gave that no device can have, taken out of the fields above
     /// ([`Reading::check_plausible`]); empty (and left out of JSON) when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub invalid: Vec<crate::plausible::InvalidValue>,
+    pub invalid: Vec<InvalidValue>,
 }
 
 impl Reading {

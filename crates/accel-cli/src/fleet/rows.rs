@@ -21,6 +21,33 @@ pub struct DeviceRow {
     pub power_w: Option<f64>,
 }
 
+impl DeviceRow {
+    /// Its numbers through telemetry's bounds (`Reading::check_plausible`): another machine's
+    /// exporter may be broken or hostile, and one value no device can have (a total of
+    /// 2^64 - 1 bytes, a temperature of -9.2e15) must not reach the fleet's totals.
+    fn make_plausible(&mut self) {
+        use accel::telemetry::{Reading, Vendor};
+        // The bounds do not depend on the vendor.
+        let mut r = Reading::new(Vendor::Amd, 0, "");
+        r.utilization_percent = self.utilization_percent;
+        r.memory_used_bytes = self.memory_used_bytes;
+        r.memory_total_bytes = self.memory_total_bytes;
+        r.temperature_c = self.temperature_c;
+        r.power_w = self.power_w;
+        r.check_plausible();
+        self.utilization_percent = r.utilization_percent;
+        self.memory_used_bytes = r.memory_used_bytes;
+        self.memory_total_bytes = r.memory_total_bytes;
+        self.temperature_c = r.temperature_c;
+        self.power_w = r.power_w;
+    }
+}
+
+/// Sums that stop at the largest value instead of wrapping.
+fn saturating_sum(v: impl Iterator<Item = u64>) -> u64 {
+    v.fold(0u64, u64::saturating_add)
+}
+
 /// One machine.
 #[derive(Debug, Clone, Serialize)]
 pub struct HostRow {
@@ -105,13 +132,16 @@ impl HostRow {
 
     /// Fills the summary columns from the device rows.
     pub(super) fn summarize(&mut self) {
+        for d in &mut self.device_rows {
+            d.make_plausible();
+        }
         let up: Vec<&DeviceRow> = self.device_rows.iter().filter(|d| d.up).collect();
         self.devices = self.device_rows.len();
         self.devices_up = up.len();
         self.utilization_percent = mean(up.iter().filter_map(|d| d.utilization_percent));
         let sum = |f: fn(&DeviceRow) -> Option<u64>| {
             let v: Vec<u64> = up.iter().filter_map(|d| f(d)).collect();
-            (!v.is_empty()).then(|| v.iter().sum())
+            (!v.is_empty()).then(|| saturating_sum(v.into_iter()))
         };
         self.memory_used_bytes = sum(|d| d.memory_used_bytes);
         self.memory_total_bytes = sum(|d| d.memory_total_bytes);
@@ -137,8 +167,8 @@ pub(super) fn totals(hosts: &[HostRow]) -> Totals {
                 .filter(|d| d.up)
                 .filter_map(|d| d.utilization_percent),
         ),
-        memory_used_bytes: hosts.iter().filter_map(|h| h.memory_used_bytes).sum(),
-        memory_total_bytes: hosts.iter().filter_map(|h| h.memory_total_bytes).sum(),
+        memory_used_bytes: saturating_sum(hosts.iter().filter_map(|h| h.memory_used_bytes)),
+        memory_total_bytes: saturating_sum(hosts.iter().filter_map(|h| h.memory_total_bytes)),
         power_w: hosts.iter().filter_map(|h| h.power_w).sum(),
     }
 }
@@ -173,4 +203,35 @@ pub(super) fn from_snapshot(host: &str, v: &Value) -> anyhow::Result<HostRow> {
     }
     r.summarize();
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_hostile_host_does_not_blank_or_wrap_the_totals() {
+        let good = serde_json::json!({"kind": "monitor", "devices": [
+            {"vendor": "amd", "index": 0, "name": "GPU", "up": true, "utilization_percent": 50.0,
+             "memory_used_bytes": 1u64 << 30, "memory_total_bytes": 8u64 << 30,
+             "temperature_c": 60.0, "power_w": 200.0}]});
+        let bad = serde_json::json!({"kind": "monitor", "devices": [
+            {"vendor": "amd", "index": 0, "name": "GPU", "up": true, "utilization_percent": 1.8e21,
+             "memory_used_bytes": u64::MAX, "memory_total_bytes": u64::MAX,
+             "temperature_c": -9.2e15, "power_w": 1e300},
+            {"vendor": "amd", "index": 1, "name": "GPU", "up": true,
+             "memory_used_bytes": 9u64 << 30, "memory_total_bytes": 8u64 << 30}]});
+        let hosts = vec![
+            from_snapshot("a:9400", &good).unwrap(),
+            from_snapshot("b:9400", &bad).unwrap(),
+        ];
+        let t = totals(&hosts);
+        // The bad host's impossible values are left out, its plausible ones kept.
+        assert_eq!(t.memory_total_bytes, 16 << 30);
+        assert_eq!(t.memory_used_bytes, 1 << 30);
+        assert_eq!(t.power_w, 200.0);
+        assert_eq!(t.utilization_percent, Some(50.0));
+        assert_eq!(hosts[1].temperature_max_c, None);
+        assert_eq!(saturating_sum([u64::MAX, 5].into_iter()), u64::MAX);
+    }
 }

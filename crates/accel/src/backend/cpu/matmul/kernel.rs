@@ -155,7 +155,7 @@ impl<P: Packed, D> CpuKernel<P, D> {
 /// Which micro-kernel family `ACCEL_CPU_KERNEL` asks for (`None`: the best this CPU has).
 /// A bad value is ignored here (and reported by `accel doctor` through the central parser).
 fn forced_kernel() -> Option<&'static str> {
-    const FAMILIES: [&str; 3] = ["portable", "avx2", "avx512"];
+    const FAMILIES: [&str; 3] = crate::base::env::CPU_KERNELS;
     static F: std::sync::OnceLock<Option<&'static str>> = std::sync::OnceLock::new();
     *F.get_or_init(|| {
         let v = crate::base::env::choice("ACCEL_CPU_KERNEL", &FAMILIES).ok()??;
