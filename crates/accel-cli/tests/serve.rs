@@ -503,6 +503,139 @@ fn tls_and_basic_auth_from_a_web_config_file_with_a_real_prometheus() {
 }
 
 #[test]
+fn exporter_toolkit_keys_reload_and_the_certificate_expiry() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let curl_ok = Command::new("curl").arg("--version").output().is_ok();
+    let dir = std::env::temp_dir().join(format!("accel-tk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    if !curl_ok || !certificates(&dir) {
+        println!("skipped: tls: the openssl and curl commands are needed (exporter_toolkit_keys_reload_and_the_certificate_expiry)");
+        return;
+    }
+    let d = dir.display();
+    let config = |user: &str, extra: &str| {
+        let hash = bcrypt::hash("pw", 4).unwrap();
+        format!(
+            "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  cipher_suites: [TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256]\n  prefer_server_cipher_suites: true\n  curve_preferences: [CurveP256, X25519]\nhttp_server_config:\n  http2: true\n  headers:\n    X-Content-Type-Options: nosniff\n    X-Frame-Options: deny\nbasic_auth_users:\n  {user}: '{hash}'\n{extra}"
+        )
+    };
+    let web = dir.join("web.yml");
+    std::fs::write(&web, config("prom", "")).unwrap();
+    let (p, addr) = serve_with("0.5", &["--web.config.file", web.to_str().unwrap()]);
+    let code = |args: &str| {
+        sh(&format!(
+            "curl -s -o {d}/body -w '%{{http_code}}' --cacert {d}/ca.crt {args} https://{addr}/metrics"
+        ))
+        .1
+    };
+    assert_eq!(code("-u prom:pw"), "200");
+    // The headers asked for are on every answer, a refusal too.
+    let (_, h) = sh(&format!(
+        "curl -s -D - -o /dev/null --cacert {d}/ca.crt https://{addr}/metrics"
+    ));
+    let h = h.to_ascii_lowercase();
+    assert!(h.starts_with("http/1.1 401"), "{h}");
+    assert!(
+        h.contains("x-content-type-options: nosniff") && h.contains("x-frame-options: deny"),
+        "{h}"
+    );
+    // TLS 1.2 offers only the suite listed; TLS 1.3 is untouched.
+    assert_eq!(
+        code("-u prom:pw --tls-max 1.2 --ciphers ECDHE-ECDSA-AES128-GCM-SHA256"),
+        "200"
+    );
+    assert_eq!(
+        code("-u prom:pw --tls-max 1.2 --ciphers ECDHE-ECDSA-AES256-GCM-SHA384"),
+        "000"
+    );
+    assert_eq!(code("-u prom:pw --tlsv1.3"), "200");
+    // The certificate's expiry, against what openssl reads from the same file.
+    let (_, end) = sh(&format!(
+        "date -u -d \"$(openssl x509 -noout -enddate -in {d}/server.crt | cut -d= -f2)\" +%s"
+    ));
+    let body = std::fs::read_to_string(dir.join("body")).unwrap();
+    assert_eq!(
+        sample(
+            &body,
+            "accel_exporter_tls_certificate_expiry_timestamp_seconds"
+        ),
+        Some(end.trim().parse::<f64>().unwrap()),
+        "{body}"
+    );
+    assert_eq!(
+        sample(&body, "accel_exporter_web_config_last_reload_success"),
+        Some(1.0)
+    );
+    // A changed file is served without a restart: another user.
+    std::fs::write(&web, config("other", "")).unwrap();
+    let t = std::time::Instant::now();
+    while code("-u other:pw") != "200" {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the new config was not loaded"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(code("-u prom:pw"), "401");
+    // A change that does not load leaves the last good one serving, and says so.
+    std::fs::write(&web, config("third", "bogus_key: 1\n")).unwrap();
+    let t = std::time::Instant::now();
+    loop {
+        assert_eq!(code("-u other:pw"), "200");
+        let body = std::fs::read_to_string(dir.join("body")).unwrap();
+        if sample(&body, "accel_exporter_web_config_last_reload_success") == Some(0.0) {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the failed reload is not reported"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // SIGHUP loads it again (it ended the process before), and a rate limit applies.
+    std::fs::write(
+        &web,
+        config("other", "rate_limit:\n  interval: 10s\n  burst: 2\n"),
+    )
+    .unwrap();
+    // SAFETY: kill sends a signal to our own child's pid.
+    unsafe { libc::kill(p.0.id() as libc::pid_t, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut p = p;
+    assert!(p.0.try_wait().unwrap().is_none(), "SIGHUP ended it");
+    let codes: Vec<String> = (0..4).map(|_| code("-u other:pw")).collect();
+    assert!(codes.contains(&"429".to_string()), "{codes:?}");
+    // What rustls cannot do is refused at start, naming the key.
+    for (bad, says) in [
+        (
+            "  cipher_suites: [TLS_RSA_WITH_AES_128_CBC_SHA]\n",
+            "cipher_suites: TLS_RSA_WITH_AES_128_CBC_SHA is not offered",
+        ),
+        (
+            "  curve_preferences: [CurveP521]\n",
+            "curve_preferences: CurveP521 is not offered",
+        ),
+    ] {
+        let f = dir.join("bad.yml");
+        std::fs::write(
+            &f,
+            format!("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n{bad}"),
+        )
+        .unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_accel"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--web.config.file"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{e}");
+        assert!(e.contains(says), "{e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_broken_web_config_is_an_error_at_start() {
     let dir = std::env::temp_dir().join(format!("accel-webcfg-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -520,6 +653,19 @@ fn a_broken_web_config_is_an_error_at_start() {
             "tls_server_config:\n  cert_file: a\n  key_file: b\n  client_auth_type: Maybe\n",
             "cannot read cert_file",
         ),
+        (
+            "tls_server_config:\n  cert: x\n  key: y\n  client_allowed_sans: [a]\n",
+            "client_allowed_sans is not supported",
+        ),
+        (
+            "http_server_config:\n  headers:\n    Server: evil\n",
+            "'Server' cannot be set",
+        ),
+        (
+            "http_server_config:\n  headers:\n    X-Frame-Options: allow\n",
+            "X-Frame-Options takes deny or sameorigin",
+        ),
+        ("rate_limit:\n  interval: soon\n", "is not a duration"),
     ] {
         let f = dir.join("web.yml");
         std::fs::write(&f, yaml).unwrap();

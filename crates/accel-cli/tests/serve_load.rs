@@ -135,3 +135,84 @@ fn a_one_mebibyte_header_is_refused_without_growing_memory() {
     assert!(after < before + 4 * 1024, "RSS {before} -> {after} KiB");
     assert_eq!(Client::new(addr).get("/metrics").unwrap().0, 200);
 }
+
+/// Open descriptors of a process.
+fn fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+#[test]
+fn a_minute_of_churn_leaves_memory_and_descriptors_flat() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    // A machine whose AMD card comes and goes every second, collected every 0.2 s, scraped by
+    // Prometheus (when installed) and by clients that connect anew for every request.
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../accel-telemetry/tests/fixtures/telemetry");
+    let dir = std::env::temp_dir().join(format!("accel-soak-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    copy_tree(&fixtures.join("mixed"), &dir.join("root"));
+    let sys = dir.join("root/sys");
+    let card = sys.join("class/drm/card0");
+    let target = std::fs::read_link(&card).unwrap();
+    let (p, addr) = serve_with(
+        "0.2",
+        &[
+            "--path.sysfs",
+            sys.to_str().unwrap(),
+            "--path.procfs",
+            dir.join("root/proc").to_str().unwrap(),
+            "--tpu.metrics-address",
+            &format!("127.0.0.1:{}", free_port()),
+        ],
+    );
+    let pid = p.0.id();
+    let _prom = tool("prometheus").then(|| prometheus(&dir.join("prom"), addr));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn: Vec<_> = (0..3)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if Client::new(addr).get("/metrics").is_ok_and(|r| r.0 == 200) {
+                        n += 1;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                n
+            })
+        })
+        .collect();
+    let toggle = |on: bool| {
+        if on {
+            let _ = std::os::unix::fs::symlink(&target, &card);
+        } else {
+            let _ = std::fs::remove_file(&card);
+        }
+    };
+    // Ten seconds to settle (allocator arenas, Prometheus's first scrapes), then the minute.
+    let t0 = Instant::now();
+    let mut on = true;
+    while t0.elapsed() < Duration::from_secs(10) {
+        on = !on;
+        toggle(on);
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let (rss0, fd0) = (rss_kib(pid), fds(pid));
+    while t0.elapsed() < Duration::from_secs(70) {
+        on = !on;
+        toggle(on);
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let (rss1, fd1) = (rss_kib(pid), fds(pid));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let scrapes: u64 = churn.into_iter().map(|h| h.join().unwrap()).sum();
+    println!("soak: {scrapes} scrapes on new connections in 70 s; RSS {rss0} -> {rss1} KiB, descriptors {fd0} -> {fd1}");
+    assert!(scrapes > 1000, "{scrapes}");
+    assert!(
+        rss1.saturating_sub(rss0) < 2 * 1024,
+        "RSS grew from {rss0} to {rss1} KiB"
+    );
+    assert!(fd1 <= fd0 + 4, "descriptors grew from {fd0} to {fd1}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -234,4 +234,74 @@ mod tests {
         assert_eq!(hosts[1].temperature_max_c, None);
         assert_eq!(saturating_sum([u64::MAX, 5].into_iter()), u64::MAX);
     }
+
+    /// Random JSON where a snapshot should be (a hostile or broken host): a row or an error,
+    /// never a panic, and no total that wraps.
+    #[test]
+    fn random_snapshots_are_rows_or_errors() {
+        let keys = [
+            "kind",
+            "devices",
+            "vendor",
+            "index",
+            "mig_index",
+            "name",
+            "up",
+            "status",
+            "utilization_percent",
+            "memory_used_bytes",
+            "memory_total_bytes",
+            "temperature_c",
+            "power_w",
+            "host",
+            "cpu_percent",
+            "time_unix_s",
+            "hostname",
+        ];
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        fn value(next: &mut dyn FnMut() -> u64, keys: &[&str], depth: u32) -> Value {
+            match next() % if depth > 3 { 6 } else { 8 } {
+                0 => Value::Null,
+                1 => Value::Bool(next().is_multiple_of(2)),
+                2 => Value::from(next()),
+                3 => Value::from(f64::from_bits(next()) % 1e300),
+                4 => Value::from(-((next() % 1000) as i64)),
+                5 => Value::from(["monitor", "", "\u{1b}[2J", "amd"][(next() % 4) as usize]),
+                6 => Value::Array(
+                    (0..next() % 4)
+                        .map(|_| value(next, keys, depth + 1))
+                        .collect(),
+                ),
+                _ => Value::Object(
+                    (0..next() % 6)
+                        .map(|_| {
+                            let k = keys[(next() as usize) % keys.len()].to_string();
+                            (k, value(next, keys, depth + 1))
+                        })
+                        .collect(),
+                ),
+            }
+        }
+        let mut hosts = Vec::new();
+        for i in 0..3000 {
+            let mut v = value(&mut next, &keys, 0);
+            if i % 2 == 0 {
+                // Half of them look like snapshots, so the device rows are reached.
+                v = serde_json::json!({"kind": "monitor", "devices": [v.clone(), v]});
+            }
+            if let Ok(r) = from_snapshot("h:9400", &v) {
+                hosts.push(r);
+            }
+        }
+        assert!(hosts.len() > 1000, "{}", hosts.len());
+        let t = totals(&hosts);
+        assert!(t.memory_used_bytes <= t.memory_total_bytes.max(t.memory_used_bytes));
+        assert!(t.power_w.is_finite());
+    }
 }

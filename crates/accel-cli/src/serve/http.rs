@@ -35,7 +35,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{oneshot, watch, Semaphore};
 
-use super::webconfig::WebConfig;
+use super::webconfig::Live;
 
 /// The largest request head accepted (request line and headers together).
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
@@ -287,11 +287,12 @@ async fn timed_out(clock: Arc<Clock>, busy: Arc<AtomicBool>, header: Duration, i
 
 struct App {
     latest: Arc<RwLock<Published>>,
-    auth: Option<Arc<super::webconfig::BasicAuth>>,
+    /// The web config in force (TLS, users, headers, rate limit), reloaded on change.
+    web: Arc<Live>,
     /// Places for bcrypt checks, running or queued.
     auth_slots: Arc<Semaphore>,
-    /// Requests refused for their credentials (`accel_http_auth_failures_total`).
-    auth_failures: Arc<AtomicU64>,
+    /// `rate_limit`'s token bucket: tokens, and when it was last filled.
+    bucket: Mutex<(f64, Instant)>,
     requests: Semaphore,
     limits: Limits,
 }
@@ -331,9 +332,13 @@ pub fn wants_openmetrics(accept: Option<&str>) -> bool {
 impl App {
     /// Whether the request's credentials are good, the bcrypt check (when one is needed) run on
     /// the blocking pool; `Err` with the answer when it cannot be checked now.
-    async fn authorized(&self, req: &Request<Incoming>) -> Result<bool, Response<Full<Bytes>>> {
+    async fn authorized(
+        &self,
+        req: &Request<Incoming>,
+        web: &super::webconfig::WebConfig,
+    ) -> Result<bool, Response<Full<Bytes>>> {
         use super::webconfig::Check;
-        let Some(auth) = &self.auth else {
+        let Some(auth) = &web.auth else {
             return Ok(true);
         };
         let verify = match auth.check(req.headers().get(AUTHORIZATION).map(|v| v.as_bytes())) {
@@ -354,17 +359,59 @@ impl App {
         Ok(checked.await.unwrap_or(false))
     }
 
+    /// `rate_limit`: whether a request may go now (a token bucket of `burst` tokens, one
+    /// more every `interval`).
+    fn within_rate(&self, rate: Option<(Duration, u32)>) -> bool {
+        let Some((interval, burst)) = rate else {
+            return true;
+        };
+        let mut b = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let refill = now.duration_since(b.1).as_secs_f64() / interval.as_secs_f64();
+        b.0 = (b.0 + refill).min(f64::from(burst));
+        b.1 = now;
+        if b.0 >= 1.0 {
+            b.0 -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The answer, with the web config's headers.
     async fn respond(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        let web = self.web.get();
+        let mut r = self.answer(req, &web).await;
+        for (k, v) in &web.headers {
+            r.headers_mut().insert(k.clone(), v.clone());
+        }
+        r
+    }
+
+    async fn answer(
+        &self,
+        req: Request<Incoming>,
+        web: &super::webconfig::WebConfig,
+    ) -> Response<Full<Bytes>> {
         let Ok(_permit) = self.requests.try_acquire() else {
             return text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too many requests at once; try again\n",
             );
         };
-        match self.authorized(&req).await {
+        if !self.within_rate(web.rate) {
+            return text(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate limit reached; try again\n",
+            );
+        }
+        match self.authorized(&req, web).await {
             Ok(true) => {}
             Ok(false) => {
-                self.auth_failures.fetch_add(1, Ordering::Relaxed);
+                self.web
+                    .status
+                    .auth_failures
+                    .fetch_add(1, Ordering::Relaxed);
                 let mut r = text(StatusCode::UNAUTHORIZED, "unauthorized\n");
                 r.headers_mut().insert(
                     WWW_AUTHENTICATE,
@@ -431,9 +478,8 @@ impl App {
 pub fn serve(
     listener: std::net::TcpListener,
     latest: Arc<RwLock<Published>>,
-    web: WebConfig,
+    web: Arc<Live>,
     limits: Limits,
-    auth_failures: Arc<AtomicU64>,
 ) -> anyhow::Result<()> {
     listener.set_nonblocking(true)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -442,7 +488,7 @@ pub fn serve(
         .thread_name("accel-http")
         .enable_all()
         .build()?;
-    let r = rt.block_on(run(listener, latest, web, limits, auth_failures));
+    let r = rt.block_on(run(listener, latest, web, limits));
     // A bcrypt check still running is not waited for: the process is ending.
     rt.shutdown_timeout(Duration::from_millis(500));
     r
@@ -451,23 +497,22 @@ pub fn serve(
 async fn run(
     listener: std::net::TcpListener,
     latest: Arc<RwLock<Published>>,
-    web: WebConfig,
+    web: Arc<Live>,
     limits: Limits,
-    auth_failures: Arc<AtomicU64>,
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::from_std(listener)?;
-    let tls = web.tls.map(tokio_rustls::TlsAcceptor::from);
     let app = Arc::new(App {
         latest,
-        auth: web.auth.map(Arc::new),
+        web: web.clone(),
         auth_slots: Arc::new(Semaphore::new(AUTH_QUEUE)),
-        auth_failures,
+        bucket: Mutex::new((f64::from(u32::MAX), Instant::now())),
         requests: Semaphore::new(limits.max_requests),
         limits: limits.clone(),
     });
     let conns = Arc::new(Conns::default());
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut stop = std::pin::pin!(stop_signal());
+    reload_on_sighup(web.clone());
     loop {
         let accepted = tokio::select! {
             _ = &mut stop => break,
@@ -497,7 +542,8 @@ async fn run(
         let (id, busy, kill) = conns.add();
         let conns = conns.clone();
         let app = app.clone();
-        let tls = tls.clone();
+        // The TLS configuration in force now: a renewed certificate serves the next handshake.
+        let tls = web.get().tls.clone().map(tokio_rustls::TlsAcceptor::from);
         let stop_rx = stop_rx.clone();
         tokio::spawn(async move {
             connection(stream, tls, app, busy, kill, stop_rx).await;
@@ -512,6 +558,24 @@ async fn run(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok(())
+}
+
+/// SIGHUP loads the web config again (node_exporter's habit; without a handler it ended the
+/// process).
+fn reload_on_sighup(web: Arc<Live>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut hup) = signal(SignalKind::hangup()) {
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    web.reload_now.store(true, Ordering::Relaxed);
+                }
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = web;
 }
 
 async fn stop_signal() {

@@ -9,11 +9,12 @@
 
 pub mod http;
 mod series;
+mod tls;
 pub mod webconfig;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -156,8 +157,8 @@ pub struct Context {
     pub collect_seconds: f64,
     /// When each collector last answered in time.
     pub last_success: BTreeMap<&'static str, Instant>,
-    /// Requests refused for their credentials, when basic authentication is configured.
-    pub auth_failures: Option<Arc<AtomicU64>>,
+    /// The web config's counters and certificate, when a web config is given.
+    pub web: Option<Arc<webconfig::WebStatus>>,
 }
 
 impl Context {
@@ -183,14 +184,17 @@ pub fn render(s: &Snapshot, host: &str, cx: &Context) -> String {
     device_series(&mut m, s, host);
     collector_series(&mut m, s, host, cx);
     host_series(&mut m, s, host, cx.collect_seconds);
-    if let Some(n) = &cx.auth_failures {
-        let c = Counter::<u64>::default();
-        c.inc_by(n.load(Ordering::Relaxed));
-        registry.register(
-            "accel_http_auth_failures",
-            "Requests refused for missing or wrong credentials (basic authentication)",
-            c,
-        );
+    if let Some(w) = &cx.web {
+        web_series(&mut m, w, host);
+        if w.auth_on.load(Ordering::Relaxed) {
+            let c = Counter::<u64>::default();
+            c.inc_by(w.auth_failures.load(Ordering::Relaxed));
+            registry.register(
+                "accel_http_auth_failures",
+                "Requests refused for missing or wrong credentials (basic authentication)",
+                c,
+            );
+        }
     }
     let mut text = String::new();
     // Writing to a String cannot fail.
@@ -322,6 +326,26 @@ fn device_series(m: &mut Metrics, s: &Snapshot, host: &str) {
                 );
             }
         }
+    }
+}
+
+/// The web config's reload and the serving certificate's expiry.
+fn web_series(m: &mut Metrics, w: &webconfig::WebStatus, host: &str) {
+    let l = [("Hostname", host.to_string())];
+    m.set(
+        "accel_exporter_web_config_last_reload_success",
+        "1 when the web config file last loaded (at start, on a change or SIGHUP); 0 while a changed file does not load and the previous version serves",
+        &l,
+        if w.reload_ok.load(Ordering::Relaxed) { 1.0 } else { 0.0 },
+    );
+    let t = w.cert_not_after.load(Ordering::Relaxed);
+    if t != 0 {
+        m.set(
+            "accel_exporter_tls_certificate_expiry_timestamp_seconds",
+            "When the serving certificate expires (Unix time; alert well before it)",
+            &l,
+            t as f64,
+        );
     }
 }
 
@@ -528,6 +552,9 @@ pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
         Some(p) => webconfig::WebConfig::load(p)?,
         None => webconfig::WebConfig::none(),
     };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
     let scheme = if web.tls.is_some() { "https" } else { "http" };
     let auth = if web.auth.is_some() {
         ", basic auth"
@@ -544,15 +571,16 @@ pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
                 .ok()
         })
         .ok_or_else(|| anyhow::anyhow!("cannot listen on {}", tried.join("; ")))?;
-    let bound = listener
-        .local_addr()
-        .map_or_else(|_| listen.to_string(), |a| a.to_string());
+    let local = listener.local_addr().ok();
+    let bound = local.map_or_else(|| listen.to_string(), |a| a.to_string());
     // The first collection before the first scrape. Telemetry only: no compute library is
     // loaded, no PJRT client or Vulkan instance made.
     let mut sampler = Sampler::with_roots(o.roots);
-    let auth_failures = Arc::new(AtomicU64::new(0));
+    let cert = web.cert.clone();
+    let live = webconfig::Live::new(o.web_config.clone(), web);
+    live.watch()?;
     let mut cx = Context {
-        auth_failures: web.auth.is_some().then(|| auth_failures.clone()),
+        web: o.web_config.is_some().then(|| live.status.clone()),
         ..Context::default()
     };
     let t = Instant::now();
@@ -561,6 +589,11 @@ pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
     cx.saw(&first);
     // The machine's name, as the sampler read it once.
     let host = first.hostname.clone();
+    if let (Some(c), Some(a)) = (&cert, local) {
+        for w in tls::cert_warnings(c, &a, &host, now) {
+            eprintln!("accel serve: warning: {w}");
+        }
+    }
     let latest = Arc::new(RwLock::new(publish(&first, &host, &cx)));
     // Devices are found again at every collection, and collections are at most 10 s apart,
     // so a GPU that disappears is shown down within 10 s whatever --interval says.
@@ -600,5 +633,5 @@ pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
     if let Err(e) = crate::out::line(&banner) {
         eprintln!("accel serve: {banner} (stdout: {e})");
     }
-    http::serve(listener, latest, web, limits, auth_failures)
+    http::serve(listener, latest, live, limits)
 }
