@@ -60,8 +60,10 @@ enum Command {
         /// Seconds between collections (above 0, at most 86400).
         #[arg(long, default_value = "5", value_name = "SECONDS", value_parser = parse_interval)]
         interval: f64,
-        /// Prometheus's web configuration file: TLS (tls_server_config) and basic
-        /// authentication (basic_auth_users, bcrypt hashes), as node_exporter reads it.
+        /// Prometheus's web configuration file, as node_exporter reads it: TLS
+        /// (tls_server_config), basic authentication (basic_auth_users, bcrypt hashes),
+        /// response headers, a rate limit; loaded again when it or a certificate changes, and
+        /// on SIGHUP.
         #[arg(long = "web.config.file", value_name = "FILE")]
         web_config: Option<std::path::PathBuf>,
         /// Requests served at once; more are answered 503 (node_exporter's default, 40).
