@@ -139,11 +139,12 @@ def read_crate(src_dir, warnings):
         dirs[:] = sorted(d for d in dirs if not (root == src_dir and d == "bin"))
         for fn in sorted(n for n in names if n.endswith(".rs")):
             rel = os.path.relpath(os.path.join(root, fn), src_dir).replace(os.sep, "/")
-            # lib.rs and main.rs (a binary-only crate's root: accel-cli) are the crate, x/mod.rs x
+            # lib.rs and main.rs (a binary-only crate's root: accel-cli) are the crate; a folder's
+            # mod.rs is the folder's module
             mod = tuple(filter(None, re.sub(r"/mod$|^(lib|main|mod)$", "", rel[:-3]).split("/")))
             if not (rel == "main.rs" and has_lib):  # a binary beside a library: another crate
                 with open(os.path.join(root, fn), encoding="utf-8", errors="replace") as f:
-                    files.setdefault(mod, SourceFile(mod, rel, f.read()))  # x.rs, not x/mod.rs
+                    files.setdefault(mod, SourceFile(mod, rel, f.read()))  # the file beside, first
     if () not in files: raise SystemExit(f"layers.py: no lib.rs or main.rs under {src_dir}")
     tests = {mod + (c,) for mod, sf in files.items() for c in sf.test_children}
     files = {m: sf for m, sf in files.items() if not any(m[:len(t)] == t for t in tests)}

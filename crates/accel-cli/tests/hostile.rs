@@ -460,3 +460,50 @@ fn values_no_device_can_have_are_shown_invalid_not_as_numbers() {
     assert!(!numbers.contains("e15"), "{line}");
     assert!(note.contains("temperature_c -9.2e15"), "{line}");
 }
+
+#[test]
+fn a_fifo_under_sysfs_fails_its_reader_by_name_and_does_not_hang() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../accel-telemetry/tests/fixtures/telemetry/mixed");
+    let d = temp("sysfs-fifo");
+    copy_tree(&fixture, &d);
+    let attr = d.join("sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0/gpu_busy_percent");
+    std::fs::remove_file(&attr).unwrap();
+    let c = std::ffi::CString::new(attr.to_str().unwrap()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (sys, proc) = (d.join("sys"), d.join("proc"));
+    let t = Instant::now();
+    let o = accel()
+        .args(["mem", "--json", "--tpu.metrics-address", "127.0.0.1:1"])
+        .arg("--path.sysfs")
+        .arg(&sys)
+        .arg("--path.procfs")
+        .arg(&proc)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let amd = v["collectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["collector"] == "amd")
+        .unwrap();
+    assert_eq!(amd["success"], false, "{amd}");
+    let e = amd["error"].as_str().unwrap();
+    assert!(e.contains("gpu_busy_percent: it is a FIFO"), "{e}");
+    // The card is still listed, without the number the FIFO stood for.
+    let card = v["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["vendor"] == "amd")
+        .unwrap();
+    assert!(
+        card["utilization_percent"].is_null() && card["up"] == true,
+        "{card}"
+    );
+}

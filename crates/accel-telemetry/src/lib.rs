@@ -82,7 +82,13 @@ pub const FIRST_DEADLINE: Duration = Duration::from_secs(15);
 pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
 
 /// A reader's answer: its devices (or why it failed), how long it took, and its note.
-struct Answer(Result<Vec<Reading>, Error>, Duration, Option<String>);
+/// The last field: files the read refused (a FIFO where a sysfs attribute should be).
+struct Answer(
+    Result<Vec<Reading>, Error>,
+    Duration,
+    Option<String>,
+    Vec<String>,
+);
 
 /// A reader on its own thread: asked by a message, answering by another, so a reader stuck in
 /// a kernel read (a hung GPU's sysfs file, a FIFO under `--path.procfs`) only makes its own
@@ -163,8 +169,9 @@ fn vendor_worker(mut reader: Box<dyn Reader>) -> Option<(Vendor, Worker<Answer>)
     let vendor = reader.vendor();
     let w = Worker::spawn(vendor.name(), move |roots| {
         let t = Instant::now();
+        let _ = sysfs::take_refusals();
         let r = reader.read(roots);
-        Answer(r, t.elapsed(), reader.note())
+        Answer(r, t.elapsed(), reader.note(), sysfs::take_refusals())
     })?;
     Some((vendor, w))
 }
@@ -278,29 +285,39 @@ impl Telemetry {
         }
         let mut results = Vec::new();
         for ((vendor, w), owed) in self.workers.iter_mut().zip(owed) {
-            let (result, took, note) = match owed {
+            let (result, took, note, refused) = match owed {
                 // Still in a read from an earlier sample: reported at once, not waited for
                 // again (a reader stuck once would make every later sample wait its deadline).
-                Some(since) => (Err(Error::Stuck { since }), Duration::ZERO, None),
+                Some(since) => (
+                    Err(Error::Stuck { since }),
+                    Duration::ZERO,
+                    None,
+                    Vec::new(),
+                ),
                 None => match w.answer(start + reader_deadline(*vendor, first, deadline)) {
-                    Ok(Answer(r, took, note)) => (r, took, note),
+                    Ok(Answer(r, took, note, refused)) => (r, took, note, refused),
                     Err(mpsc::RecvTimeoutError::Timeout) => (
                         Err(Error::Timeout {
                             deadline: reader_deadline(*vendor, first, deadline),
                         }),
                         start.elapsed(),
                         None,
+                        Vec::new(),
                     ),
                     Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        (Err(Error::ReaderStopped), start.elapsed(), None)
+                        (Err(Error::ReaderStopped), start.elapsed(), None, Vec::new())
                     }
                 },
             };
             let vendor = *vendor;
+            // Files refused in the read (a FIFO where an attribute should be) fail the
+            // collector, naming them; the devices it read are still listed.
+            let refused =
+                (!refused.is_empty()).then(|| format!("refused to read {}", refused.join("; ")));
             collectors.push(CollectorStatus {
                 collector: vendor.name(),
-                success: result.is_ok(),
-                error: result.as_ref().err().map(Error::to_string),
+                success: result.is_ok() && refused.is_none(),
+                error: result.as_ref().err().map(Error::to_string).or(refused),
                 duration_s: took.as_secs_f64(),
                 devices: result.as_ref().map_or(0, Vec::len),
                 note,

@@ -21,9 +21,35 @@ pub(crate) const MAX_READ_BYTES: u64 = 64 * 1024;
 /// [`MAX_READ_BYTES`] or is not a regular file (a FIFO there is refused without waiting on it:
 /// `accel_core::files::read_limited`). Bytes that are not UTF-8 are replaced, not fatal.
 pub(crate) fn read_text(path: &Path) -> Option<String> {
-    let text = accel_core::files::read_text_limited(path, MAX_READ_BYTES).ok()?;
+    use accel_core::files::ReadError;
+    let text = match accel_core::files::read_text_limited(path, MAX_READ_BYTES) {
+        Ok(t) => t,
+        // A missing or unreadable attribute is normal (one field less); a FIFO, a device or a
+        // huge file where the kernel puts a small regular file is not: the reader's collector
+        // says so (`take_refusals`).
+        Err(e @ (ReadError::NotRegular(_) | ReadError::TooLarge(_))) => {
+            REFUSED.with(|r| {
+                let mut r = r.borrow_mut();
+                if r.len() < 8 {
+                    r.push(format!("{}: {e}", path.display()));
+                }
+            });
+            return None;
+        }
+        Err(_) => return None,
+    };
     let text = text.trim();
     (!text.is_empty()).then(|| text.to_string())
+}
+
+thread_local! {
+    /// Files [`read_text`] refused on this thread since the last [`take_refusals`] (at most 8).
+    static REFUSED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The files refused on this thread (a reader's worker asks after each read).
+pub(crate) fn take_refusals() -> Vec<String> {
+    REFUSED.with(|r| std::mem::take(&mut *r.borrow_mut()))
 }
 
 /// An unsigned integer as sysfs writes them: decimal, or hexadecimal with `0x`.
