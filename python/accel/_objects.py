@@ -7,9 +7,16 @@ import json
 from typing import Any, Dict
 
 
+# The records that hold a list, and the field that holds it: they iterate over it, as Python
+# data does (`for section in accel.doctor()`); every other record is not iterable.
+ITEMS = {"Diagnosis": "sections", "Snapshot": "devices"}
+
+
 class Record:
     """A record read from accel: fields as attributes (nested records and lists of them),
-    `to_dict()` for plain data."""
+    `to_dict()` for plain data. A record that holds a list (a Diagnosis its sections, a
+    Snapshot its devices) iterates over it, and `len()` and `in` count and search that list;
+    the others raise TypeError on iteration and `len()`, and `in` asks for a field name."""
 
     __slots__ = ("_data", "_kind")
 
@@ -26,10 +33,40 @@ class Record:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{self._kind} is read-only")
 
-    def __getitem__(self, key: str) -> Any:
+    def _items(self):
+        """The list this record holds, or None when it holds none."""
+        field = ITEMS.get(self._kind)
+        v = self._data.get(field) if field else None
+        return v if isinstance(v, list) else None
+
+    def __getitem__(self, key: Any) -> Any:
+        items = self._items()
+        if isinstance(key, (int, slice)) and not isinstance(key, bool):
+            if items is None:
+                raise TypeError(f"{self._kind} is not a sequence; read its fields by name: {sorted(self._data)}")
+            return wrap(items[key], self._kind)
         return wrap(self._data[key])
 
-    def __contains__(self, key: str) -> bool:
+    def __bool__(self) -> bool:
+        # A record is there: truth does not depend on its list (len() may raise).
+        return True
+
+    def __iter__(self):
+        items = self._items()
+        if items is None:
+            raise TypeError(f"{self._kind} is not iterable; its fields are {sorted(self._data)}")
+        return iter(wrap(items, self._kind))
+
+    def __len__(self) -> int:
+        items = self._items()
+        if items is None:
+            raise TypeError(f"{self._kind} has no len(); its fields are {sorted(self._data)}")
+        return len(items)
+
+    def __contains__(self, key: Any) -> bool:
+        items = self._items()
+        if items is not None:
+            return any(x == key for x in wrap(items, self._kind))
         return key in self._data
 
     def __dir__(self):

@@ -88,6 +88,26 @@ def test_doctor_as_objects_and_plain_data():
     assert d.best_device_works is True
 
 
+def test_records_that_hold_a_list_iterate_over_it_and_the_others_do_not():
+    # `for check in accel.doctor()` and `list(accel.doctor())` raised KeyError: 0.
+    d = accel.doctor()
+    sections = list(d)
+    assert [s.backend for s in sections] == [s.backend for s in d.sections]
+    assert len(d) == len(d.to_dict()["sections"]) and d[0] == sections[0]
+    assert sections[1] in d and d.sections[-1] == d[-1]
+    assert bool(d)
+    s = accel.snapshot()
+    assert len(s) == len(s.devices) and list(s) == s.devices
+    # A record without a list is not a sequence: TypeError, as for a dict-like object.
+    section = d[0]
+    for op in (list, len, lambda r: r[0]):
+        with pytest.raises(TypeError, match="Diagnosis"):
+            op(section)
+    assert bool(section) and "checks" in section and "nope" not in section
+    with pytest.raises(TypeError):
+        iter(s.host)
+
+
 def test_snapshot_host_memory_matches_proc_meminfo():
     s = accel.snapshot()
     with open("/proc/meminfo") as f:
