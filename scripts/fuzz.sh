@@ -53,6 +53,9 @@ for name in $TARGETS; do
         failed=1
         continue
     fi
+    # FUZZ_BUILD_ONLY=1: build every target and stop (the test command builds them beside its
+    # suites; the run that follows finds them built).
+    [ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && { rm -f "$log"; continue; }
     if [ "$SECONDS_PER_TARGET" = short ]; then
         limit=(-runs="${SHORT_RUNS[$name]}" -seed=1)
         echo "== $name: ${SHORT_RUNS[$name]} runs from seed 1"

@@ -151,8 +151,36 @@ echo "$(at)== tests"
 # Release mode: the kernels run at real sizes, and the build is shared with `cargo run --release`.
 # --nocapture lets each test binary's `skipped:` lines through (tests print nothing else).
 mkdir -p target
-cargo test --workspace --release --all-targets -- --nocapture 2>&1 | tee target/test-output.log
+cargo test --workspace --release --all-targets --no-run -q
+# Two jobs that need the CPU but no clock run beside the suites at the lowest priority, on the
+# cycles the suites leave idle (the soak minute, Prometheus's scrape waits, `mem`'s sampling
+# sleeps), so the timed tests keep their cores: NVRTC's compile of every kernel for every
+# architecture with both CUDA majors (cuda_archs, 90 s of CPU), and the fuzz targets' ASan build
+# (the fuzzing section below then finds them built). Their output joins the log at the end.
+CUBIN_TEST=cuda_every_kernel_compiles_for_turing_to_blackwell_with_nvrtc_12_and_13
+archs_exe=$(cargo test --workspace --release --all-targets --no-run --message-format=json \
+  2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") \
+            and m["target"]["name"] == "cuda_archs":
+        print(m["executable"])')
+[ -x "$archs_exe" ] || { echo "error: no cuda_archs test executable" >&2; exit 1; }
+( cd crates/accel && exec nice -n 19 "$archs_exe" --exact "$CUBIN_TEST" --nocapture ) \
+  > target/cuda-archs.log 2>&1 &
+archs_pid=$!
+FUZZ_BUILD_ONLY=1 nice -n 19 scripts/fuzz.sh > target/fuzz-build.log 2>&1 &
+fuzz_pid=$!
+# A failing suite ends the command: the jobs beside it end with it.
+trap 'kill "$archs_pid" "$fuzz_pid" 2> /dev/null || true' EXIT
+cargo test --workspace --release --all-targets -- --nocapture --skip "$CUBIN_TEST" 2>&1 \
+  | tee target/test-output.log
 cargo test --workspace --release --doc 2>&1 | tee -a target/test-output.log
+archs_rc=0; wait "$archs_pid" || archs_rc=$?
+echo "$(at)== $CUBIN_TEST (beside the suites)"
+tee -a target/test-output.log < target/cuda-archs.log
+[ "$archs_rc" -eq 0 ] || { echo "error: cuda_archs failed (exit $archs_rc)" >&2; exit 1; }
 
 echo "$(at)== GPU check rehearsal: both calls of scripts/gpu_check.sh against this machine"
 # JAX on the CPU, in its own environment (beside accel's plugin in .venv-test it would be
@@ -171,6 +199,8 @@ echo "$(at)== fuzzing: every cargo-fuzz target, a fixed number of runs from seed
 # The short run, the same inputs each time for the same code (ACCEL_FUZZ_SECONDS=N draws new
 # ones for N seconds per target instead); `scripts/fuzz.sh 600` is the long one
 # (RELIABILITY.md).
+fuzz_rc=0; wait "$fuzz_pid" || fuzz_rc=$?
+[ "$fuzz_rc" -eq 0 ] || { cat target/fuzz-build.log; echo "error: the fuzz build failed" >&2; exit 1; }
 scripts/fuzz.sh "${ACCEL_FUZZ_SECONDS:-short}"
 
 echo "$(at)== tests per backend"

@@ -406,8 +406,10 @@ fn random_argument_vectors_exit_0_1_or_2_without_a_panic() {
         .map(|_| (vector(&mut rng), env_draw(&mut rng)))
         .collect();
     let start = Instant::now();
-    // Two workers: this machine's cores; each child is mostly waiting on its own start-up.
-    let chunks: Vec<&[(Vec<String>, Env)]> = vectors.chunks(cases.div_ceil(2).max(1)).collect();
+    // Four workers on two cores: a child spends much of its life waiting (`mem` samples the
+    // CPU over half a second, `devices` waits for its probe helpers), so two more keep the
+    // cores busy.
+    let chunks: Vec<&[(Vec<String>, Env)]> = vectors.chunks(cases.div_ceil(4).max(1)).collect();
     let results: Vec<Vec<(Vec<String>, Outcome)>> = std::thread::scope(|s| {
         let hs: Vec<_> = chunks
             .iter()
