@@ -152,6 +152,7 @@ echo "$(at)== tests"
 # --nocapture lets each test binary's `skipped:` lines through (tests print nothing else).
 mkdir -p target
 cargo test --workspace --release --all-targets --no-run -q
+echo "$(at)   every test executable built"
 # Two jobs that need the CPU but no clock run beside the suites at the lowest priority, on the
 # cycles the suites leave idle (the soak minute, Prometheus's scrape waits, `mem`'s sampling
 # sleeps), so the timed tests keep their cores: NVRTC's compile of every kernel for every
@@ -176,6 +177,7 @@ fuzz_pid=$!
 trap 'kill "$archs_pid" "$fuzz_pid" 2> /dev/null || true' EXIT
 cargo test --workspace --release --all-targets -- --nocapture --skip "$CUBIN_TEST" 2>&1 \
   | tee target/test-output.log
+echo "$(at)   the suites done; the doc tests"
 cargo test --workspace --release --doc 2>&1 | tee -a target/test-output.log
 archs_rc=0; wait "$archs_pid" || archs_rc=$?
 echo "$(at)== $CUBIN_TEST (beside the suites)"

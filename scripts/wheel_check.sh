@@ -15,7 +15,9 @@ echo "wheel: $(basename "$whl"), $(stat -c %s "$whl") bytes"
 [ "$mib" -lt 30 ] || { echo "error: the wheel is ${mib} MiB (limit 30)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pipi() { "$1/bin/pip" install -q --disable-pip-version-check "${@:2}"; }
+# --no-compile: no .pyc for the thousands of files of JAX, pandas and matplotlib (20 s here);
+# Python compiles what a test imports.
+pipi() { "$1/bin/pip" install -q --disable-pip-version-check --no-compile "${@:2}"; }
 
 python3 -m venv "$tmp/bare"
 pipi "$tmp/bare" "$whl"

@@ -13,7 +13,7 @@
 
 use crate::base::caps::DeviceCaps;
 use crate::base::cpu_peak::Peak;
-use crate::base::dtype::CpuStorage;
+use crate::base::dtype::{CpuStorage, HostSlice};
 use crate::base::probe::Probe;
 use crate::base::shape::Layout;
 use crate::{BackendKind, DType, Result, Shape};
@@ -40,7 +40,20 @@ pub(crate) trait Backend {
     fn probe() -> Probe;
 
     /// A copy of host data on device `ordinal`.
-    fn upload(ordinal: usize, data: &CpuStorage) -> Result<Self::Storage>;
+    fn upload(ordinal: usize, data: HostSlice<'_>) -> Result<Self::Storage>;
+
+    /// `n` elements of `dtype` in host memory that device `ordinal`'s copies read and write
+    /// directly, without staging (`pin_memory()`: page-locked for CUDA). The default: this
+    /// backend has no such memory.
+    fn pinned_host(_ordinal: usize, _dtype: DType, _n: usize) -> Result<PinnedHost> {
+        Err(crate::Error::invalid(
+            "pin_memory",
+            format!(
+                "pinned memory is for copies to and from CUDA GPUs; {} copies from any host memory",
+                Self::KIND.name()
+            ),
+        ))
+    }
 
     /// Seconds from `start` to `end` by the device's clock (waits for `end`).
     fn seconds_between(start: &Self::Event, end: &Self::Event) -> Result<f64>;
@@ -207,3 +220,68 @@ pub(crate) trait BackendStorage: Sized + std::fmt::Debug {
 /// finished when they return): no value of it exists.
 #[derive(Debug)]
 pub(crate) enum NoEvent {}
+
+/// Keeps host memory locked for a backend's copies while a CPU storage lives in it, and takes
+/// the storage back when the last tensor over it is gone ([`PinnedHost`]).
+pub(crate) trait HostLock: Send + Sync + std::fmt::Debug {
+    /// Takes back the storage this lock covers: kept locked for the next request of its size,
+    /// or unlocked first and then freed. The storage must be the one `Backend::pinned_host`
+    /// returned with this lock.
+    fn give_back(self: Box<Self>, storage: CpuStorage);
+}
+
+/// Host memory from `Backend::pinned_host`: an ordinary CPU storage (from the global
+/// allocator, so it is freed as any other), the element where the locked window of the
+/// requested length starts, and the lock, which gets the storage back on drop (or through
+/// [`PinnedHost::into_parts`], to a `Buffer` that gives it back itself).
+#[derive(Debug)]
+pub(crate) struct PinnedHost {
+    storage: Option<CpuStorage>,
+    offset: usize,
+    len: usize,
+    lock: Option<Box<dyn HostLock>>,
+}
+
+impl PinnedHost {
+    /// `len` elements of `storage` from `offset` on, locked by `lock`.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // only CUDA locks host memory
+    pub fn new(storage: CpuStorage, offset: usize, len: usize, lock: Box<dyn HostLock>) -> Self {
+        assert!(offset
+            .checked_add(len)
+            .is_some_and(|end| end <= storage.len()));
+        PinnedHost {
+            storage: Some(storage),
+            offset,
+            len,
+            lock: Some(lock),
+        }
+    }
+
+    /// The element where the locked window starts.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// The window's bytes, to fill.
+    pub fn window_mut(&mut self) -> &mut [u8] {
+        let storage = self.storage.as_mut().expect("held until into_parts");
+        let size = storage.dtype().size_in_bytes();
+        &mut storage.as_bytes_mut()[self.offset * size..(self.offset + self.len) * size]
+    }
+
+    /// The storage and its lock, for a holder that gives the storage back itself
+    /// (`HostLock::give_back`) when it is done with it.
+    pub fn into_parts(mut self) -> (CpuStorage, Box<dyn HostLock>) {
+        let storage = self.storage.take().expect("held until into_parts");
+        let lock = self.lock.take().expect("held until into_parts");
+        (storage, lock)
+    }
+}
+
+impl Drop for PinnedHost {
+    fn drop(&mut self) {
+        if let (Some(storage), Some(lock)) = (self.storage.take(), self.lock.take()) {
+            lock.give_back(storage);
+        }
+    }
+}

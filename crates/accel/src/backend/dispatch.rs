@@ -3,11 +3,11 @@
 //! `off.rs` stand-ins), so nothing here carries a `cfg`, and every `match` names every
 //! backend: adding one is a compile error until each arm exists.
 
-use crate::base::dtype::CpuStorage;
+use crate::base::dtype::{CpuStorage, HostSlice};
 use crate::base::shape::Layout;
 use crate::{BackendKind, DType, Device, Error, Result, Shape};
 
-use super::contract::{Backend, BackendStorage, Dist};
+use super::contract::{Backend, BackendStorage, Dist, PinnedHost};
 use super::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 use super::registry::{check, on_backend};
 use super::{cpu, cuda, wgpu, xla};
@@ -88,14 +88,6 @@ impl Storage {
         Storage::Cpu(CpuStorage::F32(Vec::new()))
     }
 
-    /// Lets go of CPU data that a pinned block owns (see `cuda::pinned`), without freeing it.
-    pub fn forget(self) {
-        match self {
-            Storage::Cpu(s) => s.forget(),
-            other => other.release(),
-        }
-    }
-
     /// Hands the memory back to the backend's allocator (called when the last tensor using
     /// it is dropped). Accelerator storage frees itself when dropped (CUDA: stream-ordered).
     pub fn release(self) {
@@ -109,14 +101,21 @@ impl Storage {
     pub fn from_cpu(data: CpuStorage, device: Device) -> Result<Storage> {
         match device {
             Device::Cpu => Ok(Storage::Cpu(data)),
-            _ => Storage::upload(&data, device),
+            _ => Storage::upload(data.as_host(), device),
         }
     }
 
     /// A copy of host data on `device`.
-    pub fn upload(data: &CpuStorage, device: Device) -> Result<Storage> {
+    pub fn upload(data: HostSlice<'_>, device: Device) -> Result<Storage> {
         check(device)?;
         on_backend!(device.backend(), B => B::upload(device.ordinal(), data).map(Storage::from))
+    }
+
+    /// `n` elements of `dtype` in host memory that `device` copies to and from directly
+    /// (`pin_memory()`), from that device's backend.
+    pub fn pinned_host(device: Device, dtype: DType, n: usize) -> Result<PinnedHost> {
+        check(device)?;
+        on_backend!(device.backend(), B => B::pinned_host(device.ordinal(), dtype, n))
     }
 
     /// `n` elements of `value` made on `device` itself, when it can (None: fill on the host).

@@ -42,7 +42,7 @@ macro_rules! compiled_out {
             fn seconds_between(start: &$event, _: &$event) -> $crate::Result<f64> {
                 match *start {}
             }
-            fn upload(_: usize, _: &$crate::base::dtype::CpuStorage) -> $crate::Result<$storage> {
+            fn upload(_: usize, _: $crate::base::dtype::HostSlice<'_>) -> $crate::Result<$storage> {
                 not_compiled()
             }
             fn full(

@@ -265,18 +265,11 @@ impl CpuStorage {
         }
     }
 
-    /// Lets go of the vector without freeing its memory (which someone else owns: see
-    /// `cuda::pinned`).
-    pub(crate) fn forget(self) {
-        with_vec!(self, v => std::mem::forget(v))
-    }
-
     pub(crate) fn len(&self) -> usize {
         with_vec!(self, v => v.len())
     }
 
     /// The elements' bytes, for copies to a device.
-    #[allow(dead_code)]
     pub(crate) fn as_bytes(&self) -> &[u8] {
         // SAFETY: the pointer and length come from a live Vec<T> borrowed for the returned
         // lifetime (size_of_val = len * size_of::<T>() bytes, all initialised); every T here
@@ -289,7 +282,6 @@ impl CpuStorage {
     }
 
     /// The elements' bytes, writable, for copies from a device.
-    #[allow(dead_code)]
     pub(crate) fn as_bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `as_bytes`, over a Vec borrowed mutably for the returned lifetime (so
         // no other access aliases it); every element type is ZeroBits (alloc.rs), so any bytes
@@ -302,5 +294,40 @@ impl CpuStorage {
     /// Element `i` of a contiguous storage as f64 (for display and tests).
     pub(crate) fn get_f64(&self, i: usize) -> f64 {
         with_vec!(self, v => v[i].to_f64())
+    }
+
+    /// Every element, borrowed as bytes with their dtype (what a backend uploads).
+    pub(crate) fn as_host(&self) -> HostSlice<'_> {
+        self.host_range(0..self.len())
+    }
+
+    /// Elements `range` (which must lie inside the storage), borrowed as bytes with their
+    /// dtype: a contiguous view uploads without a host copy first.
+    pub(crate) fn host_range(&self, range: std::ops::Range<usize>) -> HostSlice<'_> {
+        let size = self.dtype().size_in_bytes();
+        HostSlice {
+            dtype: self.dtype(),
+            len: range.len(),
+            bytes: &self.as_bytes()[range.start * size..range.end * size],
+        }
+    }
+}
+
+/// Host elements of one dtype, borrowed as their bytes: what `Backend::upload` copies to a
+/// device, from a whole CPU storage or a contiguous part of it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HostSlice<'a> {
+    pub dtype: DType,
+    /// Elements (`bytes.len() / dtype.size_in_bytes()`).
+    pub len: usize,
+    pub bytes: &'a [u8],
+}
+
+impl HostSlice<'_> {
+    /// A CPU storage holding a copy of these elements.
+    pub(crate) fn to_storage(self) -> CpuStorage {
+        let mut out = CpuStorage::for_overwrite(self.dtype, self.len);
+        out.as_bytes_mut().copy_from_slice(self.bytes);
+        out
     }
 }

@@ -9,8 +9,7 @@ mod ops;
 
 use std::sync::Arc;
 
-use crate::backend::contract::Dist;
-use crate::backend::cuda::PinnedBlock;
+use crate::backend::contract::{Dist, HostLock};
 use crate::backend::dispatch::Storage;
 use crate::base::dtype::CpuStorage;
 use crate::base::dtype::WithDType;
@@ -25,8 +24,9 @@ pub(crate) struct Buffer {
     pub storage: Storage,
     pub device: Device,
     bytes: usize,
-    /// For CPU data in page-locked memory (`pin_memory`): the block the storage lives in.
-    pinned: Option<PinnedBlock>,
+    /// For CPU data in memory a backend keeps locked (`pin_memory`): the lock, which takes
+    /// the storage back when the buffer goes (`HostLock::give_back`).
+    pinned: Option<Box<dyn HostLock>>,
 }
 
 impl Buffer {
@@ -46,13 +46,10 @@ impl Drop for Buffer {
     fn drop(&mut self) {
         crate::base::ledger::on_free(self.device, self.bytes);
         let storage = std::mem::replace(&mut self.storage, Storage::empty());
-        match self.pinned.take() {
-            // The block owns the memory: the storage lets go of it, then the block frees it.
-            Some(block) => {
-                storage.forget();
-                drop(block);
-            }
-            None => storage.release(),
+        match (self.pinned.take(), storage) {
+            // Locked memory goes back to its lock, which unlocks it before it is freed.
+            (Some(lock), Storage::Cpu(host)) => lock.give_back(host),
+            (_, storage) => storage.release(),
         }
     }
 }
@@ -471,14 +468,14 @@ impl Tensor {
         if let Some(s) = self.buf.storage.to_device_direct(&self.layout, *device)? {
             return Tensor::from_storage(s, *device, self.shape().clone());
         }
-        // A whole contiguous CPU buffer is uploaded as it is, without a host copy first.
+        // A contiguous CPU view (a whole buffer, a pinned tensor's window, a narrowed run) is
+        // uploaded as it lies, without a host copy first.
         #[allow(irrefutable_let_patterns)] // CPU-only builds
         if let Storage::Cpu(host) = &self.buf.storage {
-            if self.layout.is_contiguous()
-                && self.layout.offset == 0
-                && host.len() == self.shape().elem_count()
-            {
-                let s = Storage::upload(host, *device)?;
+            if self.layout.is_contiguous() {
+                let start = self.layout.offset;
+                let range = start..start + self.shape().elem_count();
+                let s = Storage::upload(host.host_range(range), *device)?;
                 return Tensor::from_storage(s, *device, self.shape().clone());
             }
         }
@@ -524,32 +521,35 @@ impl Tensor {
             }
         };
         let (dtype, n) = (self.dtype(), self.shape().elem_count());
-        let bytes = n * dtype.size_in_bytes();
-        memory::ensure_fits(Device::Cpu, Some(bytes as u64))?;
-        let mut block = PinnedBlock::alloc(gpu, bytes)?;
-        // Filled as bytes first: no vector exists over the block until nothing can fail.
-        let dst = &mut block.bytes_mut()[..bytes];
+        memory::ensure_fits(Device::Cpu, Some((n * dtype.size_in_bytes()) as u64))?;
+        let mut pinned = Storage::pinned_host(Device::Cuda(gpu), dtype, n)?;
         // The CPU's view is copied with several threads; a CUDA GPU's straight into the
-        // block (the device checks above leave only these two).
-        self.buf.storage.to_host(&self.layout, dst)?;
-        // SAFETY: the first n * size bytes were filled just above (`bytes_mut` covers the
-        // whole block, initialised by PinnedBlock::alloc), n elements fit (the block was
-        // allocated with n * size bytes). The vector is put into a Buffer that holds the
-        // block in the same expression, with nothing between that could panic, so
-        // `Buffer::drop` gives the storage back to the block (Storage::forget) before the
-        // block is dropped, on every path.
-        let host = unsafe { block.storage(dtype, n) };
+        // window, in one DMA (the device checks above leave only these two). On an error the
+        // PinnedHost gives its storage back to the lock as it drops.
+        self.buf
+            .storage
+            .to_host(&self.layout, pinned.window_mut())?;
+        Ok(Tensor::over_pinned(pinned, self.shape().clone()))
+    }
+
+    /// A tensor of `shape` over a backend's locked host memory, its window's elements.
+    fn over_pinned(pinned: crate::backend::contract::PinnedHost, shape: Shape) -> Tensor {
+        let offset = pinned.offset();
+        let (host, lock) = pinned.into_parts();
+        let bytes = host.len() * host.dtype().size_in_bytes();
+        crate::base::ledger::on_alloc(Device::Cpu, bytes);
         let buf = Buffer {
             storage: Storage::Cpu(host),
             device: Device::Cpu,
             bytes,
-            pinned: Some(block),
+            pinned: Some(lock),
         };
-        crate::base::ledger::on_alloc(Device::Cpu, bytes);
-        Ok(Tensor {
+        let mut layout = Layout::contiguous(shape);
+        layout.offset = offset;
+        Tensor {
             buf: Arc::new(buf),
-            layout: Layout::contiguous(self.shape().clone()),
-        })
+            layout,
+        }
     }
 
     /// A copy on the first CUDA GPU (`x.cuda()`).
@@ -781,5 +781,93 @@ impl Tensor {
     pub fn to_vec_f64(&self) -> Result<Vec<f64>> {
         let host = self.to_cpu_storage()?;
         Ok((0..host.len()).map(|i| host.get_f64(i)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::backend::contract::PinnedHost;
+
+    /// A lock that locks nothing and notes the address of each storage given back: the
+    /// ownership protocol between `PinnedHost`, `Buffer` and `HostLock`, which the CUDA lock
+    /// (page-locking through the driver) follows on a GPU.
+    #[derive(Debug)]
+    struct Noting(Arc<Mutex<Vec<usize>>>);
+
+    impl HostLock for Noting {
+        fn give_back(self: Box<Self>, storage: CpuStorage) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(storage.as_bytes().as_ptr() as usize);
+            storage.release();
+        }
+    }
+
+    /// A storage of 10 elements with the window at elements 3..9 holding 0..6.
+    fn pinned(given: &Arc<Mutex<Vec<usize>>>) -> (PinnedHost, usize) {
+        let storage = CpuStorage::full(DType::F32, 10, -1.0);
+        let addr = storage.as_bytes().as_ptr() as usize;
+        let mut p = PinnedHost::new(storage, 3, 6, Box::new(Noting(given.clone())));
+        let vals: Vec<f32> = (0..6).map(|i| i as f32).collect();
+        let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        p.window_mut().copy_from_slice(&bytes);
+        (p, addr)
+    }
+
+    #[test]
+    fn a_tensor_over_locked_memory_reads_its_window_and_gives_the_storage_back_once() -> Result<()>
+    {
+        let given = Arc::new(Mutex::new(Vec::new()));
+        let (p, addr) = pinned(&given);
+        let t = Tensor::over_pinned(p, Shape::from((2, 3)));
+        assert!(t.is_pinned() && t.is_contiguous());
+        assert_eq!(t.to_vec2::<f32>()?, [[0., 1., 2.], [3., 4., 5.]]);
+        // Ops, views and copies read the window only (the padding holds -1).
+        assert_eq!(t.sum_all()?.to_vec_f64()?, [15.0]);
+        assert_eq!(t.t()?.to_vec2::<f32>()?, [[0., 3.], [1., 4.], [2., 5.]]);
+        let plain = t.copy()?;
+        assert!(!plain.is_pinned());
+        assert_eq!(plain.to_vec2::<f32>()?, t.to_vec2::<f32>()?);
+        // Uploading the window (here to the CPU backend's upload, as to a GPU's) copies only
+        // its elements.
+        let up = Storage::upload(
+            match &t.buf.storage {
+                Storage::Cpu(h) => h.host_range(3..9),
+                #[allow(unreachable_patterns)]
+                _ => unreachable!(),
+            },
+            Device::Cpu,
+        )?;
+        assert_eq!(up.len(), 6);
+        // Every handle and view shares one buffer: the storage goes back when the last goes.
+        let view = t.t()?;
+        drop(t);
+        assert!(given.lock().unwrap().is_empty());
+        drop(view);
+        assert_eq!(*given.lock().unwrap(), [addr]);
+        Ok(())
+    }
+
+    #[test]
+    fn locked_memory_that_never_became_a_tensor_goes_back_too() {
+        let given = Arc::new(Mutex::new(Vec::new()));
+        let (p, addr) = pinned(&given);
+        // As on an error between `Backend::pinned_host` and the tensor (`pinned_copy`).
+        drop(p);
+        assert_eq!(*given.lock().unwrap(), [addr]);
+    }
+
+    #[test]
+    fn a_window_that_is_not_in_its_storage_is_refused() {
+        let given = Arc::new(Mutex::new(Vec::new()));
+        let storage = CpuStorage::full(DType::F32, 4, 0.0);
+        let r = std::panic::catch_unwind(|| {
+            PinnedHost::new(storage, 2, 3, Box::new(Noting(given.clone())))
+        });
+        assert!(r.is_err());
     }
 }

@@ -2,7 +2,7 @@
 //! and `impl Backend for Cpu`.
 
 use crate::backend::contract::{Backend, NoEvent};
-use crate::base::dtype::CpuStorage;
+use crate::base::dtype::{CpuStorage, HostSlice};
 use crate::base::probe::{Availability, DeviceInfo, Probe};
 use crate::{BackendKind, DType, Device, DeviceCaps, Result};
 
@@ -83,7 +83,7 @@ impl Backend for Cpu {
     fn seconds_between(start: &NoEvent, _: &NoEvent) -> Result<f64> {
         match *start {}
     }
-    fn upload(_: usize, data: &CpuStorage) -> Result<CpuStorage> {
-        Ok(data.clone())
+    fn upload(_: usize, data: HostSlice<'_>) -> Result<CpuStorage> {
+        Ok(data.to_storage())
     }
 }

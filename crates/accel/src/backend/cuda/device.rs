@@ -6,10 +6,10 @@ use std::sync::Mutex;
 use cudarc::driver::sys;
 use sys::CUdevice_attribute as A;
 
-use crate::backend::contract::{Backend, Dist};
+use crate::backend::contract::{Backend, Dist, PinnedHost};
 use crate::base::caps::Hardware;
 use crate::base::cpu_peak::Peak;
-use crate::base::dtype::CpuStorage;
+use crate::base::dtype::HostSlice;
 use crate::base::probe::{Availability, DeviceInfo, Probe};
 use crate::{BackendKind, DType, Device, DeviceCaps, Result};
 
@@ -57,6 +57,9 @@ impl Backend for Cuda {
             g.empty_cache();
         }
     }
+    fn pinned_host(ordinal: usize, dtype: DType, n: usize) -> Result<PinnedHost> {
+        pinned::pinned_host(ordinal, dtype, n)
+    }
     fn host_cached_bytes() -> u64 {
         pinned::cached_bytes()
     }
@@ -81,7 +84,7 @@ impl Backend for Cuda {
             crate::backend::native::settings::allow_tf32(),
         )
     }
-    fn upload(ordinal: usize, data: &CpuStorage) -> Result<CudaStorage> {
+    fn upload(ordinal: usize, data: HostSlice<'_>) -> Result<CudaStorage> {
         CudaStorage::from_cpu(&gpu(ordinal)?, data)
     }
     fn full(ordinal: usize, dtype: DType, n: usize, value: f64) -> Result<Option<CudaStorage>> {

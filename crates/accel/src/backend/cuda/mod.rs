@@ -6,8 +6,8 @@
 //! - `storage`: tensor data on a GPU and every op on it (`impl BackendStorage`).
 //! - [`kernels`]: accel's CUDA C kernels, compiled by NVRTC to the device's architecture;
 //!   [`kernel_cache`]: their compiled form on disk.
-//! - `pinned`: page-locked host memory (`pin_memory()`), copied without staging; `locked`:
-//!   which host ranges are page-locked.
+//! - `pinned`: page-locked host memory (`pin_memory()`, `Backend::pinned_host`), copied
+//!   without staging; `locked`: which host ranges are page-locked.
 //! - `failures`: frees the driver refused.
 //!
 //! The libraries are found by `backend::native::libs` (shared with XLA's plugins); load,
@@ -39,6 +39,6 @@ pub(crate) mod storage;
 pub(crate) use failures::free_failures;
 pub use failures::FreeFailures;
 #[cfg(not(feature = "cuda"))]
-pub(crate) use off::{Cuda, CudaStorage, PinnedBlock};
+pub(crate) use off::{Cuda, CudaStorage};
 #[cfg(feature = "cuda")]
-pub(crate) use {device::Cuda, pinned::PinnedBlock, storage::CudaStorage};
+pub(crate) use {device::Cuda, storage::CudaStorage};

@@ -1,14 +1,23 @@
-//! Page-locked ("pinned") host memory, PyTorch's `pin_memory()`.
+//! Page-locked ("pinned") host memory, PyTorch's `pin_memory()`: `Backend::pinned_host` for
+//! CUDA.
 //!
 //! The GPU's copy engines read and write pinned memory directly. Copies from pageable memory
 //! go through a staging buffer instead (accel's own two pinned buffers from 4 MiB up, the
-//! driver's below), which costs one extra host memcpy. A pinned tensor is CPU data in memory
-//! from `cuMemHostAlloc` (portable: pinned for every context); `CudaContext::htod`/`dtoh` see (`locked::contains`) that a copy's host
-//! side lies in such a block and copies it in one DMA, without staging.
+//! driver's below), which costs one extra host memcpy. A pinned tensor is an ordinary CPU
+//! storage (a vector from the global allocator, freed like any other) a page-aligned window
+//! of which `cuMemHostRegister` has page-locked (portable: for every context);
+//! `CudaContext::htod`/`dtoh` see (`locked::contains`) that a copy's host side lies in such a
+//! window and copy it in one DMA, without staging.
 //!
-//! Page-locking memory is slow (the OS pins every page: tens of ms for 1 GiB), so freed
-//! blocks are cached and handed to the next request of the same size, as PyTorch's caching
-//! host allocator does; `memory::empty_cache(&Device::Cpu)` gives them back.
+//! Why a window: the driver locks whole pages, and a page may be locked once. The vector is
+//! allocated a page longer than the window (rounded up to whole pages), and the window starts
+//! at its first page boundary, so every locked page lies inside this vector alone and no
+//! other allocation (another pinned tensor's, say) can share one ([`window`]).
+//!
+//! Page-locking memory is slow (the OS pins every page: tens of ms for 1 GiB), so storages
+//! given back stay locked and are handed to the next request of the same dtype and length,
+//! as PyTorch's caching host allocator does; `memory::empty_cache(&Device::Cpu)` unlocks and
+//! frees them.
 
 use std::ffi::c_void;
 use std::sync::Mutex;
@@ -18,13 +27,25 @@ use cudarc::driver::sys;
 use super::context::ck;
 use super::failures::record_free_failure;
 use super::locked;
+use crate::backend::contract::{HostLock, PinnedHost};
 use crate::base::dtype::CpuStorage;
 use crate::{DType, Result};
 
-/// Freed blocks kept for reuse: (address, bytes, the device whose context made them).
-static CACHE: Mutex<Vec<(usize, usize, usize)>> = Mutex::new(Vec::new());
+/// A locked window: where it starts, its bytes, and the device whose context locked it.
+#[derive(Debug)]
+struct Lock {
+    start: usize,
+    bytes: usize,
+    device: usize,
+    /// The window's element offset in its storage, and its length in elements.
+    offset: usize,
+    len: usize,
+}
 
-/// The most the cache keeps; the oldest blocks are freed beyond it.
+/// Storages given back, still locked, kept for reuse (oldest first).
+static CACHE: Mutex<Vec<(CpuStorage, Lock)>> = Mutex::new(Vec::new());
+
+/// The most the cache keeps; the oldest storages are unlocked and freed beyond it.
 const CACHE_LIMIT_BYTES: usize = 4 << 30;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -33,175 +54,205 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Bytes of pinned memory cached for reuse.
 pub(crate) fn cached_bytes() -> u64 {
-    lock(&CACHE).iter().map(|&(_, b, _)| b as u64).sum()
+    lock(&CACHE).iter().map(|(_, l)| l.bytes as u64).sum()
 }
 
-/// Frees every cached block.
+/// Unlocks and frees every cached storage.
 pub(crate) fn empty_cache() {
-    let blocks = std::mem::take(&mut *lock(&CACHE));
-    for (p, _, device) in blocks {
-        free(p, device);
+    let kept = std::mem::take(&mut *lock(&CACHE));
+    for (storage, l) in kept {
+        unlock(storage, &l);
     }
 }
 
-/// Gives a block back to the driver, through its device's context.
-fn free(p: usize, device: usize) {
-    let bytes = locked::remove(p);
-    if let Some(g) = super::context::opened(device) {
-        // A thread that never used CUDA has no current context; cuMemFreeHost needs one.
-        let _ = g.bind();
-    }
-    // SAFETY: `p` is a block start that `PinnedBlock::alloc` got from cuMemHostAlloc (only
-    // those enter CACHE), taken out of CACHE by the caller (`empty_cache` or
-    // `PinnedBlock::drop`), so no PinnedBlock and hence no pinned tensor's vector uses it, and
-    // it is freed once. Removing it from BLOCKS first means `contains` no longer treats it as
-    // pinned. A failure leaves the memory pinned until the process ends: counted, since a
-    // drop cannot return it.
-    let r = unsafe { sys::cuMemFreeHost(p as *mut c_void) };
-    if let Err(e) = ck(r, "cuMemFreeHost") {
-        record_free_failure(
-            bytes as u64,
-            format!("pinned host block of {bytes} bytes: {e}"),
-        );
+/// The host's page size in bytes (4 KiB on x86-64; 64 KiB on some Arm servers).
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions; it returns -1 for a name it does not know.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
     }
 }
 
-/// One block of pinned host memory, given back to the cache on drop.
-#[derive(Debug)]
-pub(crate) struct PinnedBlock {
-    ptr: *mut u8,
-    bytes: usize,
-    device: usize,
+/// Where the locked window of `len` elements of `size` bytes lies in a storage of `total`
+/// elements whose first element is at address `addr`: (the window's first element, its bytes
+/// rounded up to whole pages), when the window and its whole pages fit inside the storage.
+/// [`elements_for`] says how long to make the storage so that they do.
+pub(crate) fn window(
+    addr: usize,
+    size: usize,
+    len: usize,
+    total: usize,
+    page: usize,
+) -> Option<(usize, usize)> {
+    let skip = (page - addr % page) % page;
+    if !skip.is_multiple_of(size) {
+        return None;
+    }
+    let bytes = (len.max(1) * size).div_ceil(page) * page;
+    (skip + bytes <= total * size).then_some((skip / size, bytes))
 }
 
-// SAFETY: the block is plain host memory owned by this value alone (taken out of CACHE or
-// freshly allocated in `alloc`); cuMemFreeHost/the cache accept it from any thread (`free`
-// binds the owning device's context first). Through `&PinnedBlock` only `storage` (unsafe,
-// whose caller owns the aliasing) reads the pointer; writes need `&mut` (`bytes_mut`).
-unsafe impl Send for PinnedBlock {}
-// SAFETY: as for Send.
-unsafe impl Sync for PinnedBlock {}
-
-impl PinnedBlock {
-    /// `bytes` (at least 1) of pinned memory: a cached block of that size, else a new one made
-    /// through the context of `cuda:device`.
-    pub fn alloc(device: usize, bytes: usize) -> Result<PinnedBlock> {
-        let bytes = bytes.max(1);
-        {
-            let mut c = lock(&CACHE);
-            if let Some(i) = c.iter().rposition(|&(_, b, _)| b == bytes) {
-                let (p, _, device) = c.swap_remove(i);
-                return Ok(PinnedBlock {
-                    ptr: p as *mut u8,
-                    bytes,
-                    device,
-                });
-            }
-        }
-        let gpu = super::context::gpu(device)?;
-        gpu.bind()?;
-        let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: libcuda is loaded and initialised (`context::gpu` above returned a CudaContext, which
-        // only `CudaContext::open` makes, after cuInit), its context is current (`bind` above), and
-        // `p` is a local out-pointer; CU_MEMHOSTALLOC_PORTABLE = 1.
-        let mut r = unsafe { sys::cuMemHostAlloc(&mut p, bytes, 1) };
-        if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY && cached_bytes() > 0 {
-            empty_cache();
-            // SAFETY: as above (empty_cache may have bound another device's context, which
-            // is fine: the allocation is portable).
-            r = unsafe { sys::cuMemHostAlloc(&mut p, bytes, 1) };
-        }
-        if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-            return Err(crate::Error::out_of_memory(
-                crate::Device::Cpu,
-                bytes as u64,
-                crate::base::error::Room::Said(String::new()),
-                "the driver could not page-lock that much host memory (pinned memory \
-                 cannot be swapped out; the OS limits it): pin less, or copy from \
-                 pageable memory",
-            ));
-        }
-        ck(r, "cuMemHostAlloc (pin_memory)")?;
-        // Initialised once, so every later `&mut [u8]` over the block (`bytes_mut`) is over
-        // initialised bytes: the driver does not promise zeroed memory.
-        // SAFETY: cuMemHostAlloc succeeded, so `p` is valid for writes of `bytes` bytes, and
-        // nothing else refers to the new block yet.
-        unsafe { std::ptr::write_bytes(p as *mut u8, 0, bytes) };
-        locked::insert(p as usize, bytes);
-        Ok(PinnedBlock {
-            ptr: p as *mut u8,
-            bytes,
-            device,
-        })
-    }
-
-    /// The block's bytes, to fill before [`PinnedBlock::storage`] puts a vector over them.
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: `ptr` is non-null (cuMemHostAlloc succeeded in `alloc`, or it came from
-        // CACHE, which holds only such blocks) and valid for `self.bytes` bytes (the size it
-        // was allocated with; cached blocks are reused only for an equal size), owned by this
-        // value and borrowed mutably, so no vector from `storage` can be alive over it (that
-        // needs `&self` for as long as the vector lives: see `Buffer`'s `Drop`).
-        // Its bytes are initialised: `alloc` zeroes every new block, and cached blocks keep
-        // the bytes they were last given.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
-    }
-
-    /// A CPU storage of `len` elements of `dtype` over this block (which must hold them).
-    ///
-    /// # Safety
-    /// - The first `len * dtype.size_in_bytes()` bytes of the block must be initialised (the
-    ///   caller fills them through `bytes_mut` first, as `Tensor::pinned_copy` does).
-    /// - The vector does not own its memory (it is not from the global allocator): it must be
-    ///   let go with `CpuStorage::forget` before this block is dropped and must never be
-    ///   dropped, recycled (`CpuStorage::release`), grown or shrunk, not even on a panic
-    ///   path. `Buffer::drop` does this once `Buffer::pinned` holds the block.
-    /// - No `&mut` to the block (`bytes_mut`) may be used while the vector is alive.
-    pub unsafe fn storage(&self, dtype: DType, len: usize) -> CpuStorage {
-        assert!(len
-            .checked_mul(dtype.size_in_bytes())
-            .is_some_and(|b| b <= self.bytes));
-        macro_rules! vec_in {
-            ($t:ty) => {
-                // SAFETY: the pointer is non-null (see `bytes_mut`), and cuMemHostAlloc
-                // returns page-aligned memory (not promised by the docs, but true of its
-                // mmap-backed allocations), more than any element's alignment; the assert
-                // above checks the block holds `len` elements, initialised by the caller
-                // (# Safety) and valid for every bit pattern (ZeroBits types). The caller
-                // keeps the vector from freeing or reallocating this foreign memory.
-                // AUDIT: Vec::from_raw_parts documents memory from the global allocator as
-                // a requirement, so this relies on the Vec never touching its allocator;
-                // see the audit notes on panic safety in `Tensor::pinned_copy`.
-                unsafe { Vec::from_raw_parts(self.ptr as *mut $t, len, len) }
-            };
-        }
-        match dtype {
-            DType::F16 => CpuStorage::F16(vec_in!(half::f16)),
-            DType::BF16 => CpuStorage::BF16(vec_in!(half::bf16)),
-            DType::F32 => CpuStorage::F32(vec_in!(f32)),
-            DType::F64 => CpuStorage::F64(vec_in!(f64)),
-            DType::I32 => CpuStorage::I32(vec_in!(i32)),
-            DType::I64 => CpuStorage::I64(vec_in!(i64)),
-        }
-    }
+/// The storage length for a window of `len` elements of `size` bytes: its whole pages, and
+/// one page more, so that a page boundary lies in the first page whatever address the
+/// allocator gives.
+pub(crate) fn elements_for(size: usize, len: usize, page: usize) -> usize {
+    ((len.max(1) * size).div_ceil(page) * page + page) / size
 }
 
-impl Drop for PinnedBlock {
-    fn drop(&mut self) {
-        // No copy uses the block: copies to or from pinned memory finish before their call
-        // returns. Keep it for the next request of this size.
+/// `n` elements of `dtype` page-locked through the context of `cuda:device`: a cached storage
+/// of that dtype and length, else a new one.
+pub(crate) fn pinned_host(device: usize, dtype: DType, n: usize) -> Result<PinnedHost> {
+    let reuse = {
         let mut c = lock(&CACHE);
-        c.push((self.ptr as usize, self.bytes, self.device));
-        let mut total: usize = c.iter().map(|&(_, b, _)| b).sum();
+        c.iter()
+            .rposition(|(s, l)| s.dtype() == dtype && l.len == n)
+            .map(|i| c.remove(i))
+    };
+    if let Some((storage, l)) = reuse {
+        let (offset, len) = (l.offset, l.len);
+        return Ok(PinnedHost::new(storage, offset, len, Box::new(l)));
+    }
+    let size = dtype.size_in_bytes();
+    let page = page_size();
+    let total = elements_for(size, n, page);
+    // Zeros, not recycled bytes: the window's padding is never read, but it is a tensor's
+    // memory and holds no earlier tensor's data.
+    let storage = CpuStorage::full(dtype, total, 0.0);
+    let addr = storage.as_bytes().as_ptr() as usize;
+    let Some((offset, bytes)) = window(addr, size, n, total, page) else {
+        // Only an allocator that aligned the vector below its element size could do this.
+        return Err(crate::Error::invalid(
+            "pin_memory",
+            format!("the host allocator gave a {dtype} buffer at {addr:#x}, not aligned to its elements"),
+        ));
+    };
+    let start = addr + offset * size;
+    let gpu = super::context::gpu(device)?;
+    gpu.bind()?;
+    // SAFETY: libcuda is loaded and initialised (`context::gpu` above returned a CudaContext,
+    // which only `CudaContext::open` makes, after cuInit), its context is current (`bind`
+    // above), and [start, start + bytes) lies inside `storage`'s live allocation (`window`
+    // checked it), which stays allocated until `unlock` unregisters it: the storage travels
+    // with its `Lock` (in the PinnedHost, the Buffer, or CACHE) and only `unlock` frees it.
+    // CU_MEMHOSTREGISTER_PORTABLE = 1.
+    let mut r = unsafe { sys::cuMemHostRegister_v2(start as *mut c_void, bytes, 1) };
+    if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY && cached_bytes() > 0 {
+        empty_cache();
+        // SAFETY: as above (empty_cache may have bound another device's context, which is
+        // fine: the registration is portable).
+        r = unsafe { sys::cuMemHostRegister_v2(start as *mut c_void, bytes, 1) };
+    }
+    if r == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        return Err(crate::Error::out_of_memory(
+            crate::Device::Cpu,
+            bytes as u64,
+            crate::base::error::Room::Said(String::new()),
+            "the driver could not page-lock that much host memory (pinned memory cannot be \
+             swapped out; the OS limits it): pin less, or copy from pageable memory",
+        ));
+    }
+    ck(r, "cuMemHostRegister (pin_memory)")?;
+    locked::insert(start, bytes);
+    let l = Lock {
+        start,
+        bytes,
+        device,
+        offset,
+        len: n,
+    };
+    Ok(PinnedHost::new(storage, offset, n, Box::new(l)))
+}
+
+impl HostLock for Lock {
+    fn give_back(self: Box<Self>, storage: CpuStorage) {
+        // No copy uses the window: copies to or from pinned memory finish before their call
+        // returns. Keep it locked for the next request of this size.
+        let mut c = lock(&CACHE);
+        c.push((storage, *self));
+        let mut total: usize = c.iter().map(|(_, l)| l.bytes).sum();
         let mut evicted = Vec::new();
         while total > CACHE_LIMIT_BYTES && !c.is_empty() {
-            let (p, b, d) = c.remove(0);
-            total -= b;
-            evicted.push((p, d));
+            let (s, l) = c.remove(0);
+            total -= l.bytes;
+            evicted.push((s, l));
         }
         drop(c);
-        for (p, d) in evicted {
-            free(p, d);
+        for (s, l) in evicted {
+            unlock(s, &l);
         }
+    }
+}
+
+/// Unlocks the window, through its device's context, then frees the storage around it.
+fn unlock(storage: CpuStorage, l: &Lock) {
+    locked::remove(l.start);
+    if let Some(g) = super::context::opened(l.device) {
+        // A thread that never used CUDA has no current context; cuMemHostUnregister needs one.
+        let _ = g.bind();
+    }
+    // SAFETY: `l.start` is a window that `pinned_host` registered (only those make a Lock),
+    // inside `storage`, which is still allocated (it is freed below, after this call); the
+    // Lock was taken out of CACHE or given back by its holder, so no tensor uses the storage
+    // and it is unregistered once. Removing it from `locked` first means `contains` no longer
+    // treats it as pinned.
+    let r = unsafe { sys::cuMemHostUnregister(l.start as *mut c_void) };
+    match ck(r, "cuMemHostUnregister") {
+        Ok(()) => storage.release(),
+        // Still locked: freeing it would hand locked pages back to the allocator. Kept until
+        // the process ends, and counted, since a drop cannot return the error.
+        Err(e) => {
+            record_free_failure(
+                l.bytes as u64,
+                format!("pinned host memory of {} bytes: {e}", l.bytes),
+            );
+            std::mem::forget(storage);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_is_whole_pages_inside_the_storage_whatever_the_address() {
+        for page in [4096usize, 65536] {
+            for size in [2usize, 4, 8] {
+                for len in [1usize, 3, 1000, 4096, 1 << 20] {
+                    let total = elements_for(size, len, page);
+                    // Every address the allocator could give for this element size.
+                    for addr in (0..3 * page).step_by(size).map(|a| a + 10 * page) {
+                        let (off, bytes) = window(addr, size, len, total, page).unwrap();
+                        let start = addr + off * size;
+                        assert_eq!(start % page, 0, "page {page} size {size} addr {addr:#x}");
+                        assert_eq!(bytes % page, 0);
+                        assert!(bytes >= len * size, "the window holds the elements");
+                        assert!(
+                            bytes < len * size + page,
+                            "no more than one page of padding"
+                        );
+                        assert!(off + len <= total, "the elements lie in the storage");
+                        assert!(
+                            start + bytes <= addr + total * size,
+                            "every locked page lies in the storage"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_window_that_does_not_fit_is_none() {
+        // Too short a storage, and an address not aligned to the element size.
+        assert_eq!(window(4096 + 8, 4, 1024, 1024, 4096), None);
+        assert_eq!(
+            window(4096 + 2, 4, 10, elements_for(4, 10, 4096), 4096),
+            None
+        );
+        assert_eq!(window(8192, 4, 1024, 1024, 4096), Some((0, 4096)));
     }
 }

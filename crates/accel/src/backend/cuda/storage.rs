@@ -10,7 +10,7 @@ use super::context::CudaContext;
 use super::kernels::{self, Kernel, ReducePass, BLOCK, MAX_RANK};
 use crate::backend::contract::BackendStorage;
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
-use crate::base::dtype::CpuStorage;
+use crate::base::dtype::{CpuStorage, HostSlice};
 use crate::base::shape::Layout;
 use crate::{DType, Error, Result, Shape};
 
@@ -120,11 +120,11 @@ impl CudaStorage {
         self.ptr + (offset * self.dtype.size_in_bytes()) as u64
     }
 
-    pub fn from_cpu(gpu: &Arc<CudaContext>, data: &CpuStorage) -> Result<CudaStorage> {
-        let out = CudaStorage::alloc(gpu, data.dtype(), data.len())?;
-        // SAFETY: `out` was allocated just above with data.len() elements of data's dtype: exactly
-        // the bytes `htod` writes.
-        unsafe { gpu.htod(out.ptr, data.as_bytes()) }?;
+    pub fn from_cpu(gpu: &Arc<CudaContext>, data: HostSlice<'_>) -> Result<CudaStorage> {
+        let out = CudaStorage::alloc(gpu, data.dtype, data.len)?;
+        // SAFETY: `out` was allocated just above with data.len elements of data's dtype: exactly
+        // the bytes `htod` writes (HostSlice::bytes holds len elements).
+        unsafe { gpu.htod(out.ptr, data.bytes) }?;
         Ok(out)
     }
 

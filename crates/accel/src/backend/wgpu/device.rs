@@ -3,7 +3,7 @@
 
 use crate::backend::contract::Backend;
 use crate::base::caps::Hardware;
-use crate::base::dtype::CpuStorage;
+use crate::base::dtype::HostSlice;
 use crate::base::probe::{Availability, DeviceInfo, Probe};
 use crate::{BackendKind, DType, Device, DeviceCaps, Result};
 
@@ -125,7 +125,7 @@ impl Backend for Wgpu {
             crate::backend::contract::WALL_CLOCK
         }
     }
-    fn upload(ordinal: usize, data: &CpuStorage) -> Result<WgpuStorage> {
+    fn upload(ordinal: usize, data: HostSlice<'_>) -> Result<WgpuStorage> {
         WgpuStorage::from_cpu(&gpu(ordinal)?, data)
     }
     // device_memory: wgpu reports none; full, arange, random: made on the host and uploaded.

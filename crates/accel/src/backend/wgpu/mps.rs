@@ -7,7 +7,7 @@ use super::off::{adapter_infos, Wgpu, WgpuStorage};
 #[cfg(feature = "wgpu")]
 use super::{device::adapter_infos, device::Wgpu, storage::WgpuStorage};
 use crate::backend::contract::{Backend, Dist};
-use crate::base::dtype::CpuStorage;
+use crate::base::dtype::HostSlice;
 use crate::base::probe::{Availability, DeviceInfo, Probe};
 use crate::{BackendKind, DType, Device, Error, Result};
 
@@ -91,7 +91,7 @@ impl Backend for Mps {
     fn timer_name(_: usize) -> &'static str {
         adapter().map_or(crate::backend::contract::WALL_CLOCK, Wgpu::timer_name)
     }
-    fn upload(_: usize, data: &CpuStorage) -> Result<WgpuStorage> {
+    fn upload(_: usize, data: HostSlice<'_>) -> Result<WgpuStorage> {
         Wgpu::upload(adapter()?, data)
     }
     fn full(_: usize, dtype: DType, n: usize, value: f64) -> Result<Option<WgpuStorage>> {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::backend::contract::BackendStorage;
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
-use crate::base::dtype::CpuStorage;
+use crate::base::dtype::{CpuStorage, HostSlice};
 use crate::base::shape::Layout;
 use crate::{DType, Error, Result, Shape};
 
@@ -33,9 +33,9 @@ impl std::fmt::Debug for WgpuStorage {
 }
 
 impl WgpuStorage {
-    pub fn from_cpu(gpu: &Arc<WgpuContext>, data: &CpuStorage) -> Result<WgpuStorage> {
-        gpu.ty("to_device", data.dtype())?;
-        let bytes = data.as_bytes();
+    pub fn from_cpu(gpu: &Arc<WgpuContext>, data: HostSlice<'_>) -> Result<WgpuStorage> {
+        gpu.ty("to_device", data.dtype)?;
+        let bytes = data.bytes;
         let buf = gpu.buffer(bytes.len() as u64)?;
         let (_, q) = gpu.device()?;
         // Queue writes come in whole 4-byte words: an odd number of f16 gets a padded copy.
@@ -49,8 +49,8 @@ impl WgpuStorage {
         Ok(WgpuStorage {
             gpu: gpu.clone(),
             buf,
-            len: data.len(),
-            dtype: data.dtype(),
+            len: data.len,
+            dtype: data.dtype,
         })
     }
 

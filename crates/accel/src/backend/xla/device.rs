@@ -3,7 +3,7 @@
 
 use crate::backend::contract::Backend;
 use crate::base::caps::Hardware;
-use crate::base::dtype::CpuStorage;
+use crate::base::dtype::HostSlice;
 use crate::base::probe::{Availability, DeviceInfo, Probe};
 use crate::{BackendKind, DType, DeviceCaps, Result};
 
@@ -159,7 +159,7 @@ impl Backend for Xla {
             None
         }
     }
-    fn upload(ordinal: usize, data: &CpuStorage) -> Result<XlaStorage> {
+    fn upload(ordinal: usize, data: HostSlice<'_>) -> Result<XlaStorage> {
         XlaStorage::from_cpu(&device(ordinal)?, data)
     }
     // full, arange, random: made on the host and uploaded (the defaults).

@@ -9,7 +9,7 @@ use super::hlo::{self, Program, Val};
 use super::programs::executable;
 use crate::backend::contract::BackendStorage;
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
-use crate::base::dtype::CpuStorage;
+use crate::base::dtype::{CpuStorage, HostSlice};
 use crate::base::error::Room;
 use crate::base::shape::Layout;
 use crate::{BackendKind, DType, Error, Result, Shape};
@@ -158,22 +158,22 @@ pub(crate) fn synchronize(i: usize) -> Result<()> {
 }
 
 impl XlaStorage {
-    pub fn from_cpu(dev: &Arc<XlaDevice>, data: &CpuStorage) -> Result<XlaStorage> {
+    pub fn from_cpu(dev: &Arc<XlaDevice>, data: HostSlice<'_>) -> Result<XlaStorage> {
         let buf = dev
             .client
             .buffer_from_host(
-                data.as_bytes(),
-                buffer_type(data.dtype()),
-                data.dtype().size_in_bytes(),
-                &[data.len() as i64],
+                data.bytes,
+                buffer_type(data.dtype),
+                data.dtype.size_in_bytes(),
+                &[data.len as i64],
                 dev.index,
             )
-            .map_err(perr(dev, "copying to the device", data.as_bytes().len()))?;
+            .map_err(perr(dev, "copying to the device", data.bytes.len()))?;
         Ok(XlaStorage {
             dev: dev.clone(),
             buf: Arc::new(buf),
-            len: data.len(),
-            dtype: data.dtype(),
+            len: data.len,
+            dtype: data.dtype,
         })
     }
 
@@ -195,7 +195,7 @@ impl XlaStorage {
         let (mlir, n) = prog.finish(out);
         if n == 0 {
             // Nothing to compute: XLA rejects some zero-sized programs.
-            return XlaStorage::from_cpu(&self.dev, &CpuStorage::full(out.dtype, 0, 0.0));
+            return XlaStorage::from_cpu(&self.dev, CpuStorage::full(out.dtype, 0, 0.0).as_host());
         }
         let exe = executable(&self.dev, &mlir)?;
         let args: Vec<&pjrt::Buffer> = inputs.iter().map(|s| s.buf.as_ref()).collect();
@@ -238,7 +238,7 @@ impl XlaStorage {
             Ok(None)
         } else {
             let host = self.download()?.copy_strided(l);
-            Ok(Some(XlaStorage::from_cpu(&self.dev, &host)?))
+            Ok(Some(XlaStorage::from_cpu(&self.dev, host.as_host())?))
         }
     }
 }
