@@ -103,6 +103,17 @@ layers
 layers --no-floors --src crates/accel-cli/src
 layers --no-floors --src crates/accel-telemetry/src
 layers --no-floors --src crates/accel-core/src
+echo "$(at)== the alert rules (deploy/prometheus): promtool check rules, promtool test rules"
+if command -v promtool > /dev/null; then
+  (cd deploy/prometheus && promtool check rules alerts.yml > /dev/null && promtool test rules alerts_test.yml) \
+    || { echo "error: the alert rules or their tests failed" >&2; exit 1; }
+fi
+echo "$(at)== the DaemonSet against Kubernetes' schemas (kubernetes-validate --strict)"
+if ! "$VENV/bin/python" -c 'import kubernetes_validate' > /dev/null 2>&1; then
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-compile kubernetes-validate
+fi
+"$VENV/bin/kubernetes-validate" --strict --quiet deploy/kubernetes/daemonset.yaml \
+  || { echo "error: deploy/kubernetes/daemonset.yaml does not validate" >&2; exit 1; }
 echo "$(at)== every path cited in comments and docs exists (scripts/cited_paths.py)"
 python3 scripts/cited_paths.py
 echo "$(at)== the public API is what docs/public-api.txt lists, with no Result<_, String> and no"

@@ -81,6 +81,14 @@ enum Command {
         /// closed for a new one (default: the descriptor limit less a reserve of 64).
         #[arg(long = "web.max-connections", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
         max_connections: Option<u64>,
+        /// Labels naming each process's workload on the per-process series, and an
+        /// accel_device_workload_info series per device and workload, from the processes'
+        /// cgroups: any of container_id, pod_uid, qos_class, hpc_job (Slurm's job and
+        /// step), unit (systemd's). Off by default: each distinct value is a new series
+        /// (with hpc_job, every job leaves its own series behind until they go stale), so
+        /// on a shared machine the series count grows with the number of workloads run.
+        #[arg(long = "collector.process.labels", value_name = "LABELS", value_delimiter = ',', value_parser = serve::parse_process_label)]
+        process_labels: Vec<serve::ProcessLabel>,
         #[command(flatten)]
         roots: RootArgs,
     },
@@ -290,6 +298,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             header_timeout,
             idle_timeout,
             max_connections,
+            process_labels,
             roots,
         }) => serve::run(
             &listen,
@@ -301,6 +310,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 header_timeout: Some(std::time::Duration::from_secs_f64(header_timeout)),
                 idle_timeout: Some(std::time::Duration::from_secs_f64(idle_timeout)),
                 max_connections: max_connections.map(|n| n as usize),
+                process_labels,
             },
         ),
         Some(Command::Pick {

@@ -115,7 +115,7 @@ fn devices_text(s: &Snapshot) -> Vec<String> {
         );
         for p in &d.processes {
             lines.push(format!(
-                "                pid {}{}{} holds {}{}",
+                "                pid {}{}{}{} holds {}{}",
                 p.pid,
                 p.command
                     .as_ref()
@@ -123,6 +123,7 @@ fn devices_text(s: &Snapshot) -> Vec<String> {
                 p.user
                     .as_ref()
                     .map_or(String::new(), |u| format!(" ({})", out::printable(u))),
+                out::workload_note(p),
                 p.memory_bytes.map_or("?".into(), human_bytes),
                 p.busy_percent
                     .map_or(String::new(), |b| format!(", {b:.0} % busy"))

@@ -194,7 +194,11 @@ fn processes(d: &DeviceLoad) -> Vec<String> {
             let busy = p
                 .busy_percent
                 .map_or(String::new(), |b| format!(", {b:.0} % busy"));
-            format!("pid {}{name}{user} holds {held}{busy}", p.pid)
+            format!(
+                "pid {}{name}{user}{} holds {held}{busy}",
+                p.pid,
+                out::workload_note(p)
+            )
         })
         .collect()
 }

@@ -6,7 +6,7 @@ use std::io::Write;
 use serde::Serialize;
 
 /// The version of every JSON document accel prints; bumped when a key changes meaning.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Writes `s` and a newline to stdout, flushing so long runs show progress. Control
 /// characters other than line feeds and tabs are escaped ([`printable_lines`]): no text read
@@ -103,6 +103,18 @@ pub fn progress(msg: Option<&str>) {
 /// it can neither move the cursor nor fake a line of its own.
 pub fn printable(s: &str) -> Cow<'_, str> {
     escape_controls(s, |_| false)
+}
+
+/// A process's workload for a text row (` [pod 3f2a6b1c/9c1e0f7d3b2a]`, ` [job 4242.0]`), or
+/// why the process cannot be seen; empty for a process in no container, pod, job or unit.
+pub fn workload_note(p: &accel::telemetry::ProcessUse) -> String {
+    if let Some(n) = &p.note {
+        return format!(" [{}]", printable(n));
+    }
+    match p.workload.as_ref().map(|w| w.short()) {
+        Some(s) if s != "-" => format!(" [{}]", printable(&s)),
+        _ => String::new(),
+    }
 }
 
 /// [`printable`] for whole lines of accel's own text: line feeds and tabs stay.

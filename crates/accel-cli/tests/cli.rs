@@ -26,7 +26,7 @@ fn devices_json_has_every_backend_with_a_reason() {
     let o = accel(&["devices", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v = json(&o);
-    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["schema_version"], 3);
     assert_eq!(v["kind"], "devices");
     let backends = v["backends"].as_array().unwrap();
     let names: Vec<&str> = backends
@@ -73,7 +73,7 @@ fn bench_matmul_json_is_checked_and_unit_suffixed() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v = json(&o);
-    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["schema_version"], 3);
     assert_eq!(v["benchmark"], "matmul");
     let r = v["results"].as_array().unwrap();
     assert_eq!(r.len(), 2);
@@ -112,7 +112,7 @@ fn mem_json_has_host_and_device_figures() {
     let o = accel(&["mem", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v = json(&o);
-    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["schema_version"], 3);
     assert!(v["host"]["memory"]["total_bytes"].as_u64().unwrap() > 0);
     assert!(v["host"]["cpu_percent"].as_f64().is_some());
     // Measured over --interval (0.5 s by default), as psutil.cpu_percent(interval=0.5).

@@ -272,7 +272,7 @@ fn monitor_json_streams_one_document_per_sample() {
     for l in &lines {
         let v: serde_json::Value =
             serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
-        assert_eq!(v["schema_version"], 2);
+        assert_eq!(v["schema_version"], 3);
         assert_eq!(v["kind"], "monitor");
         assert!(v["host"]["memory"]["total_bytes"].as_u64().unwrap() > 0);
         assert!(!v["host"]["cpu_per_core_percent"]

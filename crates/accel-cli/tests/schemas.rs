@@ -94,8 +94,14 @@ fn fixture(name: &str, dir: &str) -> String {
 
 #[test]
 fn monitor_and_mem_with_gpus_and_tpus() {
-    // Rows of every shape: AMD and Intel GPUs with processes, TPU chips not reporting.
-    for (name, proc_) in [("mixed", "proc"), ("tpu-vm", "proc"), ("amd-apu", "proc")] {
+    // Rows of every shape: AMD and Intel GPUs with processes (in pods, a Slurm job, a session:
+    // `workloads`), TPU chips not reporting.
+    for (name, proc_) in [
+        ("mixed", "proc"),
+        ("tpu-vm", "proc"),
+        ("amd-apu", "proc"),
+        ("workloads", "proc"),
+    ] {
         let (sys, procfs) = (fixture(name, "sys"), fixture(name, proc_));
         if !std::path::Path::new(&procfs).is_dir() {
             continue;

@@ -42,7 +42,7 @@ fn metrics_healthz_and_promtool() {
     assert_eq!((code, ctype.as_str()), (200, "application/json"));
     let snap: serde_json::Value = serde_json::from_str(&snap).unwrap();
     assert_eq!(snap["kind"], "monitor");
-    assert_eq!(snap["schema_version"], 2);
+    assert_eq!(snap["schema_version"], 3);
     let monitor_schema: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(format!(
             "{}/../../schemas/monitor.schema.json",

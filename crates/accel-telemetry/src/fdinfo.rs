@@ -335,6 +335,8 @@ pub(crate) fn process_use(
         command,
         memory_bytes,
         busy_percent: p.busy_percent,
+        workload: super::workload::of_process(procfs, p.pid),
+        note: None,
     }
 }
 

@@ -25,6 +25,7 @@ mod reading;
 mod sysfs;
 pub mod tpu;
 mod vendor;
+pub mod workload;
 
 use std::collections::BTreeMap;
 use std::sync::mpsc;

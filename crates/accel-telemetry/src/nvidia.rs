@@ -227,12 +227,20 @@ fn read_device(dev: &nvml_wrapper::Device<'_>, index: u32, roots: &Roots) -> Rea
             continue;
         }
         let (user, command) = super::host::describe_process(&roots.procfs, p.pid);
+        // NVML names processes by the host's PIDs; inside a container most have no entry.
+        let visible = roots.procfs.join(p.pid.to_string()).exists();
         procs.push(super::reading::ProcessUse {
             pid: p.pid,
             user,
             command,
             memory_bytes: bytes,
             busy_percent: None,
+            workload: super::workload::of_process(&roots.procfs, p.pid),
+            note: (!visible).then(|| {
+                "not in this PID namespace (the host's PID, from NVML): run the monitor \
+                 with the host's PID namespace (`--pid=host`, `hostPID: true`) to see it"
+                    .to_string()
+            }),
         });
     }
     r.processes = procs;

@@ -47,6 +47,11 @@ pub struct ProcessUse {
     /// Its share of the device's engines since the previous sample, percent (DRM fdinfo:
     /// the difference of two cumulative engine times over the wall time between them).
     pub busy_percent: Option<f64>,
+    /// The container, pod, Slurm job or systemd unit it runs in (`PROCFS/PID/cgroup`).
+    pub workload: Option<crate::workload::Workload>,
+    /// Why the rest is unknown, when it is: "not in this PID namespace" for a process NVML
+    /// names by its host PID from inside a container.
+    pub note: Option<String>,
 }
 
 /// A value a reader gave that no device can have.

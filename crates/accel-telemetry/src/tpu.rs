@@ -276,6 +276,8 @@ fn process_use(procfs: &Path, pid: u32) -> ProcessUse {
         command,
         memory_bytes: None,
         busy_percent: None,
+        workload: super::workload::of_process(procfs, pid),
+        note: None,
     }
 }
 

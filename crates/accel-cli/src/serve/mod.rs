@@ -159,6 +159,8 @@ pub struct Context {
     pub last_success: BTreeMap<&'static str, Instant>,
     /// The web config's counters and certificate, when a web config is given.
     pub web: Option<Arc<webconfig::WebStatus>>,
+    /// Workload labels on the per-process series (`--collector.process.labels`).
+    pub process_labels: Vec<ProcessLabel>,
 }
 
 impl Context {
@@ -181,7 +183,7 @@ pub fn render(s: &Snapshot, host: &str, cx: &Context) -> String {
         families: Vec::new(),
     };
     dcgm_series(&mut m, s, host);
-    device_series(&mut m, s, host);
+    device_series(&mut m, s, host, &cx.process_labels);
     collector_series(&mut m, s, host, cx);
     host_series(&mut m, s, host, cx.collect_seconds);
     if let Some(w) = &cx.web {
@@ -229,7 +231,7 @@ fn dcgm_series(m: &mut Metrics, s: &Snapshot, host: &str) {
 }
 
 /// accel's series of every device: up, info, what this process holds, the `DEVICE` table, ECC, throttling and processes.
-fn device_series(m: &mut Metrics, s: &Snapshot, host: &str) {
+fn device_series(m: &mut Metrics, s: &Snapshot, host: &str, labels: &[ProcessLabel]) {
     // accel's series, for every device of every vendor.
     for d in &s.devices {
         let r = &d.reading;
@@ -301,14 +303,23 @@ fn device_series(m: &mut Metrics, s: &Snapshot, host: &str) {
                 1.0,
             );
         }
+        let mut workloads = std::collections::BTreeSet::new();
         for p in &r.processes {
-            let pl = [
+            let mut pl = vec![
                 ("device", r.id()),
                 ("pid", p.pid.to_string()),
                 ("user", or_empty(&p.user)),
                 ("command", or_empty(&p.command)),
                 ("Hostname", host.to_string()),
             ];
+            let wl: Vec<(&'static str, String)> = labels
+                .iter()
+                .map(|l| (l.name(), l.value(p.workload.as_ref())))
+                .collect();
+            pl.extend(wl.iter().cloned());
+            if !labels.is_empty() && wl.iter().any(|(_, v)| !v.is_empty()) {
+                workloads.insert(wl);
+            }
             if let Some(b) = p.memory_bytes {
                 m.set(
                     "accel_device_process_memory_bytes",
@@ -325,6 +336,17 @@ fn device_series(m: &mut Metrics, s: &Snapshot, host: &str) {
                     b,
                 );
             }
+        }
+        for wl in workloads {
+            let mut l = vec![("device", r.id())];
+            l.extend(wl);
+            l.push(("Hostname", host.to_string()));
+            m.set(
+                "accel_device_workload_info",
+                "1 for each workload (container, pod, Slurm job, unit) with a process on the device",
+                &l,
+                1.0,
+            );
         }
     }
 }
@@ -522,6 +544,69 @@ pub struct Options {
     pub idle_timeout: Option<Duration>,
     /// Open connections at once (default: below the descriptor limit).
     pub max_connections: Option<usize>,
+    /// Workload labels on the per-process series (`--collector.process.labels`).
+    pub process_labels: Vec<ProcessLabel>,
+}
+
+/// A workload label of `--collector.process.labels`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessLabel {
+    ContainerId,
+    PodUid,
+    QosClass,
+    HpcJob,
+    Unit,
+}
+
+impl ProcessLabel {
+    const ALL: [(&'static str, ProcessLabel); 5] = [
+        ("container_id", ProcessLabel::ContainerId),
+        ("pod_uid", ProcessLabel::PodUid),
+        ("qos_class", ProcessLabel::QosClass),
+        ("hpc_job", ProcessLabel::HpcJob),
+        ("unit", ProcessLabel::Unit),
+    ];
+
+    fn name(self) -> &'static str {
+        ProcessLabel::ALL
+            .iter()
+            .find(|(_, l)| *l == self)
+            .map_or("", |(n, _)| n)
+    }
+
+    /// This label's value for a workload (empty when its cgroup does not say).
+    fn value(self, w: Option<&accel::telemetry::workload::Workload>) -> String {
+        let Some(w) = w else {
+            return String::new();
+        };
+        match self {
+            ProcessLabel::ContainerId => w.container_id.clone().unwrap_or_default(),
+            ProcessLabel::PodUid => w.pod_uid.clone().unwrap_or_default(),
+            ProcessLabel::QosClass => w.qos_class.clone().unwrap_or_default(),
+            ProcessLabel::HpcJob => match (w.slurm_job, &w.slurm_step) {
+                (Some(j), Some(s)) => format!("{j}.{s}"),
+                (Some(j), None) => j.to_string(),
+                _ => String::new(),
+            },
+            ProcessLabel::Unit => w.unit.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// One name of `--collector.process.labels`.
+pub fn parse_process_label(s: &str) -> Result<ProcessLabel, String> {
+    if let Some((_, l)) = ProcessLabel::ALL.iter().find(|(n, _)| *n == s.trim()) {
+        return Ok(*l);
+    }
+    let names: Vec<&str> = ProcessLabel::ALL.iter().map(|(n, _)| *n).collect();
+    let why = match s.trim() {
+        "pod" | "namespace" | "container" => format!(
+            "'{s}' (a name) needs the kubelet's pod-resources API, which accel does not read yet; \
+             the cgroup gives pod_uid and container_id"
+        ),
+        _ => format!("'{s}' is not a process label"),
+    };
+    Err(format!("{why}; the labels are {}", names.join(", ")))
 }
 
 /// The address `--listen` names: `HOST:PORT`, `[V6]:PORT`, or node_exporter's `:PORT` for
@@ -581,6 +666,7 @@ pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
     live.watch()?;
     let mut cx = Context {
         web: o.web_config.is_some().then(|| live.status.clone()),
+        process_labels: o.process_labels.clone(),
         ..Context::default()
     };
     let t = Instant::now();

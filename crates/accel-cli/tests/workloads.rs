@@ -1,0 +1,201 @@
+//! Whose work is on the GPU: the `workloads` fixture (four DRM clients of one AMD GPU, in two
+//! Kubernetes pods, a Slurm job and a login session; its README lists each cgroup line and the
+//! workload it names, worked out by hand) through `accel mem`, `accel monitor` and
+//! `accel serve --collector.process.labels`.
+
+mod serve_common;
+
+use std::process::Command;
+
+use serve_common::*;
+
+const POD_A: &str = "3f2a6b1c-7d8e-4f90-a1b2-c3d4e5f60718";
+const POD_B: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+const CTR_A: &str = "9c1e0f7d3b2a4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5";
+const CTR_B: &str = "1f2e3d4c5b6a79880716253443526170a1b2c3d4e5f60718293a4b5c6d7e8f90";
+
+fn roots() -> Vec<String> {
+    let f = format!(
+        "{}/../accel-telemetry/tests/fixtures/telemetry/workloads",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    vec![
+        "--path.sysfs".into(),
+        format!("{f}/sys"),
+        "--path.procfs".into(),
+        format!("{f}/proc"),
+    ]
+}
+
+fn accel(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(args)
+        .args(roots())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn mem_json_names_each_process_s_workload() {
+    let o = accel(&["mem", "--json", "--interval", "0.05"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema_version"], 3);
+    let procs = v["devices"][0]["processes"].as_array().unwrap();
+    let by_pid = |pid: u64| {
+        procs
+            .iter()
+            .find(|p| p["pid"] == pid)
+            .unwrap_or_else(|| panic!("no pid {pid} in {procs:?}"))["workload"]
+            .clone()
+    };
+    let a = by_pid(3001);
+    assert_eq!(a["pod_uid"], POD_A);
+    assert_eq!(a["qos_class"], "burstable");
+    assert_eq!(a["container_id"], CTR_A);
+    assert_eq!(a["runtime"], "containerd");
+    let b = by_pid(3002);
+    assert_eq!(b["pod_uid"], POD_B);
+    assert_eq!(b["qos_class"], "guaranteed");
+    assert_eq!(b["container_id"], CTR_B);
+    let job = by_pid(3003);
+    assert_eq!(job["slurm_job"], 4242);
+    assert_eq!(job["slurm_step"], "0");
+    assert_eq!(job["pod_uid"], serde_json::Value::Null);
+    let session = by_pid(3004);
+    assert_eq!(session["unit"], "session-3.scope");
+    assert_eq!(session["container_id"], serde_json::Value::Null);
+    // And in the text: one short name per row.
+    let o = accel(&["mem", "--interval", "0.05"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "pid 3001 python3 (root) [pod 3f2a6b1c/9c1e0f7d3b2a]",
+        "pid 3002 python3 (root) [pod 0a1b2c3d/1f2e3d4c5b6a]",
+        "[job 4242.0]",
+        "[session-3.scope]",
+    ] {
+        assert!(text.contains(want), "{want:?} not in:\n{text}");
+    }
+}
+
+/// The series of one scrape of `accel serve` over the fixture, with `more` arguments.
+fn scrape(more: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = roots();
+    args.extend([
+        "--tpu.metrics-address".to_string(),
+        format!("127.0.0.1:{}", free_port()),
+    ]);
+    args.extend(more.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (_p, addr) = serve_with("60", &args);
+    let (code, _, body) = Client::new(addr).get("/metrics").unwrap();
+    assert_eq!(code, 200);
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn serve_labels_processes_with_their_workloads_only_when_asked() {
+    let off = scrape(&[]);
+    let on = scrape(&["--collector.process.labels=pod_uid,container_id,qos_class,hpc_job"]);
+    // Off: no workload label and no workload series.
+    assert!(off.iter().all(|l| !l.contains("pod_uid=")
+        && !l.contains("hpc_job=")
+        && !l.starts_with("accel_device_workload_info")));
+    // On: the same series (the per-process ones with more labels), plus one info series per
+    // workload with a process on the device (both pods and the job; the session has none of
+    // these labels).
+    let name = |l: &String| l.split(['{', ' ']).next().unwrap().to_string();
+    let info: Vec<&String> = on
+        .iter()
+        .filter(|l| l.starts_with("accel_device_workload_info"))
+        .collect();
+    assert_eq!(info.len(), 3, "{info:#?}");
+    let rest: Vec<String> = on
+        .iter()
+        .filter(|l| !l.starts_with("accel_device_workload_info"))
+        .map(name)
+        .collect();
+    let mut rest_sorted = rest.clone();
+    rest_sorted.sort();
+    let mut off_names: Vec<String> = off.iter().map(name).collect();
+    off_names.sort();
+    // Values such as scrape durations change between the two servers; the series do not.
+    assert_eq!(rest_sorted, off_names);
+    let mem_a = on
+        .iter()
+        .find(|l| l.starts_with("accel_device_process_memory_bytes") && l.contains("pid=\"3001\""))
+        .unwrap();
+    for want in [
+        format!("pod_uid=\"{POD_A}\""),
+        format!("container_id=\"{CTR_A}\""),
+        "qos_class=\"burstable\"".to_string(),
+        "hpc_job=\"\"".to_string(),
+    ] {
+        assert!(mem_a.contains(&want), "{want} not in {mem_a}");
+    }
+    assert!(info
+        .iter()
+        .any(|l| l.contains(&format!("pod_uid=\"{POD_B}\""))
+            && l.contains("qos_class=\"guaranteed\"")));
+    assert!(info.iter().any(|l| l.contains("hpc_job=\"4242.0\"")));
+}
+
+#[test]
+fn names_that_need_the_kubelet_are_refused_with_the_reason() {
+    let o = accel(&["serve", "--collector.process.labels=pod,namespace"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("pod-resources") && e.contains("pod_uid"), "{e}");
+    let o = accel(&["serve", "--collector.process.labels=bogus"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn every_series_the_alert_rules_use_is_one_the_exporter_serves() {
+    let rules = std::fs::read_to_string(format!(
+        "{}/../../deploy/prometheus/alerts.yml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let mut names: Vec<String> = rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("accel_"))
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.dedup();
+    assert!(names.len() >= 6, "{names:?}");
+    // A real scrape of a fixture machine (an AMD and an Intel GPU); the series only NVML
+    // gives (throttle reasons, ECC counters) must at least be ones the exporter registers.
+    let f = |d: &str| {
+        format!(
+            "{}/../accel-telemetry/tests/fixtures/telemetry/mixed/{d}",
+            env!("CARGO_MANIFEST_DIR")
+        )
+    };
+    let (_p, addr) = serve_with(
+        "60",
+        &[
+            "--path.sysfs",
+            &f("sys"),
+            "--path.procfs",
+            &f("proc"),
+            "--tpu.metrics-address",
+            &format!("127.0.0.1:{}", free_port()),
+        ],
+    );
+    let (_, _, body) = Client::new(addr).get("/metrics").unwrap();
+    let source =
+        std::fs::read_to_string(format!("{}/src/serve/mod.rs", env!("CARGO_MANIFEST_DIR")))
+            .unwrap();
+    for n in &names {
+        let scraped = body.lines().any(|l| l.starts_with(&format!("{n}{{")));
+        let nvml_only = ["accel_device_throttle_reason", "accel_device_ecc_errors"]
+            .contains(&n.as_str())
+            && source.contains(&format!("\"{n}\""));
+        assert!(scraped || nvml_only, "{n} is in alerts.yml but not served");
+    }
+}
