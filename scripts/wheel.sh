@@ -12,9 +12,14 @@ if [ ! -x "$VENV/bin/maturin" ]; then
   "$VENV/bin/pip" install -q --disable-pip-version-check "maturin>=1.5,<2"
 fi
 rm -f target/wheels/accel-*.whl
-cargo build --release -q -p accel-cli
+# ACCEL_BIN: a release `accel` built already (the test command's, from its workspace build).
+bin="${ACCEL_BIN:-}"
+if [ -z "$bin" ]; then
+  cargo build --release -q -p accel-cli
+  bin=target/release/accel
+fi
 rm -rf target/wheel-data && mkdir -p target/wheel-data/scripts
-cp target/release/accel target/wheel-data/scripts/accel
+cp "$bin" target/wheel-data/scripts/accel
 strip target/wheel-data/scripts/accel
 "$VENV/bin/maturin" build --release --out target/wheels "$@"
 ls -la target/wheels/accel-*.whl

@@ -8,7 +8,10 @@
 # (python/tests) in the full venv with NumPy, pytest, JAX (CPU), pandas and matplotlib added.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/wheel.sh > /dev/null 2>&1 || { scripts/wheel.sh; exit 1; }
+# WHEEL_BUILT=1: the test command built it already (scripts/wheel.sh, beside its suites).
+if [ "${WHEEL_BUILT:-0}" != 1 ]; then
+  scripts/wheel.sh > /dev/null 2>&1 || { scripts/wheel.sh; exit 1; }
+fi
 whl=$(ls target/wheels/accel-*.whl)
 mib=$(( $(stat -c %s "$whl") / 1048576 ))
 echo "wheel: $(basename "$whl"), $(stat -c %s "$whl") bytes"
