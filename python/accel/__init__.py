@@ -18,7 +18,7 @@ from typing import Any, List, Optional
 
 from . import _accel
 from ._accel import AccelError, Tensor
-from ._objects import Record, load
+from ._objects import Probes, Record, load
 from ._record import Recording, record
 from . import bench, cuda, mps, xla
 
@@ -76,13 +76,13 @@ def devices() -> List[Device]:
     return [Device(d) for p in probes() for d in (x.device for x in p.devices)]
 
 
-def probes() -> List[Record]:
+def probes() -> "Probes":
     """What each backend's probe found: its devices with their capabilities, or why there
     are none and how to fix it (`accel devices`)."""
     import json
 
     # An unavailable backend's probe has no `devices` field: an empty list reads the same.
-    return [Record({"devices": [], **p}, "Probe") for p in json.loads(_accel.probes_json())]
+    return Probes(Record({"devices": [], **p}, "Probe") for p in json.loads(_accel.probes_json()))
 
 
 def doctor() -> Record:

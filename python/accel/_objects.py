@@ -4,12 +4,22 @@ readable repr, and `.to_dict()` for the plain data (JSON types only)."""
 from __future__ import annotations
 
 import json
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional
 
 
 # The records that hold a list, and the field that holds it: they iterate over it, as Python
 # data does (`for section in accel.doctor()`); every other record is not iterable.
 ITEMS = {"Diagnosis": "sections", "Snapshot": "devices"}
+
+# The records a notebook shows as HTML, and the kind of document each is (the renderer is
+# accel's own, in Rust: the HTML `accel doctor --html` prints).
+HTML = {"Diagnosis": "doctor"}
+
+
+def _html(kind: str, data: Any) -> str:
+    from . import _accel
+
+    return _accel.render_html(kind, json.dumps(data))
 
 
 class Record:
@@ -82,6 +92,12 @@ class Record:
         """The plain data (dicts, lists, strings, numbers, booleans, None)."""
         return json.loads(json.dumps(self._data))
 
+    def _repr_html_(self) -> Optional[str]:
+        """Jupyter's and Colab's rich display: the doctor's checklist as a table (None for
+        records without one: the plain repr then)."""
+        kind = HTML.get(self._kind)
+        return _html(kind, self._data) if kind else None
+
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in list(self._data.items())[:6]
                            if not isinstance(v, (dict, list)))
@@ -99,3 +115,14 @@ def wrap(v: Any, kind: str = "Record") -> Any:
 
 def load(text: str, kind: str) -> Any:
     return wrap(json.loads(text), kind)
+
+
+class Probes(list):
+    """What `accel.probes()` returns: a list of Probe records that a notebook shows as the
+    table `accel devices --html` prints (each backend, its status, its devices or why not and
+    the fix)."""
+
+    def _repr_html_(self) -> str:
+        from . import _accel
+
+        return _html("devices", {"best_device": _accel.best(), "backends": [p.to_dict() for p in self]})

@@ -313,3 +313,63 @@ def test_recording_as_a_dataframe_and_a_plot():
     lines = {l.get_label(): l for l in ax.get_lines()}
     assert "host" in lines and len(lines["host"].get_xdata()) == len(host)
     plt.close("all")
+
+
+class _StrictHTML:
+    """Python's html.parser with the checks a validator makes that matter here: every
+    element closed in order, nothing but known elements, no script and no URL."""
+
+    VOID = {"br"}
+    KNOWN = {"div", "style", "p", "b", "table", "tr", "th", "td", "span", "br"}
+
+    def __init__(self, text):
+        from html.parser import HTMLParser
+
+        self.stack, self.rows, self.cells = [], 0, []
+        outer = self
+
+        class P(HTMLParser):
+            def handle_starttag(self, tag, attrs):
+                assert tag in outer.KNOWN, tag
+                assert not any(v and ("http" in v or "javascript" in v) for _, v in attrs), attrs
+                if tag == "tr":
+                    outer.rows += 1
+                if tag not in outer.VOID:
+                    outer.stack.append(tag)
+
+            def handle_endtag(self, tag):
+                assert outer.stack and outer.stack[-1] == tag, (outer.stack, tag)
+                outer.stack.pop()
+
+            def handle_data(self, data):
+                if outer.stack and outer.stack[-1] in ("td", "th"):
+                    outer.cells.append(data)
+
+        p = P(convert_charrefs=True)
+        p.feed(text)
+        p.close()
+        assert not self.stack, self.stack
+        assert "<script" not in text and "http" not in text
+
+
+def test_a_notebook_shows_the_doctor_and_the_probes_as_tables():
+    d = accel.doctor()
+    h = d._repr_html_()
+    checks = [c for s in d.to_dict()["sections"] for c in s["checks"]]
+    parsed = _StrictHTML(h)
+    # A title and a header row per section, one row per check, each status as its word.
+    assert parsed.rows == 2 * len(d.sections) + len(checks)
+    for c in checks:
+        assert c["status"].upper() in parsed.cells, c
+        assert c["title"] in parsed.cells, c
+    p = accel.probes()
+    hp = p._repr_html_()
+    parsed = _StrictHTML(hp)
+    assert parsed.rows == 1 + len(p)
+    names = {x.backend for x in p}
+    assert names <= set(parsed.cells) and {"cpu", "cuda", "xla", "wgpu", "mps"} <= names
+    assert "AVAILABLE" in parsed.cells
+    # Records without a table have no HTML (the plain repr is shown), and a probe list is
+    # still a list.
+    assert accel.snapshot()._repr_html_() is None
+    assert isinstance(p, list) and p[0].backend == "cpu"

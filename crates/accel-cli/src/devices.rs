@@ -17,7 +17,7 @@ struct DevicesReport {
     xla_plugins: Vec<accel::xla::Plugin>,
 }
 
-pub fn run(json: bool) -> anyhow::Result<()> {
+pub fn run(json: bool, html: bool) -> anyhow::Result<()> {
     let report = DevicesReport {
         best_device: Device::best(),
         backends: accel::devices(),
@@ -27,6 +27,9 @@ pub fn run(json: bool) -> anyhow::Result<()> {
     };
     if json {
         return out::json("devices", &report);
+    }
+    if html {
+        return out::html("devices", &report);
     }
     for l in text(&report.backends) {
         out::line(l)?;

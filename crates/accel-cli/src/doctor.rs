@@ -52,10 +52,12 @@ pub fn text(r: &Diagnosis) -> Vec<String> {
     lines
 }
 
-pub fn run(json: bool) -> anyhow::Result<()> {
+pub fn run(json: bool, html: bool) -> anyhow::Result<()> {
     let r = accel::doctor::diagnose();
     if json {
         out::json("doctor", &r)?;
+    } else if html {
+        out::html("doctor", &r)?;
     } else {
         for l in text(&r) {
             out::line(l)?;

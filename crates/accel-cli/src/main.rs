@@ -35,15 +35,23 @@ enum Command {
     /// List every backend: its devices, or why it has none and how to fix it.
     Devices {
         /// Machine-readable output.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "html")]
         json: bool,
+        /// A self-contained HTML table (no scripts, nothing from the network), as a notebook
+        /// shows `accel.probes()`.
+        #[arg(long)]
+        html: bool,
     },
     /// Why each backend works or not: a checklist per backend, each failure with its fix.
     /// Exits 1 when any check fails (WARN and SKIP do not) or the best device does not work.
     Doctor {
         /// Machine-readable output (one object per check, stable keys).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "html")]
         json: bool,
+        /// The checklist as self-contained HTML (no scripts, nothing from the network), as a
+        /// notebook shows `accel.doctor()`.
+        #[arg(long)]
+        html: bool,
     },
     /// Benchmarks, warmed up and synchronised.
     Bench {
@@ -280,8 +288,8 @@ fn parse_interval(s: &str) -> Result<f64, String> {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         None => walkthrough::run(),
-        Some(Command::Devices { json }) => devices::run(json),
-        Some(Command::Doctor { json }) => doctor::run(json),
+        Some(Command::Devices { json, html }) => devices::run(json, html),
+        Some(Command::Doctor { json, html }) => doctor::run(json, html),
         Some(Command::Bench { workload }) => bench::run(workload),
         Some(Command::Mem {
             json,

@@ -31,6 +31,13 @@ pub fn json<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<()> {
     line(serde_json::to_string_pretty(&envelope(kind, body)?)?)
 }
 
+/// [`json`]'s document as HTML (`accel::html::render`: the renderer the Python module's
+/// `_repr_html_` uses too).
+pub fn html<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<()> {
+    let doc = serde_json::to_string(&envelope(kind, body)?)?;
+    line(accel::html::render(&doc, kind)?)
+}
+
 /// [`json`]'s document as compact text, for a server to hand out.
 pub fn json_string<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<String> {
     Ok(serde_json::to_string(&envelope(kind, body)?)?)

@@ -66,6 +66,30 @@ fn devices_text_lists_cpu_and_reasons() {
 }
 
 #[test]
+fn devices_and_doctor_print_html_tables() {
+    let o = accel(&["devices", "--html"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let h = stdout(&o);
+    assert!(h.starts_with("<div class=\"accel-report\"><style>"), "{h}");
+    for b in ["cpu", "cuda", "mps", "xla", "wgpu"] {
+        assert!(
+            h.contains(&format!("<tr><td>{b}</td>")),
+            "{b} missing from {h}"
+        );
+    }
+    assert!(!h.contains("<script"), "{h}");
+    // A check that fails here (no CUDA driver) is marked by its word, with its fix.
+    let o = accel(&["doctor", "--html"]);
+    let h = stdout(&o);
+    assert!(h.contains("<td class=\"st pass\">PASS</td>"), "{h}");
+    assert!(h.contains("<div class=\"fix\">fix: "), "{h}");
+    assert_eq!(
+        accel(&["doctor", "--html", "--json"]).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
 fn bench_matmul_json_is_checked_and_unit_suffixed() {
     let o = accel(&[
         "bench", "matmul", "--device", "cpu", "--size", "64", "--size", "96", "--dtype", "f64",

@@ -199,3 +199,53 @@ fn every_series_the_alert_rules_use_is_one_the_exporter_serves() {
         assert!(scraped || nvml_only, "{n} is in alerts.yml but not served");
     }
 }
+
+#[test]
+fn every_dashboard_query_returns_data_from_a_real_prometheus() {
+    if !tool("prometheus") {
+        println!("skipped: prometheus: not installed (every_dashboard_query_returns_data_from_a_real_prometheus)");
+        return;
+    }
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{}/../../deploy/grafana/accel.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let exprs: Vec<String> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap().iter())
+        .map(|t| t["expr"].as_str().unwrap().to_string())
+        .collect();
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    // The workloads fixture with the labels on, so the workload table has rows too.
+    let mut args = roots();
+    args.extend([
+        "--tpu.metrics-address".to_string(),
+        format!("127.0.0.1:{}", free_port()),
+        "--collector.process.labels=pod_uid,container_id,hpc_job".to_string(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (_p, addr) = serve_with("1", &args);
+    let dir = std::env::temp_dir().join(format!("accel-dashboard-{}", std::process::id()));
+    let (_prom, query) = prometheus(&dir, addr);
+    let nonempty = |r: &[(serde_json::Value, f64)]| !r.is_empty();
+    // The host variable's query, then every panel's with every host ("All": `.*`).
+    wait_for(&query, "accel_device_up", 60, nonempty).unwrap_or_else(|| {
+        panic!(
+            "no scrape stored within 60 s:\n{}",
+            std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+        )
+    });
+    for e in &exprs {
+        let q = e.replace("$host", ".*");
+        assert!(
+            wait_for(&query, &q, 15, nonempty).is_some(),
+            "the dashboard's query {e} returned no data"
+        );
+    }
+}

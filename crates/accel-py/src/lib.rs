@@ -88,6 +88,13 @@ fn device_name(py: Python<'_>, name: &str) -> PyResult<String> {
     py.detach(|| d.name()).map_err(err)
 }
 
+/// A JSON document of kind `kind` (`doctor`, `devices`...) as self-contained HTML, by the
+/// renderer `accel doctor --html` uses (`accel::html::render`): for `_repr_html_`.
+#[pyfunction]
+fn render_html(kind: &str, doc: &str) -> PyResult<String> {
+    accel::html::render(doc, kind).map_err(err)
+}
+
 /// The doctor's checklist.
 #[pyfunction]
 fn doctor_json(py: Python<'_>) -> PyResult<String> {
@@ -415,6 +422,7 @@ fn _accel(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(version, m)?,
         wrap_pyfunction!(enable_probe_helper, m)?,
         wrap_pyfunction!(probes_json, m)?,
+        wrap_pyfunction!(render_html, m)?,
         wrap_pyfunction!(best, m)?,
         wrap_pyfunction!(devices_of, m)?,
         wrap_pyfunction!(device_name, m)?,

@@ -73,6 +73,7 @@ mod display;
 pub mod doctor;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+pub mod html;
 #[doc(hidden)]
 pub mod internals;
 pub mod load;
