@@ -46,7 +46,7 @@ impl Workload {
     /// One short name for tables: `pod 3f2a.../ctr 9c1e...`, `job 1234.0`, `docker 9c1e...`,
     /// the unit, or `-`.
     pub fn short(&self) -> String {
-        let id = |s: &String| s.chars().take(12).collect::<String>();
+        let id = |s: &String, n: usize| s.chars().take(n).collect::<String>();
         if let Some(job) = self.slurm_job {
             return match &self.slurm_step {
                 Some(s) => format!("job {job}.{s}"),
@@ -54,13 +54,13 @@ impl Workload {
             };
         }
         match (&self.pod_uid, &self.container_id) {
-            (Some(p), Some(c)) => return format!("pod {}/{}", &p[..8], id(c)),
-            (Some(p), None) => return format!("pod {}", &p[..8]),
+            (Some(p), Some(c)) => return format!("pod {}/{}", id(p, 8), id(c, 12)),
+            (Some(p), None) => return format!("pod {}", id(p, 8)),
             (None, Some(c)) => {
                 return format!(
                     "{} {}",
                     self.runtime.as_deref().unwrap_or("container"),
-                    id(c)
+                    id(c, 12)
                 )
             }
             (None, None) => {}
@@ -108,6 +108,9 @@ pub fn from_cgroup_file(text: &str) -> Workload {
         }
     }
     candidates.extend(v1.iter().map(|(_, p)| *p));
+    // Each path once, in the order found.
+    let mut seen = std::collections::HashSet::new();
+    candidates.retain(|p| seen.insert(*p));
     if let Some(p) = v2 {
         // A v2 path of "/" beside v1 lines (hybrid mode) says nothing; prefer v1 then.
         if p != "/" || candidates.is_empty() {
