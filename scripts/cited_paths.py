@@ -38,6 +38,7 @@ ELSEWHERE = {
     "version.py": "a wheel's version file in users' environments (torch/, nvidia/*/: pyenv.rs)",
     "train.py": "the user's training script in usage examples (docs/pick.md)",
     "PROTOCOL-HTTP2.md": "gRPC's protocol document, which the hand-written client follows",
+    "hack/update-codegen.sh": "the kubelet's generator, named by its api.proto kept unchanged",
 }
 
 

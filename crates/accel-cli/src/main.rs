@@ -90,11 +90,15 @@ enum Command {
         #[arg(long = "web.max-connections", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
         max_connections: Option<u64>,
         /// Labels naming each process's workload on the per-process series, and an
-        /// accel_device_workload_info series per device and workload, from the processes'
-        /// cgroups: any of container_id, pod_uid, qos_class, hpc_job (Slurm's job and
-        /// step), unit (systemd's). Off by default: each distinct value is a new series
-        /// (with hpc_job, every job leaves its own series behind until they go stale), so
-        /// on a shared machine the series count grows with the number of workloads run.
+        /// accel_device_workload_info series per device and workload: from the processes'
+        /// cgroups container_id, pod_uid, qos_class, hpc_job (Slurm's job and step), unit
+        /// (systemd's); from the kubelet's pod-resources API namespace, pod, container (a
+        /// process's when one container holds its device), which also add one
+        /// accel_device_owner_info series per device and container holding it. Off by
+        /// default: each distinct value is a new series (with hpc_job, every job leaves its
+        /// own series behind until they go stale), so on a shared machine the series count
+        /// grows with the number of workloads run: per device, one info series per workload
+        /// and owner, and each process series once per workload it ran in.
         #[arg(long = "collector.process.labels", value_name = "LABELS", value_delimiter = ',', value_parser = serve::parse_process_label)]
         process_labels: Vec<serve::ProcessLabel>,
         #[command(flatten)]
@@ -200,6 +204,14 @@ struct RootArgs {
         value_parser = parse_host_port
     )]
     tpu_metrics: String,
+    /// The kubelet's pod-resources API (which pods hold which devices; asked where the socket
+    /// exists)
+    #[arg(
+        long = "kubelet.pod-resources-socket",
+        value_name = "PATH",
+        default_value = accel::telemetry::kubelet::DEFAULT_SOCKET
+    )]
+    pod_resources: std::path::PathBuf,
 }
 
 impl RootArgs {
@@ -208,6 +220,7 @@ impl RootArgs {
             sysfs: self.sysfs,
             procfs: self.procfs,
             tpu_metrics: self.tpu_metrics,
+            pod_resources: self.pod_resources,
         }
     }
 }

@@ -113,6 +113,9 @@ fn devices_text(s: &Snapshot) -> Vec<String> {
                     .map_or(String::new(), |s| format!(" [{}]", out::printable(s))),
             ) + &invalid_note(d),
         );
+        if let Some(o) = out::owners_line(d) {
+            lines.push(format!("                {o}"));
+        }
         for p in &d.processes {
             lines.push(format!(
                 "                pid {}{}{}{} holds {}{}",

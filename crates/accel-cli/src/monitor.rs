@@ -105,6 +105,7 @@ fn text(s: &Snapshot) -> Vec<String> {
             clocks(d)
         ) + &crate::mem::invalid_note(d),
         );
+        v.extend(out::owners_line(d).map(|o| format!("  {o}")));
         v.extend(processes(d).into_iter().map(|p| format!("  {p}")));
     }
     if s.devices.is_empty() {
@@ -535,6 +536,9 @@ fn panel<'a>(d: &DeviceLoad, i: usize, v: &View, inner: u16) -> Paragraph<'a> {
         )),
         history(d, i, v, inner),
     ];
+    if let Some(o) = out::owners_line(d) {
+        lines.push(Line::raw(o));
+    }
     if !d.processes.is_empty() {
         lines.push(Line::raw(format!("procs {}", processes(d).join(", "))));
     }

@@ -115,13 +115,21 @@ pub fn printable(s: &str) -> Cow<'_, str> {
 /// A process's workload for a text row (` [pod 3f2a6b1c/9c1e0f7d3b2a]`, ` [job 4242.0]`), or
 /// why the process cannot be seen; empty for a process in no container, pod, job or unit.
 pub fn workload_note(p: &accel::telemetry::ProcessUse) -> String {
-    if let Some(n) = &p.note {
-        return format!(" [{}]", printable(n));
-    }
-    match p.workload.as_ref().map(|w| w.short()) {
-        Some(s) if s != "-" => format!(" [{}]", printable(&s)),
+    match (p.workload.as_ref().map(|w| w.short()), &p.note) {
+        (Some(s), _) if s != "-" => format!(" [{}]", printable(&s)),
+        (_, Some(n)) => format!(" [{}]", printable(n)),
         _ => String::new(),
     }
+}
+
+/// The containers the kubelet gave a device, for a text row (`held by ml/trainer-a (main),
+/// research/nb (jupyter)`), or `None` off Kubernetes.
+pub fn owners_line(r: &accel::telemetry::Reading) -> Option<String> {
+    if r.owners.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = r.owners.iter().map(|o| o.short()).collect();
+    Some(format!("held by {}", printable(&names.join(", "))))
 }
 
 /// [`printable`] for whole lines of accel's own text: line feeds and tabs stay.

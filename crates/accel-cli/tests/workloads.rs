@@ -144,13 +144,270 @@ fn serve_labels_processes_with_their_workloads_only_when_asked() {
 }
 
 #[test]
-fn names_that_need_the_kubelet_are_refused_with_the_reason() {
-    let o = accel(&["serve", "--collector.process.labels=pod,namespace"]);
+fn unknown_labels_are_refused_with_the_names_there_are() {
+    let o = accel(&["serve", "--collector.process.labels=job"]);
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("pod-resources") && e.contains("pod_uid"), "{e}");
+    assert!(
+        e.contains("hpc_job") && e.contains("namespace, pod, container"),
+        "{e}"
+    );
     let o = accel(&["serve", "--collector.process.labels=bogus"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+// ---- the kubelet's pod-resources API, served for real ---------------------------------------
+
+/// Python with grpcio and grpcio-tools, or why not.
+fn grpc_python() -> Result<std::path::PathBuf, String> {
+    let python = match std::env::var_os("VIRTUAL_ENV") {
+        Some(v) if std::path::Path::new(&v).join("bin/python").exists() => {
+            std::path::Path::new(&v).join("bin/python")
+        }
+        _ => "python3".into(),
+    };
+    let out = Command::new(&python)
+        .args(["-c", "import grpc, grpc_tools.protoc"])
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} cannot import grpc and grpc_tools (pip install grpcio grpcio-tools)",
+            python.display()
+        ));
+    }
+    Ok(python)
+}
+
+/// A fake kubelet (grpcio, the kubelet's own proto file in
+/// accel-telemetry/tests/fixtures/telemetry/pod-resources/) on a unix socket in `dir`, serving
+/// `pods` (the JSON the fake kubelet's docstring describes). `None` with the skip line printed
+/// when grpc is not there.
+fn kubelet(dir: &std::path::Path, pods: &str) -> Option<(Proc, String)> {
+    let python = match grpc_python() {
+        Ok(p) => p,
+        Err(why) => {
+            let required = std::env::var("ACCEL_TEST_REQUIRE")
+                .is_ok_and(|v| v.split(',').any(|b| b.trim() == "grpc"));
+            assert!(!required, "ACCEL_TEST_REQUIRE names grpc but {why}");
+            println!("skipped: grpc: {why}");
+            return None;
+        }
+    };
+    let protos = format!(
+        "{}/../accel-telemetry/tests/fixtures/telemetry/pod-resources",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let out = Command::new(&python)
+        .args(["-m", "grpc_tools.protoc", &format!("-I{protos}")])
+        .arg(format!("--python_out={}", dir.display()))
+        .arg(format!("--grpc_python_out={}", dir.display()))
+        .arg("api.proto")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let socket = dir.join("kubelet.sock");
+    let mut child = Command::new(&python)
+        .arg(format!("{protos}/fake_kubelet.py"))
+        .arg(&socket)
+        .arg(pods)
+        .env("PYTHONPATH", dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "ready");
+    Some((Proc(child), socket.display().to_string()))
+}
+
+/// Two pods on the fixture's one AMD GPU (0000:03:00.0, card0), and one on an NVIDIA GPU this
+/// machine does not have.
+const TWO_PODS: &str = r#"[
+  {"namespace": "ml", "name": "trainer-a", "containers": [
+     {"name": "main", "devices": [["amd.com/gpu", ["0000:03:00.0"]]]},
+     {"name": "logs", "devices": []}]},
+  {"namespace": "research", "name": "notebook-b", "containers": [
+     {"name": "jupyter", "devices": [["amd.com/gpu", ["0000:03:00.0"]]]}]},
+  {"namespace": "ml", "name": "elsewhere", "containers": [
+     {"name": "main", "devices": [["nvidia.com/gpu", ["GPU-5a2f0c1e-0000-1111-2222-333344445555"]]]}]}
+]"#;
+
+#[test]
+fn the_kubelet_names_the_pods_that_hold_the_gpu() {
+    let dir = std::env::temp_dir().join(format!("accel-kubelet-{}", std::process::id()));
+    let Some((_k, socket)) = kubelet(&dir, TWO_PODS) else {
+        return;
+    };
+    let sock = ["--kubelet.pod-resources-socket", socket.as_str()];
+    // mem --json: both containers own the device; the processes of the two pods keep their
+    // UIDs (the kubelet names none), with the reason.
+    let mut args = vec!["mem", "--json", "--interval", "0.05"];
+    args.extend(sock);
+    let o = accel(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let d = &v["devices"][0];
+    let owners: Vec<String> = d["owners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            format!(
+                "{}/{} ({}) {}",
+                o["namespace"], o["pod"], o["container"], o["resource"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        owners,
+        [
+            r#""ml"/"trainer-a" ("main") "amd.com/gpu""#,
+            r#""research"/"notebook-b" ("jupyter") "amd.com/gpu""#
+        ]
+    );
+    let p3001 = d["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == 3001)
+        .unwrap();
+    assert_eq!(p3001["workload"]["pod"], serde_json::Value::Null);
+    assert!(p3001["note"]
+        .as_str()
+        .unwrap()
+        .contains("2 container(s) hold amd:0"));
+    let kubelet = v["collectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["collector"] == "kubelet")
+        .expect("a kubelet collector");
+    assert_eq!(kubelet["success"], true, "{kubelet}");
+    let mut args = vec!["mem", "--interval", "0.05"];
+    args.extend(sock);
+    let text = String::from_utf8_lossy(&accel(&args).stdout).into_owned();
+    assert!(
+        text.contains("held by ml/trainer-a (main), research/notebook-b (jupyter)")
+            && text.contains("pid 3001 python3 (root) [pod 3f2a6b1c/9c1e0f7d3b2a]"),
+        "{text}"
+    );
+
+    // /metrics: with the kubelet's labels on, one owner series per container holding the GPU,
+    // both pods named, and the Slurm job on its process's series; off, not one series more
+    // than without a kubelet (it is not even asked).
+    let mut on_args = vec!["--collector.process.labels=namespace,pod,container,hpc_job"];
+    on_args.extend(sock);
+    let on = scrape(&on_args);
+    let owner: Vec<&String> = on
+        .iter()
+        .filter(|l| l.starts_with("accel_device_owner_info"))
+        .collect();
+    assert_eq!(owner.len(), 2, "{owner:#?}");
+    for (ns, pod, ctr) in [
+        ("ml", "trainer-a", "main"),
+        ("research", "notebook-b", "jupyter"),
+    ] {
+        assert!(
+            owner.iter().any(|l| l.contains(&format!(
+                "device=\"amd:0\",namespace=\"{ns}\",pod=\"{pod}\",container=\"{ctr}\""
+            ))),
+            "{ns}/{pod} not in {owner:#?}"
+        );
+    }
+    assert!(on
+        .iter()
+        .any(|l| l.starts_with("accel_device_process_memory_bytes")
+            && l.contains("pid=\"3003\"")
+            && l.contains("hpc_job=\"4242.0\"")));
+    let name = |l: &String| l.split(['{', ' ']).next().unwrap().to_string();
+    let series = |v: &[String]| {
+        let mut n: Vec<String> = v
+            .iter()
+            .map(|l| l.split(' ').next().unwrap().to_string())
+            .collect();
+        n.retain(|l| !l.contains("duration_seconds") && !l.contains("scrape"));
+        n.sort();
+        n
+    };
+    let mut off_args = vec![];
+    off_args.extend(sock);
+    let off = scrape(&off_args);
+    let plain = scrape(&[]);
+    assert!(off
+        .iter()
+        .all(|l| !l.contains("kubelet") && !l.contains("owner")));
+    assert_eq!(
+        off.iter()
+            .map(name)
+            .collect::<std::collections::BTreeSet<_>>(),
+        plain
+            .iter()
+            .map(name)
+            .collect::<std::collections::BTreeSet<_>>()
+    );
+    assert_eq!(series(&off).len(), series(&plain).len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_process_gets_the_names_of_the_one_pod_that_holds_its_gpu() {
+    let dir = std::env::temp_dir().join(format!("accel-kubelet1-{}", std::process::id()));
+    let Some((_k, socket)) = kubelet(
+        &dir,
+        r#"[{"namespace": "ml", "name": "trainer-a", "containers": [
+              {"name": "main", "devices": [["amd.com/gpu", ["card0"]]]}]}]"#,
+    ) else {
+        return;
+    };
+    // The fixture's procfs without pod B's process: on the GPU, one pod's process, one
+    // container holding it (named by its DRM card, as Intel's and some AMD plugins do).
+    let fixture = format!(
+        "{}/../accel-telemetry/tests/fixtures/telemetry/workloads",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let proc = dir.join("proc");
+    let cp = Command::new("cp")
+        .args([
+            "-a",
+            &format!("{fixture}/proc"),
+            &proc.display().to_string(),
+        ])
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    std::fs::remove_dir_all(proc.join("3002")).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args([
+            "mem",
+            "--interval",
+            "0.05",
+            "--path.sysfs",
+            &format!("{fixture}/sys"),
+        ])
+        .arg("--path.procfs")
+        .arg(&proc)
+        .args(["--kubelet.pod-resources-socket", &socket])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        text.contains("pid 3001 python3 (root) [pod ml/trainer-a (main)]"),
+        "{text}"
+    );
+    assert!(text.contains("[job 4242.0]"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

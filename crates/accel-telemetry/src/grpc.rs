@@ -1,6 +1,7 @@
-//! A minimal gRPC client for unary calls, by hand, over `std::net`: just enough to ask the TPU
-//! runtime's metrics service (`tpu.rs`) a few questions without a gRPC stack, an async runtime
-//! or a protobuf compiler.
+//! A minimal gRPC client for unary calls, by hand, over TCP or a unix socket: just enough to
+//! ask the TPU runtime's metrics service (`TpuReader`) and the kubelet's pod-resources API
+//! (`kubelet::list_pod_resources`) a few questions without a gRPC stack, an async runtime or a
+//! protobuf compiler.
 //!
 //! HTTP/2 with prior knowledge (h2c, RFC 9113 §3.3): the client preface, a SETTINGS frame, then
 //! for each call one HEADERS frame (HPACK literals without indexing, no Huffman: RFC 7541 §6.2.2)
@@ -16,6 +17,7 @@
 
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The largest gRPC message accepted (gRPC's own default receive limit is 4 MiB).
@@ -71,16 +73,68 @@ fn io_error(e: io::Error, what: &str) -> CallError {
     }
 }
 
-/// Makes `requests.len()` unary calls of `path` (`/package.Service/Method`) on `addr`
-/// (`host:port`), each with its serialized protobuf request, and returns each call's response
-/// message (or why that call failed), in order. The whole exchange ends by `deadline`.
+/// Where a gRPC server listens.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Endpoint<'a> {
+    /// `host:port`.
+    Tcp(&'a str),
+    /// A unix socket (the kubelet's pod-resources API).
+    #[cfg(unix)]
+    Unix(&'a Path),
+}
+
+/// A connection the exchange runs over: a TCP stream or a unix socket, both with per-call
+/// timeouts.
+trait Conn: Read + Write {
+    /// Both timeouts, to what is left of the deadline.
+    fn set_timeouts(&self, left: Duration) -> io::Result<()>;
+}
+
+impl Conn for TcpStream {
+    fn set_timeouts(&self, left: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(left))?;
+        self.set_write_timeout(Some(left))
+    }
+}
+
+#[cfg(unix)]
+impl Conn for std::os::unix::net::UnixStream {
+    fn set_timeouts(&self, left: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(left))?;
+        self.set_write_timeout(Some(left))
+    }
+}
+
+/// Makes `requests.len()` unary calls of `path` (`/package.Service/Method`) at `at`, each with
+/// its serialized protobuf request, and returns each call's response message (or why that call
+/// failed), in order. The whole exchange ends by `deadline`.
 pub(crate) fn unary_calls(
-    addr: &str,
+    at: Endpoint<'_>,
     path: &str,
     requests: &[Vec<u8>],
     deadline: Instant,
 ) -> Result<Vec<Result<Vec<u8>, String>>, CallError> {
-    let mut stream = connect(addr, deadline)?;
+    match at {
+        Endpoint::Tcp(addr) => {
+            let mut s = connect(addr, deadline)?;
+            exchange(&mut s, addr, path, requests, deadline)
+        }
+        #[cfg(unix)]
+        Endpoint::Unix(socket) => {
+            let mut s = connect_unix(socket, deadline)?;
+            // gRPC's own clients send `localhost` as the authority of a unix socket.
+            exchange(&mut s, "localhost", path, requests, deadline)
+        }
+    }
+}
+
+fn exchange(
+    stream: &mut impl Conn,
+    authority: &str,
+    path: &str,
+    requests: &[Vec<u8>],
+    deadline: Instant,
+) -> Result<Vec<Result<Vec<u8>, String>>, CallError> {
     let mut out = Vec::new();
     out.extend_from_slice(PREFACE);
     // Our SETTINGS: no server push, and a stream window large enough for a whole message so the
@@ -95,7 +149,6 @@ pub(crate) fn unary_calls(
     // The connection window (65,535 at first, RFC 9113 §6.9.2) grown to cover every answer.
     let conn = (window as u64 * requests.len().max(1) as u64).min(0x7fff_ffff - 65_535) as u32;
     frame(&mut out, 0x8, 0, 0, &conn.to_be_bytes());
-    let authority = addr;
     for (i, req) in requests.iter().enumerate() {
         let id = 1 + 2 * i as u32;
         let mut block = Vec::new();
@@ -123,8 +176,8 @@ pub(crate) fn unary_calls(
             frame(&mut out, DATA, if last { END_STREAM } else { 0 }, id, chunk);
         }
     }
-    write_all(&mut stream, &out, deadline)?;
-    read_answers(&mut stream, requests.len(), deadline)
+    write_all(stream, &out, deadline)?;
+    read_answers(stream, requests.len(), deadline)
 }
 
 fn connect(addr: &str, deadline: Instant) -> Result<TcpStream, CallError> {
@@ -146,6 +199,25 @@ fn connect(addr: &str, deadline: Instant) -> Result<TcpStream, CallError> {
     Err(last)
 }
 
+/// Connects to a unix socket. `connect` on a unix socket does not wait for a listener's
+/// backlog the way TCP's handshake does: it succeeds, or fails at once (no such file,
+/// permission denied, nobody listening).
+#[cfg(unix)]
+fn connect_unix(
+    socket: &Path,
+    deadline: Instant,
+) -> Result<std::os::unix::net::UnixStream, CallError> {
+    remaining(deadline)?;
+    std::os::unix::net::UnixStream::connect(socket).map_err(|e| match e.kind() {
+        ErrorKind::NotFound => CallError::NoAnswer(format!("{} does not exist", socket.display())),
+        ErrorKind::PermissionDenied => CallError::NoAnswer(format!(
+            "permission denied on {} (the kubelet's socket is root's)",
+            socket.display()
+        )),
+        _ => io_error(e, "connecting"),
+    })
+}
+
 fn remaining(deadline: Instant) -> Result<Duration, CallError> {
     let left = deadline.saturating_duration_since(Instant::now());
     if left < Duration::from_millis(1) {
@@ -155,16 +227,16 @@ fn remaining(deadline: Instant) -> Result<Duration, CallError> {
     }
 }
 
-fn write_all(s: &mut TcpStream, bytes: &[u8], deadline: Instant) -> Result<(), CallError> {
-    s.set_write_timeout(Some(remaining(deadline)?))
+fn write_all(s: &mut impl Conn, bytes: &[u8], deadline: Instant) -> Result<(), CallError> {
+    s.set_timeouts(remaining(deadline)?)
         .map_err(|e| io_error(e, "sending"))?;
     s.write_all(bytes).map_err(|e| io_error(e, "sending"))
 }
 
-fn read_exact(s: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> Result<(), CallError> {
+fn read_exact(s: &mut impl Conn, buf: &mut [u8], deadline: Instant) -> Result<(), CallError> {
     let mut got = 0;
     while got < buf.len() {
-        s.set_read_timeout(Some(remaining(deadline)?))
+        s.set_timeouts(remaining(deadline)?)
             .map_err(|e| io_error(e, "reading"))?;
         match s.read(&mut buf[got..]) {
             Ok(0) => {
@@ -223,7 +295,7 @@ struct StreamState {
 }
 
 fn read_answers(
-    s: &mut TcpStream,
+    s: &mut impl Conn,
     calls: usize,
     deadline: Instant,
 ) -> Result<Vec<Result<Vec<u8>, String>>, CallError> {

@@ -18,9 +18,11 @@ mod fdinfo;
 mod grpc;
 pub mod host;
 pub mod intel;
+pub mod kubelet;
 pub mod nvidia;
 pub mod pick;
 mod plausible;
+mod proto;
 mod reading;
 mod sysfs;
 pub mod tpu;
@@ -43,7 +45,8 @@ pub use sysfs::{pci_devices, PciDevice};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct CollectorStatus {
-    /// The reader's name: its vendor's (`nvidia`), or `host` for the host's procfs reader.
+    /// The reader's name: its vendor's (`nvidia`), `host` for the host's procfs reader, or
+    /// `kubelet` for the pod-resources API (listed only where its socket exists).
     pub collector: &'static str,
     /// False when it failed or missed its deadline.
     pub success: bool,
@@ -177,6 +180,8 @@ fn vendor_worker(mut reader: Box<dyn Reader>) -> Option<(Vendor, Worker<Answer>)
     Some((vendor, w))
 }
 
+type KubeletAnswer = Option<(Result<Vec<kubelet::Allocation>, String>, Duration)>;
+
 /// Samples the host and every vendor's devices, again and again. Devices are found again at
 /// every sample; one seen earlier and missing now stays as a row with `up: false` and the
 /// reason.
@@ -187,6 +192,9 @@ pub struct Telemetry {
     host: Worker<(Result<HostReading, Error>, Duration)>,
     last_host: HostReading,
     workers: Vec<(Vendor, Worker<Answer>)>,
+    /// The kubelet's pod-resources API on its own thread: `None` where its socket does not
+    /// exist, else the allocations (or why not) and how long the call took.
+    kubelet: Worker<KubeletAnswer>,
     /// Every device seen in the last hour, by [`Reading::key`], with its last reading and
     /// when it was last there.
     seen: BTreeMap<(Vendor, String), (Reading, Instant)>,
@@ -220,7 +228,17 @@ impl Telemetry {
             (r, t.elapsed())
         })
         .expect("a thread for the host reader");
+        let kubelet = Worker::spawn("kubelet", |roots: &Roots| {
+            if !roots.pod_resources.exists() {
+                return None;
+            }
+            let t = Instant::now();
+            let r = kubelet::list_pod_resources(&roots.pod_resources, kubelet::DEADLINE);
+            Some((r, t.elapsed()))
+        })
+        .expect("a thread for the kubelet's pod-resources API");
         Telemetry {
+            kubelet,
             host,
             last_host: HostReading::default(),
             roots,
@@ -251,6 +269,7 @@ impl Telemetry {
         self.samples += 1;
         let until = start + deadline;
         let host_owed = self.host.ask(&self.roots);
+        let kubelet_owed = self.kubelet.ask(&self.roots);
         let owed: Vec<Option<Duration>> = self
             .workers
             .iter_mut()
@@ -328,6 +347,32 @@ impl Telemetry {
         let mut devices = Vec::new();
         for (vendor, result) in results {
             devices.extend(self.merge(vendor, result));
+        }
+        let kubelet = match kubelet_owed {
+            Some(since) => Some((Err(Error::Stuck { since }.to_string()), Duration::ZERO)),
+            None => match self.kubelet.answer(until) {
+                Ok(a) => a,
+                Err(_) => Some((
+                    Err(Error::Timeout { deadline }.to_string()),
+                    start.elapsed(),
+                )),
+            },
+        };
+        if let Some((result, took)) = kubelet {
+            if let Ok(allocations) = &result {
+                kubelet::attribute(&mut devices, allocations);
+            }
+            collectors.push(CollectorStatus {
+                collector: self.kubelet.name,
+                success: result.is_ok(),
+                note: result
+                    .as_ref()
+                    .ok()
+                    .map(|a| format!("{} containers hold devices", a.len())),
+                error: result.err(),
+                duration_s: took.as_secs_f64(),
+                devices: 0,
+            });
         }
         Sample {
             time_unix_s: SystemTime::now()

@@ -41,6 +41,16 @@ fn refusal(r: &Reading, c: &Criteria) -> Option<String> {
             r.status.as_deref().unwrap_or("no reason given")
         ));
     }
+    if let Some(o) = r.owners.first() {
+        let more = match r.owners.len() {
+            1 => String::new(),
+            n => format!(" and {} more", n - 1),
+        };
+        return Some(format!(
+            "{id} is held by pod {}{more} (the kubelet's pod-resources API)",
+            o.short()
+        ));
+    }
     if let Some(min) = c.min_free_bytes {
         match r.memory_free_bytes() {
             None => return Some(format!("{id} does not report its free memory")),
@@ -203,5 +213,40 @@ mod tests {
         );
         assert_eq!(e.to_string(), "no amd GPU on this machine");
         assert!(e.hint().is_some());
+    }
+
+    #[test]
+    fn a_gpu_the_kubelet_gave_a_pod_is_not_free() {
+        use crate::kubelet::{attribute, Allocation, Owner};
+        let mut devs = vec![gpu(0, 0.0, 0, 80), gpu(1, 30.0, 40, 80)];
+        let owner = Owner {
+            namespace: "ml".into(),
+            pod: "idle-reservation".into(),
+            container: "main".into(),
+            resource: "nvidia.com/gpu".into(),
+        };
+        // The pod runs nothing on GPU-0: it is idle and empty, and still not free.
+        attribute(
+            &mut devs,
+            &[Allocation {
+                owner,
+                device_ids: vec!["GPU-0::1".into()],
+            }],
+        );
+        let p = pick(&devs, &Criteria::default()).unwrap();
+        assert_eq!(visible_devices(&p, false), "GPU-1");
+        let e = pick(
+            &devs,
+            &Criteria {
+                count: 2,
+                ..Criteria::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("nvidia:0 is held by pod ml/idle-reservation (main) (the kubelet's pod-resources API)"),
+            "{e}"
+        );
     }
 }

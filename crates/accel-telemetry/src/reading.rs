@@ -20,6 +20,9 @@ pub struct Roots {
     pub procfs: PathBuf,
     /// The TPU runtime's gRPC metrics service, `localhost:8431` by default.
     pub tpu_metrics: String,
+    /// The kubelet's pod-resources socket ([`crate::kubelet::DEFAULT_SOCKET`]); asked only
+    /// where it exists.
+    pub pod_resources: PathBuf,
 }
 
 impl Default for Roots {
@@ -28,6 +31,7 @@ impl Default for Roots {
             sysfs: PathBuf::from("/sys"),
             procfs: PathBuf::from("/proc"),
             tpu_metrics: "localhost:8431".to_string(),
+            pod_resources: PathBuf::from(crate::kubelet::DEFAULT_SOCKET),
         }
     }
 }
@@ -131,6 +135,9 @@ pub struct Reading {
     pub mig_index: Option<u32>,
     /// Processes using the device.
     pub processes: Vec<ProcessUse>,
+    /// The containers the kubelet gave this device (its pod-resources API), whether or not they
+    /// run a process on it now; empty off Kubernetes.
+    pub owners: Vec<crate::kubelet::Owner>,
     /// Values the reader gave that no device can have, taken out of the fields above
     /// ([`Reading::check_plausible`]); empty (and left out of JSON) when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -170,6 +177,7 @@ impl Reading {
             mig_parent: None,
             mig_index: None,
             processes: Vec::new(),
+            owners: Vec::new(),
             invalid: Vec::new(),
         }
     }

@@ -38,15 +38,25 @@ pub struct Workload {
     pub slurm_step: Option<String>,
     /// The innermost systemd unit that is not a container's (`ssh.service`, `session-3.scope`).
     pub unit: Option<String>,
+    /// The pod's namespace, from the kubelet's pod-resources API (`kubelet::attribute`): known
+    /// when exactly one container holds the process's device.
+    pub namespace: Option<String>,
+    /// The pod's name, from the kubelet, as `namespace`.
+    pub pod: Option<String>,
+    /// The container's name, from the kubelet, as `namespace`.
+    pub container: Option<String>,
     /// The cgroup path these were read from.
     pub cgroup: String,
 }
 
 impl Workload {
-    /// One short name for tables: `pod 3f2a.../ctr 9c1e...`, `job 1234.0`, `docker 9c1e...`,
-    /// the unit, or `-`.
+    /// One short name for tables: `pod ml/trainer-0 (main)` when the kubelet named it, else
+    /// `pod 3f2a.../9c1e...`; `job 1234.0`, `docker 9c1e...`, the unit, or `-`.
     pub fn short(&self) -> String {
         let id = |s: &String, n: usize| s.chars().take(n).collect::<String>();
+        if let (Some(ns), Some(pod), Some(c)) = (&self.namespace, &self.pod, &self.container) {
+            return format!("pod {ns}/{pod} ({c})");
+        }
         if let Some(job) = self.slurm_job {
             return match &self.slurm_step {
                 Some(s) => format!("job {job}.{s}"),

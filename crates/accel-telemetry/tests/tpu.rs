@@ -23,6 +23,7 @@ fn vm_roots(addr: &str) -> Roots {
         sysfs: vm.join("sys"),
         procfs: vm.join("proc"),
         tpu_metrics: addr.to_string(),
+        ..Roots::default()
     }
 }
 
@@ -109,6 +110,7 @@ fn chip_details_from_sysfs() {
         sysfs: vm.join("no-such-dir"),
         procfs: vm.join("proc"),
         tpu_metrics: dead_addr(),
+        ..Roots::default()
     });
     assert!(none.is_empty());
 }

@@ -337,6 +337,25 @@ fn device_series(m: &mut Metrics, s: &Snapshot, host: &str, labels: &[ProcessLab
                 );
             }
         }
+        // Who the kubelet gave the device, whether or not it runs a process on it now: one
+        // series per container, asked for by naming any of the kubelet's labels.
+        if labels.iter().any(|l| l.named_by_kubelet()) {
+            for o in &r.owners {
+                m.set(
+                    "accel_device_owner_info",
+                    "1 for each container the kubelet gave the device (pod-resources API)",
+                    &[
+                        ("device", r.id()),
+                        ("namespace", o.namespace.clone()),
+                        ("pod", o.pod.clone()),
+                        ("container", o.container.clone()),
+                        ("resource", o.resource.clone()),
+                        ("Hostname", host.to_string()),
+                    ],
+                    1.0,
+                );
+            }
+        }
         for wl in workloads {
             let mut l = vec![("device", r.id())];
             l.extend(wl);
@@ -551,6 +570,9 @@ pub struct Options {
 /// A workload label of `--collector.process.labels`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProcessLabel {
+    Namespace,
+    Pod,
+    Container,
     ContainerId,
     PodUid,
     QosClass,
@@ -559,13 +581,24 @@ pub enum ProcessLabel {
 }
 
 impl ProcessLabel {
-    const ALL: [(&'static str, ProcessLabel); 5] = [
+    const ALL: [(&'static str, ProcessLabel); 8] = [
+        ("namespace", ProcessLabel::Namespace),
+        ("pod", ProcessLabel::Pod),
+        ("container", ProcessLabel::Container),
         ("container_id", ProcessLabel::ContainerId),
         ("pod_uid", ProcessLabel::PodUid),
         ("qos_class", ProcessLabel::QosClass),
         ("hpc_job", ProcessLabel::HpcJob),
         ("unit", ProcessLabel::Unit),
     ];
+
+    /// Whether the label is a name the kubelet gives (and so also labels the owner series).
+    fn named_by_kubelet(self) -> bool {
+        matches!(
+            self,
+            ProcessLabel::Namespace | ProcessLabel::Pod | ProcessLabel::Container
+        )
+    }
 
     fn name(self) -> &'static str {
         ProcessLabel::ALL
@@ -580,6 +613,9 @@ impl ProcessLabel {
             return String::new();
         };
         match self {
+            ProcessLabel::Namespace => w.namespace.clone().unwrap_or_default(),
+            ProcessLabel::Pod => w.pod.clone().unwrap_or_default(),
+            ProcessLabel::Container => w.container.clone().unwrap_or_default(),
             ProcessLabel::ContainerId => w.container_id.clone().unwrap_or_default(),
             ProcessLabel::PodUid => w.pod_uid.clone().unwrap_or_default(),
             ProcessLabel::QosClass => w.qos_class.clone().unwrap_or_default(),
@@ -600,10 +636,7 @@ pub fn parse_process_label(s: &str) -> Result<ProcessLabel, String> {
     }
     let names: Vec<&str> = ProcessLabel::ALL.iter().map(|(n, _)| *n).collect();
     let why = match s.trim() {
-        "pod" | "namespace" | "container" => format!(
-            "'{s}' (a name) needs the kubelet's pod-resources API, which accel does not read yet; \
-             the cgroup gives pod_uid and container_id"
-        ),
+        "job" => "'job' is named hpc_job (dcgm-exporter's name)".to_string(),
         _ => format!("'{s}' is not a process label"),
     };
     Err(format!("{why}; the labels are {}", names.join(", ")))
@@ -660,7 +693,13 @@ pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
     let bound = local.map_or_else(|| listen.to_string(), |a| a.to_string());
     // The first collection before the first scrape. Telemetry only: no compute library is
     // loaded, no PJRT client or Vulkan instance made.
-    let mut sampler = Sampler::with_roots(o.roots);
+    // The kubelet is asked only for its labels: with them off, a scrape of a Kubernetes node
+    // has no series more than anywhere else (no `collector="kubelet"` either).
+    let mut roots = o.roots;
+    if !o.process_labels.iter().any(|l| l.named_by_kubelet()) {
+        roots.pod_resources = std::path::PathBuf::new();
+    }
+    let mut sampler = Sampler::with_roots(roots);
     let cert = web.cert.clone();
     let live = webconfig::Live::new(o.web_config.clone(), web);
     live.watch()?;
