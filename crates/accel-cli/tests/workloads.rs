@@ -450,8 +450,7 @@ fn every_series_the_alert_rules_use_is_one_the_exporter_serves() {
             .unwrap();
     for n in &names {
         let scraped = body.lines().any(|l| l.starts_with(&format!("{n}{{")));
-        let nvml_only = ["accel_device_throttle_reason", "accel_device_ecc_errors"]
-            .contains(&n.as_str())
+        let nvml_only = ["accel_device_throttle_reason"].contains(&n.as_str())
             && source.contains(&format!("\"{n}\""));
         assert!(scraped || nvml_only, "{n} is in alerts.yml but not served");
     }

@@ -10,6 +10,10 @@
 //! - `hwmon/hwmonM/` (kernel `Documentation/hwmon/sysfs-interface.rst`): `temp1_input` (edge,
 //!   millidegrees C), `power1_average` else `power1_input` (microwatts), `power1_cap`,
 //!   `fan1_input` (RPM), `energy1_input` (microjoules) where present;
+//! - `ras/<block>_err_count` (RAS-capable boards: Instinct, some Radeon Pro; `amdgpu_ras.c`,
+//!   `amdgpu_ras_sysfs_read`): `ue: N` and `ce: N` lines (newer kernels add `de:`, deferred),
+//!   summed over the blocks (umc is HBM; gfx, sdma, mmhub... on-chip memories) into the ECC
+//!   counters;
 //! - per process: `/proc/PID/fdinfo` with `drm-driver: amdgpu`, matched by `drm-pdev` (see
 //!   `fdinfo.rs`); a process's memory is its `vram` region (an APU's: `vram` plus `gtt`).
 //!
@@ -98,6 +102,50 @@ fn read_percent(path: &Path) -> Option<f64> {
     read_u64(path).filter(|p| *p <= 100).map(|p| p as f64)
 }
 
+/// The uncorrected and corrected error counts summed over a board's RAS blocks
+/// (`ras/*_err_count`), or `None` each where it has none.
+fn ras_counts(ras: &Path) -> (Option<u64>, Option<u64>) {
+    let Ok(dir) = std::fs::read_dir(ras) else {
+        return (None, None);
+    };
+    let (mut ue, mut ce) = (None::<u64>, None::<u64>);
+    // At most a few dozen blocks exist; a directory with more is not amdgpu's.
+    for e in dir.flatten().take(64) {
+        let name = e.file_name();
+        if !name.to_string_lossy().ends_with("_err_count") {
+            continue;
+        }
+        let Some(text) = read_text(&e.path()) else {
+            continue;
+        };
+        let (u, c) = parse_ras(&text);
+        if let Some(u) = u {
+            ue = Some(ue.unwrap_or(0).saturating_add(u));
+        }
+        if let Some(c) = c {
+            ce = Some(ce.unwrap_or(0).saturating_add(c));
+        }
+    }
+    (ue, ce)
+}
+
+/// `ue: N` and `ce: N` of one `<block>_err_count` file.
+fn parse_ras(text: &str) -> (Option<u64>, Option<u64>) {
+    let (mut ue, mut ce) = (None, None);
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let v = v.trim().parse::<u64>().ok();
+        match k.trim() {
+            "ue" => ue = v,
+            "ce" => ce = v,
+            _ => {}
+        }
+    }
+    (ue, ce)
+}
+
 fn read_card(card: &DrmCard, clients: Option<&DeviceClients>, procfs: &Path) -> Reading {
     let dev = &card.device_dir;
     let name = read_text(&dev.join("product_name")).unwrap_or_else(|| match card.device {
@@ -121,6 +169,9 @@ fn read_card(card: &DrmCard, clients: Option<&DeviceClients>, procfs: &Path) -> 
         r.memory_used_bytes = vram_used;
         r.memory_total_bytes = vram_total;
     }
+
+    // The driver's own counters, kept while the GPU sleeps: reading them does not wake it.
+    (r.ecc_uncorrected_errors, r.ecc_corrected_errors) = ras_counts(&dev.join("ras"));
 
     if runtime_suspended(dev) {
         r.status = Some(SUSPENDED.to_string());
@@ -152,4 +203,18 @@ fn read_card(card: &DrmCard, clients: Option<&DeviceClients>, procfs: &Path) -> 
             .collect();
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_ras;
+
+    #[test]
+    fn ras_counts_parse_as_the_driver_prints_them() {
+        assert_eq!(parse_ras("ue: 0\nce: 12\n"), (Some(0), Some(12)));
+        assert_eq!(parse_ras("ue: 3\nce: 4\nde: 1\n"), (Some(3), Some(4)));
+        assert_eq!(parse_ras("feature mask: 0x3b3f\n"), (None, None));
+        assert_eq!(parse_ras("ue: -1\nce: x\n"), (None, None));
+        assert_eq!(parse_ras(""), (None, None));
+    }
 }

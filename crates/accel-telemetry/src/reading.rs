@@ -125,9 +125,10 @@ pub struct Reading {
     pub pcie_tx_bytes_per_s: Option<u64>,
     /// PCIe throughput, host to device.
     pub pcie_rx_bytes_per_s: Option<u64>,
-    /// Corrected memory errors since the driver loaded (ECC, volatile).
+    /// Corrected memory errors since the driver loaded (NVIDIA: volatile ECC; AMD: every RAS
+    /// block's count, `ras/*_err_count`).
     pub ecc_corrected_errors: Option<u64>,
-    /// Uncorrected memory errors since the driver loaded (ECC, volatile).
+    /// Uncorrected memory errors since the driver loaded (as the corrected ones).
     pub ecc_uncorrected_errors: Option<u64>,
     /// For a MIG instance: the UUID of the GPU it is part of.
     pub mig_parent: Option<String>,

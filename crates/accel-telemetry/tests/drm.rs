@@ -289,8 +289,8 @@ fn intel_xe_busy_from_cycles() {
 
 #[test]
 fn mixed_machine_each_reader_finds_its_own() {
-    let roots = roots("mixed", "sys", "proc");
-    let amd = AmdReader::new().read(&roots).expect("reads");
+    let mixed = roots("mixed", "sys", "proc");
+    let amd = AmdReader::new().read(&mixed).expect("reads");
     assert_eq!(amd.len(), 1);
     assert_eq!(amd[0].pci_bus_id.as_deref(), Some("0000:03:00.0"));
     assert_eq!(pids(&amd[0]), [1234, 7000]);
@@ -299,7 +299,16 @@ fn mixed_machine_each_reader_finds_its_own() {
     // exporter's job), with its 4096 KiB.
     assert_eq!(amd[0].processes[1].command.as_deref(), Some("evil\"na\\me"));
     assert_eq!(amd[0].processes[1].memory_bytes, Some(4096 * 1024));
-    let intel = IntelReader::new().read(&roots).expect("reads");
+    // RAS: umc 0 ue / 3 ce, gfx 1 / 2 (and a deferred line), sdma 0 / 0; `features` is not a
+    // count. Boards without ras/ (amd-discrete) have no ECC numbers at all.
+    assert_eq!(amd[0].ecc_uncorrected_errors, Some(1));
+    assert_eq!(amd[0].ecc_corrected_errors, Some(5));
+    let plain = AmdReader::new()
+        .read(&roots("amd-discrete", "sys", "proc-t0"))
+        .expect("reads");
+    assert_eq!(plain[0].ecc_uncorrected_errors, None);
+    assert_eq!(plain[0].ecc_corrected_errors, None);
+    let intel = IntelReader::new().read(&mixed).expect("reads");
     assert_eq!(intel.len(), 1);
     assert_eq!(intel[0].index, 1);
     assert_eq!(intel[0].driver.as_deref(), Some("xe"));
