@@ -158,6 +158,10 @@ step_devices() {
   run_cmd devices.txt "telemetry beside nvidia-smi" "$PY" bench/telemetry_vs_nvidia_smi.py --accel "$ACCEL"
   if command -v nvidia-smi > /dev/null; then
     run_cmd devices.txt "nvidia-smi" nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem,pcie.link.gen.max,pcie.link.width.max --format=csv
+    # Health beside accel's reading of it (retired_memory, memory_repair_pending/failed,
+    # pcie_replay_errors in mem --json): the row remapper, retired pages and PCIe replays.
+    run_cmd devices.txt "nvidia-smi health" nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT,PCIE
+    run_cmd devices.txt "accel mem --json (health)" "$ACCEL" mem --json
   fi
   run_cmd devices.txt "accel (the walkthrough)" "$ACCEL"
 }

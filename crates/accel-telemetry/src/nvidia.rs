@@ -165,12 +165,83 @@ fn start_nvml() -> Result<Option<nvml_wrapper::Nvml>, Error> {
     }
 }
 
+/// Why a GPU that NVML reports lost is down.
+pub const FELL_OFF_THE_BUS: &str =
+    "fallen off the bus (NVML_ERROR_GPU_IS_LOST; the kernel log has Xid 79): \
+     its processes are lost, and it needs a reset (nvidia-smi -r) or a reboot";
+
+/// What NVML says of a GPU's memory repairs. `None` where the GPU does not say (no ECC, a
+/// consumer board, a driver without the call).
+#[derive(Debug, Default, PartialEq, Eq)]
+#[cfg_attr(not(feature = "nvml"), allow(dead_code))]
+struct MemoryHealth {
+    retired: Option<u64>,
+    pending: Option<bool>,
+    failed: Option<bool>,
+}
+
+/// Row remapping's answer (`nvmlDeviceGetRemappedRows`: corrected rows, uncorrected rows,
+/// pending, failure) as [`MemoryHealth`], else the retired pages' (both causes, and whether
+/// any waits for a reset).
+#[cfg_attr(not(feature = "nvml"), allow(dead_code))]
+fn memory_health_from(
+    remapped: Option<(u32, u32, u32, u32)>,
+    retired: Option<u64>,
+    retire_pending: Option<bool>,
+) -> MemoryHealth {
+    match remapped {
+        Some((corr, unc, pending, failed)) => MemoryHealth {
+            retired: Some(u64::from(corr) + u64::from(unc)),
+            pending: Some(pending != 0),
+            failed: Some(failed != 0),
+        },
+        None => MemoryHealth {
+            retired,
+            pending: retire_pending,
+            failed: None,
+        },
+    }
+}
+
+#[cfg(feature = "nvml")]
+fn memory_health(dev: &nvml_wrapper::Device<'_>) -> MemoryHealth {
+    use nvml_wrapper::enum_wrappers::device::RetirementCause;
+    // nvml-wrapper has no call for remapped rows; the symbol is looked up in the loaded
+    // library (drivers before R450 lack it) and called with the device's handle.
+    let remapped = match dev.nvml().lib().nvmlDeviceGetRemappedRows.as_ref() {
+        Ok(f) => {
+            let (mut corr, mut unc, mut pending, mut failed) = (0u32, 0u32, 0u32, 0u32);
+            // SAFETY: `f` is NVML's nvmlDeviceGetRemappedRows from the library this `Nvml`
+            // loaded and keeps loaded; the handle is a live device of that library; the four
+            // pointers are to locals that outlive the call.
+            let rc = unsafe { f(dev.handle(), &mut corr, &mut unc, &mut pending, &mut failed) };
+            // NVML_SUCCESS is 0 (nvml.h); NOT_SUPPORTED on GPUs before Ampere.
+            (rc == 0).then_some((corr, unc, pending, failed))
+        }
+        Err(_) => None,
+    };
+    let retired = if remapped.is_none() {
+        let count = |c| dev.retired_pages(c).ok().map(|p| p.len() as u64);
+        match (
+            count(RetirementCause::MultipleSingleBitEccErrors),
+            count(RetirementCause::DoubleBitEccError),
+        ) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        }
+    } else {
+        None
+    };
+    memory_health_from(remapped, retired, dev.are_pages_pending_retired().ok())
+}
+
 #[cfg(feature = "nvml")]
 fn read_device(dev: &nvml_wrapper::Device<'_>, index: u32, roots: &Roots) -> Reading {
     use nvml_wrapper::enum_wrappers::device::{
         Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor,
     };
     use nvml_wrapper::enums::device::UsedGpuMemory;
+    use nvml_wrapper::error::NvmlError;
 
     let mut r = Reading::new(Vendor::Nvidia, index, dev.name().unwrap_or_default());
     r.driver = Some("nvidia".to_string());
@@ -213,6 +284,15 @@ fn read_device(dev: &nvml_wrapper::Device<'_>, index: u32, roots: &Roots) -> Rea
     r.ecc_uncorrected_errors = dev
         .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
         .ok();
+    r.pcie_replay_errors = dev.pcie_replay_counter().ok().map(u64::from);
+    let health = memory_health(dev);
+    r.retired_memory = health.retired;
+    r.memory_repair_pending = health.pending;
+    r.memory_repair_failed = health.failed;
+    if matches!(dev.utilization_rates(), Err(NvmlError::GpuLost)) {
+        r.up = false;
+        r.status = Some(FELL_OFF_THE_BUS.to_string());
+    }
     let mut procs: Vec<super::reading::ProcessUse> = Vec::new();
     let compute = dev.running_compute_processes().unwrap_or_default();
     let graphics = dev.running_graphics_processes().unwrap_or_default();
@@ -262,7 +342,10 @@ impl NvidiaReader {
                     // A GPU that fell off the bus answers GpuLost here: a row, marked down.
                     let mut r = Reading::new(Vendor::Nvidia, i, "NVIDIA GPU");
                     r.up = false;
-                    r.status = Some(format!("NVML cannot open GPU {i}: {e}"));
+                    r.status = Some(match e {
+                        nvml_wrapper::error::NvmlError::GpuLost => FELL_OFF_THE_BUS.to_string(),
+                        e => format!("NVML cannot open GPU {i}: {e}"),
+                    });
                     out.push(r);
                     continue;
                 }
@@ -470,6 +553,38 @@ pub fn gpu_load(uuid: Option<&str>, pci_bus_id: Option<&str>) -> Result<GpuLoad,
 
 #[cfg(test)]
 mod tests {
+    use super::{memory_health_from, MemoryHealth};
+
+    #[test]
+    fn row_remapping_wins_over_retired_pages_and_flags_keep_their_meaning() {
+        // Ampere and later: 3 corrected + 1 uncorrected rows remapped, one pending a reset.
+        assert_eq!(
+            memory_health_from(Some((3, 1, 1, 0)), Some(9), Some(false)),
+            MemoryHealth {
+                retired: Some(4),
+                pending: Some(true),
+                failed: Some(false)
+            }
+        );
+        assert_eq!(
+            memory_health_from(Some((0, 0, 0, 1)), None, None).failed,
+            Some(true)
+        );
+        // Earlier GPUs: the retired pages, and no remapping to fail.
+        assert_eq!(
+            memory_health_from(None, Some(2), Some(true)),
+            MemoryHealth {
+                retired: Some(2),
+                pending: Some(true),
+                failed: None
+            }
+        );
+        // A consumer board says nothing.
+        assert_eq!(
+            memory_health_from(None, None, None),
+            MemoryHealth::default()
+        );
+    }
     use super::*;
 
     #[test]

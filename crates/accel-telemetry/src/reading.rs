@@ -130,6 +130,16 @@ pub struct Reading {
     pub ecc_corrected_errors: Option<u64>,
     /// Uncorrected memory errors since the driver loaded (as the corrected ones).
     pub ecc_uncorrected_errors: Option<u64>,
+    /// PCIe replays since the driver loaded: link-level retransmissions (NVML's replay
+    /// counter); a count that keeps rising means a bad slot, riser or cable.
+    pub pcie_replay_errors: Option<u64>,
+    /// Memory taken out of service for errors: rows remapped (Ampere and later, NVML's
+    /// remapped rows, corrected and uncorrected) or pages retired (earlier GPUs).
+    pub retired_memory: Option<u64>,
+    /// A remapped row or retired page waits for a GPU reset to take effect.
+    pub memory_repair_pending: Option<bool>,
+    /// Row remapping failed: the GPU has no spare rows left (a board for replacement).
+    pub memory_repair_failed: Option<bool>,
     /// For a MIG instance: the UUID of the GPU it is part of.
     pub mig_parent: Option<String>,
     /// For a MIG instance: its number on that GPU (the row's name is `nvidia:0/mig1`).
@@ -175,6 +185,10 @@ impl Reading {
             pcie_rx_bytes_per_s: None,
             ecc_corrected_errors: None,
             ecc_uncorrected_errors: None,
+            pcie_replay_errors: None,
+            retired_memory: None,
+            memory_repair_pending: None,
+            memory_repair_failed: None,
             mig_parent: None,
             mig_index: None,
             processes: Vec::new(),

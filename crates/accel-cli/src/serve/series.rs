@@ -77,6 +77,26 @@ pub(super) const DCGM: &[Series] = &[
 /// accel's gauges of every device of every vendor.
 pub(super) const DEVICE: &[Series] = &[
     Series {
+        name: "accel_device_pcie_replay_errors",
+        help: "PCIe replays since the driver loaded (NVML's replay counter; rising: a bad slot, riser or cable)",
+        value: |r| r.pcie_replay_errors.map(|v| v as f64),
+    },
+    Series {
+        name: "accel_device_retired_memory",
+        help: "Memory taken out of service for errors: rows remapped (Ampere and later) or pages retired",
+        value: |r| r.retired_memory.map(|v| v as f64),
+    },
+    Series {
+        name: "accel_device_memory_repair_pending",
+        help: "1 while a remapped row or retired page waits for a GPU reset",
+        value: |r| r.memory_repair_pending.map(|b| f64::from(u8::from(b))),
+    },
+    Series {
+        name: "accel_device_memory_repair_failed",
+        help: "1 when row remapping failed: no spare rows left (replace the board)",
+        value: |r| r.memory_repair_failed.map(|b| f64::from(u8::from(b))),
+    },
+    Series {
         name: "accel_device_utilization_percent",
         help: "Busy percent of the main engine (a TPU's TensorCore duty cycle)",
         value: |r| r.utilization_percent,
