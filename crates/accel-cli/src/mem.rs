@@ -111,7 +111,8 @@ fn devices_text(s: &Snapshot) -> Vec<String> {
                 d.status
                     .as_ref()
                     .map_or(String::new(), |s| format!(" [{}]", out::printable(s))),
-            ) + &invalid_note(d),
+            ) + &invalid_note(d)
+                + &out::health_note(d),
         );
         if let Some(o) = out::owners_line(d) {
             lines.push(format!("                {o}"));

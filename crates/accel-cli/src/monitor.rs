@@ -103,7 +103,8 @@ fn text(s: &Snapshot) -> Vec<String> {
             opt(d.temperature_c.map(|t| format!("{t:.0}")), " C"),
             power(d),
             clocks(d)
-        ) + &crate::mem::invalid_note(d),
+        ) + &crate::mem::invalid_note(d)
+                + &out::health_note(d),
         );
         v.extend(out::owners_line(d).map(|o| format!("  {o}")));
         v.extend(processes(d).into_iter().map(|p| format!("  {p}")));

@@ -122,6 +122,30 @@ pub fn workload_note(p: &accel::telemetry::ProcessUse) -> String {
     }
 }
 
+/// What is wrong with a device's health, for a text row (` [XID 79 x1; memory repair waits
+/// for a reset]`); empty when nothing is.
+pub fn health_note(r: &accel::telemetry::Reading) -> String {
+    let mut v: Vec<String> = r
+        .xid_errors
+        .iter()
+        .map(|(x, n)| format!("XID {x} x{n}"))
+        .collect();
+    if r.memory_repair_failed == Some(true) {
+        v.push("memory repair failed: no spare rows".into());
+    }
+    if r.memory_repair_pending == Some(true) {
+        v.push("memory repair waits for a reset".into());
+    }
+    if let Some(n) = r.ecc_uncorrected_errors.filter(|n| *n > 0) {
+        v.push(format!("{n} uncorrected memory errors"));
+    }
+    if v.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", v.join("; "))
+    }
+}
+
 /// The containers the kubelet gave a device, for a text row (`held by ml/trainer-a (main),
 /// research/nb (jupyter)`), or `None` off Kubernetes.
 pub fn owners_line(r: &accel::telemetry::Reading) -> Option<String> {

@@ -458,6 +458,7 @@ fn every_series_the_alert_rules_use_is_one_the_exporter_serves() {
             "accel_device_memory_repair_pending",
             "accel_device_memory_repair_failed",
             "accel_device_pcie_replay_errors",
+            "accel_device_xid_errors",
         ]
         .contains(&n.as_str())
             && source.contains(&format!("\"{n}\""));

@@ -28,6 +28,7 @@ mod sysfs;
 pub mod tpu;
 mod vendor;
 pub mod workload;
+pub mod xid;
 
 use std::collections::BTreeMap;
 use std::sync::mpsc;

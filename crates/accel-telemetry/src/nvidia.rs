@@ -97,6 +97,11 @@ pub fn normalize_bus_id(id: &str) -> String {
 pub struct NvidiaReader {
     #[cfg(feature = "nvml")]
     nvml: Option<nvml_wrapper::Nvml>,
+    /// XID events, counted by a watcher thread started with NVML (`xid::watch`).
+    #[cfg(feature = "nvml")]
+    xids: std::sync::Arc<super::xid::XidLog>,
+    #[cfg(feature = "nvml")]
+    xid_watch: bool,
     /// Why NVML is not running, and when that was found.
     problem: Option<(Error, std::time::Instant, bool)>,
 }
@@ -113,6 +118,10 @@ impl NvidiaReader {
         NvidiaReader {
             #[cfg(feature = "nvml")]
             nvml: None,
+            #[cfg(feature = "nvml")]
+            xids: Default::default(),
+            #[cfg(feature = "nvml")]
+            xid_watch: false,
             problem: None,
         }
     }
@@ -134,7 +143,7 @@ fn nvml_candidates() -> Vec<std::ffi::OsString> {
 /// Starts NVML: `Ok(None)` when no NVML library exists (no NVIDIA driver), `Err` when the
 /// library is there but fails (a driver not loaded, a version mismatch).
 #[cfg(feature = "nvml")]
-fn start_nvml() -> Result<Option<nvml_wrapper::Nvml>, Error> {
+pub(crate) fn start_nvml() -> Result<Option<nvml_wrapper::Nvml>, Error> {
     use nvml_wrapper::error::NvmlError;
     let mut last = None;
     let candidates = nvml_candidates();
@@ -399,7 +408,16 @@ impl Reader for NvidiaReader {
             }
             match (&self.nvml, &self.problem) {
                 (Some(n), _) => {
-                    let r = Self::read_nvml(n, roots);
+                    if !self.xid_watch {
+                        self.xid_watch = true;
+                        super::xid::watch(&self.xids);
+                    }
+                    let mut r = Self::read_nvml(n, roots);
+                    if let Ok(rows) = &mut r {
+                        for row in rows.iter_mut().filter(|row| row.mig_index.is_none()) {
+                            self.xids.apply(row);
+                        }
+                    }
                     if let Err(e) = &r {
                         // A driver unloaded or reloaded under us: start NVML again (at most
                         // every 10 s) instead of failing until the exporter restarts.

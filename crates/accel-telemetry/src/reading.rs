@@ -140,6 +140,12 @@ pub struct Reading {
     pub memory_repair_pending: Option<bool>,
     /// Row remapping failed: the GPU has no spare rows left (a board for replacement).
     pub memory_repair_failed: Option<bool>,
+    /// NVIDIA XID errors reported since the monitor started, by XID (`79`: fallen off the
+    /// bus), from NVML's events; empty when none came (and left out of JSON).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub xid_errors: std::collections::BTreeMap<u64, u64>,
+    /// The last XID error reported since the monitor started.
+    pub last_xid: Option<u64>,
     /// For a MIG instance: the UUID of the GPU it is part of.
     pub mig_parent: Option<String>,
     /// For a MIG instance: its number on that GPU (the row's name is `nvidia:0/mig1`).
@@ -189,6 +195,8 @@ impl Reading {
             retired_memory: None,
             memory_repair_pending: None,
             memory_repair_failed: None,
+            xid_errors: std::collections::BTreeMap::new(),
+            last_xid: None,
             mig_parent: None,
             mig_index: None,
             processes: Vec::new(),

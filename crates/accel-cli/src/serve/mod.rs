@@ -291,6 +291,30 @@ fn device_series(m: &mut Metrics, s: &Snapshot, host: &str, labels: &[ProcessLab
                 );
             }
         }
+        for (xid, n) in &r.xid_errors {
+            m.set(
+                "accel_device_xid_errors",
+                "NVIDIA XID errors since the exporter started, by XID (NVML's events; 79: fallen off the bus)",
+                &[
+                    ("device", r.id()),
+                    ("xid", xid.to_string()),
+                    ("Hostname", host.to_string()),
+                ],
+                *n as f64,
+            );
+        }
+        if let Some(xid) = r.last_xid {
+            m.set(
+                "accel_device_last_xid_info",
+                "1, labelled with the last XID error the device reported since the exporter started",
+                &[
+                    ("device", r.id()),
+                    ("xid", xid.to_string()),
+                    ("Hostname", host.to_string()),
+                ],
+                1.0,
+            );
+        }
         for reason in &r.throttle_reasons {
             m.set(
                 "accel_device_throttle_reason",
