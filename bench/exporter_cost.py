@@ -9,6 +9,7 @@ libvulkan or libcuda is mapped into it (/proc/PID/maps). The CPU model is printe
 numbers belong to it.
 
     python3 bench/exporter_cost.py [--accel target/release/accel] [--seconds 60]
+        [--serve-args "--collector.process.labels=namespace,pod,container,hpc_job ..."]
 
 node_exporter comes from Debian (`apt-get install prometheus-node-exporter`); without it accel
 is measured alone and the script says so.
@@ -82,6 +83,12 @@ def main():
     ap.add_argument("--accel", default="target/release/accel")
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--interval", default="1")
+    ap.add_argument(
+        "--serve-args",
+        default="",
+        help="more arguments for accel serve, one string (fixture roots, "
+        "--collector.process.labels, --kubelet.pod-resources-socket)",
+    )
     a = ap.parse_args()
 
     print(f"CPU: {cpu_model()}, {os.cpu_count()} logical cores")
@@ -89,7 +96,8 @@ def main():
     port = free_port()
     procs["accel serve"] = (
         subprocess.Popen(
-            [a.accel, "serve", "--listen", f"127.0.0.1:{port}", "--interval", a.interval],
+            [a.accel, "serve", "--listen", f"127.0.0.1:{port}", "--interval", a.interval]
+            + a.serve_args.split(),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         ),

@@ -94,7 +94,8 @@ enum Command {
         /// cgroups container_id, pod_uid, qos_class, hpc_job (Slurm's job and step), unit
         /// (systemd's); from the kubelet's pod-resources API namespace, pod, container (a
         /// process's when one container holds its device), which also add one
-        /// accel_device_owner_info series per device and container holding it. Off by
+        /// accel_device_owner_info series per device and container holding it and the
+        /// kubelet's three collector series (only then is the kubelet asked). Off by
         /// default: each distinct value is a new series (with hpc_job, every job leaves its
         /// own series behind until they go stale), so on a shared machine the series count
         /// grows with the number of workloads run: per device, one info series per workload
