@@ -86,7 +86,18 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
 fi
 # NVRTC (12 and 13), cuobjdump, CUDA 12.0's cuda.h, the CUDA 12 wheels, the XLA plugin, lavapipe
 # and grpcio must be found: missing ones fail the run, not skip.
-export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,cuobjdump,cuda_h,cuda12,xla,wgpu,prometheus,tmux,grpc"
+export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,cuobjdump,cuda_h,cuda12,xla,wgpu,prometheus,tmux,grpc,chromium"
+# Debian's chromium photographs the notebook the wheel check runs: installed beside the build
+# (its unpack needs no clock the build needs), waited for before the wheel check.
+chromium_pid=
+if [ "$QUICK" != 1 ] && ! command -v chromium > /dev/null; then
+  mkdir -p target
+  ( export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq --no-install-recommends chromium > target/chromium-install.log 2>&1 \
+      || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; } \
+        >> target/chromium-install.log 2>&1 ) &
+  chromium_pid=$!
+fi
 # Compiled kernels are cached per user; the tests use a fresh cache so NVRTC really runs.
 export ACCEL_CACHE_DIR="${ACCEL_CACHE_DIR:-$PWD/target/accel-cache}"
 rm -rf "$ACCEL_CACHE_DIR"
@@ -246,6 +257,9 @@ echo "$(at)== the pip wheel: built, installed into fresh venvs, run from them (s
 wheel_rc=0; wait "$wheel_pid" || wheel_rc=$?
 [ "$wheel_rc" -eq 0 ] || { cat target/wheel-build.log; echo "error: the wheel build failed" >&2; exit 1; }
 rm -rf target/wheel-build
+if [ -n "$chromium_pid" ] && ! wait "$chromium_pid"; then
+  cat target/chromium-install.log; echo "error: installing chromium failed" >&2; exit 1
+fi
 WHEEL_BUILT=1 scripts/wheel_check.sh
 
 echo "$(at)== fuzzing: every cargo-fuzz target, a fixed number of runs from seed 1, with AddressSanitizer"

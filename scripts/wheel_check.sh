@@ -5,7 +5,8 @@
 # bin/accel) and runs a matmul on xla:0. Checks the wheel's size (< 30 MiB) and how fast
 # `accel devices` starts (reported; < 0.3 s is the bar). Then the Python module: `import
 # accel; accel.best()` in the venv with only the wheel (< 0.3 s), and the pytest suite
-# (python/tests) in the full venv with NumPy, pytest, JAX (CPU), pandas and matplotlib added.
+# (python/tests) in the full venv with NumPy, pytest, JAX (CPU), pandas, matplotlib and a
+# Jupyter kernel added.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # WHEEL_BUILT=1: the test command built it already (scripts/wheel.sh, beside its suites).
@@ -73,8 +74,12 @@ print(f"python -c 'import accel; print(accel.best())' from the bare venv: {out},
 assert statistics.median(ts) < 0.3, "the bar is 0.3 s"
 PY
 
-pipi "$tmp/full" numpy pytest "jax[cpu]" pandas matplotlib
+# A Jupyter kernel too (ipykernel, driven by nbclient): the notebook test runs its cells in a
+# real kernel and photographs their outputs with chromium where the test command installed it.
+pipi "$tmp/full" numpy pytest "jax[cpu]" pandas matplotlib ipykernel nbclient nbformat
 # -rs prints each skip's `<backend>: <reason>`; what this venv installed is required.
-env -u VIRTUAL_ENV ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}jax,pandas,matplotlib" \
+env -u VIRTUAL_ENV ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}jax,pandas,matplotlib,jupyter" \
+  NOTEBOOK_SCREENSHOT_DIR="$OLDPWD/target" \
   "$tmp/full/bin/python" -m pytest -q -rs -p no:cacheprovider "$OLDPWD/python/tests" \
   || { echo "error: the Python tests failed" >&2; exit 1; }
+[ -f "$OLDPWD/target/notebook.png" ] && echo "the executed notebook's outputs, photographed: target/notebook.png"

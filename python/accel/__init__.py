@@ -7,6 +7,8 @@
 >>> with accel.record(interval=0.5) as rec:
 ...     accel.bench.matmul(size=2048)
 >>> rec.summary()
+>>> with accel.watch(interval=1.0):   # the host and every device, updated in place
+...     accel.bench.matmul(size=2048)
 
 Importing loads no backend: each is probed the first time a call asks about it. Errors are
 `accel.AccelError` with the reason and the fix.
@@ -18,8 +20,9 @@ from typing import Any, List, Optional
 
 from . import _accel
 from ._accel import AccelError, Tensor
-from ._objects import Probes, Record, load
+from ._objects import Probes, Readings, Record, load
 from ._record import Recording, record
+from ._watch import Watch, watch
 from . import bench, cuda, mps, xla
 
 __version__: str = _accel.version()
@@ -43,8 +46,9 @@ def _use_the_installed_command_as_probe_helper() -> None:
 _use_the_installed_command_as_probe_helper()
 
 __all__ = [
-    "AccelError", "Device", "Record", "Recording", "Tensor", "bench", "best", "cuda", "devices",
-    "doctor", "from_dlpack", "mps", "pick", "probes", "record", "snapshot", "tensor", "xla",
+    "AccelError", "Device", "Readings", "Record", "Recording", "Tensor", "Watch", "bench", "best",
+    "cuda", "devices", "doctor", "from_dlpack", "mps", "pick", "probes", "record", "snapshot",
+    "tensor", "watch", "xla",
 ]
 
 
@@ -98,10 +102,10 @@ def snapshot() -> Record:
 
 
 def pick(min_free: Optional[int] = None, max_util: Optional[float] = None, count: int = 1,
-         vendor: str = "nvidia") -> List[Record]:
+         vendor: str = "nvidia") -> "Readings":
     """The `count` least-loaded devices with at least `min_free` bytes free and at most
     `max_util` percent busy (GPUtil's `getAvailable`); AccelError when too few qualify."""
-    return load(_accel.pick_json(min_free, max_util, count, vendor), "Reading")
+    return Readings(load(_accel.pick_json(min_free, max_util, count, vendor), "Reading"))
 
 
 _DTYPES = {"float16": "f16", "float32": "f32", "float64": "f64", "int32": "i32",

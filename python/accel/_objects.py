@@ -13,7 +13,7 @@ ITEMS = {"Diagnosis": "sections", "Snapshot": "devices"}
 
 # The records a notebook shows as HTML, and the kind of document each is (the renderer is
 # accel's own, in Rust: the HTML `accel doctor --html` prints).
-HTML = {"Diagnosis": "doctor"}
+HTML = {"Diagnosis": "doctor", "Snapshot": "snapshot"}
 
 
 def _html(kind: str, data: Any) -> str:
@@ -93,8 +93,8 @@ class Record:
         return json.loads(json.dumps(self._data))
 
     def _repr_html_(self) -> Optional[str]:
-        """Jupyter's and Colab's rich display: the doctor's checklist as a table (None for
-        records without one: the plain repr then)."""
+        """Jupyter's and Colab's rich display: the doctor's checklist, a snapshot's host and
+        devices with bars (None for records without a view: the plain repr then)."""
         kind = HTML.get(self._kind)
         return _html(kind, self._data) if kind else None
 
@@ -126,3 +126,11 @@ class Probes(list):
         from . import _accel
 
         return _html("devices", {"best_device": _accel.best(), "backends": [p.to_dict() for p in self]})
+
+
+class Readings(list):
+    """What `accel.pick()` returns: a list of Reading records that a notebook shows as a table
+    of the picked devices (utilisation and memory bars, temperature, power, processes)."""
+
+    def _repr_html_(self) -> str:
+        return _html("snapshot", {"devices": [r.to_dict() for r in self]})

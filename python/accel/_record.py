@@ -14,13 +14,20 @@ class Recording:
     """The samples taken while a block ran: `.samples` (records), `.rows()` (flat dicts),
     `.summary()`, `.to_pandas()` (with pandas), `.plot()` (with matplotlib)."""
 
-    def __init__(self, interval: float) -> None:
+    def __init__(self, interval: float, live: bool = False) -> None:
         self._native = _accel.Recorder(float(interval))
         self._raw: List[Dict[str, Any]] = []
         self.interval = interval
+        self._live: Any = None
+        if live:
+            from ._watch import Watch
+
+            self._live = Watch(interval, _recorder=self._native)
 
     def __enter__(self) -> "Recording":
         self._native.start()
+        if self._live is not None:
+            self._live.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -28,6 +35,8 @@ class Recording:
 
     def stop(self) -> None:
         """Stops sampling (also done on leaving the `with` block)."""
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
         self._native.stop()
         self._raw = json.loads(self._native.samples_json())
 
@@ -93,6 +102,7 @@ class Recording:
         return ax
 
 
-def record(interval: float = 0.5) -> Recording:
-    """Samples the host and every device every `interval` seconds while the `with` block runs."""
-    return Recording(interval)
+def record(interval: float = 0.5, live: bool = False) -> Recording:
+    """Samples the host and every device every `interval` seconds while the `with` block runs;
+    `live=True` also shows them updating in place as `accel.watch()` does."""
+    return Recording(interval, live)

@@ -4,6 +4,7 @@ array exchange. References are computed here (NumPy, /proc/meminfo), not by acce
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -320,7 +321,7 @@ class _StrictHTML:
     element closed in order, nothing but known elements, no script and no URL."""
 
     VOID = {"br"}
-    KNOWN = {"div", "style", "p", "b", "table", "tr", "th", "td", "span", "br"}
+    KNOWN = {"div", "style", "p", "b", "table", "tr", "th", "td", "span", "br", "svg", "polyline"}
 
     def __init__(self, text):
         from html.parser import HTMLParser
@@ -369,7 +370,104 @@ def test_a_notebook_shows_the_doctor_and_the_probes_as_tables():
     names = {x.backend for x in p}
     assert names <= set(parsed.cells) and {"cpu", "cuda", "xla", "wgpu", "mps"} <= names
     assert "AVAILABLE" in parsed.cells
-    # Records without a table have no HTML (the plain repr is shown), and a probe list is
+    # Records without a view have no HTML (the plain repr is shown), and a probe list is
     # still a list.
-    assert accel.snapshot()._repr_html_() is None
+    assert accel.doctor().sections[0]._repr_html_() is None
     assert isinstance(p, list) and p[0].backend == "cpu"
+
+
+def test_a_snapshot_and_picked_devices_show_as_tables_with_bars():
+    s = accel.snapshot()
+    parsed = _StrictHTML(s._repr_html_())
+    # The host's header and row, then a header and a row per device (or a line saying none).
+    devices = s.to_dict()["devices"]
+    assert parsed.rows == 2 + (1 + len(devices) if devices else 0), (parsed.rows, devices)
+    assert "host CPU and RAM" in parsed.cells
+    gib = s.host.memory.total_bytes / 2**30
+    assert any(f"{gib:.2f} GiB" in c for c in parsed.cells), parsed.cells
+    # A list of readings (what accel.pick() returns) renders the devices alone.
+    r = accel.Readings([accel.Record({"vendor": "amd", "index": 0, "name": "X", "up": True,
+                                      "utilization_percent": 40.0, "processes": [], "owners": []},
+                                     "Reading")])
+    parsed = _StrictHTML(r._repr_html_())
+    assert parsed.rows == 2 and "40 %" in " ".join(parsed.cells), parsed.cells
+
+
+def test_watch_starts_nothing_until_used_then_shows_every_sample():
+    w = accel.watch(interval=0.1)
+    time.sleep(0.3)
+    assert w.updates == 0 and w._rec.taken() == 0
+    lines = []
+    w = accel.Watch(interval=0.1, _out=lines.append).run(seconds=0.55)
+    assert w.updates == len(lines) >= 3, lines
+    assert all("host CPU" in l and "RAM" in l for l in lines), lines
+    # Its page is the last sample with a line per row over all of them.
+    assert w._repr_html_().count("<svg") >= 2
+    with pytest.raises(accel.AccelError):
+        accel._accel.Recorder(0.1, 0)  # keeping no sample at all is refused
+
+
+def test_record_live_shows_the_samples_while_it_records(capsys):
+    with accel.record(interval=0.1, live=True) as rec:
+        time.sleep(0.45)
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) >= 3 and all("host CPU" in l for l in out), out
+    assert len(rec.samples) >= len(out) - 1
+
+
+def test_a_notebook_kernel_updates_one_output_in_place(tmp_path):
+    """In a real Jupyter kernel (ipykernel, driven by nbclient): accel.watch() makes one
+    output and updates it in place at every sample; the rich views render. The executed
+    notebook's outputs are put on one page and, with Debian's chromium, photographed into
+    the folder NOTEBOOK_SCREENSHOT_DIR names (the test command's target/)."""
+    nbformat = need("nbformat", "jupyter")
+    nbclient = need("nbclient", "jupyter")
+    need("ipykernel", "jupyter")
+    cells = [
+        "import accel\nw = accel.watch(interval=0.3)\nw.run(seconds=1.0)\nprint('updates', w.updates)",
+        "accel.doctor()",
+        "accel.probes()",
+        "accel.snapshot()",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    msgs = []
+    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3")
+    orig = client.process_message
+
+    def spy(msg, cell, cell_index):
+        content = msg.get("content", {})
+        msgs.append((cell_index, msg["msg_type"], content.get("transient", {}).get("display_id")))
+        return orig(msg, cell, cell_index)
+
+    client.process_message = spy
+    client.execute()
+    first = [(t, d) for i, t, d in msgs if i == 0]
+    shown = [d for t, d in first if t == "display_data"]
+    updates = [d for t, d in first if t == "update_display_data"]
+    assert len(shown) == 1 and shown[0], first
+    assert len(updates) >= 2 and set(updates) == set(shown), first
+    outs = nb.cells[0].outputs
+    # One display output (updated in place, no new one per sample) and the printed count.
+    assert [o.output_type for o in outs] == ["display_data", "stream"], outs
+    assert int(outs[1].text.split()[1]) == 1 + len(updates)
+    assert "<svg" in outs[0].data["text/html"]
+    for cell in nb.cells[1:]:
+        html = [o.data["text/html"] for o in cell.outputs if "text/html" in o.get("data", {})]
+        assert len(html) == 1, cell.outputs
+        _StrictHTML(html[0])
+    page = tmp_path / "notebook.html"
+    page.write_text("<!doctype html><html><body style='font-family:sans-serif'>" + "".join(
+        f"<h3>In [{i + 1}]: {c.source.splitlines()[0]}</h3>" + "".join(
+            o.data.get("text/html", "") for o in c.outputs if o.output_type == "display_data"
+            or o.output_type == "execute_result") for i, c in enumerate(nb.cells)) + "</body></html>")
+    chromium = shutil.which("chromium")
+    artifacts = os.environ.get("NOTEBOOK_SCREENSHOT_DIR")
+    if artifacts and not chromium:
+        skip("chromium", "not installed (apt-get install chromium): no screenshot")
+    if chromium and artifacts:
+        shot = os.path.join(artifacts, "notebook.png")
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--window-size=1200,2400", f"--screenshot={shot}", page.as_uri()],
+                       check=True, capture_output=True, timeout=120)
+        assert os.path.getsize(shot) > 10_000, shot
+        shutil.copy(page, os.path.join(artifacts, "notebook.html"))

@@ -162,8 +162,12 @@ enum Command {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         count: Option<u64>,
         /// One JSON document per sample, one per line, instead of the full-screen view.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "html")]
         json: bool,
+        /// One self-contained HTML page of the last sample, with lines of every sample
+        /// (--count of them, 1 by default) for the host and each device.
+        #[arg(long, conflicts_with_all = ["hosts", "hostfile", "prometheus"])]
+        html: bool,
         /// A fleet view: poll these machines' `accel serve` (HOST:PORT or https://HOST:PORT,
         /// comma-separated), one row each.
         #[arg(long, value_name = "HOST:PORT,...", conflicts_with = "prometheus")]
@@ -367,6 +371,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             interval,
             count,
             json,
+            html,
             hosts,
             hostfile,
             prometheus,
@@ -384,7 +389,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if fleet.is_fleet() {
                 fleet::run(&fleet, interval, count, json)
             } else {
-                monitor::run(interval, count, json, roots.roots())
+                monitor::run(interval, count, json, html, roots.roots())
             }
         }
     }

@@ -36,15 +36,35 @@ pub fn run(
     interval: f64,
     count: Option<u64>,
     json: bool,
+    html: bool,
     roots: accel::telemetry::Roots,
 ) -> anyhow::Result<()> {
     // Telemetry only: no compute library, PJRT plugin or Vulkan instance is loaded.
     let mut sampler = Sampler::with_roots(roots);
     let every = Duration::from_secs_f64(interval);
+    if html {
+        return page(&mut sampler, every, count.unwrap_or(1));
+    }
     if json || !std::io::stdout().is_terminal() {
         return lines(&mut sampler, every, count, json);
     }
     tui(&mut sampler, every, count)
+}
+
+/// `count` samples, then one HTML page of the last with lines of them all
+/// (`accel::html::render`'s `watch` document, which `accel.watch()` shows in a notebook).
+fn page(s: &mut Sampler, every: Duration, count: u64) -> anyhow::Result<()> {
+    let mut samples = Vec::new();
+    for i in 0..count {
+        let start = Instant::now();
+        samples.push(serde_json::from_str::<serde_json::Value>(
+            &out::json_string("monitor", &s.sample())?,
+        )?);
+        if i + 1 < count {
+            std::thread::sleep(every.saturating_sub(start.elapsed()));
+        }
+    }
+    out::html("watch", &serde_json::json!({ "samples": samples }))
 }
 
 /// One JSON document, or a block of plain text, per sample (`accel mem --watch`'s way).
@@ -205,22 +225,7 @@ fn processes(d: &DeviceLoad) -> Vec<String> {
         .collect()
 }
 
-/// `2026-12-01 13:05:56 UTC` (the civil-from-days algorithm; no time-zone database).
-pub(crate) fn utc(unix_s: f64) -> String {
-    let secs = unix_s.max(0.0) as i64;
-    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02} UTC")
-}
+pub(crate) use accel_core::units::utc;
 
 /// Whether the terminal is in raw mode on the alternate screen, for [`restore`].
 static ACTIVE: AtomicBool = AtomicBool::new(false);

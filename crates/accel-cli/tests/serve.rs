@@ -712,3 +712,123 @@ fn sigterm_stops_the_exporter_cleanly() {
         "still listening after it exited"
     );
 }
+
+/// Reads server-sent events from `r` until `n` have come (each: its `data:` lines joined), or
+/// `limit` passes.
+fn read_events(r: &mut BufReader<TcpStream>, n: usize, limit: Duration) -> Vec<String> {
+    let t = Instant::now();
+    let (mut events, mut cur) = (Vec::new(), Vec::<String>::new());
+    while events.len() < n && t.elapsed() < limit {
+        let mut line = String::new();
+        match r.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let line = line.trim_end_matches(['\r', '\n']);
+        if let Some(d) = line.strip_prefix("data: ") {
+            cur.push(d.to_string());
+        } else if line.is_empty() && !cur.is_empty() {
+            events.push(cur.join("\n"));
+            cur.clear();
+        }
+    }
+    events
+}
+
+/// Opens `/events` and returns the reader after the response head (chunked: the chunk-size
+/// lines read as lines without `data:`, which `read_events` skips).
+fn open_events(addr: std::net::SocketAddr) -> (u32, String, BufReader<TcpStream>) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut r = BufReader::new(s);
+    let mut status = String::new();
+    r.read_line(&mut status).unwrap();
+    let code = status.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let mut ctype = String::new();
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h).unwrap();
+        if h.trim_end().is_empty() {
+            break;
+        }
+        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-type:") {
+            ctype = v.trim().to_string();
+        }
+    }
+    (code, ctype, r)
+}
+
+#[test]
+fn the_live_page_updates_in_place_from_its_event_stream() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut args = fixture_roots("mixed", "proc");
+    args.push("--web.max-requests=2".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (mut p, addr) = serve_with("0.3", &args);
+    // `/`: one page with the machine now and its script; nothing from the network.
+    let (code, ctype, page) = Client::new(addr).get("/").unwrap();
+    assert_eq!((code, ctype.as_str()), (200, "text/html; charset=utf-8"));
+    for want in [
+        "<div id=\"live\">",
+        "amd:0",
+        "intel:1",
+        "new EventSource('events')",
+        "245 / 355 W",
+    ] {
+        assert!(page.contains(want), "{want} not in {page}");
+    }
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "{page}"
+    );
+    // `/events`: an event at once, then one per collection; by the third, each row has its
+    // lines over the samples so far.
+    let (code, ctype, mut r) = open_events(addr);
+    assert_eq!((code, ctype.as_str()), (200, "text/event-stream"));
+    let events = read_events(&mut r, 3, Duration::from_secs(10));
+    assert_eq!(events.len(), 3, "{events:?}");
+    for e in &events {
+        assert!(
+            e.starts_with("<div class=\"accel-report\">") && e.contains("amd:0"),
+            "{e}"
+        );
+    }
+    assert!(events[2].contains("<svg"), "{}", events[2]);
+    // Each stream holds one of the --web.max-requests=2 slots while it lasts.
+    let (code, _, mut r2) = open_events(addr);
+    assert_eq!(code, 200);
+    assert_eq!(read_events(&mut r2, 1, Duration::from_secs(5)).len(), 1);
+    let (code, _, _) = Client::new(addr).get("/metrics").unwrap();
+    assert_eq!(code, 503, "two streams open: no slot for a scrape");
+    drop(r2);
+    // A closed stream gives its slot back by the next collection (its next event fails).
+    let t = Instant::now();
+    while Client::new(addr).get("/metrics").unwrap().0 != 200 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the slot never came back"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SIGTERM with a stream open: the stream ends and the exporter exits 0 within the drain.
+    // SAFETY: kill sends a signal to our own child's pid.
+    unsafe { libc::kill(p.0.id() as libc::pid_t, libc::SIGTERM) };
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = p.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(8),
+            "still running 8 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    // The first stream was closed by the server (end of file), not left hanging (the read
+    // would time out after 10 s).
+    let mut rest = String::new();
+    let ended = std::io::Read::read_to_string(&mut r, &mut rest);
+    assert!(ended.is_ok(), "{ended:?} after {rest:?}");
+}

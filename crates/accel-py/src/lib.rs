@@ -178,23 +178,51 @@ fn bench_matmul_json(
 struct Recorder {
     interval: Duration,
     stop: Arc<AtomicBool>,
-    samples: Arc<Mutex<Vec<Snapshot>>>,
+    samples: Arc<Mutex<Kept>>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The samples a recorder keeps: all of them, or (`keep`) the latest few, with how many older
+/// ones were let go, so `samples_since_json` can count every sample ever taken.
+#[derive(Default)]
+struct Kept {
+    samples: std::collections::VecDeque<Snapshot>,
+    dropped: usize,
+    keep: Option<usize>,
+}
+
+impl Kept {
+    fn push(&mut self, s: Snapshot) {
+        self.samples.push_back(s);
+        if let Some(k) = self.keep {
+            while self.samples.len() > k {
+                self.samples.pop_front();
+                self.dropped += 1;
+            }
+        }
+    }
 }
 
 #[pymethods]
 impl Recorder {
     #[new]
-    fn new(interval: f64) -> PyResult<Recorder> {
+    #[pyo3(signature = (interval, keep=None))]
+    fn new(interval: f64, keep: Option<usize>) -> PyResult<Recorder> {
         if !(interval.is_finite() && (0.01..=3600.0).contains(&interval)) {
             return Err(err(format!(
                 "interval {interval} s: expected 0.01 to 3600 seconds"
             )));
         }
+        if keep == Some(0) {
+            return Err(err("keep 0 samples: expected at least 1, or None for all"));
+        }
         Ok(Recorder {
             interval: Duration::from_secs_f64(interval),
             stop: Arc::new(AtomicBool::new(false)),
-            samples: Arc::new(Mutex::new(Vec::new())),
+            samples: Arc::new(Mutex::new(Kept {
+                keep,
+                ..Kept::default()
+            })),
             thread: None,
         })
     }
@@ -234,9 +262,21 @@ impl Recorder {
         Ok(())
     }
 
-    /// The samples so far, as a JSON list of snapshots.
+    /// The samples kept so far, as a JSON list of snapshots.
     fn samples_json(&self) -> PyResult<String> {
-        json(&*self.samples.lock().unwrap_or_else(|e| e.into_inner()))
+        json(
+            &self
+                .samples
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .samples,
+        )
+    }
+
+    /// How many samples were taken so far (kept or not).
+    fn taken(&self) -> usize {
+        let k = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+        k.dropped + k.samples.len()
     }
 }
 

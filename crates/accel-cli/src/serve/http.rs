@@ -27,7 +27,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
@@ -60,6 +61,42 @@ pub struct Published {
     pub health: String,
     /// When it was collected.
     pub at: Instant,
+    /// The live page's body (`live::History::page`), rendered only while a page is open.
+    pub page: Bytes,
+    /// This collection's number.
+    pub seq: u64,
+    /// The machine's name.
+    pub host: String,
+}
+
+/// What every answer's body is: one buffer, or the live page's stream of events.
+type Body = BoxBody<Bytes, Infallible>;
+
+fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).boxed()
+}
+
+/// Marks a response whose body streams on after `respond` returns (`/events`): its
+/// connection stays busy until the stream ends.
+#[derive(Clone, Copy)]
+struct Streaming;
+
+/// The body of `/events`: the events a task sends, until it stops (the server stops, the
+/// client is gone or does not read).
+struct Events(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for Events {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|b| b.map(|b| Ok(hyper::body::Frame::data(b))))
+    }
 }
 
 /// The server's limits.
@@ -293,12 +330,16 @@ struct App {
     auth_slots: Arc<Semaphore>,
     /// `rate_limit`'s token bucket: tokens, and when it was last filled.
     bucket: Mutex<(f64, Instant)>,
-    requests: Semaphore,
+    requests: Arc<Semaphore>,
     limits: Limits,
+    /// Open live pages (the collector renders the page only while there is one).
+    watchers: super::live::Watchers,
+    /// Set when the server stops: the live pages' streams end.
+    stop: watch::Receiver<bool>,
 }
 
-fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(body.into()));
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(full(body));
     *r.status_mut() = status;
     r.headers_mut().insert(
         CONTENT_TYPE,
@@ -336,7 +377,7 @@ impl App {
         &self,
         req: &Request<Incoming>,
         web: &super::webconfig::WebConfig,
-    ) -> Result<bool, Response<Full<Bytes>>> {
+    ) -> Result<bool, Response<Body>> {
         use super::webconfig::Check;
         let Some(auth) = &web.auth else {
             return Ok(true);
@@ -379,9 +420,9 @@ impl App {
     }
 
     /// The answer, with the web config's headers.
-    async fn respond(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn respond(&self, req: Request<Incoming>, busy: &Arc<AtomicBool>) -> Response<Body> {
         let web = self.web.get();
-        let mut r = self.answer(req, &web).await;
+        let mut r = self.answer(req, &web, busy).await;
         for (k, v) in &web.headers {
             r.headers_mut().insert(k.clone(), v.clone());
         }
@@ -392,8 +433,9 @@ impl App {
         &self,
         req: Request<Incoming>,
         web: &super::webconfig::WebConfig,
-    ) -> Response<Full<Bytes>> {
-        let Ok(_permit) = self.requests.try_acquire() else {
+        busy: &Arc<AtomicBool>,
+    ) -> Response<Body> {
+        let Ok(permit) = self.requests.clone().try_acquire_owned() else {
             return text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "too many requests at once; try again\n",
@@ -439,13 +481,13 @@ impl App {
                 } else {
                     (l.text.clone(), "text/plain; version=0.0.4; charset=utf-8")
                 };
-                let mut r = Response::new(Full::new(body));
+                let mut r = Response::new(full(body));
                 r.headers_mut()
                     .insert(CONTENT_TYPE, HeaderValue::from_static(ctype));
                 r
             }
             "/snapshot" => {
-                let mut r = Response::new(Full::new(l.snapshot.clone()));
+                let mut r = Response::new(full(l.snapshot.clone()));
                 r.headers_mut()
                     .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
                 r
@@ -464,14 +506,89 @@ impl App {
                     )
                 }
             }
-            "/" => text(
-                StatusCode::OK,
-                "accel exporter: /metrics, /snapshot, /healthz, /-/ready\n",
-            ),
+            "/" => {
+                let body = if l.page.is_empty() {
+                    // No page open yet: the current snapshot, without lines.
+                    accel::html::render(&String::from_utf8_lossy(&l.snapshot), "monitor")
+                        .unwrap_or_default()
+                } else {
+                    String::from_utf8_lossy(&l.page).into_owned()
+                };
+                let mut r = Response::new(full(super::live::page(&l.host, &body)));
+                r.headers_mut().insert(
+                    CONTENT_TYPE,
+                    HeaderValue::from_static("text/html; charset=utf-8"),
+                );
+                r
+            }
+            "/events" => {
+                drop(l);
+                self.events(permit, busy)
+            }
             _ => text(StatusCode::NOT_FOUND, "not found\n"),
         }
     }
+
+    /// `/events`: after every collection, the live page's new body as one server-sent event.
+    /// The stream holds its request slot (it counts toward `--web.max-requests`) and keeps
+    /// its connection busy; it ends when the server stops, or when the client has not read
+    /// the last [`EVENTS_QUEUE`] events (gone, or too slow).
+    fn events(
+        &self,
+        permit: tokio::sync::OwnedSemaphorePermit,
+        busy: &Arc<AtomicBool>,
+    ) -> Response<Body> {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(EVENTS_QUEUE);
+        let (latest, watching, mut stop) =
+            (self.latest.clone(), self.watchers.join(), self.stop.clone());
+        let busy = busy.clone();
+        tokio::spawn(async move {
+            let (_permit, _watching) = (permit, watching);
+            let mut seen = 0;
+            // The first event at once (rendered here if the collector has not yet), then one
+            // per collection.
+            loop {
+                let next = {
+                    let l = latest.read().unwrap_or_else(|e| e.into_inner());
+                    (l.seq != seen).then(|| {
+                        seen = l.seq;
+                        if l.page.is_empty() {
+                            accel::html::render(&String::from_utf8_lossy(&l.snapshot), "monitor")
+                                .unwrap_or_default()
+                        } else {
+                            String::from_utf8_lossy(&l.page).into_owned()
+                        }
+                    })
+                };
+                if let Some(html) = next {
+                    if tx.try_send(super::live::event(&html)).is_err() {
+                        break;
+                    }
+                }
+                if *stop.borrow() {
+                    break;
+                }
+                tokio::select! {
+                    _ = stop.changed() => break,
+                    _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+                }
+            }
+            busy.store(false, Ordering::Relaxed);
+        });
+        let mut r = Response::new(Events(rx).boxed());
+        let h = r.headers_mut();
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        h.insert(
+            hyper::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache"),
+        );
+        r.extensions_mut().insert(Streaming);
+        r
+    }
 }
+
+/// Events a live page's stream may have waiting unread before it is ended.
+const EVENTS_QUEUE: usize = 4;
 
 /// Serves until SIGTERM or SIGINT. `auth_failures` counts requests refused for their
 /// credentials.
@@ -480,6 +597,7 @@ pub fn serve(
     latest: Arc<RwLock<Published>>,
     web: Arc<Live>,
     limits: Limits,
+    watchers: super::live::Watchers,
 ) -> anyhow::Result<()> {
     listener.set_nonblocking(true)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -488,7 +606,7 @@ pub fn serve(
         .thread_name("accel-http")
         .enable_all()
         .build()?;
-    let r = rt.block_on(run(listener, latest, web, limits));
+    let r = rt.block_on(run(listener, latest, web, limits, watchers));
     // A bcrypt check still running is not waited for: the process is ending.
     rt.shutdown_timeout(Duration::from_millis(500));
     r
@@ -499,18 +617,21 @@ async fn run(
     latest: Arc<RwLock<Published>>,
     web: Arc<Live>,
     limits: Limits,
+    watchers: super::live::Watchers,
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::from_std(listener)?;
+    let (stop_tx, stop_rx) = watch::channel(false);
     let app = Arc::new(App {
         latest,
         web: web.clone(),
         auth_slots: Arc::new(Semaphore::new(AUTH_QUEUE)),
         bucket: Mutex::new((f64::from(u32::MAX), Instant::now())),
-        requests: Semaphore::new(limits.max_requests),
+        requests: Arc::new(Semaphore::new(limits.max_requests)),
         limits: limits.clone(),
+        watchers,
+        stop: stop_rx.clone(),
     });
     let conns = Arc::new(Conns::default());
-    let (stop_tx, stop_rx) = watch::channel(false);
     let mut stop = std::pin::pin!(stop_signal());
     reload_on_sighup(web.clone());
     loop {
@@ -653,8 +774,11 @@ async fn http<S>(
             busy.store(true, Ordering::Relaxed);
             let (app, busy) = (app.clone(), busy.clone());
             async move {
-                let r = app.respond(req).await;
-                busy.store(false, Ordering::Relaxed);
+                let r = app.respond(req, &busy).await;
+                // A stream's task marks its connection idle when it ends.
+                if r.extensions().get::<Streaming>().is_none() {
+                    busy.store(false, Ordering::Relaxed);
+                }
                 Ok::<_, Infallible>(r)
             }
         })

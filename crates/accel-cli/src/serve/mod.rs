@@ -8,6 +8,7 @@
 //! scrape only copies the latest text, so it never waits on a slow probe or driver.
 
 pub mod http;
+pub mod live;
 mod series;
 mod tls;
 pub mod webconfig;
@@ -161,6 +162,11 @@ pub struct Context {
     pub web: Option<Arc<webconfig::WebStatus>>,
     /// Workload labels on the per-process series (`--collector.process.labels`).
     pub process_labels: Vec<ProcessLabel>,
+    /// Collections published so far (the live page's streams send one event per collection).
+    pub seq: u64,
+    /// The last samples for the live page's lines, and who watches it.
+    pub history: live::History,
+    pub watchers: live::Watchers,
 }
 
 impl Context {
@@ -556,18 +562,30 @@ fn exporter_series(m: &mut Metrics, s: &Snapshot, host: &str, collect_seconds: f
     }
 }
 
-/// What one collection publishes: both text formats, the JSON snapshot and the health line.
-fn publish(snap: &accel::load::Snapshot, host: &str, cx: &Context) -> http::Published {
+/// What one collection publishes: both text formats, the JSON snapshot, the health line, and
+/// while someone has the live page open, its body.
+fn publish(snap: &accel::load::Snapshot, host: &str, cx: &mut Context) -> http::Published {
     let om = render(snap, host, cx);
     let classic = om.strip_suffix("# EOF\n").unwrap_or(&om).to_string();
     let snapshot = crate::out::json_string("monitor", snap)
         .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    let doc: serde_json::Value = serde_json::from_str(&snapshot).unwrap_or_default();
+    cx.history.push(&doc);
+    let page = if cx.watchers.count() > 0 {
+        cx.history.page(&doc).into()
+    } else {
+        bytes::Bytes::new()
+    };
+    cx.seq += 1;
     http::Published {
         openmetrics: om.into(),
         text: classic.into(),
         snapshot: snapshot.into(),
         health: health_of(snap),
         at: Instant::now(),
+        page,
+        seq: cx.seq,
+        host: host.to_string(),
     }
 }
 
@@ -743,7 +761,8 @@ pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
             eprintln!("accel serve: warning: {w}");
         }
     }
-    let latest = Arc::new(RwLock::new(publish(&first, &host, &cx)));
+    let watchers = cx.watchers.clone();
+    let latest = Arc::new(RwLock::new(publish(&first, &host, &mut cx)));
     // Devices are found again at every collection, and collections are at most 10 s apart,
     // so a GPU that disappears is shown down within 10 s whatever --interval says.
     let every = Duration::from_secs_f64(o.interval.min(10.0));
@@ -758,7 +777,7 @@ pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
                 let snap = sampler.sample();
                 cx.collect_seconds = t.elapsed().as_secs_f64();
                 cx.saw(&snap);
-                let p = publish(&snap, &host, &cx);
+                let p = publish(&snap, &host, &mut cx);
                 *latest.write().unwrap_or_else(|e| e.into_inner()) = p;
             })?;
     }
@@ -782,5 +801,5 @@ pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
     if let Err(e) = crate::out::line(&banner) {
         eprintln!("accel serve: {banner} (stdout: {e})");
     }
-    http::serve(listener, latest, live, limits)
+    http::serve(listener, latest, live, limits, watchers)
 }

@@ -5,9 +5,18 @@
 
 use serde_json::Value;
 
+mod parts;
+mod snapshot;
+
+pub use parts::escape;
+use parts::{status, text, STYLE};
+
 /// The HTML of one of accel's JSON documents (its text, as `--json` prints it): `doctor` as a
 /// checklist grouped by backend, `devices` as a table of backends with their devices or why
-/// there are none; any other document as a table of its top-level fields. `kind` names the
+/// there are none, `monitor` / `snapshot` as the host and every device with bars (and lines
+/// over time when the document has a `history`), `watch` (`{"samples": [...]}`) as its last
+/// sample with the lines of them all; any other document as a table of its
+/// top-level fields. `kind` names the
 /// document's kind when the text has no `kind` field (the Python module's documents).
 pub fn render(json: &str, kind: &str) -> crate::Result<String> {
     let mut doc: Value = serde_json::from_str(json)
@@ -22,65 +31,13 @@ fn render_value(doc: &Value) -> String {
     let body = match doc["kind"].as_str() {
         Some("doctor") => doctor(doc),
         Some("devices") => devices(doc),
+        Some("monitor" | "snapshot") => snapshot::snapshot(doc),
+        Some("watch") => {
+            snapshot::watch(doc["samples"].as_array().map_or(&[][..], |v| v.as_slice()))
+        }
         _ => fields(doc),
     };
     format!("<div class=\"accel-report\">{STYLE}{body}</div>")
-}
-
-/// Scoped to the report's own class, so a notebook's other cells keep their styles.
-const STYLE: &str = "<style>\
-.accel-report table{border-collapse:collapse;margin:0.3em 0 0.8em 0;font-size:0.9em}\
-.accel-report th,.accel-report td{border:1px solid #9995;padding:0.2em 0.6em;text-align:left;vertical-align:top}\
-.accel-report th{background:#8881}\
-.accel-report .st{font-weight:bold;white-space:nowrap}\
-.accel-report .pass{color:#1a7f37}.accel-report .fail{color:#cf222e}\
-.accel-report .warn{color:#9a6700}.accel-report .skip{color:#6e7781}\
-.accel-report .fix{color:#555;font-size:0.95em}\
-</style>";
-
-/// Text made safe for HTML content and attribute values.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            // Control characters (a process name may hold any) are shown, not passed on.
-            c if c.is_control() && c != '\n' && c != '\t' => {
-                out.push_str(&format!("\\u{{{:x}}}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// A JSON value as short text: strings as they are, lists joined, null as empty.
-fn text(v: &Value) -> String {
-    match v {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        Value::Array(a) => a.iter().map(text).collect::<Vec<_>>().join(", "),
-        Value::Object(_) => v.to_string(),
-        other => other.to_string(),
-    }
-}
-
-/// A status cell: its word in capitals, coloured by its class.
-fn status(s: &str) -> String {
-    let class = match s {
-        "pass" | "available" => "pass",
-        "fail" | "error" => "fail",
-        "warn" => "warn",
-        _ => "skip",
-    };
-    format!(
-        "<td class=\"st {class}\">{}</td>",
-        escape(&s.to_ascii_uppercase())
-    )
 }
 
 fn doctor(doc: &Value) -> String {
