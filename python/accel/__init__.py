@@ -21,7 +21,7 @@ from typing import Any, List, Optional
 from . import _accel
 from ._accel import AccelError, Tensor
 from ._objects import Probes, Readings, Record, load
-from ._record import Recording, record
+from ._record import Measurement, Recording, measure, record
 from ._watch import Watch, watch
 from . import bench, cuda, mps, xla
 
@@ -46,9 +46,9 @@ def _use_the_installed_command_as_probe_helper() -> None:
 _use_the_installed_command_as_probe_helper()
 
 __all__ = [
-    "AccelError", "Device", "Readings", "Record", "Recording", "Tensor", "Watch", "bench", "best",
-    "cuda", "devices", "doctor", "from_dlpack", "mps", "pick", "probes", "record", "snapshot",
-    "tensor", "watch", "xla",
+    "AccelError", "Device", "Measurement", "Readings", "Record", "Recording", "Tensor", "Watch",
+    "bench", "best", "cuda", "devices", "doctor", "from_dlpack", "measure", "mps", "pick",
+    "probes", "record", "snapshot", "tensor", "watch", "xla",
 ]
 
 

@@ -13,7 +13,7 @@ ITEMS = {"Diagnosis": "sections", "Snapshot": "devices"}
 
 # The records a notebook shows as HTML, and the kind of document each is (the renderer is
 # accel's own, in Rust: the HTML `accel doctor --html` prints).
-HTML = {"Diagnosis": "doctor", "Snapshot": "snapshot"}
+HTML = {"Diagnosis": "doctor", "Snapshot": "snapshot", "MatmulRun": "bench"}
 
 
 def _html(kind: str, data: Any) -> str:

@@ -4,6 +4,7 @@ thread while the block runs (accel's long calls release the GIL, so it goes on b
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Dict, List, Optional
 
 from . import _accel
@@ -62,8 +63,17 @@ class Recording:
                             "memory_total_bytes": d.get("memory_total_bytes")})
         return out
 
-    def summary(self) -> Dict[str, Dict[str, Optional[float]]]:
-        """Per device: samples, mean and max utilisation (percent), max memory used."""
+    def energy(self) -> Dict[str, Dict[str, Any]]:
+        """Energy over the recording (from its first sample to its last), per device: `joules`,
+        `watt_hours` and `source`: "counter" (the device's energy counter, NVIDIA and AMD),
+        "power integral" (its power readings integrated over time, where it has no counter) or
+        None (neither). The host: the CPU packages' and the DRAM's from RAPL (`joules`,
+        `dram_joules`), with `note` saying why not where RAPL cannot be read."""
+        return _energy(self._raw or json.loads(self._native.samples_json()))
+
+    def summary(self) -> Dict[str, Dict[str, Any]]:
+        """Per device: samples, mean and max utilisation (percent), max memory used, and its
+        energy (`energy_joules`, `energy_wh`, `energy_source`; see `energy()`)."""
         by: Dict[str, List[Dict[str, Any]]] = {}
         for r in self.rows():
             by.setdefault(r["device"], []).append(r)
@@ -74,7 +84,35 @@ class Recording:
             out[dev] = {"samples": len(rs), "mean_utilization_percent": sum(u) / len(u) if u else None,
                         "max_utilization_percent": max(u) if u else None,
                         "max_memory_used_bytes": max(m) if m else None}
+        for dev, e in self.energy().items():
+            if dev in out:
+                out[dev].update({"energy_joules": e["joules"], "energy_wh": e["watt_hours"],
+                                 "energy_source": e["source"]})
+                if dev == "host":
+                    out[dev].update({"dram_energy_joules": e.get("dram_joules"),
+                                     "energy_note": e.get("note")})
         return out
+
+    def _repr_html_(self) -> str:
+        """The last sample with a line of utilisation and memory per device over the whole
+        recording (accel's `watch` page), in notebooks."""
+        samples = self._raw or json.loads(self._native.samples_json())
+        return _accel.render_html("watch", json.dumps({"samples": samples}))
+
+    def __repr__(self) -> str:
+        rows = self.summary()
+        if not rows:
+            return f"Recording(interval={self.interval}, no samples)"
+        lines = [f"Recording(interval={self.interval}): {next(iter(rows.values()))['samples']} samples",
+                 f"{'device':<12}{'mean %':>8}{'max %':>8}{'max memory':>14}{'energy J':>10}  source"]
+        for dev, r in rows.items():
+            m = r.get("max_memory_used_bytes")
+            e = r.get("energy_joules")
+            pct = lambda v: "-" if v is None else f"{v:.0f}"
+            lines.append(f"{dev:<12}{pct(r['mean_utilization_percent']):>8}{pct(r['max_utilization_percent']):>8}"
+                         f"{'-' if m is None else f'{m / 2**30:.2f} GiB':>14}{'-' if e is None else f'{e:.1f}':>10}"
+                         f"  {r.get('energy_source') or '-'}")
+        return "\n".join(lines)
 
     def to_pandas(self) -> Any:
         """The rows as a pandas DataFrame (needs pandas)."""
@@ -100,6 +138,81 @@ class Recording:
         ax.set_ylabel("utilisation %")
         ax.legend()
         return ax
+
+
+def _wh(j: Optional[float]) -> Optional[float]:
+    return None if j is None else j / 3600.0
+
+
+def _energy(samples: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """Energy between the first and the last of `samples`, per device and for the host."""
+    by: Dict[str, List[Any]] = {}
+    for s in samples:
+        for d in s.get("devices", []):
+            by.setdefault(f"{d.get('vendor')}:{d.get('index')}", []).append(
+                (s["time_unix_s"], d.get("energy_joules"), d.get("power_w")))
+    out: Dict[str, Dict[str, Any]] = {}
+    for dev, pts in by.items():
+        c = [(t, j) for t, j, _ in pts if j is not None]
+        p = [(t, w) for t, _, w in pts if w is not None]
+        joules, source = None, None
+        if len(c) >= 2 and c[-1][1] >= c[0][1]:
+            joules, source = c[-1][1] - c[0][1], "counter"
+        elif len(p) >= 2:
+            joules = sum((t1 - t0) * (w0 + w1) / 2 for (t0, w0), (t1, w1) in zip(p, p[1:]))
+            source = "power integral"
+        out[dev] = {"joules": joules, "watt_hours": _wh(joules), "source": source}
+    if samples:
+        first, last = samples[0].get("host", {}), samples[-1].get("host", {})
+
+        def diff(k: str) -> Optional[float]:
+            a, b = first.get(k), last.get(k)
+            return None if a is None or b is None or len(samples) < 2 else b - a
+
+        cpu = diff("cpu_energy_joules")
+        note = last.get("energy_note")
+        if cpu is None and note is None and len(samples) < 2:
+            note = "one sample only: no energy between samples"
+        out["host"] = {"joules": cpu, "watt_hours": _wh(cpu), "source": "RAPL" if cpu is not None else None,
+                       "dram_joules": diff("dram_energy_joules"), "note": note}
+    return out
+
+
+class Measurement:
+    """`with accel.measure() as m:` (Zeus's `begin_window`/`end_window`): `m.seconds` the block
+    took, and `m.energy` per device and for the host (`{"joules", "watt_hours", "source"}`,
+    the host's with `dram_joules` and `note`), between the first and the last sample of a
+    recording every `interval` seconds during the block (one more sample is waited for at its
+    end, so even a short block has two)."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self._rec = Recording(interval)
+        self.seconds: Optional[float] = None
+        self.energy: Dict[str, Dict[str, Any]] = {}
+
+    def __enter__(self) -> "Measurement":
+        self._rec.__enter__()
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.seconds = time.perf_counter() - self._t0
+        n = self._rec._native.taken()
+        deadline = time.monotonic() + 5 * self._rec.interval + 1.0
+        while self._rec._native.taken() < max(2, n + 1) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self._rec.stop()
+        self.energy = self._rec.energy()
+
+    def __repr__(self) -> str:
+        parts = [f"{d}: {e['joules']:.1f} J ({e['source']})" for d, e in self.energy.items()
+                 if e.get("joules") is not None]
+        return f"Measurement(seconds={self.seconds}, {', '.join(parts) or 'no energy readings'})"
+
+
+def measure(interval: float = 0.1) -> Measurement:
+    """Time and energy of a `with` block, per device and for the host's CPU and DRAM."""
+    return Measurement(interval)
 
 
 def record(interval: float = 0.5, live: bool = False) -> Recording:

@@ -321,7 +321,8 @@ class _StrictHTML:
     element closed in order, nothing but known elements, no script and no URL."""
 
     VOID = {"br"}
-    KNOWN = {"div", "style", "p", "b", "table", "tr", "th", "td", "span", "br", "svg", "polyline"}
+    KNOWN = {"div", "style", "p", "b", "table", "tr", "th", "td", "span", "br", "svg", "polyline",
+             "rect", "line"}
 
     def __init__(self, text):
         from html.parser import HTMLParser
@@ -343,7 +344,7 @@ class _StrictHTML:
                 outer.stack.pop()
 
             def handle_data(self, data):
-                if outer.stack and outer.stack[-1] in ("td", "th"):
+                if any(t in ("td", "th") for t in outer.stack):
                     outer.cells.append(data)
 
         p = P(convert_charrefs=True)
@@ -471,3 +472,61 @@ def test_a_notebook_kernel_updates_one_output_in_place(tmp_path):
                        check=True, capture_output=True, timeout=120)
         assert os.path.getsize(shot) > 10_000, shot
         shutil.copy(page, os.path.join(artifacts, "notebook.html"))
+
+
+def test_energy_per_device_from_counters_or_power_and_the_host_from_rapl():
+    from accel._record import _energy
+
+    def sample(t, devices, cpu=None, dram=None, note=None):
+        return {"time_unix_s": t, "devices": devices,
+                "host": {"cpu_energy_joules": cpu, "dram_energy_joules": dram, "energy_note": note}}
+
+    nv = lambda j, w: {"vendor": "nvidia", "index": 0, "energy_joules": j, "power_w": w}
+    intel = lambda w: {"vendor": "intel", "index": 1, "energy_joules": None, "power_w": w}
+    none = {"vendor": "tpu", "index": 0}
+    e = _energy([sample(10.0, [nv(1000.0, 100.0), intel(10.0), none], cpu=5.0, dram=1.0),
+                 sample(11.0, [nv(1150.0, 200.0), intel(30.0), none], cpu=25.0, dram=1.5),
+                 sample(13.0, [nv(1550.0, 200.0), intel(30.0), none], cpu=85.0, dram=2.5)])
+    # The counter: 1550 - 1000 J (the power readings are not used when there is one).
+    assert e["nvidia:0"] == {"joules": 550.0, "watt_hours": 550.0 / 3600, "source": "counter"}
+    # The trapezoids: (10 + 30) / 2 * 1 s + 30 * 2 s = 80 J.
+    assert e["intel:1"]["joules"] == pytest.approx(80.0) and e["intel:1"]["source"] == "power integral"
+    assert e["tpu:0"] == {"joules": None, "watt_hours": None, "source": None}
+    assert e["host"]["joules"] == 80.0 and e["host"]["dram_joules"] == 1.5
+    assert e["host"]["source"] == "RAPL"
+    # A counter that went back (a driver reload) falls back to the power readings.
+    e = _energy([sample(0.0, [nv(500.0, 50.0)]), sample(2.0, [nv(10.0, 150.0)])])
+    assert e["nvidia:0"]["source"] == "power integral" and e["nvidia:0"]["joules"] == 200.0
+    # No RAPL: no host energy, and why.
+    e = _energy([sample(0.0, [], note="no RAPL energy counters (a VM)"), sample(1.0, [], note="no RAPL energy counters (a VM)")])
+    assert e["host"]["joules"] is None and "RAPL" in e["host"]["note"]
+
+
+def test_measure_times_a_block_and_says_what_energy_it_can():
+    with accel.measure() as m:
+        time.sleep(0.3)
+    assert 0.3 <= m.seconds < 1.0, m.seconds
+    h = m.energy["host"]
+    # With RAPL readable the packages used energy while we slept; without, the reason.
+    assert (h["joules"] is not None and h["joules"] >= 0) or "RAPL" in (h["note"] or ""), h
+    for dev, e in m.energy.items():
+        assert e["source"] in (None, "counter", "power integral", "RAPL"), (dev, e)
+    assert "Measurement(seconds=" in repr(m)
+    with accel.record(interval=0.1) as rec:
+        time.sleep(0.25)
+    assert "energy_source" in rec.summary()["host"]
+
+
+def test_a_recording_and_a_benchmark_show_as_tables_and_read_as_text():
+    with accel.record(interval=0.1) as rec:
+        time.sleep(0.35)
+    parsed = _StrictHTML(rec._repr_html_())
+    assert "host CPU and RAM" in parsed.cells
+    text = repr(rec).splitlines()
+    assert text[0].startswith("Recording(interval=0.1): ") and "samples" in text[0], text
+    assert text[1].split() == ["device", "mean", "%", "max", "%", "max", "memory", "energy", "J", "source"]
+    assert text[2].startswith("host "), text
+    r = accel.bench.matmul(device="cpu", size=64, iters=5, warmup=1)
+    h = r._repr_html_()
+    _StrictHTML(h)
+    assert f"{r.gflop_per_s:.1f}" in h and "<svg" in h

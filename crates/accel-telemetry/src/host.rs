@@ -34,6 +34,13 @@ pub struct HostReading {
     pub load_average: Option<[f64; 3]>,
     /// This process's resident memory, where the OS reports it.
     pub process_rss_bytes: Option<u64>,
+    /// Energy of every CPU package since the reader started (Linux's RAPL powercap zones;
+    /// Intel, and AMD Zen through the same driver).
+    pub cpu_energy_joules: Option<f64>,
+    /// Energy of the DRAM since the reader started, where RAPL has a DRAM zone.
+    pub dram_energy_joules: Option<f64>,
+    /// Why the energies are not known, when they are not (no zones in a VM; root only).
+    pub energy_note: Option<String>,
 }
 
 /// One line of `/proc/stat`: busy and total jiffies since boot.
@@ -186,6 +193,8 @@ pub fn own_rss_bytes() -> Option<u64> {
 pub struct HostReader {
     last: Option<(CpuTimes, Vec<(u32, CpuTimes)>)>,
     at: Instant,
+    #[cfg(target_os = "linux")]
+    rapl: super::rapl::Rapl,
     #[cfg(not(target_os = "linux"))]
     sys: Option<sysinfo::System>,
 }
@@ -205,6 +214,7 @@ impl HostReader {
                     (a.unwrap_or_default(), c)
                 }),
                 at: Instant::now(),
+                rapl: super::rapl::Rapl::default(),
             }
         }
         #[cfg(not(target_os = "linux"))]
@@ -270,6 +280,7 @@ impl HostReader {
                 _ => (0.0, Vec::new()),
             };
             self.last = now;
+            let energy = self.rapl.read(&roots.sysfs);
             Ok(HostReading {
                 cpu_percent,
                 cpu_per_core_percent,
@@ -278,6 +289,9 @@ impl HostReader {
                 load_average: read_small(&roots.procfs.join("loadavg"))
                     .and_then(|t| parse_loadavg(&t)),
                 process_rss_bytes: own_rss_bytes(),
+                cpu_energy_joules: energy.cpu_package_joules,
+                dram_energy_joules: energy.dram_joules,
+                energy_note: energy.note,
             })
         }
         #[cfg(not(target_os = "linux"))]
@@ -298,6 +312,7 @@ impl HostReader {
                     memory: zero,
                     load_average: None,
                     process_rss_bytes: None,
+                    ..HostReading::default()
                 });
             };
             s.refresh_cpu_usage();
@@ -310,6 +325,7 @@ impl HostReader {
                 memory: HostMemory::of(s),
                 load_average: Some([l.one, l.five, l.fifteen]),
                 process_rss_bytes: own_rss_bytes(),
+                ..HostReading::default()
             })
         }
     }

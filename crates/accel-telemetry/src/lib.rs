@@ -23,12 +23,15 @@ pub mod nvidia;
 pub mod pick;
 mod plausible;
 mod proto;
+mod rapl;
 mod reading;
 mod sysfs;
 pub mod tpu;
 mod vendor;
 pub mod workload;
-pub mod xid;
+// XID events come through NVML only.
+#[cfg_attr(not(feature = "nvml"), allow(dead_code))]
+mod xid;
 
 use std::collections::BTreeMap;
 use std::sync::mpsc;

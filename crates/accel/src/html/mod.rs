@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+mod bench;
 mod parts;
 mod snapshot;
 
@@ -32,6 +33,7 @@ fn render_value(doc: &Value) -> String {
         Some("doctor") => doctor(doc),
         Some("devices") => devices(doc),
         Some("monitor" | "snapshot") => snapshot::snapshot(doc),
+        Some("bench") => bench::bench(doc),
         Some("watch") => {
             snapshot::watch(doc["samples"].as_array().map_or(&[][..], |v| v.as_slice()))
         }

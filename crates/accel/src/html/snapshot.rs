@@ -275,11 +275,7 @@ fn devices_table(devices: &[Value], history: &Value, with_history: bool) -> Stri
     for d in devices {
         let id = device_id(d);
         let up = d["up"] != false;
-        let st = if up {
-            status("up")
-        } else {
-            status("fail")
-        };
+        let st = if up { status("up") } else { status("fail") };
         let util = d["utilization_percent"].as_f64();
         let power = match (d["power_w"].as_f64(), d["power_limit_w"].as_f64()) {
             (Some(p), Some(l)) => format!("{p:.0} / {l:.0} W"),
@@ -402,8 +398,7 @@ mod tests {
         a["host"]["cpu_percent"] = 50.0.into();
         a["devices"][0]["utilization_percent"] = 0.0.into();
         let b = doc();
-        let h =
-            crate::html::render_value(&serde_json::json!({"kind": "watch", "samples": [a, b]}));
+        let h = crate::html::render_value(&serde_json::json!({"kind": "watch", "samples": [a, b]}));
         // The last sample's numbers, and two-point lines: host CPU 50 -> 12.5 %, amd:0 0 -> 95 %.
         assert!(
             h.contains("<span style=\"width:12%\"></span></div> 12 %"),
@@ -417,8 +412,7 @@ mod tests {
             4,
             "host and amd:0, utilisation and memory"
         );
-        let empty =
-            crate::html::render_value(&serde_json::json!({"kind": "watch", "samples": []}));
+        let empty = crate::html::render_value(&serde_json::json!({"kind": "watch", "samples": []}));
         assert!(empty.contains("No sample yet"), "{empty}");
     }
 }
