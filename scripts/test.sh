@@ -125,6 +125,8 @@ if ! "$VENV/bin/python" -c 'import kubernetes_validate' > /dev/null 2>&1; then
 fi
 "$VENV/bin/kubernetes-validate" --strict --quiet deploy/kubernetes/daemonset.yaml \
   || { echo "error: deploy/kubernetes/daemonset.yaml does not validate" >&2; exit 1; }
+echo "$(at)== the Python module's typed records match the schemas (scripts/record_types.py)"
+python3 scripts/record_types.py --check
 echo "$(at)== every path cited in comments and docs exists (scripts/cited_paths.py)"
 python3 scripts/cited_paths.py
 echo "$(at)== the public API is what docs/public-api.txt lists, with no Result<_, String> and no"

@@ -16,7 +16,7 @@ Importing loads no backend: each is probed the first time a call asks about it. 
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 from . import _accel
 from ._accel import AccelError, Tensor
@@ -24,6 +24,9 @@ from ._objects import Probes, Readings, Record, load
 from ._record import Measurement, Recording, measure, record
 from ._watch import Watch, watch
 from . import bench, cuda, mps, xla
+
+if TYPE_CHECKING:  # typed views of the records, for editors (generated from schemas/)
+    from ._types import Diagnosis, Snapshot
 
 __version__: str = _accel.version()
 
@@ -89,13 +92,13 @@ def probes() -> "Probes":
     return Probes(Record({"devices": [], **p}, "Probe") for p in json.loads(_accel.probes_json()))
 
 
-def doctor() -> Record:
+def doctor() -> "Diagnosis":
     """The doctor's checklist, section by backend, each check PASS/FAIL/WARN/SKIP with what
     was found and the fix (`accel doctor`); `.to_dict()` for plain data."""
     return load(_accel.doctor_json(), "Diagnosis")
 
 
-def snapshot() -> Record:
+def snapshot() -> "Snapshot":
     """The host (CPU %, RAM) and every device's load and memory now, read from the vendors'
     monitoring interfaces (`accel monitor --json`)."""
     return load(_accel.snapshot_json(), "Snapshot")

@@ -16,38 +16,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
 use super::grpc::{self, CallError};
 use super::proto::{fields, Field};
+pub use super::reading::{Owner, DEFAULT_POD_RESOURCES_SOCKET as DEFAULT_SOCKET};
 use super::reading::{Reading, Vendor};
 
-/// Where the kubelet serves the pod-resources API.
-pub const DEFAULT_SOCKET: &str = "/var/lib/kubelet/pod-resources/kubelet.sock";
 /// How long one `List` may take. The kubelet answers from memory, in milliseconds.
 pub const DEADLINE: Duration = Duration::from_secs(1);
 const LIST: &str = "/v1.PodResourcesLister/List";
-
-/// A container the kubelet gave a device.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[non_exhaustive]
-pub struct Owner {
-    /// The pod's namespace.
-    pub namespace: String,
-    /// The pod's name.
-    pub pod: String,
-    /// The container's name.
-    pub container: String,
-    /// The extended resource it was given the device as (`nvidia.com/gpu`, `amd.com/gpu`).
-    pub resource: String,
-}
-
-impl Owner {
-    /// `namespace/pod (container)` for tables and messages.
-    pub fn short(&self) -> String {
-        format!("{}/{} ({})", self.namespace, self.pod, self.container)
-    }
-}
 
 /// One container's devices of one resource.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -143,7 +143,7 @@ fn nvml_candidates() -> Vec<std::ffi::OsString> {
 /// Starts NVML: `Ok(None)` when no NVML library exists (no NVIDIA driver), `Err` when the
 /// library is there but fails (a driver not loaded, a version mismatch).
 #[cfg(feature = "nvml")]
-pub(crate) fn start_nvml() -> Result<Option<nvml_wrapper::Nvml>, Error> {
+fn start_nvml() -> Result<Option<nvml_wrapper::Nvml>, Error> {
     use nvml_wrapper::error::NvmlError;
     let mut last = None;
     let candidates = nvml_candidates();
@@ -410,7 +410,7 @@ impl Reader for NvidiaReader {
                 (Some(n), _) => {
                     if !self.xid_watch {
                         self.xid_watch = true;
-                        super::xid::watch(&self.xids);
+                        super::xid::watch(&self.xids, || start_nvml().ok().flatten());
                     }
                     let mut r = Self::read_nvml(n, roots);
                     if let Ok(rows) = &mut r {

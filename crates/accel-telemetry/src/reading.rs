@@ -20,7 +20,7 @@ pub struct Roots {
     pub procfs: PathBuf,
     /// The TPU runtime's gRPC metrics service, `localhost:8431` by default.
     pub tpu_metrics: String,
-    /// The kubelet's pod-resources socket ([`crate::kubelet::DEFAULT_SOCKET`]); asked only
+    /// The kubelet's pod-resources socket ([`DEFAULT_POD_RESOURCES_SOCKET`]); asked only
     /// where it exists.
     pub pod_resources: PathBuf,
 }
@@ -31,8 +31,32 @@ impl Default for Roots {
             sysfs: PathBuf::from("/sys"),
             procfs: PathBuf::from("/proc"),
             tpu_metrics: "localhost:8431".to_string(),
-            pod_resources: PathBuf::from(crate::kubelet::DEFAULT_SOCKET),
+            pod_resources: PathBuf::from(DEFAULT_POD_RESOURCES_SOCKET),
         }
+    }
+}
+
+/// Where the kubelet serves the pod-resources API (`crate::kubelet`).
+pub const DEFAULT_POD_RESOURCES_SOCKET: &str = "/var/lib/kubelet/pod-resources/kubelet.sock";
+
+/// A container the kubelet gave a device.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[non_exhaustive]
+pub struct Owner {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub pod: String,
+    /// The container's name.
+    pub container: String,
+    /// The extended resource it was given the device as (`nvidia.com/gpu`, `amd.com/gpu`).
+    pub resource: String,
+}
+
+impl Owner {
+    /// `namespace/pod (container)` for tables and messages.
+    pub fn short(&self) -> String {
+        format!("{}/{} ({})", self.namespace, self.pod, self.container)
     }
 }
 
@@ -154,7 +178,7 @@ pub struct Reading {
     pub processes: Vec<ProcessUse>,
     /// The containers the kubelet gave this device (its pod-resources API), whether or not they
     /// run a process on it now; empty off Kubernetes.
-    pub owners: Vec<crate::kubelet::Owner>,
+    pub owners: Vec<Owner>,
     /// Values the reader gave that no device can have, taken out of the fields above
     /// ([`Reading::check_plausible`]); empty (and left out of JSON) when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -69,19 +69,20 @@ impl XidLog {
 
 /// Starts the watcher thread for `log` (once per log): it waits on NVML's XID events until the
 /// log is dropped. Errors (no NVML, a GPU that cannot register) leave it counting what it can.
+/// `start` starts NVML for the thread (the NVIDIA reader's own way of finding it).
 #[cfg(feature = "nvml")]
-pub(crate) fn watch(log: &Arc<XidLog>) {
+pub(crate) fn watch(log: &Arc<XidLog>, start: fn() -> Option<nvml_wrapper::Nvml>) {
     let weak: Weak<XidLog> = Arc::downgrade(log);
     let _ = std::thread::Builder::new()
         .name("accel-telemetry-xid".to_string())
-        .spawn(move || wait_for_events(weak));
+        .spawn(move || wait_for_events(weak, start));
 }
 
 #[cfg(feature = "nvml")]
-fn wait_for_events(log: Weak<XidLog>) {
+fn wait_for_events(log: Weak<XidLog>, start: fn() -> Option<nvml_wrapper::Nvml>) {
     use nvml_wrapper::bitmasks::event::EventTypes;
     use nvml_wrapper::error::NvmlError;
-    let Ok(Some(nvml)) = super::nvidia::start_nvml() else {
+    let Some(nvml) = start() else {
         return;
     };
     let Ok(mut set) = nvml.create_event_set() else {
