@@ -100,8 +100,10 @@ pub struct NvidiaReader {
     /// XID events, counted by a watcher thread started with NVML (`xid::watch`).
     #[cfg(feature = "nvml")]
     xids: std::sync::Arc<super::xid::XidLog>,
+    /// Reads so far: the XID watcher starts at the second, so a one-shot command (`accel
+    /// pick`, `accel.snapshot()`) starts no thread and no second NVML.
     #[cfg(feature = "nvml")]
-    xid_watch: bool,
+    xid_watch: u64,
     /// Why NVML is not running, and when that was found.
     problem: Option<(Error, std::time::Instant, bool)>,
 }
@@ -121,7 +123,7 @@ impl NvidiaReader {
             #[cfg(feature = "nvml")]
             xids: Default::default(),
             #[cfg(feature = "nvml")]
-            xid_watch: false,
+            xid_watch: 0,
             problem: None,
         }
     }
@@ -408,8 +410,8 @@ impl Reader for NvidiaReader {
             }
             match (&self.nvml, &self.problem) {
                 (Some(n), _) => {
-                    if !self.xid_watch {
-                        self.xid_watch = true;
+                    self.xid_watch += 1;
+                    if self.xid_watch == 2 {
                         super::xid::watch(&self.xids, || start_nvml().ok().flatten());
                     }
                     let mut r = Self::read_nvml(n, roots);

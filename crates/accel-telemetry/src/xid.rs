@@ -4,7 +4,8 @@
 //! 119/120 the GSP firmware...), the signal fleets alert on most.
 //!
 //! NVML delivers them as events (`nvmlEventTypeXidCriticalError`) to whoever waits on an event
-//! set: `watch` starts one thread per process that starts its own NVML, registers every GPU
+//! set: `watch` starts one thread per NVIDIA reader that reads more than once (serve, monitor,
+//! a recording), which starts its own NVML, registers every GPU
 //! for them and waits, one second at a time, recording each event in an [`XidLog`]; the
 //! NVIDIA reader copies the counts into each reading (`Reading::xid_errors`, `last_xid`).
 //! Counts are since the watcher started (a Prometheus counter that resets with the exporter).

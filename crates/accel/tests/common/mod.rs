@@ -8,8 +8,9 @@ use accel::{Availability, Device};
 /// (`prometheus` for `accel serve`, `tmux` for `accel monitor`, `grpc` for the fake TPU
 /// metrics service, Python's grpcio), `avx512` (the CPU kernels' AVX-512 paths), and the CUDA
 /// pieces beside NVRTC: `cuobjdump` (NVIDIA's reader of each CUBIN's target), `cuda_h` (CUDA
-/// 12.0's `cuda.h`, the driver floor) and `cuda12` (the CUDA 12 wheels in `$VIRTUAL_ENV/cu12`).
-pub const KNOWN_REQUIREMENTS: [&str; 13] = [
+/// 12.0's `cuda.h`, the driver floor) and `cuda12` (the CUDA 12 wheels in `$VIRTUAL_ENV/cu12`);
+/// `chromium` photographs the notebook in the wheel check (Python's tests read it).
+pub const KNOWN_REQUIREMENTS: [&str; 14] = [
     "cpu",
     "cuda",
     "nvrtc",
@@ -23,6 +24,7 @@ pub const KNOWN_REQUIREMENTS: [&str; 13] = [
     "tmux",
     "grpc",
     "avx512",
+    "chromium",
 ];
 
 /// The backends `ACCEL_TEST_REQUIRE` names (e.g. `ACCEL_TEST_REQUIRE=cuda,xla`): a backend
