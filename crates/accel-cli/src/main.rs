@@ -4,6 +4,7 @@
 mod bench;
 mod devices;
 mod doctor;
+mod energy;
 mod fleet;
 mod input;
 mod keys;
@@ -124,6 +125,10 @@ enum Command {
         /// With --watch: stop after this many reports.
         #[arg(long, requires = "watch", value_parser = clap::value_parser!(u64).range(1..))]
         count: Option<u64>,
+        /// With --watch: after each report, the energy each device and the host used since
+        /// the first (energy counters, else power integrated over time; the host's from RAPL).
+        #[arg(long, requires = "watch", conflicts_with = "json")]
+        energy: bool,
         /// Without --watch: seconds the CPU use is measured over (with --watch, it is measured
         /// over each interval).
         #[arg(long, value_name = "SECONDS", default_value = "0.5", value_parser = parse_interval)]
@@ -313,9 +318,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             json,
             watch,
             count,
+            energy,
             interval,
             roots,
-        }) => mem::run(json, watch, count, interval, roots.roots()),
+        }) => mem::run(json, watch, count, energy, interval, roots.roots()),
         Some(Command::Serve {
             listen,
             interval,

@@ -172,6 +172,7 @@ pub fn run(
     json: bool,
     watch: Option<f64>,
     count: Option<u64>,
+    energy: bool,
     interval: f64,
     roots: Roots,
 ) -> anyhow::Result<()> {
@@ -192,9 +193,11 @@ pub fn run(
     let every = Duration::from_secs_f64(every);
     let t0 = Instant::now();
     let mut n = 0u64;
+    let mut totals = crate::energy::Totals::default();
     loop {
         let start = Instant::now();
         let r = report(&mut sampler);
+        totals.add_snapshot(&r.snapshot);
         if json {
             out::json_line("mem", &r)?;
         } else {
@@ -204,6 +207,9 @@ pub fn run(
             ))?;
             for l in text(&r) {
                 out::line(l)?;
+            }
+            if energy {
+                out::line(totals.line())?;
             }
         }
         n += 1;

@@ -6,11 +6,11 @@
 //! container was given per resource (`nvidia.com/gpu`: `GPU-...` UUIDs, `MIG-...` for MIG
 //! instances, `GPU-...::N` for time-sliced replicas; `amd.com/gpu`: PCI addresses; Intel's
 //! `gpu.intel.com/i915`: `cardN-M`). [`holds`] matches an ID to a reading. A device a pod holds
-//! is not free even while the pod runs no process on it ([`crate::pick`]).
+//! is not free even while the pod runs no process on it ([`crate::pick()`]).
 //!
 //! What it cannot say: the API names no pod UID and no container ID, so a process (which the
 //! cgroup ties to a pod UID) gets the pod's names only when exactly one container holds its
-//! device ([`attribute`]); when several pods share one device, each is listed as an owner of
+//! device (`attribute`); when several pods share one device, each is listed as an owner of
 //! the device and the process keeps its UID.
 
 use std::path::Path;
