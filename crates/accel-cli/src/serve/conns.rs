@@ -1,0 +1,184 @@
+//! The server's bookkeeping of its connections: the open ones oldest first (so the oldest idle
+//! one can make room at the cap), and each one's clock of when bytes last moved and since when
+//! a request head has been arriving, for the header and idle timeouts.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::oneshot;
+
+/// What the server knows of one open connection.
+pub(super) struct Conn {
+    /// Set while a request is being answered (a bcrypt check, the response).
+    pub(super) busy: Arc<AtomicBool>,
+    pub(super) kill: Option<oneshot::Sender<()>>,
+}
+
+/// Open connections, oldest first (ids grow).
+#[derive(Default)]
+pub(super) struct Conns {
+    pub(super) map: Mutex<BTreeMap<u64, Conn>>,
+    pub(super) next: AtomicU64,
+}
+
+impl Conns {
+    pub(super) fn len(&self) -> usize {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Closes the oldest connection that is not answering a request (idle between requests,
+    /// or still sending its head: served before or not); false when every one is busy.
+    pub(super) fn evict_oldest_idle(&self) -> bool {
+        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let victim = m
+            .iter()
+            .find(|(_, c)| !c.busy.load(Ordering::Relaxed) && c.kill.is_some())
+            .map(|(id, _)| *id);
+        match victim
+            .and_then(|id| m.get_mut(&id))
+            .and_then(|c| c.kill.take())
+        {
+            Some(k) => {
+                let _ = k.send(());
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(super) fn add(&self) -> (u64, Arc<AtomicBool>, oneshot::Receiver<()>) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let busy = Arc::new(AtomicBool::new(false));
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            id,
+            Conn {
+                busy: busy.clone(),
+                kill: Some(tx),
+            },
+        );
+        (id, busy, rx)
+    }
+
+    pub(super) fn remove(&self, id: u64) {
+        self.map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+    }
+}
+
+/// When a connection last moved bytes, and since when a request head has been arriving, in
+/// milliseconds since the connection began (`NO_HEAD`: none is).
+pub(super) struct Clock {
+    pub(super) t0: Instant,
+    pub(super) last: AtomicU64,
+    pub(super) head_since: AtomicU64,
+}
+
+pub(super) const NO_HEAD: u64 = u64::MAX;
+
+impl Clock {
+    pub(super) fn now(&self) -> u64 {
+        self.t0.elapsed().as_millis() as u64
+    }
+
+    /// Bytes came in: a new request's head starts here unless one already has.
+    pub(super) fn read(&self) {
+        let now = self.now();
+        self.last.store(now, Ordering::Relaxed);
+        let _ =
+            self.head_since
+                .compare_exchange(NO_HEAD, now, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    pub(super) fn wrote(&self) {
+        self.last.store(self.now(), Ordering::Relaxed);
+    }
+
+    /// A whole request head arrived.
+    pub(super) fn head_done(&self) {
+        self.head_since.store(NO_HEAD, Ordering::Relaxed);
+    }
+}
+
+/// A stream that tells its [`Clock`] when bytes move, for the header and idle timeouts.
+pub(super) struct Watched<S> {
+    pub(super) inner: S,
+    pub(super) clock: Arc<Clock>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.clock.read();
+        }
+        r
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(r, std::task::Poll::Ready(Ok(n)) if n > 0) {
+            self.clock.wrote();
+        }
+        r
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Returns when the connection should close: a request head took longer than `header`, or
+/// the connection sat silent between requests for `idle` (a request being answered is
+/// neither).
+pub(super) async fn timed_out(
+    clock: Arc<Clock>,
+    busy: Arc<AtomicBool>,
+    header: Duration,
+    idle: Duration,
+) {
+    let (header, idle) = (header.as_millis() as u64, idle.as_millis() as u64);
+    loop {
+        let now = clock.now();
+        let head = clock.head_since.load(Ordering::Relaxed);
+        let wait = if busy.load(Ordering::Relaxed) {
+            250
+        } else if head != NO_HEAD {
+            if now.saturating_sub(head) >= header {
+                return;
+            }
+            header - now.saturating_sub(head)
+        } else {
+            let silent = now.saturating_sub(clock.last.load(Ordering::Relaxed));
+            if silent >= idle {
+                return;
+            }
+            idle - silent
+        };
+        tokio::time::sleep(Duration::from_millis(wait.clamp(1, 250))).await;
+    }
+}
