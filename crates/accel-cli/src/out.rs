@@ -38,6 +38,11 @@ pub fn html<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<()> {
     line(accel::html::render(&doc, kind)?)
 }
 
+/// [`json`]'s document as a JSON value (for a server that also reads it).
+pub fn json_value<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<serde_json::Value> {
+    Ok(serde_json::Value::Object(envelope(kind, body)?))
+}
+
 /// [`json`]'s document as compact text, for a server to hand out.
 pub fn json_string<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<String> {
     Ok(serde_json::to_string(&envelope(kind, body)?)?)

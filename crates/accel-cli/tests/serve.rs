@@ -693,24 +693,29 @@ fn sigterm_stops_the_exporter_cleanly() {
     let (mut p, addr) = serve("1");
     let mut c = Client::new(addr);
     assert_eq!(c.get("/metrics").unwrap().0, 200);
+    let status = sigterm_and_wait(&mut p);
+    assert!(status.success(), "{status:?}");
+    assert!(
+        TcpStream::connect(addr).is_err(),
+        "still listening after it exited"
+    );
+}
+
+/// Sends SIGTERM to the exporter and waits for it to exit (at most 8 s).
+fn sigterm_and_wait(p: &mut Proc) -> std::process::ExitStatus {
     // SAFETY: kill sends a signal to our own child's pid.
     unsafe { libc::kill(p.0.id() as libc::pid_t, libc::SIGTERM) };
     let t = Instant::now();
-    let status = loop {
+    loop {
         if let Some(s) = p.0.try_wait().unwrap() {
-            break s;
+            return s;
         }
         assert!(
             t.elapsed() < Duration::from_secs(8),
             "still running 8 s after SIGTERM"
         );
         std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(status.success(), "{status:?}");
-    assert!(
-        TcpStream::connect(addr).is_err(),
-        "still listening after it exited"
-    );
+    }
 }
 
 /// Reads server-sent events from `r` until `n` have come (each: its `data:` lines joined), or
@@ -812,19 +817,7 @@ fn the_live_page_updates_in_place_from_its_event_stream() {
         std::thread::sleep(Duration::from_millis(100));
     }
     // SIGTERM with a stream open: the stream ends and the exporter exits 0 within the drain.
-    // SAFETY: kill sends a signal to our own child's pid.
-    unsafe { libc::kill(p.0.id() as libc::pid_t, libc::SIGTERM) };
-    let t = Instant::now();
-    let status = loop {
-        if let Some(s) = p.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(8),
-            "still running 8 s after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = sigterm_and_wait(&mut p);
     assert!(status.success(), "{status:?}");
     // The first stream was closed by the server (end of file), not left hanging (the read
     // would time out after 10 s).

@@ -571,9 +571,14 @@ fn exporter_series(m: &mut Metrics, s: &Snapshot, host: &str, collect_seconds: f
 fn publish(snap: &accel::load::Snapshot, host: &str, cx: &mut Context) -> http::Published {
     let om = render(snap, host, cx);
     let classic = om.strip_suffix("# EOF\n").unwrap_or(&om).to_string();
-    let snapshot = crate::out::json_string("monitor", snap)
-        .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
-    let doc: serde_json::Value = serde_json::from_str(&snapshot).unwrap_or_default();
+    // One conversion to a JSON value, for the history and the page; its text is /snapshot.
+    let (doc, snapshot) = match crate::out::json_value("monitor", snap) {
+        Ok(doc) => {
+            let text = doc.to_string();
+            (doc, text)
+        }
+        Err(e) => (serde_json::Value::Null, format!("{{\"error\":\"{e}\"}}")),
+    };
     cx.history.push(&doc);
     let page = if cx.watchers.count() > 0 {
         cx.history.page(&doc).into()
