@@ -170,9 +170,19 @@ enum Command {
         #[arg(long, conflicts_with = "html")]
         json: bool,
         /// One self-contained HTML page of the last sample, with lines of every sample
-        /// (--count of them, 1 by default) for the host and each device.
-        #[arg(long, conflicts_with_all = ["hosts", "hostfile", "prometheus"])]
+        /// (--count of them, 1 by default) for the host and each device (in a fleet view:
+        /// each machine and its devices).
+        #[arg(long)]
         html: bool,
+        /// Serve the fleet view as a live page at ADDR (`/`, updated from `/events`; the
+        /// round as JSON at `/snapshot`; `/healthz`) instead of showing it here; one
+        /// machine's live page is `accel serve`'s.
+        #[arg(long, value_name = "ADDR", conflicts_with_all = ["json", "html", "count"])]
+        serve: Option<String>,
+        /// The web configuration for --serve, as `accel serve --web.config.file` reads it
+        /// (TLS, basic auth, headers, a rate limit).
+        #[arg(long = "web.config.file", value_name = "FILE", requires = "serve")]
+        web_config: Option<std::path::PathBuf>,
         /// A fleet view: poll these machines' `accel serve` (HOST:PORT or https://HOST:PORT,
         /// comma-separated), one row each.
         #[arg(long, value_name = "HOST:PORT,...", conflicts_with = "prometheus")]
@@ -378,6 +388,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             count,
             json,
             html,
+            serve,
+            web_config,
             hosts,
             hostfile,
             prometheus,
@@ -392,7 +404,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 http_config,
                 timeout,
             };
-            if fleet.is_fleet() {
+            if let Some(addr) = serve {
+                if !fleet.is_fleet() {
+                    anyhow::bail!("--serve serves the fleet view (--hosts, --hostfile or --prometheus); one machine's live page is accel serve's /");
+                }
+                fleet::page::serve(&fleet, interval, &addr, web_config)
+            } else if fleet.is_fleet() && html {
+                fleet::page::print(&fleet, interval, count.unwrap_or(1))
+            } else if fleet.is_fleet() {
                 fleet::run(&fleet, interval, count, json)
             } else {
                 monitor::run(interval, count, json, html, roots.roots())

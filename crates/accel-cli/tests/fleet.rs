@@ -245,3 +245,130 @@ fn fleet_view_read_from_prometheus() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `accel monitor --hosts ... --serve` with a web config, on a free port: the process and its
+/// address (from its banner).
+fn serve_fleet(list: &str, web: &std::path::Path) -> (Proc, std::net::SocketAddr) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["monitor", "--hosts", list, "--serve", "127.0.0.1:0"])
+        .args(["--interval", "0.5", "--timeout", "1", "--web.config.file"])
+        .arg(web)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    (Proc(child), addr)
+}
+
+#[test]
+fn the_fleet_is_served_live_behind_basic_auth_and_printed_as_a_page() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut machines = three_machines();
+    let dead = format!("127.0.0.1:{}", free_port());
+    let list: Vec<String> = machines
+        .iter()
+        .map(|(_, a)| a.to_string())
+        .chain([dead.clone()])
+        .collect();
+    let list = list.join(",");
+    let dir = std::env::temp_dir().join(format!("accel-fleet-page-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let web = dir.join("web.yml");
+    let hash = bcrypt::hash("pw", 4).unwrap();
+    std::fs::write(&web, format!("basic_auth_users:\n  ops: '{hash}'\n")).unwrap();
+    let (mut fleet, addr) = serve_fleet(&list, &web);
+    // base64("ops:pw") and base64("ops:wrong").
+    let good = "Authorization: Basic b3BzOnB3\r\n";
+    let bad = "Authorization: Basic b3Bzondyb25n\r\n";
+    let mut c = Client::new(addr);
+    // Nothing without the password, the page with it.
+    assert_eq!(c.get("/").unwrap().0, 401);
+    assert_eq!(c.get_with("/", bad).unwrap().0, 401);
+    let (code, ctype, page) = c.get_with("/", good).unwrap();
+    assert_eq!((code, ctype.as_str()), (200, "text/html; charset=utf-8"));
+    assert!(page.contains("<title>accel: fleet of 4</title>"), "{page}");
+    assert!(page.contains("new EventSource('events')"), "{page}");
+    assert!(page.contains("also /snapshot, /healthz</p>"), "{page}");
+    for (_, a) in &machines {
+        assert!(page.contains(&format!("<th>{a}")), "{a} missing: {page}");
+    }
+    // The round as JSON, the same document as --json prints; no metrics of its own.
+    let (code, _, snap) = c.get_with("/snapshot", good).unwrap();
+    assert_eq!(code, 200);
+    let doc: serde_json::Value = serde_json::from_str(&snap).unwrap();
+    let errors: Vec<String> = fleet_schema()
+        .iter_errors(&doc)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(doc["totals"]["hosts_up"], 3);
+    let (code, _, body) = c.get_with("/metrics", good).unwrap();
+    assert_eq!(code, 404, "{body}");
+    let (code, _, health) = c.get_with("/healthz", good).unwrap();
+    assert_eq!((code, health.as_str()), (200, "ok: 3 of 4 machines up\n"));
+    // The stream: refused with a wrong password; with the right one an event per round,
+    // with lines once there are two rounds, and a machine that stops shown down.
+    assert_eq!(open_events(addr, bad).0, 401);
+    let (code, ctype, mut r) = open_events(addr, good);
+    assert_eq!((code, ctype.as_str()), (200, "text/event-stream"));
+    let events = read_events(&mut r, 3, Duration::from_secs(10));
+    assert_eq!(events.len(), 3, "{events:?}");
+    assert!(events[2].contains("<svg"), "{}", events[2]);
+    assert!(events[2].contains("3 of 4 machines up"), "{}", events[2]);
+    assert!(
+        events[2].contains("<td class=\"st fail\">DOWN"),
+        "{}",
+        events[2]
+    );
+    let (_gone, gone_addr) = machines.pop().unwrap();
+    drop(_gone);
+    let t = Instant::now();
+    loop {
+        let e = read_events(&mut r, 1, Duration::from_secs(5));
+        if e.iter().any(|e| e.contains("2 of 4 machines up")) {
+            assert!(e[0].contains(&format!("<th>{gone_addr}")));
+            break;
+        }
+        assert!(t.elapsed().as_secs() < 10, "{gone_addr} never shown down");
+    }
+    // SIGTERM: the stream ends and the server exits.
+    assert!(sigterm_and_wait(&mut fleet).success());
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut r, &mut rest);
+    // Printed once: two rounds, one page with lines.
+    let o = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["monitor", "--hosts", &list, "--html", "--count", "2"])
+        .args(["--interval", "0.5", "--timeout", "1"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = String::from_utf8_lossy(&o.stdout);
+    assert!(html.starts_with("<div class=\"accel-report\">"), "{html}");
+    assert!(
+        html.contains("<svg") && html.contains("machines up"),
+        "{html}"
+    );
+    // --serve is for a fleet.
+    let o = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["monitor", "--serve", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--serve serves the fleet view"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

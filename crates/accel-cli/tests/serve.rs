@@ -701,69 +701,6 @@ fn sigterm_stops_the_exporter_cleanly() {
     );
 }
 
-/// Sends SIGTERM to the exporter and waits for it to exit (at most 8 s).
-fn sigterm_and_wait(p: &mut Proc) -> std::process::ExitStatus {
-    // SAFETY: kill sends a signal to our own child's pid.
-    unsafe { libc::kill(p.0.id() as libc::pid_t, libc::SIGTERM) };
-    let t = Instant::now();
-    loop {
-        if let Some(s) = p.0.try_wait().unwrap() {
-            return s;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(8),
-            "still running 8 s after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Reads server-sent events from `r` until `n` have come (each: its `data:` lines joined), or
-/// `limit` passes.
-fn read_events(r: &mut BufReader<TcpStream>, n: usize, limit: Duration) -> Vec<String> {
-    let t = Instant::now();
-    let (mut events, mut cur) = (Vec::new(), Vec::<String>::new());
-    while events.len() < n && t.elapsed() < limit {
-        let mut line = String::new();
-        match r.read_line(&mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let line = line.trim_end_matches(['\r', '\n']);
-        if let Some(d) = line.strip_prefix("data: ") {
-            cur.push(d.to_string());
-        } else if line.is_empty() && !cur.is_empty() {
-            events.push(cur.join("\n"));
-            cur.clear();
-        }
-    }
-    events
-}
-
-/// Opens `/events` and returns the reader after the response head (chunked: the chunk-size
-/// lines read as lines without `data:`, which `read_events` skips).
-fn open_events(addr: std::net::SocketAddr) -> (u32, String, BufReader<TcpStream>) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
-    let mut r = BufReader::new(s);
-    let mut status = String::new();
-    r.read_line(&mut status).unwrap();
-    let code = status.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let mut ctype = String::new();
-    loop {
-        let mut h = String::new();
-        r.read_line(&mut h).unwrap();
-        if h.trim_end().is_empty() {
-            break;
-        }
-        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-type:") {
-            ctype = v.trim().to_string();
-        }
-    }
-    (code, ctype, r)
-}
-
 #[test]
 fn the_live_page_updates_in_place_from_its_event_stream() {
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
@@ -789,7 +726,7 @@ fn the_live_page_updates_in_place_from_its_event_stream() {
     );
     // `/events`: an event at once, then one per collection; by the third, each row has its
     // lines over the samples so far.
-    let (code, ctype, mut r) = open_events(addr);
+    let (code, ctype, mut r) = open_events(addr, "");
     assert_eq!((code, ctype.as_str()), (200, "text/event-stream"));
     let events = read_events(&mut r, 3, Duration::from_secs(10));
     assert_eq!(events.len(), 3, "{events:?}");
@@ -801,7 +738,7 @@ fn the_live_page_updates_in_place_from_its_event_stream() {
     }
     assert!(events[2].contains("<svg"), "{}", events[2]);
     // Each stream holds one of the --web.max-requests=2 slots while it lasts.
-    let (code, _, mut r2) = open_events(addr);
+    let (code, _, mut r2) = open_events(addr, "");
     assert_eq!(code, 200);
     assert_eq!(read_events(&mut r2, 1, Duration::from_secs(5)).len(), 1);
     let (code, _, _) = Client::new(addr).get("/metrics").unwrap();

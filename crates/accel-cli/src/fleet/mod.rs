@@ -8,6 +8,7 @@
 //! machines, a fleet of hundreds is read from the engine that already collects it.
 
 pub mod client;
+pub mod page;
 mod rows;
 mod view;
 

@@ -51,11 +51,12 @@ const DRAIN: Duration = Duration::from_secs(3);
 
 /// What the collector publishes and every request reads.
 pub struct Published {
-    /// OpenMetrics text (ends with `# EOF`).
+    /// OpenMetrics text (ends with `# EOF`); empty for the fleet's page, which has none.
     pub openmetrics: Bytes,
     /// The classic text format 0.0.4 (the same, without `# EOF`).
     pub text: Bytes,
-    /// `accel monitor --json`'s document for the same sample.
+    /// `accel monitor --json`'s document for the same sample (the fleet's round, for the
+    /// fleet's page).
     pub snapshot: Bytes,
     /// `/healthz`'s text.
     pub health: String,
@@ -303,6 +304,10 @@ impl App {
         }
         let l = self.latest.read().unwrap_or_else(|e| e.into_inner());
         match req.uri().path() {
+            "/metrics" if l.openmetrics.is_empty() => text(
+                StatusCode::NOT_FOUND,
+                "not found: the fleet view has no metrics of its own; scrape each machine's accel serve\n",
+            ),
             "/metrics" => {
                 let om = wants_openmetrics(req.headers().get(ACCEPT).and_then(|v| v.to_str().ok()));
                 let (body, ctype) = if om {
@@ -346,7 +351,12 @@ impl App {
                 } else {
                     String::from_utf8_lossy(&l.page).into_owned()
                 };
-                let mut r = Response::new(full(super::live::page(&l.host, &body)));
+                let also = if l.openmetrics.is_empty() {
+                    "/snapshot, /healthz"
+                } else {
+                    "/metrics, /snapshot, /healthz"
+                };
+                let mut r = Response::new(full(super::live::page(&l.host, &body, also)));
                 r.headers_mut().insert(
                     CONTENT_TYPE,
                     HeaderValue::from_static("text/html; charset=utf-8"),

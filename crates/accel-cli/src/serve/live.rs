@@ -106,17 +106,17 @@ pub fn event(html: &str) -> Bytes {
     Bytes::from(out)
 }
 
-/// The page `/` serves: `body` (the current view, so it shows without the script too) and a
-/// script that replaces it with each event of `/events`, and says so when the stream breaks
-/// (the browser reconnects by itself).
-pub fn page(host: &str, body: &str) -> String {
+/// The page `/` serves, titled `accel: {title}`: `body` (the current view, so it shows without
+/// the script too) and a script that replaces it with each event of `/events`, and says so when
+/// the stream breaks (the browser reconnects by itself); `also` names the server's other paths.
+pub fn page(title: &str, body: &str, also: &str) -> String {
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta name=\"viewport\" content=\"width=device-width\">\
 <title>accel: {host}</title>\
 <style>body{{font-family:system-ui,sans-serif;margin:1em}}#state{{color:#6e7781;font-size:0.85em}}</style>\
 </head><body><div id=\"live\">{body}</div>\
-<p id=\"state\">live from /events; also /metrics, /snapshot, /healthz</p>\
+<p id=\"state\">live from /events; also {also}</p>\
 <script>\
 (function(){{var s=document.getElementById('state'),l=document.getElementById('live');\
 if(!window.EventSource){{s.textContent='this browser has no EventSource: reload to update';return;}}\
@@ -124,7 +124,8 @@ var e=new EventSource('events');\
 e.onmessage=function(m){{l.innerHTML=m.data;s.textContent='live from /events, updated '+new Date().toLocaleTimeString();}};\
 e.onerror=function(){{s.textContent='connection lost; reconnecting';}};}})();\
 </script></body></html>",
-        host = accel::html::escape(host),
+        host = accel::html::escape(title),
+        also = accel::html::escape(also),
     )
 }
 
@@ -159,10 +160,11 @@ mod tests {
 
     #[test]
     fn the_page_embeds_its_script_and_escapes_the_host() {
-        let p = page("n<1>", "<p>x</p>");
+        let p = page("n<1>", "<p>x</p>", "/metrics");
         assert!(p.contains("<title>accel: n&lt;1&gt;</title>"));
         assert!(p.contains("<div id=\"live\"><p>x</p></div>"));
         assert!(p.contains("new EventSource('events')"));
+        assert!(p.contains("live from /events; also /metrics</p>"));
         assert!(
             !p.contains("http://") && !p.contains("https://"),
             "nothing from the network"

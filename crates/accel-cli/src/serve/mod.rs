@@ -29,7 +29,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-pub use options::{parse_listen, parse_process_label, Options, ProcessLabel};
+pub use options::{bind, parse_listen, parse_process_label, Options, ProcessLabel};
 
 type Labels = Vec<(String, String)>;
 type FloatFamily = Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>;
@@ -614,16 +614,7 @@ pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
     } else {
         ""
     };
-    // `:PORT`: [::] (which takes IPv4 too on a dual-stack host), else 0.0.0.0.
-    let mut tried = Vec::new();
-    let listener = addrs
-        .iter()
-        .find_map(|a| {
-            std::net::TcpListener::bind(a)
-                .map_err(|e| tried.push(format!("{a}: {e}")))
-                .ok()
-        })
-        .ok_or_else(|| anyhow::anyhow!("cannot listen on {}", tried.join("; ")))?;
+    let listener = bind(&addrs)?;
     let local = listener.local_addr().ok();
     let bound = local.map_or_else(|| listen.to_string(), |a| a.to_string());
     // The first collection before the first scrape. Telemetry only: no compute library is

@@ -121,3 +121,17 @@ pub fn parse_listen(listen: &str) -> Result<Vec<SocketAddr>, String> {
         .map(|a| vec![a])
         .map_err(|_| bad())
 }
+
+/// A listener on the first of `addrs` that can be bound (`:PORT` gives [::], which takes IPv4
+/// too on a dual-stack host, then 0.0.0.0), or why none could.
+pub fn bind(addrs: &[SocketAddr]) -> anyhow::Result<std::net::TcpListener> {
+    let mut tried = Vec::new();
+    addrs
+        .iter()
+        .find_map(|a| {
+            std::net::TcpListener::bind(a)
+                .map_err(|e| tried.push(format!("{a}: {e}")))
+                .ok()
+        })
+        .ok_or_else(|| anyhow::anyhow!("cannot listen on {}", tried.join("; ")))
+}

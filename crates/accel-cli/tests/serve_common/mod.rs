@@ -499,3 +499,70 @@ impl Drop for Tmux {
             .status();
     }
 }
+
+/// Sends SIGTERM to the server and waits for it to exit (at most 8 s).
+pub fn sigterm_and_wait(p: &mut Proc) -> std::process::ExitStatus {
+    // SAFETY: kill sends a signal to our own child's pid.
+    unsafe { libc::kill(p.0.id() as libc::pid_t, libc::SIGTERM) };
+    let t = Instant::now();
+    loop {
+        if let Some(s) = p.0.try_wait().unwrap() {
+            return s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(8),
+            "still running 8 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Reads server-sent events from `r` until `n` have come (each: its `data:` lines joined), or
+/// `limit` passes.
+pub fn read_events(r: &mut BufReader<TcpStream>, n: usize, limit: Duration) -> Vec<String> {
+    let t = Instant::now();
+    let (mut events, mut cur) = (Vec::new(), Vec::<String>::new());
+    while events.len() < n && t.elapsed() < limit {
+        let mut line = String::new();
+        match r.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let line = line.trim_end_matches(['\r', '\n']);
+        if let Some(d) = line.strip_prefix("data: ") {
+            cur.push(d.to_string());
+        } else if line.is_empty() && !cur.is_empty() {
+            events.push(cur.join("\n"));
+            cur.clear();
+        }
+    }
+    events
+}
+
+/// Opens `/events` (with more header lines, each ending in `\r\n`) and returns the reader after the response head (chunked: the chunk-size
+/// lines read as lines without `data:`, which `read_events` skips).
+pub fn open_events(addr: SocketAddr, headers: &str) -> (u32, String, BufReader<TcpStream>) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /events HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n"
+    )
+    .unwrap();
+    let mut r = BufReader::new(s);
+    let mut status = String::new();
+    r.read_line(&mut status).unwrap();
+    let code = status.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let mut ctype = String::new();
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h).unwrap();
+        if h.trim_end().is_empty() {
+            break;
+        }
+        if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-type:") {
+            ctype = v.trim().to_string();
+        }
+    }
+    (code, ctype, r)
+}

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 mod bench;
+mod fleet;
 mod parts;
 mod snapshot;
 
@@ -16,8 +17,9 @@ use parts::{status, text, STYLE};
 /// checklist grouped by backend, `devices` as a table of backends with their devices or why
 /// there are none, `monitor` / `snapshot` as the host and every device with bars (and lines
 /// over time when the document has a `history`), `watch` (`{"samples": [...]}`) as its last
-/// sample with the lines of them all; any other document as a table of its
-/// top-level fields. `kind` names the
+/// sample with the lines of them all, `fleet` (`accel monitor --hosts ... --json`'s round) as
+/// a row per machine with its devices (and lines with a `history`); any other document as a
+/// table of its top-level fields. `kind` names the
 /// document's kind when the text has no `kind` field (the Python module's documents).
 pub fn render(json: &str, kind: &str) -> crate::Result<String> {
     let mut doc: Value = serde_json::from_str(json)
@@ -34,6 +36,7 @@ fn render_value(doc: &Value) -> String {
         Some("devices") => devices(doc),
         Some("monitor" | "snapshot") => snapshot::snapshot(doc),
         Some("bench") => bench::bench(doc),
+        Some("fleet") => fleet::fleet(doc),
         Some("watch") => {
             snapshot::watch(doc["samples"].as_array().map_or(&[][..], |v| v.as_slice()))
         }

@@ -8,73 +8,7 @@ use serde_json::Value;
 
 use accel_core::units::utc;
 
-use super::parts::{escape, status, text};
-
-/// Percent of `used` in `total`, where both are known and the total is not zero.
-fn share(used: &Value, total: &Value) -> Option<f64> {
-    let (u, t) = (used.as_f64()?, total.as_f64()?);
-    (t > 0.0).then(|| (u / t * 100.0).clamp(0.0, 100.0))
-}
-
-fn bytes(v: &Value) -> String {
-    v.as_u64()
-        .map_or("-".to_string(), accel_core::units::human_bytes)
-}
-
-/// A bar `pct` wide (0 to 100) with its label; a dash when not known.
-fn bar(pct: Option<f64>, label: &str) -> String {
-    match pct {
-        Some(p) => {
-            let p = p.clamp(0.0, 100.0);
-            let class = if p >= 90.0 { "bar hi" } else { "bar" };
-            format!(
-                "<span class=\"nw\"><div class=\"{class}\"><span style=\"width:{p:.0}%\"></span></div> {}</span>",
-                escape(label)
-            )
-        }
-        None => "-".to_string(),
-    }
-}
-
-/// A line of `points` (percent, 0 to 100; `null` where unknown), oldest first, as a small
-/// inline SVG; empty for fewer than two known points.
-fn spark(points: &[Value], class: &str) -> String {
-    let known: Vec<(usize, f64)> = points
-        .iter()
-        .enumerate()
-        .filter_map(|(i, v)| v.as_f64().filter(|x| x.is_finite()).map(|x| (i, x)))
-        .collect();
-    if known.len() < 2 {
-        return String::new();
-    }
-    let (w, h) = (160.0, 28.0);
-    let span = (points.len().max(2) - 1) as f64;
-    let pts: Vec<String> = known
-        .iter()
-        .map(|&(i, v)| {
-            format!(
-                "{:.1},{:.1}",
-                i as f64 / span * w,
-                h - v.clamp(0.0, 100.0) / 100.0 * (h - 2.0) - 1.0
-            )
-        })
-        .collect();
-    format!(
-        "<svg class=\"spark {class}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\"><polyline fill=\"none\" stroke-width=\"1.5\" points=\"{}\"/></svg>",
-        pts.join(" ")
-    )
-}
-
-/// The two lines of one row of `history` (`{"util": [...], "mem": [...]}`), or nothing.
-fn history_cell(history: &Value, id: &str) -> String {
-    let Some(hrow) = history.get(id) else {
-        return String::new();
-    };
-    let empty = Vec::new();
-    let util = hrow["util"].as_array().unwrap_or(&empty);
-    let mem = hrow["mem"].as_array().unwrap_or(&empty);
-    format!("<td>{}{}</td>", spark(util, "util"), spark(mem, "mem"))
-}
+use super::parts::{bar, bytes, escape, history_cell, share, status, text};
 
 fn device_id(d: &Value) -> String {
     let base = format!("{}:{}", text(&d["vendor"]), text(&d["index"]));
