@@ -10,6 +10,10 @@ numbers belong to it.
 
     python3 bench/exporter_cost.py [--accel target/release/accel] [--seconds 60]
         [--serve-args "--collector.process.labels=namespace,pod,container,hpc_job ..."]
+        [--pages N]
+
+--pages N keeps N browsers' worth of the live page open on accel serve for the whole run: each
+reads `/events` as it arrives (one rendered page per collection), as an open tab does.
 
 node_exporter comes from Debian (`apt-get install prometheus-node-exporter`); without it accel
 is measured alone and the script says so.
@@ -20,6 +24,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -78,6 +83,22 @@ def wait_up(url, seconds=20):
     return False
 
 
+def read_events(url, stop, counts, i):
+    """One open page: read the event stream until told to stop, counting whole events."""
+    counts[i] = 0
+    in_event = False
+    with urllib.request.urlopen(url, timeout=10) as r:
+        while not stop.is_set():
+            line = r.readline()
+            if not line:
+                return
+            if line.startswith(b"data:"):
+                in_event = True
+            elif line in (b"\n", b"\r\n") and in_event:
+                counts[i] += 1
+                in_event = False
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--accel", default="target/release/accel")
@@ -89,6 +110,7 @@ def main():
         help="more arguments for accel serve, one string (fixture roots, "
         "--collector.process.labels, --kubelet.pod-resources-socket)",
     )
+    ap.add_argument("--pages", type=int, default=0, help="live pages kept open on /events")
     a = ap.parse_args()
 
     print(f"CPU: {cpu_model()}, {os.cpu_count()} logical cores")
@@ -121,6 +143,15 @@ def main():
             if not wait_up(url):
                 sys.exit(f"{name} did not answer on {url}")
         start = {name: (cpu_seconds(p.pid), time.time()) for name, (p, _) in procs.items()}
+        stop = threading.Event()
+        events = {}
+        events_url = procs["accel serve"][1].replace("/metrics", "/events")
+        pages = [
+            threading.Thread(target=read_events, args=(events_url, stop, events, i), daemon=True)
+            for i in range(a.pages)
+        ]
+        for t in pages:
+            t.start()
         t0 = time.time()
         scrapes = {name: 0 for name in procs}
         while time.time() - t0 < a.seconds:
@@ -135,6 +166,10 @@ def main():
             cpu = (cpu_seconds(p.pid) - c0) / (time.time() - w0) * 100
             libs = ", ".join(mapped(p.pid)) or "none"
             print(f"{name:<15} {rss_kib(p.pid) / 1024:>7.1f} MiB {cpu:>7.2f} % {scrapes[name]:>8}  {libs}")
+        if a.pages:
+            got = [events.get(i, 0) for i in range(a.pages)]
+            print(f"live pages open on accel serve: {a.pages}, events each read: {got}")
+        stop.set()
     finally:
         for p, _ in procs.values():
             p.terminate()
