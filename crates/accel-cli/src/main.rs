@@ -75,7 +75,7 @@ enum Command {
         /// on SIGHUP.
         #[arg(long = "web.config.file", value_name = "FILE")]
         web_config: Option<std::path::PathBuf>,
-        /// Requests served at once; more are answered 503 (node_exporter's default, 40).
+        /// Requests served at once; more are answered 503 (node_exporter's default, 40). Live pages' `/events` streams are requests while open and may hold half of these
         #[arg(long = "web.max-requests", value_name = "N", default_value = "40", value_parser = clap::value_parser!(u64).range(1..=100_000))]
         max_requests: u64,
         /// Seconds a request's head may take to arrive, from its first byte (a client slower

@@ -1,5 +1,6 @@
 //! `accel serve` under load and abuse, on loopback only, bounded in count and time: many
-//! concurrent scrapes, thousands of half-open connections, a one-mebibyte header.
+//! concurrent scrapes, thousands of half-open connections, a thousand live pages that never
+//! read, a one-mebibyte header.
 
 mod serve_common;
 
@@ -101,6 +102,78 @@ fn two_thousand_half_open_connections_do_not_keep_a_scraper_out() {
     );
     // Gone: the server answers as before.
     drop(slow);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut c = Client::new(addr);
+    assert_eq!(c.get("/metrics").unwrap().0, 200);
+    assert_eq!(c.get("/healthz").unwrap().0, 200);
+}
+
+#[test]
+fn a_thousand_live_pages_that_never_read_do_not_keep_a_scraper_out() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let have = raise_fd_limit();
+    if have < 1300 {
+        println!("skipped: this test process may open only {have} files (needs 1300)");
+        return;
+    }
+    // The mixed fixture's page (two cards, lines) is rendered once per collection.
+    let (p, addr) = serve_limited(1024, &fixture_roots("mixed", "proc").join(" "));
+    let pid = p.0.id();
+    let mut c = Client::new(addr);
+    assert_eq!(c.get("/metrics").unwrap().0, 200);
+    drop(c);
+    let rss_before = rss_kib(pid);
+    let mut pages = Vec::new();
+    for _ in 0..1000 {
+        let mut s = TcpStream::connect(addr).expect("connect (the accept queue may be full)");
+        s.write_all(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        pages.push(s);
+    }
+    // Three collections with every page open and none read.
+    std::thread::sleep(Duration::from_secs(3));
+    let mut worst = 0.0f64;
+    for _ in 0..20 {
+        let s = Instant::now();
+        let (code, _, _) = Client::new(addr)
+            .get("/metrics")
+            .expect("a scrape among 1,000 idle pages");
+        assert_eq!(code, 200);
+        worst = worst.max(s.elapsed().as_secs_f64());
+    }
+    assert!(worst < 1.0, "a scrape took {worst:.2} s");
+    let (rate, p99, errors) = load(addr, 4, 3.0);
+    let (rss, open) = (rss_kib(pid), fds(pid));
+    // What each page was answered: half of the 40 request slots are streams, the rest 503
+    // (or closed since, by the connection cap, once answered).
+    let (mut streams, mut refused, mut closed) = (0, 0, 0);
+    for s in &pages {
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut line = String::new();
+        match BufReader::new(s).read_line(&mut line) {
+            Ok(_) if line.starts_with("HTTP/1.1 200") => streams += 1,
+            Ok(_) if line.starts_with("HTTP/1.1 503") => refused += 1,
+            Ok(0) | Err(_) => closed += 1,
+            Ok(_) => panic!("unexpected answer {line:?}"),
+        }
+    }
+    println!(
+        "1000 idle live pages: {streams} streams, {refused} refused, {closed} closed; new scrapes \
+         within {:.1} ms worst; 4 keep-alive connections: {rate:.0} scrapes/s, p99 {p99:.2} ms, \
+         {errors} errors; RSS {rss_before} -> {rss} KiB; {open} descriptors",
+        worst * 1e3
+    );
+    assert_eq!(
+        streams, 20,
+        "streams hold at most half of --web.max-requests=40"
+    );
+    assert_eq!(streams + refused + closed, 1000);
+    assert_eq!(errors, 0);
+    assert!(rate >= 1000.0, "{rate:.0} scrapes/s");
+    assert!(p99 < 10.0, "p99 {p99:.2} ms");
+    assert!(rss < rss_before + 64 * 1024, "RSS {rss} KiB");
+    assert!(open < 1024, "{open} descriptors");
+    drop(pages);
     std::thread::sleep(Duration::from_millis(300));
     let mut c = Client::new(addr);
     assert_eq!(c.get("/metrics").unwrap().0, 200);

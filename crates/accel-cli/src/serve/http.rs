@@ -6,7 +6,9 @@
 //!   431); a keep-alive connection silent between requests is closed after `idle_timeout`
 //!   (2 min), as Go's `ReadHeaderTimeout` and `IdleTimeout` do for node_exporter.
 //! - At most `max_requests` (40, node_exporter's `--web.max-requests`) requests are served at
-//!   once; more get 503.
+//!   once; more get 503. A live page's `/events` stream is a request for as long as it lasts,
+//!   and at most half of the slots ([`stream_cap`]) may be streams, so open pages never
+//!   leave a scrape without one.
 //! - Connections are capped below the file-descriptor limit with a reserve. At the cap, the
 //!   oldest connection not in the middle of a request is closed to make room (served before or
 //!   not), so neither half-open connections nor a crowd of keep-alive scrapers can keep a new
@@ -164,6 +166,8 @@ struct App {
     /// `rate_limit`'s token bucket: tokens, and when it was last filled.
     bucket: Mutex<(f64, Instant)>,
     requests: Arc<Semaphore>,
+    /// Slots `/events` streams may take, [`stream_cap`] of them.
+    streams: Arc<Semaphore>,
     limits: Limits,
     /// Open live pages (the collector renders the page only while there is one).
     watchers: super::live::Watchers,
@@ -365,7 +369,16 @@ impl App {
             }
             "/events" => {
                 drop(l);
-                self.events(permit, busy)
+                let Ok(stream) = self.streams.clone().try_acquire_owned() else {
+                    return text(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!(
+                            "too many live pages open ({}, half of --web.max-requests); close one\n",
+                            stream_cap(self.limits.max_requests)
+                        ),
+                    );
+                };
+                self.events((permit, stream), busy)
             }
             _ => text(StatusCode::NOT_FOUND, "not found\n"),
         }
@@ -377,7 +390,10 @@ impl App {
     /// the last [`EVENTS_QUEUE`] events (gone, or too slow).
     fn events(
         &self,
-        permit: tokio::sync::OwnedSemaphorePermit,
+        permit: (
+            tokio::sync::OwnedSemaphorePermit,
+            tokio::sync::OwnedSemaphorePermit,
+        ),
         busy: &Arc<AtomicBool>,
     ) -> Response<Body> {
         let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(EVENTS_QUEUE);
@@ -432,6 +448,11 @@ impl App {
 /// Events a live page's stream may have waiting unread before it is ended.
 const EVENTS_QUEUE: usize = 4;
 
+/// How many of `max_requests` slots live pages' streams may hold at once: half (at least one).
+pub fn stream_cap(max_requests: usize) -> usize {
+    (max_requests / 2).max(1)
+}
+
 /// Serves until SIGTERM or SIGINT. `auth_failures` counts requests refused for their
 /// credentials.
 pub fn serve(
@@ -469,6 +490,7 @@ async fn run(
         auth_slots: Arc::new(Semaphore::new(AUTH_QUEUE)),
         bucket: Mutex::new((f64::from(u32::MAX), Instant::now())),
         requests: Arc::new(Semaphore::new(limits.max_requests)),
+        streams: Arc::new(Semaphore::new(stream_cap(limits.max_requests))),
         limits: limits.clone(),
         watchers,
         stop: stop_rx.clone(),
