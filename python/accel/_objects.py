@@ -3,8 +3,23 @@ readable repr, and `.to_dict()` for the plain data (JSON types only)."""
 
 from __future__ import annotations
 
-import json
-from typing import Any, Dict, List, Optional
+
+class _LazyJson:
+    """The json module, imported on first use: importing it (and the re and enum modules it
+    brings) is a third of `import accel`'s time, and most programs never render a record."""
+
+    def __getattr__(self, name: str) -> Any:
+        import json as _json
+
+        return getattr(_json, name)
+
+
+json = _LazyJson()
+# typing costs 9 ms of import time; annotations are strings (the __future__ import), so
+# its names are needed only by type checkers.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, Optional
 
 
 # The records that hold a list, and the field that holds it: they iterate over it, as Python

@@ -3,12 +3,16 @@ thread while the block runs (accel's long calls release the GIL, so it goes on b
 
 from __future__ import annotations
 
-import json
 import time
-from typing import Any, Dict, List, Optional
+
+# typing costs 9 ms of import time; annotations are strings (the __future__ import), so
+# its names are needed only by type checkers.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
 
 from . import _accel
-from ._objects import Record, wrap
+from ._objects import Record, json, wrap
 
 
 class Recording:

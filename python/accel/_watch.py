@@ -6,12 +6,16 @@ over the last minutes; elsewhere one line of text per sample. The page is accel'
 
 from __future__ import annotations
 
-import json
-import threading
 import time
-from typing import Any, Callable, List, Optional
+
+# typing costs 9 ms of import time; annotations are strings (the __future__ import), so
+# its names are needed only by type checkers.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, List, Optional
 
 from . import _accel
+from ._objects import json
 
 
 def _kernel() -> bool:
@@ -61,6 +65,8 @@ class Watch:
         self._out = _out
         self._handle: Any = None
         self._seen = 0
+        import threading  # here, not at import: it costs 3 ms of `import accel`
+
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
@@ -111,6 +117,8 @@ class Watch:
             time.sleep(0.01)
         self._seen = self._rec.taken()
         self._show()
+        import threading
+
         self._thread = threading.Thread(target=self._follow, name="accel-watch", daemon=True)
         self._thread.start()
         return self

@@ -32,7 +32,7 @@ class DevTools:
 
     def __init__(self, ws_url):
         m = re.match(r"ws://([^/:]+):(\d+)(/.*)", ws_url)
-        self.sock = socket.create_connection((m[1], int(m[2])), timeout=10)
+        self.sock = socket.create_connection((m[1], int(m[2])), timeout=30)
         key = base64.b64encode(os.urandom(16)).decode()
         self.sock.sendall((f"GET {m[3]} HTTP/1.1\r\nHost: {m[1]}:{m[2]}\r\nUpgrade: websocket\r\n"
                            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
@@ -155,27 +155,27 @@ def test_the_live_pages_follow_the_gpu_in_a_real_browser():
             dt = DevTools(page["webSocketDebuggerUrl"])
 
             # One machine: the fixture's AMD GPU at 42 %, then at 77 % once its file says so.
-            dt.wait("state", lambda s: "updated" in s, 15, "the page's script took no event")
+            dt.wait("state", lambda s: "updated" in s, 30, "the page's script took no event")
             live = dt.text("live")
             assert "AMD GPU 0x744c" in live and "42 %" in live, live
             (tree / BUSY).write_text("77\n")
-            live = dt.wait("live", lambda s: "77 %" in s, 15, "the page did not follow the GPU")
+            live = dt.wait("live", lambda s: "77 %" in s, 30, "the page did not follow the GPU")
             assert "42 %" not in live, live
 
             # The fleet: the machine up with its GPU at 77 %, the other down and why.
             dt.call("Page.navigate", url=f"http://127.0.0.1:{fleet}/")
             # (a round or two behind the machine: it polls the machine's own collections)
-            live = dt.wait("live", lambda s: "77 %" in s, 15, "the fleet page did not follow the GPU")
+            live = dt.wait("live", lambda s: "77 %" in s, 30, "the fleet page did not follow the GPU")
             assert "updated" in dt.text("state")
             assert "1 of 2 machines up" in live, live
             assert f"127.0.0.1:{dead}" in live and "cannot connect" in live, live
             # The machine's exporter stops: the fleet page shows it down, live.
             stop(serve)
-            dt.wait("live", lambda s: "0 of 2 machines up" in s, 15,
+            dt.wait("live", lambda s: "0 of 2 machines up" in s, 30,
                     "the fleet page did not show the machine going down")
             # The fleet server stops: the page says its stream is gone.
             stop(procs[1])
-            dt.wait("state", lambda s: "connection lost" in s, 15,
+            dt.wait("state", lambda s: "connection lost" in s, 30,
                     "the page did not notice its stream end")
         finally:
             for p in reversed(procs):

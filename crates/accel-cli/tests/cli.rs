@@ -631,3 +631,83 @@ fn pick_without_a_gpu_says_why_and_refuses_bad_values() {
         assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn python3_is_asked_once_and_again_only_when_what_its_answer_depends_on_changes() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = std::env::temp_dir().join(format!("accel-pyask-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let (bin, run, home, sp) = (
+        root.join("bin"),
+        root.join("run"),
+        root.join("home"),
+        root.join("sp"),
+    );
+    for d in [&bin, &run, &home, &sp] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    // A python3 that counts the times it is asked and names one site-packages.
+    let count = root.join("asked");
+    let python = bin.join("python3");
+    let script = |extra: &str| {
+        format!(
+            "#!/bin/sh\necho x >> '{}'\necho '{}'{extra}\n",
+            count.display(),
+            sp.display()
+        )
+    };
+    std::fs::write(&python, script("")).unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let asked = || {
+        std::fs::read_to_string(&count)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    let run_devices = || {
+        let o = Command::new(env!("CARGO_BIN_EXE_accel"))
+            .args(["devices", "--json"])
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("XDG_RUNTIME_DIR", &run)
+            .env("HOME", &home)
+            .env_remove("VIRTUAL_ENV")
+            .env_remove("CONDA_PREFIX")
+            .env_remove("PYENV_VERSION")
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    run_devices();
+    assert_eq!(
+        asked(),
+        1,
+        "asked once per command (the helpers take the parent's answer)"
+    );
+    let kept = run.join("accel-python3-site-packages.json");
+    let mode = std::fs::metadata(&kept).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    run_devices();
+    assert_eq!(asked(), 1, "the kept answer is used");
+    // Another python3 at the same place: asked again, then kept again.
+    std::fs::write(&python, script(" # another build")).unwrap();
+    run_devices();
+    assert_eq!(asked(), 2);
+    run_devices();
+    assert_eq!(asked(), 2);
+    // pyenv's choice of version in the working directory changes what python3 is.
+    std::fs::write(root.join(".python-version"), "3.12\n").unwrap();
+    run_devices();
+    assert_eq!(asked(), 3);
+    // A cache file others may read or write is not trusted (and is replaced).
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o666)).unwrap();
+    run_devices();
+    assert_eq!(asked(), 4);
+    let mode = std::fs::metadata(&kept).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "rewritten private");
+    // Its folder gone: the answer is stale.
+    std::fs::remove_dir(&sp).unwrap();
+    run_devices();
+    assert_eq!(asked(), 5);
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -113,21 +113,6 @@ pub fn canary(task: &'static str) -> Result<Option<Answer>, Refusal> {
     cell.get_or_init(|| run(program, task, &[])).clone()
 }
 
-/// Starts the helpers of `tasks` side by side (each [`canary`] then finds its verdict made
-/// or in the making), so probing every backend costs the slowest helper, not their sum.
-pub fn prestart(tasks: &[&'static str]) {
-    if !active() {
-        return;
-    }
-    let handles: Vec<_> = tasks
-        .iter()
-        .map(|&t| std::thread::spawn(move || drop(canary(t))))
-        .collect();
-    for h in handles {
-        let _ = h.join();
-    }
-}
-
 /// Whether this process starts helpers (enabled, and not a helper itself).
 pub fn active() -> bool {
     !is_helper() && PROGRAM.get().is_some()

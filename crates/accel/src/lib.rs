@@ -172,7 +172,12 @@ pub fn probe_helper_main(task: &str, rest: &[std::ffi::OsString]) -> ! {
     };
     let answer = match task {
         "cuda" => kind(BackendKind::Cuda),
-        "wgpu" => kind(BackendKind::Wgpu),
+        "wgpu" => {
+            // The adapters' facts too: the parent lists them without enumerating again.
+            let mut a = kind(BackendKind::Wgpu);
+            a.extend(backend::wgpu::helper_answer());
+            a
+        }
         "xla" => {
             let mut a = kind(BackendKind::Xla);
             for p in backend::xla::stalled_plugins() {

@@ -9,7 +9,7 @@ use crate::base::probe::Probe;
 use crate::{BackendKind, DType, Device, DeviceCaps, Error, Result};
 
 use super::registry::{
-    caps, check, devices_of, info, prestart_helpers, probe, probe_all, unavailable_error,
+    caps, check, devices_of, info, probe, probe_all, probe_side_by_side, unavailable_error,
     xla_platform_device,
 };
 
@@ -27,7 +27,7 @@ impl Device {
     /// computes on the host's CPU again (XLA's CPU platform, a software adapter such as
     /// lavapipe) is never chosen over the CPU itself.
     pub fn best() -> Device {
-        prestart_helpers();
+        probe_side_by_side();
         BackendKind::BEST_ORDER
             .into_iter()
             .flat_map(|k| probe(k).devices())

@@ -81,20 +81,40 @@ pub(crate) fn probed(kind: BackendKind) -> Option<&'static Probe> {
     PROBES[kind as usize].get()
 }
 
-/// Starts the probe helpers of every backend not yet probed side by side, before a question
-/// that needs them all.
-pub(super) fn prestart_helpers() {
+/// Probes every backend not yet probed, side by side, before a question that needs them all:
+/// the probe helpers start at once, and each backend's own probe runs as soon as its helper
+/// has answered, so the whole costs about the slowest helper and its backend, not the sum of
+/// them all. CUDA and XLA probe one after the other on one thread (an XLA plugin may load
+/// CUDA libraries of its own environment: which library is loaded first must not depend on
+/// a race); wgpu (and mps, one of its adapters) and the CPU on threads of their own.
+pub(super) fn probe_side_by_side() {
     let helpers: Vec<&'static str> = [BackendKind::Cuda, BackendKind::Xla, BackendKind::Wgpu]
         .into_iter()
         .filter(|k| k.is_compiled() && probed(*k).is_none())
         .map(BackendKind::name)
         .collect();
-    crate::base::probe_child::prestart(&helpers);
+    if !crate::base::probe_child::active() || helpers.is_empty() {
+        return;
+    }
+    std::thread::scope(|s| {
+        for &t in &helpers {
+            s.spawn(move || drop(crate::base::probe_child::canary(t)));
+        }
+        s.spawn(|| {
+            probe(BackendKind::Cuda);
+            probe(BackendKind::Xla);
+        });
+        s.spawn(|| {
+            probe(BackendKind::Mps);
+            probe(BackendKind::Wgpu);
+        });
+        probe(BackendKind::Cpu);
+    });
 }
 
 /// Every backend's probe, in `BackendKind::ALL` order.
 pub(crate) fn probe_all() -> Vec<&'static Probe> {
-    prestart_helpers();
+    probe_side_by_side();
     BackendKind::ALL.into_iter().map(probe).collect()
 }
 

@@ -7,6 +7,7 @@
 mod dl;
 pub mod libs;
 mod major;
+mod pycache;
 pub mod pyenv;
 pub(crate) mod settings;
 pub mod trust;

@@ -1,6 +1,7 @@
 //! The Python environments accel searches for CUDA wheels and PJRT plugins: the prefix accel
 //! was installed into, `VIRTUAL_ENV`, conda, `python3` on PATH (asked once, with a time limit,
-//! only when it is the user's), and common places. Shared by the CUDA and XLA searches.
+//! only when it is the user's; its answer kept between runs by `pycache`), and common places.
+//! Shared by the CUDA and XLA searches.
 
 use std::path::{Path, PathBuf};
 
@@ -114,6 +115,14 @@ fn ask_python() -> Vec<PathBuf> {
         trust::skipped(&python, &why);
         return Vec::new();
     }
+    // Its answer from an earlier run, where nothing it depends on has changed since.
+    let kept = super::pycache::folder().map(|dir| (super::pycache::key(&python), dir));
+    if let Some(sps) = kept
+        .as_ref()
+        .and_then(|(key, dir)| super::pycache::read(dir, key))
+    {
+        return sps;
+    }
     // A time limit: a python3 that hangs (a broken shim, a network home folder) must not
     // hang `accel devices` or doctor; it is killed and named instead.
     let child = std::process::Command::new(&python)
@@ -150,11 +159,17 @@ fn ask_python() -> Vec<PathBuf> {
         }
     }
     match child.wait_with_output() {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .map(PathBuf::from)
-            .filter(|p| p.is_dir())
-            .collect(),
+        Ok(o) if o.status.success() => {
+            let sps: Vec<PathBuf> = String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute() && p.is_dir())
+                .collect();
+            if let Some((key, dir)) = &kept {
+                super::pycache::write(dir, key, &sps);
+            }
+            sps
+        }
         _ => Vec::new(),
     }
 }

@@ -10,82 +10,175 @@ use crate::{BackendKind, DType, Device, DeviceCaps, Result};
 use super::context::{allocator_reserved_bytes, gpu, registry, Timestamp, WgpuContext, TIMESTAMPS};
 use super::storage::WgpuStorage;
 
+/// What the probe reports of one adapter: read from the adapter in this process, or from the
+/// probe helper that enumerated the same adapters a moment before (so `accel devices` does not
+/// load the Vulkan loader and its drivers twice: the helper's enumeration is the answer, and
+/// this process enumerates only when a `wgpu:N` tensor is made).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct AdapterFacts {
+    name: String,
+    /// wgpu's `Backend` (`Vulkan`, `Metal`, `Dx12`).
+    api: String,
+    /// wgpu's `DeviceType` (`DiscreteGpu`, `Cpu`...).
+    device_type: String,
+    vendor: u32,
+    driver: String,
+    max_buffer_bytes: u64,
+    max_workgroups_per_dimension: u32,
+    shader_f16: bool,
+    timestamps: bool,
+}
+
+impl AdapterFacts {
+    fn of(g: &WgpuContext) -> AdapterFacts {
+        let info = g.adapter.get_info();
+        let limits = g.adapter.limits();
+        let features = g.adapter.features();
+        AdapterFacts {
+            name: info.name.clone(),
+            api: format!("{:?}", info.backend),
+            device_type: format!("{:?}", info.device_type),
+            vendor: info.vendor,
+            driver: format!("{} {}", info.driver, info.driver_info)
+                .trim()
+                .to_string(),
+            max_buffer_bytes: limits.max_storage_buffer_binding_size,
+            max_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
+            shader_f16: features.contains(wgpu::Features::SHADER_F16),
+            timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY)
+                && features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS),
+        }
+    }
+}
+
+/// The key of the helper's answer lines that carry one adapter's facts each (JSON).
+const ADAPTER_KEY: &str = "adapter";
+/// The key of the helper's answer line that says why there is no adapter.
+const PROBLEM_KEY: &str = "problem";
+
+/// The probe helper's answer for `wgpu` (in the helper): every adapter's facts, in
+/// enumeration order, or why there is none.
+pub(crate) fn helper_answer() -> Vec<(&'static str, String)> {
+    let r = registry();
+    let mut a: Vec<(&'static str, String)> = r
+        .gpus
+        .iter()
+        .filter_map(|g| serde_json::to_string(&AdapterFacts::of(g)).ok())
+        .map(|j| (ADAPTER_KEY, j))
+        .collect();
+    if let Some(p) = &r.problem {
+        a.push((PROBLEM_KEY, p.clone()));
+    }
+    a
+}
+
+/// Every adapter's facts and the problem when there is none: from the probe helper's answer
+/// when a helper ran (and its every line reads back), else from this process's own
+/// enumeration.
+fn adapters() -> &'static (Vec<AdapterFacts>, Option<String>) {
+    static A: std::sync::OnceLock<(Vec<AdapterFacts>, Option<String>)> = std::sync::OnceLock::new();
+    A.get_or_init(|| {
+        match crate::base::probe_child::canary("wgpu") {
+            Err(r) => return (Vec::new(), Some(r.reason)),
+            Ok(Some(answer)) => {
+                let lines: Vec<&str> = answer.values(ADAPTER_KEY).collect();
+                let facts: Vec<AdapterFacts> = lines
+                    .iter()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect();
+                let problem = answer.values(PROBLEM_KEY).next().map(str::to_string);
+                let said = answer.values("available").next();
+                // A helper of another build may answer in another shape: enumerate here.
+                if facts.len() == lines.len() && said == Some(&(!facts.is_empty()).to_string()) {
+                    return (facts, problem);
+                }
+            }
+            Ok(None) => {}
+        }
+        let r = registry();
+        (
+            r.gpus.iter().map(|g| AdapterFacts::of(g)).collect(),
+            r.problem.clone(),
+        )
+    })
+}
+
 /// The adapter description `probe` reports, for every adapter (also used by the mps probe,
 /// which must not go through the cached probe list while it is being built).
 pub(crate) fn adapter_infos() -> Vec<DeviceInfo> {
-    registry().gpus.iter().map(|g| info_of(g)).collect()
+    adapters()
+        .0
+        .iter()
+        .enumerate()
+        .map(|(i, f)| info_of(i, f))
+        .collect()
 }
 
 pub(crate) fn probe() -> Probe {
-    let r = registry();
-    if r.gpus.is_empty() {
+    let (facts, problem) = adapters();
+    if facts.is_empty() {
         return Probe::unavailable(
             BackendKind::Wgpu,
             true,
-            r.problem.clone().unwrap_or_default(),
+            problem.clone().unwrap_or_default(),
             "install your GPU's Vulkan driver and the loader (Debian/Ubuntu: `apt install \
              libvulkan1 mesa-vulkan-drivers` gives AMD/Intel drivers and the lavapipe software \
              device); on macOS Metal needs nothing",
         );
     }
-    let devices = r.gpus.iter().map(|g| info_of(g)).collect();
     Probe {
         backend: BackendKind::Wgpu,
         compiled: true,
-        availability: Availability::Available { devices },
+        availability: Availability::Available {
+            devices: adapter_infos(),
+        },
     }
 }
 
-fn info_of(g: &WgpuContext) -> DeviceInfo {
-    let info = g.adapter.get_info();
-    let limits = g.adapter.limits();
-    let features = g.adapter.features();
-    let f16 = features.contains(wgpu::Features::SHADER_F16);
-    let timestamps = features.contains(wgpu::Features::TIMESTAMP_QUERY)
-        && features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
+fn info_of(ordinal: usize, f: &AdapterFacts) -> DeviceInfo {
     let mut dtypes = vec![DType::F32, DType::I32];
-    if f16 {
+    if f.shader_f16 {
         dtypes.push(DType::F16);
     }
     DeviceInfo {
-        device: Device::Wgpu(g.ordinal),
-        name: info.name.clone(),
+        device: Device::Wgpu(ordinal),
+        name: f.name.clone(),
         memory_total_bytes: None,
         caps: DeviceCaps {
             dtypes,
-            hardware: if info.device_type == wgpu::DeviceType::Cpu {
+            hardware: if f.device_type == "Cpu" {
                 Hardware::HostCpuEmulated
             } else {
                 Hardware::Accelerator
             },
-            platform: Some(format!("{:?}", info.backend)),
-            shader_f16: f16,
-            timestamp_queries: timestamps,
+            platform: Some(f.api.clone()),
+            shader_f16: f.shader_f16,
+            timestamp_queries: f.timestamps,
             ..DeviceCaps::default()
         },
         details: vec![
-            ("backend".to_string(), format!("{:?}", info.backend)),
-            ("device_type".to_string(), format!("{:?}", info.device_type)),
-            ("vendor".to_string(), format!("0x{:04x}", info.vendor)),
-            (
-                "driver".to_string(),
-                format!("{} {}", info.driver, info.driver_info)
-                    .trim()
-                    .to_string(),
-            ),
+            ("backend".to_string(), f.api.clone()),
+            ("device_type".to_string(), f.device_type.clone()),
+            ("vendor".to_string(), format!("0x{:04x}", f.vendor)),
+            ("driver".to_string(), f.driver.clone()),
             (
                 "max_buffer_bytes".to_string(),
-                limits.max_storage_buffer_binding_size.to_string(),
+                f.max_buffer_bytes.to_string(),
             ),
             (
                 "max_workgroups_per_dimension".to_string(),
-                limits.max_compute_workgroups_per_dimension.to_string(),
+                f.max_workgroups_per_dimension.to_string(),
             ),
-            ("shader_f16".to_string(), f16.to_string()),
-            ("timestamp_queries".to_string(), timestamps.to_string()),
+            ("shader_f16".to_string(), f.shader_f16.to_string()),
+            ("timestamp_queries".to_string(), f.timestamps.to_string()),
             (
                 "dtypes".to_string(),
-                if f16 { "f32, i32, f16" } else { "f32, i32" }.to_string(),
+                if f.shader_f16 {
+                    "f32, i32, f16"
+                } else {
+                    "f32, i32"
+                }
+                .to_string(),
             ),
         ],
     }

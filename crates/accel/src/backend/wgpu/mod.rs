@@ -30,9 +30,9 @@ mod storage;
 
 pub(crate) use choice::{matmul_kernel, set_matmul_kernel};
 #[cfg(feature = "wgpu")]
-pub(crate) use device::Wgpu;
+pub(crate) use device::{helper_answer, Wgpu};
 pub(crate) use mps::Mps;
 #[cfg(not(feature = "wgpu"))]
-pub(crate) use off::{Wgpu, WgpuStorage};
+pub(crate) use off::{helper_answer, Wgpu, WgpuStorage};
 #[cfg(feature = "wgpu")]
 pub(crate) use storage::WgpuStorage;

@@ -7,3 +7,8 @@ crate::backend::off::compiled_out!(Wgpu, WgpuStorage, Timestamp, BackendKind::Wg
 pub(crate) fn adapter_infos() -> Vec<crate::base::probe::DeviceInfo> {
     Vec::new()
 }
+
+/// The probe helper's answer lines for `wgpu` (none in this build).
+pub(crate) fn helper_answer() -> Vec<(&'static str, String)> {
+    Vec::new()
+}

@@ -213,7 +213,8 @@ fn ask_helpers(
             .iter()
             .flat_map(|(p, _)| ["--skip".into(), p.clone().into_os_string()])
             .collect();
-        // The first round is the shared verdict (`probe_child::prestart` may have it already).
+        // The first round is the shared verdict (`registry::probe_side_by_side` may have it
+        // already).
         let verdict = if round == 0 {
             probe_child::canary("xla")
         } else {
