@@ -190,7 +190,8 @@ fn simd_features() -> Vec<String> {
             "fma",
             "f16c",
             "avx512f",
-            "avx512bf16"
+            "avx512bf16",
+            "avx512fp16"
         );
     }
     #[cfg(target_arch = "aarch64")]

@@ -148,6 +148,23 @@ fn peak_formulas_of_known_chips() {
         bench::cpu_peak(&tgl, 4, DType::F32).unwrap().gflop_per_s,
         384.0
     ));
+    // A Sapphire Rapids Xeon in a VM that reports Rocket Lake's model (0xa7), as one measured
+    // here did: AVX512-FP16 says it is a Xeon with two 512-bit units (2 x 4.0 x 64 = 512).
+    let vm = chip(
+        "GenuineIntel",
+        6,
+        0xa7,
+        4000,
+        2,
+        &["avx2", "fma", "avx512f", "avx512bf16", "avx512fp16"],
+    );
+    let p = bench::cpu_peak(&vm, 2, DType::F32).unwrap();
+    assert!(close(p.gflop_per_s, 512.0), "{}", p.formula);
+    assert!(
+        p.formula.contains("Sapphire Rapids or newer"),
+        "{}",
+        p.formula
+    );
     // Unknown CPUs, integers and a missing clock: no peak, rather than a guess.
     assert!(bench::cpu_peak(&amd(0x1b, 0x00, 3000, &["avx2", "fma"]), 2, DType::F32).is_none());
     assert!(bench::cpu_peak(&chip("", 0, 0, 3000, 2, &["avx2", "fma"]), 2, DType::F32).is_none());
