@@ -249,8 +249,7 @@ fn fleet_view_read_from_prometheus() {
 /// `accel monitor --hosts ... --serve` with a web config, on a free port: the process and its
 /// address (from its banner).
 fn serve_fleet(list: &str, web: &std::path::Path) -> (Proc, std::net::SocketAddr) {
-    use std::io::{BufRead, BufReader};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_accel"))
+    let child = Command::new(env!("CARGO_BIN_EXE_accel"))
         .args(["monitor", "--hosts", list, "--serve", "127.0.0.1:0"])
         .args(["--interval", "0.5", "--timeout", "1", "--web.config.file"])
         .arg(web)
@@ -258,17 +257,7 @@ fn serve_fleet(list: &str, web: &std::path::Path) -> (Proc, std::net::SocketAddr
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    (Proc(child), addr)
+    announced(child)
 }
 
 #[test]

@@ -29,13 +29,19 @@ pub fn serve(interval: &str) -> (Proc, SocketAddr) {
 
 /// [`serve`] with more arguments (`--path.sysfs DIR`...).
 pub fn serve_with(interval: &str, more: &[&str]) -> (Proc, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_accel"))
+    let child = Command::new(env!("CARGO_BIN_EXE_accel"))
         .args(["serve", "--listen", "127.0.0.1:0", "--interval", interval])
         .args(more)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("accel runs");
+    announced(child)
+}
+
+/// A server started with its stdout piped, and the address its banner's first line names
+/// (`http://` or `https://`).
+pub fn announced(mut child: std::process::Child) -> (Proc, SocketAddr) {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
@@ -288,7 +294,7 @@ pub fn raise_fd_limit() -> u64 {
 /// `accel serve` under `ulimit -n LIMIT` (soft and hard), as a server run by a service
 /// manager with a small descriptor limit.
 pub fn serve_limited(limit: u32, more: &str) -> (Proc, SocketAddr) {
-    let mut child = Command::new("sh")
+    let child = Command::new("sh")
         .arg("-c")
         .arg(format!(
             "ulimit -n {limit} && exec '{}' serve --listen 127.0.0.1:0 --interval 1 {more}",
@@ -298,17 +304,7 @@ pub fn serve_limited(limit: u32, more: &str) -> (Proc, SocketAddr) {
         .stderr(Stdio::null())
         .spawn()
         .expect("sh runs");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    (Proc(child), addr)
+    announced(child)
 }
 
 /// Scrapes `/metrics` from `threads` keep-alive connections for `seconds`: each successful

@@ -11,7 +11,9 @@ use serde_json::Value;
 
 use accel_core::units::utc;
 
-use super::parts::{bar, bytes, escape, history_cell, share, status, text};
+use super::parts::{
+    bar, bytes, celsius, escape, history_cell, memory_bar, pct_label, status, text,
+};
 
 /// Machines drawn at most; the rest are counted.
 const MAX_HOSTS: usize = 500;
@@ -28,26 +30,16 @@ fn device_key(h: &Value, d: &Value) -> String {
     format!("{} {}", text(&h["host"]), text(&d["device"]))
 }
 
-fn pct_label(v: Option<f64>) -> String {
-    v.map_or(String::new(), |u| format!("{u:.0} %"))
-}
-
-fn memory_bar(used: &Value, total: &Value) -> String {
+/// Memory used against total; `-` alone when neither is known.
+fn memory_cell(used: &Value, total: &Value) -> String {
     if used.is_null() && total.is_null() {
         return "-".into();
     }
-    bar(
-        share(used, total),
-        &format!("{} / {}", bytes(used), bytes(total)),
-    )
+    memory_bar(used, total)
 }
 
 fn watts(v: &Value) -> String {
     v.as_f64().map_or("-".into(), |p| format!("{p:.0} W"))
-}
-
-fn celsius(v: &Value) -> String {
-    v.as_f64().map_or("-".into(), |t| format!("{t:.0} C"))
 }
 
 /// A fleet document (`accel monitor --hosts ... --json`'s round), with an optional `history`
@@ -147,7 +139,7 @@ fn host_row(host: &Value, history: &Value, with_history: bool) -> String {
         escape(&text(&host["devices_up"])),
         escape(&text(&host["devices"])),
         bar(util, &pct_label(util)),
-        memory_bar(&host["memory_used_bytes"], &host["memory_total_bytes"]),
+        memory_cell(&host["memory_used_bytes"], &host["memory_total_bytes"]),
         celsius(&host["temperature_max_c"]),
         watts(&host["power_w"]),
         if with_history {
@@ -172,7 +164,7 @@ fn device_row(host: &Value, d: &Value, history: &Value, with_history: bool) -> S
         escape(&text(&d["name"])),
         escape(&why),
         bar(util, &pct_label(util)),
-        memory_bar(&d["memory_used_bytes"], &d["memory_total_bytes"]),
+        memory_cell(&d["memory_used_bytes"], &d["memory_total_bytes"]),
         celsius(&d["temperature_c"]),
         watts(&d["power_w"]),
         if with_history {

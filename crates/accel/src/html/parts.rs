@@ -122,6 +122,24 @@ pub(super) fn spark(points: &[Value], class: &str) -> String {
 }
 
 /// The two lines of one row of `history` (`{"util": [...], "mem": [...]}`), or nothing.
+/// A percentage's label beside its bar (`42 %`; nothing when unknown).
+pub(super) fn pct_label(v: Option<f64>) -> String {
+    v.map_or(String::new(), |u| format!("{u:.0} %"))
+}
+
+/// A bar of memory used against total, labelled `used / total`.
+pub(super) fn memory_bar(used: &Value, total: &Value) -> String {
+    bar(
+        share(used, total),
+        &format!("{} / {}", bytes(used), bytes(total)),
+    )
+}
+
+/// A temperature in whole degrees, `-` when unknown.
+pub(super) fn celsius(v: &Value) -> String {
+    v.as_f64().map_or("-".into(), |t| format!("{t:.0} C"))
+}
+
 pub(super) fn history_cell(history: &Value, id: &str) -> String {
     let Some(hrow) = history.get(id) else {
         // The column is there for every row; one without samples yet is empty.

@@ -8,7 +8,9 @@ use serde_json::Value;
 
 use accel_core::units::utc;
 
-use super::parts::{bar, bytes, escape, history_cell, share, status, text};
+use super::parts::{
+    bar, bytes, celsius, escape, history_cell, memory_bar, pct_label, share, status, text,
+};
 
 fn device_id(d: &Value) -> String {
     let base = format!("{}:{}", text(&d["vendor"]), text(&d["index"]));
@@ -221,18 +223,9 @@ fn devices_table(devices: &[Value], history: &Value, with_history: bool) -> Stri
             "<tr><td><b>{}</b><br>{}</td>{st}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{}</tr>",
             escape(&id),
             escape(&text(&d["name"])),
-            bar(util, &util.map_or(String::new(), |u| format!("{u:.0} %"))),
-            bar(
-                share(&d["memory_used_bytes"], &d["memory_total_bytes"]),
-                &format!(
-                    "{} / {}",
-                    bytes(&d["memory_used_bytes"]),
-                    bytes(&d["memory_total_bytes"])
-                )
-            ),
-            d["temperature_c"]
-                .as_f64()
-                .map_or("-".into(), |t| format!("{t:.0} C")),
+            bar(util, &pct_label(util)),
+            memory_bar(&d["memory_used_bytes"], &d["memory_total_bytes"]),
+            celsius(&d["temperature_c"]),
             escape(&power),
             escape(&[health(d), status_text].iter().filter(|s| !s.is_empty()).cloned().collect::<Vec<_>>().join("; ")),
             processes(d),
