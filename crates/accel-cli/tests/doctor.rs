@@ -539,3 +539,168 @@ fn a_runtime_folder_someone_else_can_write_is_not_used() {
     assert_eq!(c["status"], "pass", "{c}");
     assert_eq!(c["found"], planted.display().to_string());
 }
+
+/// `accel` run as `prefix... accel args...`: its JSON output.
+fn accel_under(prefix: &[&str], args: &[&str]) -> Value {
+    let (prog, pre) = prefix.split_first().expect("a prefix");
+    let o = Command::new(prog)
+        .args(pre)
+        .arg(env!("CARGO_BIN_EXE_accel"))
+        .args(args)
+        .output()
+        .expect("the prefix runs");
+    assert!(
+        o.status.success() || args[0] == "doctor",
+        "{prefix:?} accel {args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+/// The CPU's "threads" in `accel devices --json`, and a two-thread-sized product's relative
+/// error from `accel bench matmul` (checked there against an f64 reference), both run under
+/// `prefix`.
+fn threads_and_product(prefix: &[&str]) -> (usize, f64) {
+    let d = accel_under(prefix, &["devices", "--json"]);
+    let cpu = d["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["backend"] == "cpu")
+        .expect("the cpu backend");
+    let threads = cpu["devices"][0]["details"]["threads"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no thread count in {cpu:#}"));
+    let b = accel_under(
+        prefix,
+        &[
+            "bench", "matmul", "--device", "cpu", "--size", "300", "--iters", "3", "--json",
+        ],
+    );
+    let err = b["results"][0]["max_rel_error"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no error figure in {b:#}"));
+    (threads, err)
+}
+
+fn allowed_cpus() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    list.split(',')
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum()
+}
+
+/// With one CPU allowed (taskset) the kernels run on one thread, and products still come
+/// out right (matmul's helper is not started to take turns with the caller).
+#[cfg(target_os = "linux")]
+#[test]
+fn one_allowed_cpu_gives_one_thread_and_right_products() {
+    if Command::new("taskset").arg("-V").output().is_err() {
+        println!("skipped: cpu: taskset (util-linux) is not installed");
+        return;
+    }
+    let (threads, err) = threads_and_product(&["taskset", "-c", "0"]);
+    assert_eq!(threads, 1, "one CPU allowed");
+    assert!(err < 1e-5, "relative error {err}");
+    if allowed_cpus() >= 2 {
+        let (threads, err) = threads_and_product(&["taskset", "-c", "0,1"]);
+        assert_eq!(threads, 2, "two CPUs allowed");
+        assert!(err < 1e-5, "relative error {err}");
+    }
+}
+
+/// A new cgroup with a CPU quota (v2 `cpu.max` or v1 `cpu.cfs_quota_us`), removed on drop.
+struct QuotaGroup(PathBuf);
+
+impl QuotaGroup {
+    /// `quota_us` per 100 ms period; the reason where this machine cannot make one.
+    fn new(quota_us: u32) -> Result<QuotaGroup, String> {
+        let name = format!("accel-test-{}-{quota_us}", std::process::id());
+        let v2 = Path::new("/sys/fs/cgroup");
+        let ctrls = std::fs::read_to_string(v2.join("cgroup.controllers")).unwrap_or_default();
+        if ctrls.split_whitespace().any(|c| c == "cpu") {
+            let dir = v2.join(&name);
+            std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let g = QuotaGroup(dir);
+            std::fs::write(g.0.join("cpu.max"), format!("{quota_us} 100000"))
+                .map_err(|e| format!("cpu.max: {e} (is +cpu in the parent's subtree_control?)"))?;
+            return Ok(g);
+        }
+        let v1 = Path::new("/sys/fs/cgroup/cpu");
+        if !v1.join("cpu.cfs_quota_us").exists() {
+            return Err("no cgroup cpu controller mounted (v2 or v1)".into());
+        }
+        let dir = v1.join(&name);
+        std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let g = QuotaGroup(dir);
+        std::fs::write(g.0.join("cpu.cfs_period_us"), "100000")
+            .and_then(|_| std::fs::write(g.0.join("cpu.cfs_quota_us"), quota_us.to_string()))
+            .map_err(|e| format!("cpu.cfs_quota_us: {e}"))?;
+        Ok(g)
+    }
+
+    /// A shell that enters the group and runs the rest of the command line.
+    fn prefix(&self) -> Vec<String> {
+        let procs = self.0.join("cgroup.procs");
+        vec![
+            "sh".into(),
+            "-c".into(),
+            format!("echo $$ > '{}' && exec \"$@\"", procs.display()),
+            "sh".into(),
+        ]
+    }
+}
+
+impl Drop for QuotaGroup {
+    fn drop(&mut self) {
+        // Its processes have exited; an empty cgroup is removed with rmdir.
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// A container given 1.5 CPUs splits work over two threads (std's available_parallelism
+/// would round down to one), one given half a CPU over one; products are right in both.
+#[cfg(target_os = "linux")]
+#[test]
+fn cgroup_cpu_quotas_size_the_threads_rounded() {
+    if allowed_cpus() < 2 {
+        println!("skipped: cpu: one CPU allowed here, nothing for a quota to cut");
+        return;
+    }
+    for (quota_us, want) in [(150_000, 2), (50_000, 1)] {
+        let g = match QuotaGroup::new(quota_us) {
+            Ok(g) => g,
+            Err(why) => {
+                let required = std::env::var("ACCEL_TEST_REQUIRE")
+                    .is_ok_and(|v| v.split(',').any(|n| n.trim() == "cgroup"));
+                assert!(!required, "ACCEL_TEST_REQUIRE names cgroup but {why}");
+                println!("skipped: cgroup: {why}");
+                return;
+            }
+        };
+        let prefix = g.prefix();
+        let prefix: Vec<&str> = prefix.iter().map(String::as_str).collect();
+        let (threads, err) = threads_and_product(&prefix);
+        assert_eq!(threads, want, "a quota of {quota_us} us per 100 ms");
+        assert!(err < 1e-5, "relative error {err}");
+        let d = accel_under(&prefix, &["doctor", "--json"]);
+        let c = find(&d, "cpu.threads");
+        let detail = c.to_string();
+        assert!(
+            detail.contains(&format!("quota is {:.2} CPUs", quota_us as f64 / 1e5)),
+            "{c:#}"
+        );
+    }
+}

@@ -6,6 +6,7 @@
 pub(crate) mod caps;
 mod checks;
 pub(crate) mod cpu_peak;
+pub(crate) mod cpuset;
 pub(crate) mod device;
 pub(crate) mod dtype;
 pub(crate) mod error;

@@ -10,20 +10,22 @@ static FORKED: AtomicBool = AtomicBool::new(false);
 /// Whether kernels may hand work to other threads (rayon's pool, matmul's helper): false in
 /// a child made by fork() after this was first asked (PyTorch does the same with
 /// `pthread_atfork`). Python's `multiprocessing` forks by default on Linux, and a child's
-/// first large op used to hang. Every parallel kernel asks this before it hands work out.
+/// first large op used to hang. Every parallel kernel asks this before it hands work out,
+/// so the first ask also sizes rayon's pool (`size_pool`).
 pub(crate) fn parallel() -> bool {
-    #[cfg(unix)]
-    {
-        static REGISTER: std::sync::Once = std::sync::Once::new();
-        extern "C" fn in_child() {
-            FORKED.store(true, Relaxed);
-        }
-        REGISTER.call_once(|| {
+    static INIT: std::sync::Once = std::sync::Once::new();
+    INIT.call_once(|| {
+        #[cfg(unix)]
+        {
+            extern "C" fn in_child() {
+                FORKED.store(true, Relaxed);
+            }
             // SAFETY: registers a handler that only stores to an atomic (async-signal-safe,
             // as a fork handler must be). A failure (ENOMEM) leaves children as before.
             unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
-        });
-    }
+        }
+        size_pool();
+    });
     !FORKED.load(Relaxed)
 }
 
@@ -34,4 +36,31 @@ pub(crate) fn threads() -> usize {
     } else {
         1
     }
+}
+
+/// The threads this process's CPUs call for (`cpuset::threads_for`: the CPUs its affinity
+/// mask allows, the cgroup's quota rounded to the nearest CPU).
+pub(crate) fn planned() -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        use super::cpuset;
+        if let Some(allowed) = cpuset::allowed() {
+            return cpuset::threads_for(allowed.len(), cpuset::quota());
+        }
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Builds rayon's global pool with [`planned`] threads, unless RAYON_NUM_THREADS says how
+/// many or the pool already runs (built by the program that embeds accel, or used before
+/// `parallel` was asked): rayon would size it from `available_parallelism`, which rounds a
+/// quota of 1.5 CPUs down to one thread.
+fn size_pool() {
+    if std::env::var_os("RAYON_NUM_THREADS").is_some() {
+        return;
+    }
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(planned())
+        .thread_name(|i| format!("accel-worker-{i}"))
+        .build_global();
 }

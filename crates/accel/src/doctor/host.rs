@@ -34,15 +34,22 @@ pub(super) fn cpu_checks() -> Vec<Check> {
             "",
         )
     }];
-    let threads = rayon::current_num_threads();
+    let threads = crate::base::threads::threads();
     let env = std::env::var("RAYON_NUM_THREADS").ok();
+    // A container's CPU quota sizes the pool (rounded to the nearest CPU: `threads_for`).
+    #[cfg(target_os = "linux")]
+    let quota = crate::base::cpuset::quota()
+        .map(|q| format!("; the cgroup's quota is {q:.2} CPUs"))
+        .unwrap_or_default();
+    #[cfg(not(target_os = "linux"))]
+    let quota = String::new();
     v.push(if threads < info.logical_cores {
         check(
             "cpu.threads",
             "cores and threads in use",
             Status::Warn,
             format!(
-                "{threads} threads on {} logical cores ({} physical){}",
+                "{threads} threads on {} logical cores ({} physical){}{quota}",
                 info.logical_cores,
                 info.physical_cores,
                 env.map(|e| format!("; RAYON_NUM_THREADS={e}"))
@@ -56,7 +63,7 @@ pub(super) fn cpu_checks() -> Vec<Check> {
             "cores and threads in use",
             Status::Pass,
             format!(
-                "{threads} threads on {} logical cores ({} physical)",
+                "{threads} threads on {} logical cores ({} physical){quota}",
                 info.logical_cores, info.physical_cores
             ),
             "",

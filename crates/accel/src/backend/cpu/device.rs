@@ -22,7 +22,7 @@ impl Backend for Cpu {
             ("logical_cores".to_string(), sys.logical_cores.to_string()),
             (
                 "threads".to_string(),
-                rayon::current_num_threads().to_string(),
+                crate::base::threads::threads().to_string(),
             ),
             ("simd".to_string(), sys.simd.join(" ")),
         ];

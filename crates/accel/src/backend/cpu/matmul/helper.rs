@@ -63,6 +63,8 @@ unsafe impl Send for Helper {}
 fn helper() -> Option<&'static Helper> {
     static H: OnceLock<Option<&'static Helper>> = OnceLock::new();
     *H.get_or_init(|| {
+        // Decided here, on the first caller's thread, before the helper runs anything.
+        let cpus = Placement::decide();
         let (tx, rx) = std::sync::mpsc::channel::<&'static Helper>();
         std::thread::Builder::new()
             .name("accel-matmul-helper".into())
@@ -73,7 +75,7 @@ fn helper() -> Option<&'static Helper> {
                     job: UnsafeCell::new(None),
                     busy: Mutex::new(()),
                     thread: std::thread::current(),
-                    place: Placement::of_this_thread(),
+                    place: Placement::start(cpus),
                 }));
                 if tx.send(h).is_ok() {
                     serve(h);
@@ -84,65 +86,96 @@ fn helper() -> Option<&'static Helper> {
     })
 }
 
-/// The helper's Linux thread id and allowed CPUs, so that a caller that had to take a job
-/// back (from a helper that was asleep, and is often woken onto its waker's core, or one
-/// that shares the caller's core and cannot run while the caller spins) can move the helper
-/// off the caller's core: this workplace's VMs pack runnable
-/// threads onto fewer vCPUs (`sched_vcpu_pack`), and the two threads of one product packed
-/// onto one core ran it at single-thread speed (with the job taken back) or far below it
-/// (waiting for the helper, before jobs could be taken back).
+/// Where the helper runs. In a fresh process the kernel often queues a new or woken thread
+/// on its creator's (or waker's) CPU, and this workplace's VMs pack runnable threads onto
+/// fewer vCPUs (`sched_vcpu_pack`): the two threads of one product on one CPU ran it at
+/// single-thread speed (with the job taken back) or far below it. So the first caller
+/// decides once, before the helper runs, to keep it off the caller's CPU and that CPU's SMT
+/// siblings (`cpuset::helper_cpus`: from the affinity mask and sysfs's topology); a caller
+/// that later finds the helper on its CPU all the same (the caller moved there) moves the
+/// helper off it again (`move_off_my_cpu`).
 struct Placement {
-    /// The CPU the helper was last moved off (-1: none yet).
+    /// The CPU the helper was last kept off (-1: none yet).
     excluded: std::sync::atomic::AtomicI32,
     #[cfg(target_os = "linux")]
     tid: libc::pid_t,
+    /// The CPUs the process allowed the first caller.
     #[cfg(target_os = "linux")]
-    allowed: Option<libc::cpu_set_t>,
+    allowed: Option<crate::base::cpuset::CpuSet>,
 }
 
+/// What the first caller decided: its CPU, the CPUs allowed, and where the helper goes.
+#[cfg(target_os = "linux")]
+type Decision = Option<(
+    usize,
+    crate::base::cpuset::CpuSet,
+    crate::base::cpuset::CpuSet,
+)>;
+#[cfg(not(target_os = "linux"))]
+type Decision = ();
+
 impl Placement {
-    fn of_this_thread() -> Placement {
-        Placement {
-            excluded: std::sync::atomic::AtomicI32::new(-1),
-            #[cfg(target_os = "linux")]
-            // SAFETY: gettid has no preconditions.
-            tid: unsafe { libc::gettid() },
-            #[cfg(target_os = "linux")]
-            allowed: {
-                // SAFETY: cpu_set_t is plain bits (all-zero is the empty set); the call
-                // writes at most size_of::<cpu_set_t>() bytes into it.
-                let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-                let ok = unsafe {
-                    libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set)
-                };
-                (ok == 0).then_some(set)
-            },
+    /// On the first caller's thread: its CPU, its allowed CPUs and the helper's
+    /// (`cpuset::helper_cpus`); `None` where any is unknown or no other CPU is allowed.
+    fn decide() -> Decision {
+        #[cfg(target_os = "linux")]
+        {
+            use crate::base::cpuset;
+            let me = cpuset::current()?;
+            let allowed = cpuset::allowed()?;
+            let (siblings, package) = cpuset::topology(me);
+            let cpus = cpuset::helper_cpus(&allowed, me, &siblings, &package)?;
+            Some((me, allowed, cpus))
         }
     }
 
-    /// Called by a caller that took a job back from the helper: restricts the helper
-    /// to its allowed CPUs but the caller's (the kernel moves it at once if it was there).
-    /// Nothing if it was already moved off this CPU, if no other CPU is allowed, or off
-    /// Linux.
+    /// On the helper's thread, before its first job: moves it where `decide` said.
+    fn start(d: Decision) -> Placement {
+        #[cfg(target_os = "linux")]
+        {
+            let excluded = match &d {
+                Some((me, _, cpus)) if crate::base::cpuset::restrict(0, cpus) => *me as i32,
+                _ => -1,
+            };
+            Placement {
+                excluded: std::sync::atomic::AtomicI32::new(excluded),
+                // SAFETY: gettid has no preconditions.
+                tid: unsafe { libc::gettid() },
+                allowed: d
+                    .map(|(_, allowed, _)| allowed)
+                    .or_else(crate::base::cpuset::allowed),
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let () = d;
+            Placement {
+                excluded: std::sync::atomic::AtomicI32::new(-1),
+            }
+        }
+    }
+
+    /// Called by a caller that took a job back from the helper: keeps the helper off the
+    /// caller's CPU (and its siblings, as `decide` does; the kernel moves it at once if it
+    /// was there). Nothing if it is already kept off this CPU, if no other CPU is allowed,
+    /// or off Linux.
     fn move_off_my_cpu(&self) {
         #[cfg(target_os = "linux")]
         {
-            // SAFETY: sched_getcpu has no preconditions (a vDSO call).
-            let me = unsafe { libc::sched_getcpu() };
-            if me < 0 || self.excluded.load(Relaxed) == me {
-                return;
-            }
-            let Some(mut set) = self.allowed else {
+            use crate::base::cpuset;
+            let Some(me) = cpuset::current() else {
                 return;
             };
-            // SAFETY: `set` is an initialised cpu_set_t and `me` a CPU number from getcpu
-            // (below CPU_SETSIZE); the macros touch only its bits and sched_setaffinity reads
-            // size_of::<cpu_set_t>() bytes of it.
-            unsafe {
-                libc::CPU_CLR(me as usize, &mut set);
-                if libc::CPU_COUNT(&set) > 0 {
-                    libc::sched_setaffinity(self.tid, std::mem::size_of::<libc::cpu_set_t>(), &set);
-                    self.excluded.store(me, Relaxed);
+            if self.excluded.load(Relaxed) == me as i32 {
+                return;
+            }
+            let Some(allowed) = &self.allowed else {
+                return;
+            };
+            let (siblings, package) = cpuset::topology(me);
+            if let Some(cpus) = cpuset::helper_cpus(allowed, me, &siblings, &package) {
+                if cpuset::restrict(self.tid, &cpus) {
+                    self.excluded.store(me as i32, Relaxed);
                 }
             }
         }
@@ -208,7 +241,8 @@ pub(crate) fn for_each_part<T: Send>(parts: &mut [T], f: impl Fn(usize, &mut T) 
 /// `join`, where `queue` waits for the helper rather than using rayon when it is taken (for
 /// tests, which must exercise the helper however many run at once).
 fn join_with(a: impl FnOnce() + Send, b: impl FnOnce() + Send, queue: bool) {
-    // In a child made by fork() neither the helper nor rayon's workers exist.
+    // In a child made by fork() neither the helper nor rayon's workers exist (callers ask
+    // `threads` first: with one CPU allowed, or a quota under 1.5 CPUs, no product is split).
     if !crate::base::threads::parallel() {
         a();
         return b();
@@ -405,58 +439,83 @@ mod tests {
         assert!(on_helper, "the helper is no longer used after a panic");
     }
 
+    /// Tests that move the helper between CPUs, one at a time.
+    #[cfg(target_os = "linux")]
+    static PLACING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// The first caller keeps the helper off its own CPU before the helper runs a job
+    /// (`Placement::decide`), so that a fresh process's first product already runs on two.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_helper_starts_off_the_first_callers_cpu() {
+        use crate::base::cpuset;
+        let _one = PLACING.lock().unwrap_or_else(|e| e.into_inner());
+        let h = super::helper().expect("the helper starts");
+        let allowed = h.place.allowed.expect("the helper read its allowed CPUs");
+        if allowed.len() < 2 {
+            println!("skipped: cpu: one CPU allowed, nowhere else to put the helper");
+            return;
+        }
+        let first = h.place.excluded.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(first >= 0, "the helper was not placed");
+        let status = std::fs::read_to_string(format!("/proc/self/task/{}/status", h.place.tid))
+            .expect("the helper's status");
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .and_then(cpuset::parse_list)
+            .expect("Cpus_allowed_list");
+        assert!(
+            !list.contains(first as usize) && list.len() > 0,
+            "the helper may run on {list:?}, which holds the caller's CPU {first}"
+        );
+        helper_runs_a_job();
+    }
+
     /// A caller that finds the helper on its own core, too late to take a job, moves it off
     /// that core. Forced here: this thread and the helper pinned to one CPU.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_helper_sharing_the_callers_core_is_moved_off_it() {
-        use std::mem::{size_of, zeroed};
+        use crate::base::cpuset::{self, CpuSet};
         use std::sync::atomic::Ordering::Relaxed;
+        let _one = PLACING.lock().unwrap_or_else(|e| e.into_inner());
         let h = super::helper().expect("the helper starts");
-        // SAFETY (all libc calls below): cpu_set_t is plain bits; the calls read or write
-        // at most size_of::<cpu_set_t>() bytes of the sets given.
-        let affinity = |tid: libc::pid_t| unsafe {
-            let mut set: libc::cpu_set_t = zeroed();
-            assert_eq!(
-                libc::sched_getaffinity(tid, size_of::<libc::cpu_set_t>(), &mut set),
-                0
-            );
-            set
-        };
-        let set_affinity = |tid: libc::pid_t, set: &libc::cpu_set_t| unsafe {
-            assert_eq!(
-                libc::sched_setaffinity(tid, size_of::<libc::cpu_set_t>(), set),
-                0
-            );
-        };
         let allowed = h.place.allowed.expect("the helper read its allowed CPUs");
-        if unsafe { libc::CPU_COUNT(&allowed) } < 2 {
+        if allowed.len() < 2 {
             println!("skipped: cpu: one CPU allowed, nowhere to move the helper");
             return;
         }
-        let c0 = (0..libc::CPU_SETSIZE as usize)
-            .find(|&c| unsafe { libc::CPU_ISSET(c, &allowed) })
-            .unwrap();
-        let mut only_c0: libc::cpu_set_t = unsafe { zeroed() };
-        unsafe { libc::CPU_SET(c0, &mut only_c0) };
-        let mine = affinity(0);
-        set_affinity(0, &only_c0);
-        set_affinity(h.place.tid, &only_c0);
+        let c0 = allowed.iter().next().unwrap();
+        let only_c0 = CpuSet::of([c0]);
+        let mine = cpuset::allowed().unwrap();
+        let helper_cpus = |tid| {
+            let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .and_then(cpuset::parse_list)
+                .unwrap()
+        };
+        let before = helper_cpus(h.place.tid);
+        let excluded = h.place.excluded.load(Relaxed);
+        assert!(cpuset::restrict(0, &only_c0) && cpuset::restrict(h.place.tid, &only_c0));
         // Jobs whose first half ends at once: the helper, behind us on CPU c0, cannot take
         // the second in time, so the caller takes it back and moves the helper.
+        h.place.excluded.store(-1, Relaxed);
         let start = std::time::Instant::now();
         let moved = loop {
             join(|| {}, || {});
-            if !unsafe { libc::CPU_ISSET(c0, &affinity(h.place.tid)) } {
+            if !helper_cpus(h.place.tid).contains(c0) {
                 break true;
             }
             if start.elapsed() > std::time::Duration::from_secs(5) {
                 break false;
             }
         };
-        set_affinity(h.place.tid, &allowed);
-        h.place.excluded.store(-1, Relaxed);
-        set_affinity(0, &mine);
+        cpuset::restrict(h.place.tid, &before);
+        h.place.excluded.store(excluded, Relaxed);
+        cpuset::restrict(0, &mine);
         assert!(moved, "the helper stayed on the caller's CPU {c0}");
         helper_runs_a_job();
     }
