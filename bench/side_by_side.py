@@ -228,6 +228,8 @@ def main():
     p.add_argument("--filter", default="", help="only workloads whose label contains one of these (comma-separated)")
     p.add_argument("--pause", type=float, default=0.3,
                    help="seconds between contenders, for the previous one's spinning threads to stop")
+    p.add_argument("--contenders", default=",".join(CONTENDERS),
+                   help="comma-separated, from: " + ", ".join(CONTENDERS))
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -239,6 +241,12 @@ def main():
     peaks = {}
     wanted = args.filter.split(",")
     todo = [c for c in cases(args.quick, peaks) if any(w in c[0] for w in wanted)]
+    chosen = args.contenders.split(",")
+    unknown = [c for c in chosen if c not in CONTENDERS]
+    if unknown:
+        sys.exit(f"unknown contender(s) {unknown}: choose from {CONTENDERS}")
+    todo = [(label, work, unit, key, {k: f for k, f in fns.items() if k in chosen})
+            for label, work, unit, key, fns in todo]
     print(f"runs {args.runs} x rounds {args.rounds}; figures: median over runs of each run's median "
           f"over rounds; ratios: min / median / max over runs (fresh processes on both sides)\n")
     cols = "".join(f"{c:>15}" for c in CONTENDERS)

@@ -151,11 +151,16 @@ pub fn libraries_text(libs: &[accel::cuda::Library]) -> Vec<String> {
     libs.iter()
         .map(|l| match (&l.path, &l.problem) {
             (Some(p), None) => format!(
-                "  {:<9} {:<9} {} ({})",
+                "  {:<9} {:<9} {} ({}{})",
                 l.name,
                 l.version.as_deref().unwrap_or("?"),
                 p.display(),
-                l.source.as_deref().unwrap_or("")
+                l.source.as_deref().unwrap_or(""),
+                if l.loaded {
+                    ""
+                } else {
+                    "; found, not loaded: no driver"
+                }
             ),
             _ => format!(
                 "  {:<9} missing   {}",

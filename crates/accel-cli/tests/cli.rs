@@ -53,6 +53,30 @@ fn devices_json_has_every_backend_with_a_reason() {
     assert!(v["best_device"].is_string());
 }
 
+/// Without a driver `accel devices` finds the CUDA libraries of the test environment's
+/// wheels without loading them (PyTorch's cost 300 MB and 0.2 s to load) and names the
+/// wheels' versions; `accel doctor` loads them (`the_cuda_12_wheels_are_found_...`).
+#[test]
+fn devices_finds_cuda_libraries_unloaded_without_a_driver() {
+    let v = json(&accel(&["devices", "--json"]));
+    let libs = v["cuda_libraries"].as_array().expect("cuda_libraries");
+    let by = |n: &str| libs.iter().find(|l| l["name"] == n).expect(n);
+    if by("cuda")["loaded"] == true {
+        println!("skipped: cuda: a driver is here, so every library is loaded");
+        return;
+    }
+    let nvrtc = by("nvrtc");
+    if nvrtc["path"].is_null() {
+        println!("skipped: nvrtc: no NVRTC wheel in this environment");
+        return;
+    }
+    assert_eq!(nvrtc["loaded"], false, "{nvrtc}");
+    let version = nvrtc["version"].as_str().unwrap_or_default();
+    let major = nvrtc["major"].as_u64().unwrap();
+    assert!(version.starts_with(&format!("{major}.")), "{nvrtc}");
+    assert!(stdout(&accel(&["devices"])).contains("found, not loaded: no driver"));
+}
+
 #[test]
 fn devices_text_lists_cpu_and_reasons() {
     let o = accel(&["devices"]);

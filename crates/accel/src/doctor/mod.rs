@@ -47,6 +47,10 @@ pub struct Diagnosis {
 /// Runs every check.
 pub fn diagnose() -> Diagnosis {
     let t0 = Instant::now();
+    // A diagnosis loads every CUDA library it finds, driver or not: a broken or mismatched
+    // file must show here (listing devices only finds them).
+    #[cfg(feature = "cuda")]
+    crate::backend::native::libs::load_without_driver();
     let env = SearchEnv::from_process();
     let mut sections = Vec::new();
     for kind in [

@@ -7,15 +7,16 @@
 //! path with `RTLD_GLOBAL`: the dynamic loader then answers cudarc's later bare-name lookups
 //! (`libcublas.so.13`) with the copy already loaded, because it matches on the SONAME.
 //!
-//! Everything here is data: each library is found (path, version) or missing (what was
-//! searched). Nothing panics.
+//! All is data: each library is found (path, version) or missing (what was searched).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use serde::Serialize;
 
 #[cfg(target_os = "linux")]
 use super::dl;
+pub use super::found::other_majors;
 pub use super::major::{
     choose_major, cuda_version_text, driver_for, jax_cuda_extra, pips, Have, MajorChoice,
     CUDA_MAJORS, DRIVER_FLOOR,
@@ -168,8 +169,12 @@ pub struct Library {
     pub path: Option<PathBuf>,
     /// How it was found: `ACCEL_CUDA_LIB_DIR`, `loader path`, `CUDA_HOME`, `python wheel`...
     pub source: Option<String>,
-    /// Its version as the library reports it (`13.0`, `9.10.2`).
+    /// Its version as the library reports it (`13.0`, `9.10.2`); where it was found but
+    /// not loaded, as its file or its Python wheel names it (`13.4.1.3`).
     pub version: Option<String>,
+    /// Whether this process loaded it: without a driver they are only found (PyTorch's
+    /// wheels cost 300 MB and 0.2 s to load), unless [`load_without_driver`] was called.
+    pub loaded: bool,
     /// Why it is missing or unusable, with what was searched.
     pub problem: Option<String>,
     /// How to fix a problem.
@@ -179,6 +184,11 @@ pub struct Library {
 impl Library {
     /// Found and loaded.
     pub fn is_loaded(&self) -> bool {
+        self.loaded && self.path.is_some() && self.problem.is_none()
+    }
+
+    /// Found, loaded or not.
+    pub fn is_found(&self) -> bool {
         self.path.is_some() && self.problem.is_none()
     }
 }
@@ -286,21 +296,6 @@ pub fn search_dirs(env: &SearchEnv) -> Vec<SearchDir> {
         }
     }
     dirs
-}
-
-/// Other major versions of `file` present in `dir` (`libcublas.so.12` when we want `.13`).
-pub fn other_majors(dir: &Path, file: &str) -> Vec<String> {
-    let stem = file.rsplit_once(".so.").map_or(file, |(s, _)| s);
-    let prefix = format!("{stem}.so.");
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&prefix) && n != file)
-        .collect();
-    v.sort();
-    v
 }
 
 /// Where `w` is, without loading it: the first search folder that holds the file.
@@ -448,6 +443,7 @@ pub fn load_library(w: &Wanted, dirs: &[SearchDir]) -> Library {
         path: None,
         source: None,
         version: None,
+        loaded: false,
         problem: None,
         hint: None,
     };
@@ -505,6 +501,7 @@ pub fn load_library(w: &Wanted, dirs: &[SearchDir]) -> Library {
     }
     match handle {
         Some(h) => {
+            lib.loaded = true;
             lib.path = h.path_of(probe_symbol(w.name));
             lib.version = version_of(w.name, &h);
             if lib.path.is_none() {
@@ -549,6 +546,7 @@ pub fn load_library(w: &Wanted, _dirs: &[SearchDir]) -> Library {
         path: None,
         source: None,
         version: None,
+        loaded: false,
         problem: Some("the CUDA backend supports Linux in this version".to_string()),
         hint: Some("use the cpu device".to_string()),
     }
@@ -612,6 +610,30 @@ pub fn driver_cuda_version() -> Option<u32> {
         .and_then(driver_number)
 }
 
+static LOAD_WITHOUT_DRIVER: AtomicBool = AtomicBool::new(false);
+
+/// Makes the library search (if it has not run yet in this process) load every library it
+/// finds even without a driver, so that a broken or mismatched file shows: `accel doctor`
+/// asks for this; listing devices does not.
+pub fn load_without_driver() {
+    LOAD_WITHOUT_DRIVER.store(true, Relaxed);
+}
+
+/// A library found at `path` and left unloaded, with the version its file or wheel names.
+fn found_only(w: &Wanted, path: PathBuf, source: String) -> Library {
+    Library {
+        name: w.name,
+        file: w.file,
+        major: w.major,
+        version: super::found::version_on_disk(&path, w.name, w.major),
+        path: Some(path),
+        source: Some(source),
+        loaded: false,
+        problem: None,
+        hint: None,
+    }
+}
+
 /// The libraries and the major, once the search has run ([`state`]).
 static STATE: std::sync::OnceLock<(Vec<Library>, MajorChoice)> = std::sync::OnceLock::new();
 
@@ -634,6 +656,7 @@ fn state() -> &'static (Vec<Library>, MajorChoice) {
                     path: None,
                     source: None,
                     version: None,
+                    loaded: false,
                     problem: Some(format!("not loaded: {}", r.reason)),
                     hint: Some(r.hint.clone()),
                 })
@@ -690,11 +713,21 @@ fn state() -> &'static (Vec<Library>, MajorChoice) {
                 .first()
                 .map(|f| f.major)
         });
+        let load = driver.is_some() || LOAD_WITHOUT_DRIVER.load(Relaxed);
         for w in wanted(choice.major)
             .iter()
             .filter(|w| w.major.is_some() || w.name == "cudnn")
         {
-            libs.push(load_one(w, &mut dirs));
+            let found = (!load)
+                .then(|| {
+                    locate(w, &quick_dirs)
+                        .or_else(|| locate(w, dirs.get_or_insert_with(|| search_dirs(&env))))
+                })
+                .flatten();
+            libs.push(match found {
+                Some((path, source)) => found_only(w, path, source),
+                None => load_one(w, &mut dirs),
+            });
         }
         (libs, choice)
     })
@@ -733,47 +766,35 @@ pub fn cuda_major() -> &'static MajorChoice {
     &state().1
 }
 
-/// The library called `name` (`cublas`), as found.
+/// The library called `name` (`cublas`), loaded: one the search only found (no driver:
+/// `found_only`) is loaded now, from the file found, once per process (NVRTC compiles
+/// kernels without a GPU).
 pub fn library(name: &str) -> Option<&'static Library> {
-    libraries().iter().find(|l| l.name == name)
+    let lib = libraries().iter().find(|l| l.name == name)?;
+    if lib.loaded || !lib.is_found() {
+        return Some(lib);
+    }
+    static LATE: std::sync::Mutex<Vec<&'static Library>> = std::sync::Mutex::new(Vec::new());
+    let mut late = LATE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(l) = late.iter().find(|l| l.name == name) {
+        return Some(l);
+    }
+    let w = wanted(lib.major.unwrap_or(cuda_major().major))
+        .iter()
+        .find(|w| w.name == name)?;
+    let dir = lib.path.as_deref().and_then(Path::parent)?;
+    // The found file's folder, tried first (as an override): no other copy is taken.
+    let only = [SearchDir {
+        path: dir.to_path_buf(),
+        source: "ACCEL_CUDA_LIB_DIR".to_string(),
+    }];
+    let mut l = load_library(w, &only);
+    l.source.clone_from(&lib.source);
+    let l: &'static Library = Box::leak(Box::new(l));
+    late.push(l);
+    Some(l)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_majors_files_and_wheel_folders() {
-        let files = |m| wanted(m).iter().map(|w| w.file).collect::<Vec<_>>();
-        assert!(files(12).contains(&"libcublas.so.12") && files(12).contains(&"libnvrtc.so.12"));
-        assert!(files(13).contains(&"libcublasLt.so.13"));
-        // cuBLASLt loads before cuBLAS, the driver's libraries first, in both.
-        for m in CUDA_MAJORS {
-            let names: Vec<&str> = wanted(m).iter().map(|w| w.name).collect();
-            assert_eq!(
-                names,
-                ["cuda", "nvml", "nvrtc", "cublaslt", "cublas", "cudnn"]
-            );
-        }
-        assert_eq!(cuda_version_text(12040), "12.4");
-        assert_eq!(cuda_version_text(13010), "13.1");
-        let sp = std::env::temp_dir().join(format!("accel-wheeldirs-{}", std::process::id()));
-        for d in [
-            "nvidia/cu13/lib",
-            "nvidia/cuda_nvrtc/lib",
-            "nvidia/cublas/lib",
-        ] {
-            std::fs::create_dir_all(sp.join(d)).unwrap();
-        }
-        let got = wheel_dirs(&sp);
-        assert_eq!(
-            got,
-            [
-                sp.join("nvidia/cu13/lib"),
-                sp.join("nvidia/cuda_nvrtc/lib"),
-                sp.join("nvidia/cublas/lib")
-            ]
-        );
-        let _ = std::fs::remove_dir_all(&sp);
-    }
-}
+#[path = "libs_tests.rs"]
+mod tests;

@@ -5,6 +5,7 @@
 
 #[cfg(target_os = "linux")]
 mod dl;
+mod found;
 pub mod libs;
 mod major;
 mod pycache;
