@@ -530,3 +530,28 @@ def test_a_recording_and_a_benchmark_show_as_tables_and_read_as_text():
     h = r._repr_html_()
     _StrictHTML(h)
     assert f"{r.gflop_per_s:.1f}" in h and "<svg" in h
+
+
+def test_listing_xla_devices_starts_no_pjrt_client_in_this_process():
+    # The probe helper starts each plugin's client (it may hang or crash) and answers with
+    # the facts; a process that only lists devices maps no plugin, and one that computes on
+    # an XLA device starts its client then.
+    script = (
+        "import accel, json, numpy as np\n"
+        "xla = [d for d in accel.devices() if str(d).startswith('xla')]\n"
+        "best = str(accel.best())\n"
+        "maps = lambda: 'pjrt_c_api' in open('/proc/self/maps').read() or 'libtpu' in open('/proc/self/maps').read()\n"
+        "listed = maps()\n"
+        "ok = None\n"
+        "if xla:\n"
+        "    t = accel.tensor(np.arange(6, dtype=np.float32), device=xla[0])\n"
+        "    ok = np.array_equal(np.asarray(t.to('cpu')), np.arange(6, dtype=np.float32))\n"
+        "print(json.dumps({'xla': len(xla), 'listed': listed, 'after': maps(), 'ok': ok}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    if not r["xla"]:
+        skip("xla", "no PJRT plugin with devices in this environment")
+    assert r["listed"] is False, "listing the devices loaded a PJRT plugin in this process"
+    assert r["after"] is True and r["ok"] is True, r

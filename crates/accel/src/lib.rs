@@ -183,6 +183,8 @@ pub fn probe_helper_main(task: &str, rest: &[std::ffi::OsString]) -> ! {
             for p in backend::xla::stalled_plugins() {
                 a.push(("stalled", p.to_string_lossy().into_owned()));
             }
+            // The facts too: the parent lists devices without starting a client.
+            a.extend(backend::xla::helper_answer());
             a
         }
         "nvml" => {

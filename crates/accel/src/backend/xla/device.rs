@@ -12,7 +12,7 @@ use super::programs::forget_programs;
 use super::storage::{synchronize, TimingPoint, XlaStorage};
 
 pub(crate) fn probe() -> Probe {
-    let rt = runtime();
+    let rt = super::listing::listing();
     if rt.devices.is_empty() {
         let reason = if rt.plugins.is_empty() {
             "no PJRT plugin found".to_string()
@@ -47,17 +47,17 @@ pub(crate) fn probe() -> Probe {
     let devices = rt
         .devices
         .iter()
-        .map(|d| {
-            let desc = &d.client.devices[d.index];
+        .enumerate()
+        .map(|(n, d)| {
             let plugin = rt
                 .plugins
                 .iter()
-                .find(|p| p.platform.as_deref() == Some(d.client.platform.as_str()));
+                .find(|p| p.platform.as_deref() == Some(d.platform.as_str()));
             let mut details = vec![
-                ("platform".to_string(), d.client.platform.clone()),
-                ("kind".to_string(), desc.kind.clone()),
-                ("id".to_string(), desc.id.to_string()),
-                ("debug".to_string(), desc.debug.clone()),
+                ("platform".to_string(), d.platform.clone()),
+                ("kind".to_string(), d.kind.clone()),
+                ("id".to_string(), d.id.to_string()),
+                ("debug".to_string(), d.debug.clone()),
             ];
             if let Some(p) = plugin {
                 details.push(("plugin".to_string(), p.path.display().to_string()));
@@ -75,30 +75,17 @@ pub(crate) fn probe() -> Probe {
                     p.pjrt_api_version.clone().unwrap_or_default(),
                 ));
             }
-            if !d.client.platform_version.is_empty() {
-                details.push((
-                    "platform_version".to_string(),
-                    d.client.platform_version.clone(),
-                ));
+            if !d.platform_version.is_empty() {
+                details.push(("platform_version".to_string(), d.platform_version.clone()));
             }
-            let mem = d.client.memory_stats(d.index);
-            let total = match &mem {
-                Ok((_, limit)) => limit.map(|l| l as u64),
-                Err(e) => {
-                    let why = if e.code == pjrt::sys::ERROR_CODE_UNIMPLEMENTED {
-                        "not available (the plugin does not report it)".to_string()
-                    } else {
-                        format!("not available ({e})")
-                    };
-                    details.push(("memory_stats".to_string(), why));
-                    None
-                }
-            };
-            let cpu = d.client.platform.eq_ignore_ascii_case("cpu");
+            if let Some(why) = &d.memory_note {
+                details.push(("memory_stats".to_string(), why.clone()));
+            }
+            let cpu = d.platform.eq_ignore_ascii_case("cpu");
             DeviceInfo {
-                device: d.device,
-                name: format!("{} {}", d.client.platform, desc.kind),
-                memory_total_bytes: total,
+                device: crate::Device::Xla(n),
+                name: format!("{} {}", d.platform, d.kind),
+                memory_total_bytes: d.memory_total,
                 caps: DeviceCaps {
                     dtypes: DType::ALL.to_vec(),
                     hardware: if cpu {
@@ -106,7 +93,7 @@ pub(crate) fn probe() -> Probe {
                     } else {
                         Hardware::Accelerator
                     },
-                    platform: Some(d.client.platform.clone()),
+                    platform: Some(d.platform.clone()),
                     ..DeviceCaps::default()
                 },
                 details,

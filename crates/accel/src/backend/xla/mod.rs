@@ -8,7 +8,8 @@
 //! - `storage`: tensors on an XLA device and every op on it (`impl BackendStorage`).
 //! - `hlo`: StableHLO programs for each op, as MLIR text (the generated code);
 //!   `programs`: compiled once per (op, shapes, dtypes), cached.
-//! - `plugins`: where plugins are found.
+//! - `plugins`: where plugins are found; `listing`: what a device listing shows, from the
+//!   probe helper's answer (no client started here only to list).
 //!
 //! Without the `xla` feature (or off Linux), `off.rs` stands in with the same items.
 //!
@@ -27,6 +28,8 @@ mod context;
 mod device;
 #[cfg(all(feature = "xla", target_os = "linux"))]
 pub(crate) mod hlo;
+#[cfg(all(feature = "xla", target_os = "linux"))]
+mod listing;
 #[cfg(not(all(feature = "xla", target_os = "linux")))]
 mod off;
 #[cfg(all(feature = "xla", target_os = "linux"))]
@@ -49,7 +52,7 @@ use std::path::PathBuf;
 pub(crate) fn plugins() -> Vec<Plugin> {
     #[cfg(all(feature = "xla", target_os = "linux"))]
     {
-        context::runtime().plugins.clone()
+        listing::listing().plugins.clone()
     }
     #[cfg(not(all(feature = "xla", target_os = "linux")))]
     {
@@ -65,6 +68,18 @@ pub(crate) fn stalled_plugins() -> Vec<PathBuf> {
         .filter(|p| p.stalled)
         .map(|p| p.path)
         .collect()
+}
+
+/// In the probe helper: every plugin's and device's facts, for the parent's listing.
+pub(crate) fn helper_answer() -> Vec<(&'static str, String)> {
+    #[cfg(all(feature = "xla", target_os = "linux"))]
+    {
+        listing::helper_answer()
+    }
+    #[cfg(not(all(feature = "xla", target_os = "linux")))]
+    {
+        Vec::new()
+    }
 }
 
 /// How many programs accel has compiled for XLA devices in this process (a second identical

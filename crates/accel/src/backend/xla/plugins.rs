@@ -5,12 +5,12 @@
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::backend::native::libs::SearchEnv;
 
 /// One PJRT plugin as found and loaded (or why it could not be).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plugin {
     /// The shared library.
     pub path: PathBuf,
