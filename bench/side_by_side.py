@@ -282,6 +282,12 @@ def main():
         cell = lambda v: (f"{v:9.1f}" + (f" {100 * v / peak:3.0f}%" if peak else "     ")) if v else f"{'-':>14}"
         print(f"{label:<22}" + "".join(f" {cell(rate.get(c))}" for c in CONTENDERS)
               + f"  {spread(ratios('numpy'))}  {spread(ratios('torch'))}", flush=True)
+        if args.runs > 1:
+            # Each run's ratios, in order, so that one bad run can be told from drift.
+            each = "; ".join(f"vs {ref}: " + " ".join(f"{r:.2f}" for r in ratios(ref))
+                             for ref in ("numpy", "torch") if ratios(ref))
+            if each:
+                print(f"    runs, in order: {each}", flush=True)
         for e in dict.fromkeys(errors):
             print(f"    FAILED {e}", flush=True)
         failures += bool(errors)
