@@ -140,3 +140,6 @@ def from_dlpack(x: Any, device: str = "cpu") -> Tensor:
 
     return tensor(np.from_dlpack(x), device)
 
+
+# Import-time helpers, not API: `dir(accel)` and tab completion list only the module's names.
+del TYPE_CHECKING, annotations
