@@ -68,7 +68,8 @@ impl Listing {
 
 /// In the probe helper: every plugin's and device's facts, one JSON line each.
 pub(crate) fn helper_answer() -> Vec<(&'static str, String)> {
-    let l = Listing::of(runtime());
+    // The helper's own listing (no helper above it): `stalled_plugins` read it already.
+    let l = listing();
     let plugins = l.plugins.iter().map(|p| (PLUGIN_KEY, p));
     let plugins = plugins.filter_map(|(k, p)| Some((k, serde_json::to_string(p).ok()?)));
     let devices = l.devices.iter().map(|d| (DEVICE_KEY, d));

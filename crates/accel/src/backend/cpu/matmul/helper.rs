@@ -439,6 +439,18 @@ mod tests {
         assert!(on_helper, "the helper is no longer used after a panic");
     }
 
+    /// Where the kernel lets thread `tid` of this process run, as /proc reports it.
+    #[cfg(target_os = "linux")]
+    fn cpus_allowed(tid: libc::pid_t) -> crate::base::cpuset::CpuSet {
+        let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status"))
+            .expect("the thread's status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .and_then(crate::base::cpuset::parse_list)
+            .expect("Cpus_allowed_list")
+    }
+
     /// Tests that move the helper between CPUs, one at a time.
     #[cfg(target_os = "linux")]
     static PLACING: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -448,7 +460,6 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn the_helper_starts_off_the_first_callers_cpu() {
-        use crate::base::cpuset;
         let _one = PLACING.lock().unwrap_or_else(|e| e.into_inner());
         let h = super::helper().expect("the helper starts");
         let allowed = h.place.allowed.expect("the helper read its allowed CPUs");
@@ -458,13 +469,7 @@ mod tests {
         }
         let first = h.place.excluded.load(std::sync::atomic::Ordering::Relaxed);
         assert!(first >= 0, "the helper was not placed");
-        let status = std::fs::read_to_string(format!("/proc/self/task/{}/status", h.place.tid))
-            .expect("the helper's status");
-        let list = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .and_then(cpuset::parse_list)
-            .expect("Cpus_allowed_list");
+        let list = cpus_allowed(h.place.tid);
         assert!(
             !list.contains(first as usize) && list.len() > 0,
             "the helper may run on {list:?}, which holds the caller's CPU {first}"
@@ -489,15 +494,7 @@ mod tests {
         let c0 = allowed.iter().next().unwrap();
         let only_c0 = CpuSet::of([c0]);
         let mine = cpuset::allowed().unwrap();
-        let helper_cpus = |tid| {
-            let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                .and_then(cpuset::parse_list)
-                .unwrap()
-        };
-        let before = helper_cpus(h.place.tid);
+        let before = cpus_allowed(h.place.tid);
         let excluded = h.place.excluded.load(Relaxed);
         assert!(cpuset::restrict(0, &only_c0) && cpuset::restrict(h.place.tid, &only_c0));
         // Jobs whose first half ends at once: the helper, behind us on CPU c0, cannot take
@@ -506,7 +503,7 @@ mod tests {
         let start = std::time::Instant::now();
         let moved = loop {
             join(|| {}, || {});
-            if !helper_cpus(h.place.tid).contains(c0) {
+            if !cpus_allowed(h.place.tid).contains(c0) {
                 break true;
             }
             if start.elapsed() > std::time::Duration::from_secs(5) {
