@@ -165,8 +165,12 @@ def test_the_live_pages_follow_the_gpu_in_a_real_browser():
             # The fleet: the machine up with its GPU at 77 %, the other down and why.
             dt.call("Page.navigate", url=f"http://127.0.0.1:{fleet}/")
             # (a round or two behind the machine: it polls the machine's own collections)
+            # The page is served with the latest round already drawn, so 77 % can show before its
+            # script has taken an event: wait for the fleet page (the machine page's "updated" must
+            # not count), then for an event, then for the figure.
+            dt.wait("live", lambda s: "of 2 machines up" in s, 30, "the fleet page did not open")
+            dt.wait("state", lambda s: "updated" in s, 30, "the fleet page's script took no event")
             live = dt.wait("live", lambda s: "77 %" in s, 30, "the fleet page did not follow the GPU")
-            assert "updated" in dt.text("state")
             assert "1 of 2 machines up" in live, live
             assert f"127.0.0.1:{dead}" in live and "cannot connect" in live, live
             # The machine's exporter stops: the fleet page shows it down, live.
