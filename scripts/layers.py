@@ -20,7 +20,7 @@ FLOORS = {key: floor for floor, keys in enumerate([
     "base dtype shape error device caps probe ledger peak checks rng",  # values, host facts
     "backend backend::contract backend::ops backend::off backend::native",  # what all share
     "backend::cpu* backend::cuda* backend::xla* backend::wgpu*",  # the backends, side by side
-    "backend::registry backend::dispatch backend::devices",  # probes and dispatch over them
+    "backend::registry backend::dispatch backend::devices backend::kept_probes",  # probes, dispatch
     "tensor memory display api fuzzing",  # tensors, memory accounting, the public api/ modules
     "nn bench load doctor",  # what is built from tensors
     "crate",  # the crate root

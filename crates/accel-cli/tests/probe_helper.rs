@@ -311,12 +311,7 @@ fn the_helper_refuses_an_unknown_task_and_a_bad_limit_is_a_reason() {
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v = json(&o);
-    let wgpu = v["backends"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| b["backend"] == "wgpu")
-        .unwrap();
+    let wgpu = backend(&v, "wgpu").expect("wgpu is listed");
     if wgpu["compiled"] == true {
         assert!(
             wgpu["reason"]
@@ -325,4 +320,217 @@ fn the_helper_refuses_an_unknown_task_and_a_bad_limit_is_a_reason() {
             "{wgpu}"
         );
     }
+}
+
+/// The wgpu device `accel devices --json` lists first, by name, in the runtime folder `run`
+/// with `vars` set.
+fn wgpu_name(run: &Path, vars: &[(&str, &str)]) -> Option<String> {
+    let (o, _, _) = accel(&["devices", "--json"], &[("XDG_RUNTIME_DIR", run)], vars);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    backend(&v, "wgpu")?["devices"][0]["name"]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// One backend's entry in `accel devices --json`.
+fn backend<'a>(v: &'a Value, name: &str) -> Option<&'a Value> {
+    v["backends"]
+        .as_array()?
+        .iter()
+        .find(|b| b["backend"] == name)
+}
+
+/// Whether `ACCEL_TEST_REQUIRE` names `what`: a test that cannot run then fails.
+fn required(what: &str) -> bool {
+    std::env::var("ACCEL_TEST_REQUIRE").is_ok_and(|v| v.split(',').any(|r| r.trim() == what))
+}
+
+/// Renames the first adapter in the kept wgpu answer, as a run that enumerated nothing could
+/// not: a listing that shows the new name was taken from the file, not from a helper.
+fn plant_name(kept: &Path, name: &str) {
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(kept).unwrap()).unwrap();
+    let line = v["value"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|l| l[0] == "adapter")
+        .expect("the kept answer lists an adapter");
+    let mut facts: Value = serde_json::from_str(line[1].as_str().unwrap()).unwrap();
+    facts["name"] = name.into();
+    line[1] = facts.to_string().into();
+    std::fs::write(kept, v.to_string()).unwrap();
+}
+
+#[test]
+fn a_kept_probe_answer_is_taken_until_what_it_depends_on_changes() {
+    use std::os::unix::fs::PermissionsExt;
+    let lab = Lab::new("kept");
+    let run = lab.root.join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let Some(real) = wgpu_name(&run, &[]) else {
+        assert!(
+            !required("wgpu"),
+            "ACCEL_TEST_REQUIRE names wgpu, but accel devices lists no wgpu device"
+        );
+        println!("skipped: wgpu: no Vulkan adapter to keep an answer about");
+        return;
+    };
+    let kept = run.join("accel-probe-wgpu.json");
+    let mode = std::fs::metadata(&kept)
+        .expect("the helper's answer was kept")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // Nothing changed: the kept answer is taken, no helper enumerates.
+    plant_name(&kept, "kept adapter");
+    assert_eq!(wgpu_name(&run, &[]).as_deref(), Some("kept adapter"));
+    // A variable the Vulkan loader or Mesa reads changes the key: the helper runs again.
+    assert_eq!(
+        wgpu_name(&run, &[("MESA_ACCEL_TEST", "1")]).as_ref(),
+        Some(&real)
+    );
+    assert_eq!(
+        wgpu_name(&run, &[("MESA_ACCEL_TEST", "1")]).as_ref(),
+        Some(&real),
+        "the new answer was kept under the new key"
+    );
+    plant_name(&kept, "kept adapter");
+    assert_eq!(
+        wgpu_name(&run, &[("MESA_ACCEL_TEST", "1")]).as_deref(),
+        Some("kept adapter")
+    );
+    // Turned off, or a file others may read or write: not taken.
+    let off = [("MESA_ACCEL_TEST", "1"), ("ACCEL_RUNTIME_CACHE", "off")];
+    assert_eq!(wgpu_name(&run, &off).as_ref(), Some(&real));
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(
+        wgpu_name(&run, &[("MESA_ACCEL_TEST", "1")]).as_ref(),
+        Some(&real)
+    );
+    // A link to a kept answer is not followed.
+    plant_name(&kept, "kept adapter");
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let aside = run.join("aside.json");
+    std::fs::rename(&kept, &aside).unwrap();
+    std::os::unix::fs::symlink(&aside, &kept).unwrap();
+    assert_eq!(
+        wgpu_name(&run, &[("MESA_ACCEL_TEST", "1")]).as_ref(),
+        Some(&real)
+    );
+    // A runtime folder others may write is not used at all.
+    std::fs::remove_file(&kept).unwrap();
+    std::fs::rename(&aside, &kept).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o777)).unwrap();
+    assert_eq!(
+        wgpu_name(&run, &[("MESA_ACCEL_TEST", "1")]).as_ref(),
+        Some(&real)
+    );
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    // The doctor looks at the machine as it is, whatever was kept.
+    assert_eq!(
+        wgpu_name(&run, &[("MESA_ACCEL_TEST", "1")]).as_deref(),
+        Some("kept adapter")
+    );
+    let (o, _, _) = accel(
+        &["doctor", "--json"],
+        &[("XDG_RUNTIME_DIR", &run)],
+        &[("MESA_ACCEL_TEST", "1")],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(&real) && !text.contains("kept adapter"),
+        "{text}"
+    );
+}
+
+/// XLA's CPU plugin as the test command installs it (`.venv-test`, or `VIRTUAL_ENV`).
+fn cpu_plugin() -> Option<PathBuf> {
+    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut venvs = vec![workspace.join(".venv-test")];
+    venvs.extend(std::env::var_os("VIRTUAL_ENV").map(PathBuf::from));
+    venvs.iter().find_map(|v| {
+        std::fs::read_dir(v.join("lib"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|lib| {
+                lib.path()
+                    .join("site-packages/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so")
+            })
+            .find(|p| p.is_file())
+    })
+}
+
+/// The platform version `accel devices --json` lists for the plugin at `path`.
+fn plugin_version(run: &Path, path: &Path) -> String {
+    let (o, _, _) = accel(
+        &["devices", "--json"],
+        &[("XDG_RUNTIME_DIR", run), ("ACCEL_PJRT_PLUGIN", path)],
+        &[],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    plugin(&v, path)["platform_version"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Sets `field` of every plugin in the kept XLA answer to `value`.
+fn plant_plugin_field(kept: &Path, field: &str, value: &str) {
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(kept).unwrap()).unwrap();
+    for line in v["value"].as_array_mut().unwrap() {
+        if line[0] == "xla_plugin" {
+            let mut p: Value = serde_json::from_str(line[1].as_str().unwrap()).unwrap();
+            p[field] = value.into();
+            line[1] = p.to_string().into();
+        }
+    }
+    std::fs::write(kept, v.to_string()).unwrap();
+}
+
+#[test]
+fn a_cpu_plugins_answer_is_kept_until_its_file_changes_and_no_other_platform_is() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(real_plugin) = cpu_plugin() else {
+        assert!(
+            !required("xla"),
+            "ACCEL_TEST_REQUIRE names xla, but XLA's CPU plugin is not installed"
+        );
+        println!("skipped: xla: XLA's CPU plugin is not installed (scripts/test.sh installs it)");
+        return;
+    };
+    let lab = Lab::new("kept-xla");
+    let run = lab.root.join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let plugin = lab.root.join("p").join("pjrt_c_api_cpu_plugin.so");
+    std::fs::create_dir_all(plugin.parent().unwrap()).unwrap();
+    std::fs::copy(&real_plugin, &plugin).unwrap();
+    let real = plugin_version(&run, &plugin);
+    assert_eq!(
+        real, "cpu",
+        "XLA's CPU plugin names its platform version so"
+    );
+    let kept = run.join("accel-probe-xla.json");
+    assert!(kept.is_file(), "the CPU plugin's answer was kept");
+    // Nothing changed: the kept answer is taken (no helper starts the plugin).
+    plant_plugin_field(&kept, "platform_version", "kept");
+    assert_eq!(plugin_version(&run, &plugin), "kept");
+    // The plugin file rewritten (its times change): asked again.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&plugin)
+        .unwrap();
+    f.set_modified(std::time::SystemTime::now() - Duration::from_secs(60))
+        .unwrap();
+    drop(f);
+    assert_eq!(plugin_version(&run, &plugin), real);
+    // A kept answer naming another platform is never taken: a TPU's or GPU's availability
+    // depends on who holds the chip now.
+    plant_plugin_field(&kept, "platform_version", "kept");
+    plant_plugin_field(&kept, "platform", "tpu");
+    assert_eq!(plugin_version(&run, &plugin), real);
 }

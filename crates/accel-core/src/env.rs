@@ -35,6 +35,10 @@ pub const KNOWN: &[(&str, &str)] = &[
     ),
     ("ACCEL_CACHE_DIR", "the folder for compiled kernels"),
     (
+        "ACCEL_RUNTIME_CACHE",
+        "on or off (default on): keep what probing found (python3's site-packages, Vulkan adapters, XLA CPU plugins) in the runtime folder between runs",
+    ),
+    (
         "ACCEL_CPU_KERNEL",
         "the CPU matmul kernels: portable, avx2 or avx512 (at most what the CPU has)",
     ),
@@ -182,6 +186,9 @@ pub fn problems() -> Vec<String> {
         out.push(e.to_string());
     }
     if let Err(e) = choice("ACCEL_CUDA_MAJOR", &["12", "13"]) {
+        out.push(e.to_string());
+    }
+    if let Err(e) = choice("ACCEL_RUNTIME_CACHE", &["on", "off"]) {
         out.push(e.to_string());
     }
     if let Err(e) = choice(

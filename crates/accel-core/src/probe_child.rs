@@ -43,6 +43,40 @@ pub fn enable(program: PathBuf, child_env: ChildEnv) {
     let _ = PROGRAM.set(program);
 }
 
+/// A helper's answer as `key<TAB>value` pairs, in order.
+pub type Lines = Vec<(String, String)>;
+
+/// Where a helper's answer may be kept between runs, so that a command started again with
+/// nothing changed does not start the helper again.
+#[derive(Clone, Copy)]
+pub struct Keeper {
+    /// Everything `task`'s answer depends on, one line each (`None`: never kept).
+    pub key: fn(&str) -> Option<Vec<String>>,
+    /// The answer kept for `task` under this key, if any may be trusted.
+    pub read: fn(&str, &[String]) -> Option<Lines>,
+    /// Keeps a finished helper's answer (or decides not to).
+    pub write: fn(&str, &[String], &Lines),
+}
+
+static KEEPER: OnceLock<Keeper> = OnceLock::new();
+static FRESH: AtomicBool = AtomicBool::new(false);
+
+/// Lets [`canary`] take kept answers from `keeper` and give it new ones. Call once, early.
+pub fn keep_answers(keeper: Keeper) {
+    let _ = KEEPER.set(keeper);
+}
+
+/// From now on every helper runs again (and its answer is kept anew): `accel doctor` looks
+/// at the machine as it is, never at a kept answer.
+pub fn fresh_answers() {
+    FRESH.store(true, Ordering::SeqCst);
+}
+
+/// The program helpers are started from, once enabled.
+pub fn program() -> Option<&'static std::path::Path> {
+    PROGRAM.get().map(PathBuf::as_path)
+}
+
 /// Marks this process as a helper: [`step`] reports, and nothing here starts another helper.
 pub fn mark_helper() {
     IN_HELPER.store(true, Ordering::SeqCst);
@@ -78,7 +112,7 @@ pub struct Refusal {
 #[derive(Debug, Clone, Default)]
 pub struct Answer {
     /// The pairs, in order.
-    pub lines: Vec<(String, String)>,
+    pub lines: Lines,
 }
 
 impl Answer {
@@ -92,8 +126,9 @@ impl Answer {
 }
 
 /// The verdict on `task`, asked once per process: `Ok` when no helper is enabled (the step
-/// runs here as before), or when the child finished in time (with its answer); `Err` when it
-/// did not, and this process must not run the step.
+/// runs here as before), or when the child finished in time (with its answer), or when an
+/// answer kept by the [`Keeper`] still holds (no child starts); `Err` when the child did not
+/// finish, and this process must not run the step.
 pub fn canary(task: &'static str) -> Result<Option<Answer>, Refusal> {
     type Cells = Mutex<HashMap<&'static str, Arc<OnceLock<Verdict>>>>;
     static VERDICTS: OnceLock<Cells> = OnceLock::new();
@@ -110,7 +145,27 @@ pub fn canary(task: &'static str) -> Result<Option<Answer>, Refusal> {
         .entry(task)
         .or_default()
         .clone();
-    cell.get_or_init(|| run(program, task, &[])).clone()
+    cell.get_or_init(|| kept_or_run(program, task)).clone()
+}
+
+/// The answer kept for `task` where nothing it depends on changed, else a new helper's (kept
+/// when it finished).
+fn kept_or_run(program: &PathBuf, task: &str) -> Verdict {
+    // A bad ACCEL_PROBE_TIMEOUT is reported by `run`, kept answer or not.
+    let keeper = KEEPER
+        .get()
+        .filter(|_| !FRESH.load(Ordering::SeqCst) && limit().is_ok());
+    let key = keeper.and_then(|k| (k.key)(task).map(|key| (k, key)));
+    if let Some((k, key)) = &key {
+        if let Some(lines) = (k.read)(task, key) {
+            return Ok(Some(Answer { lines }));
+        }
+    }
+    let verdict = run(program, task, &[]);
+    if let (Some((k, key)), Ok(Some(answer))) = (&key, &verdict) {
+        (k.write)(task, key, &answer.lines);
+    }
+    verdict
 }
 
 /// Whether this process starts helpers (enabled, and not a helper itself).
@@ -195,6 +250,10 @@ fn run(program: &PathBuf, task: &str, extra: &[std::ffi::OsString]) -> Verdict {
         match child.try_wait() {
             Ok(Some(s)) => break Some(s),
             Ok(None) if started.elapsed() >= limit => break None,
+            // Most helpers answer within tens of milliseconds: look often at first.
+            Ok(None) if started.elapsed() < Duration::from_millis(200) => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
             Err(_) => break None,
         }

@@ -144,6 +144,7 @@ pub use accel_core::env::runtime_dir_refused;
 /// `program` must answer those arguments with [`probe_helper_main`]; the `accel` command
 /// does this for itself. Off unless called.
 pub fn enable_probe_helper(program: std::path::PathBuf) {
+    accel_core::probe_child::keep_answers(backend::kept_probes::KEEPER);
     accel_core::probe_child::enable(program, || {
         backend::native::pyenv::site_packages_for_helper()
             .map(|v| (backend::native::pyenv::SITE_PACKAGES_VAR, v))

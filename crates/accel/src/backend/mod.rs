@@ -14,6 +14,7 @@
 pub(crate) mod contract;
 mod devices;
 pub(crate) mod dispatch;
+pub(crate) mod kept_probes;
 pub(crate) mod off;
 pub(crate) mod ops;
 pub(crate) mod registry;

@@ -6,6 +6,7 @@
 #[cfg(target_os = "linux")]
 mod dl;
 mod found;
+pub(crate) mod kept;
 pub mod libs;
 mod major;
 mod pycache;

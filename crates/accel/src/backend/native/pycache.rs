@@ -7,11 +7,10 @@
 //! `pyvenv.cfg` beside it, the working directory with pyenv's version files (`.python-version`
 //! up from it, `$PYENV_ROOT/version`), and the environment variables Python and its version
 //! managers read (`PYTHON*`, `PYENV*`, `CONDA*`, `HOME`, `PATH`, `VIRTUAL_ENV`). Any of them
-//! different, or a folder of the answer gone, and python3 is asked again. The file is trusted
-//! only where the runtime folder is the user's and private, the file a regular one (not a
-//! link) of the user's with no access for others, and under 64 KiB; anything else is ignored
-//! and, when it can be, replaced.
+//! different, or a folder of the answer gone, and python3 is asked again. The file is read
+//! under `kept`'s trust rules, at most 64 KiB.
 
+use super::kept::{env_lines, stamp};
 use std::path::{Path, PathBuf};
 
 /// The cache's file name in the runtime folder.
@@ -19,60 +18,7 @@ const FILE: &str = "accel-python3-site-packages.json";
 /// The most a cache file may hold.
 const MAX_BYTES: u64 = 64 * 1024;
 
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Kept {
-    key: Vec<String>,
-    site_packages: Vec<PathBuf>,
-}
-
-/// The runtime folder the cache lives in: `XDG_RUNTIME_DIR` when it is absolute, the user's
-/// and private (the `accel` command sets it to such a folder when it is unset).
-pub(super) fn folder() -> Option<PathBuf> {
-    let dir = PathBuf::from(std::env::var_os("XDG_RUNTIME_DIR")?);
-    (dir.is_absolute() && private_folder(&dir)).then_some(dir)
-}
-
-#[cfg(unix)]
-fn euid() -> u32 {
-    // SAFETY: geteuid takes no arguments and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
-#[cfg(unix)]
-fn private_folder(dir: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::symlink_metadata(dir)
-        .is_ok_and(|m| m.is_dir() && m.uid() == euid() && m.mode() & 0o077 == 0)
-}
-
-#[cfg(not(unix))]
-fn private_folder(_: &Path) -> bool {
-    false
-}
-
-/// One file's identity and times, or `absent`.
-#[cfg(unix)]
-fn stamp(p: &Path) -> String {
-    use std::os::unix::fs::MetadataExt;
-    match std::fs::metadata(p) {
-        Ok(m) => format!(
-            "{} {} {} {}.{} {}.{}",
-            m.dev(),
-            m.ino(),
-            m.len(),
-            m.mtime(),
-            m.mtime_nsec(),
-            m.ctime(),
-            m.ctime_nsec()
-        ),
-        Err(_) => "absent".to_string(),
-    }
-}
-
-#[cfg(not(unix))]
-fn stamp(_: &Path) -> String {
-    String::new()
-}
+pub(super) use super::kept::folder;
 
 /// What `python`'s answer depends on, one line each.
 pub(super) fn key(python: &Path) -> Vec<String> {
@@ -92,18 +38,10 @@ pub(super) fn key(python: &Path) -> Vec<String> {
             k.push(format!("{} {}", cfg.display(), stamp(&cfg)));
         }
     }
-    let mut vars: Vec<String> = std::env::vars_os()
-        .filter_map(|(n, v)| {
-            let n = n.to_string_lossy().into_owned();
-            let read = ["PYTHON", "PYENV", "CONDA"]
-                .iter()
-                .any(|p| n.starts_with(p))
-                || ["HOME", "PATH", "VIRTUAL_ENV"].contains(&n.as_str());
-            read.then(|| format!("env {n}={}", v.to_string_lossy()))
-        })
-        .collect();
-    vars.sort();
-    k.extend(vars);
+    k.extend(env_lines(
+        &["PYTHON", "PYENV", "CONDA"],
+        &["HOME", "PATH", "VIRTUAL_ENV"],
+    ));
     if let Ok(cwd) = std::env::current_dir() {
         k.push(format!("cwd {}", cwd.display()));
         let mut d = Some(cwd.as_path());
@@ -129,63 +67,21 @@ pub(super) fn key(python: &Path) -> Vec<String> {
 /// The answer kept in `dir` under `key`, when the file may be trusted and every folder of it
 /// is still there.
 pub(super) fn read(dir: &Path, key: &[String]) -> Option<Vec<PathBuf>> {
-    let path = dir.join(FILE);
-    if !trusted_file(&path) {
-        return None;
-    }
-    let text = accel_core::files::read_text_limited(&path, MAX_BYTES).ok()?;
-    let kept: Kept = serde_json::from_str(&text).ok()?;
-    (kept.key == key
-        && kept
-            .site_packages
-            .iter()
-            .all(|p| p.is_absolute() && p.is_dir()))
-    .then_some(kept.site_packages)
+    let sps: Vec<PathBuf> = super::kept::read(dir, FILE, key, MAX_BYTES)?;
+    sps.iter()
+        .all(|p| p.is_absolute() && p.is_dir())
+        .then_some(sps)
 }
 
-#[cfg(unix)]
-fn trusted_file(path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::symlink_metadata(path).is_ok_and(|m| {
-        m.file_type().is_file()
-            && m.uid() == euid()
-            && m.mode() & 0o077 == 0
-            && m.len() <= MAX_BYTES
-    })
-}
-
-#[cfg(not(unix))]
-fn trusted_file(_: &Path) -> bool {
-    false
-}
-
-/// Keeps `site_packages` in `dir` under `key` (written beside and renamed into place, mode
-/// 0600); a failure only means python3 is asked next time.
+/// Keeps `site_packages` in `dir` under `key`; a failure only means python3 is asked next
+/// time.
 pub(super) fn write(dir: &Path, key: &[String], site_packages: &[PathBuf]) {
-    let Ok(text) = serde_json::to_string(&Kept {
-        key: key.to_vec(),
-        site_packages: site_packages.to_vec(),
-    }) else {
-        return;
-    };
-    if text.len() as u64 > MAX_BYTES {
-        return;
-    }
-    let tmp = dir.join(format!(".{FILE}.{}", std::process::id()));
-    let mut o = std::fs::OpenOptions::new();
-    o.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-    let written = o
-        .open(&tmp)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
-    if written.is_err() || std::fs::rename(&tmp, dir.join(FILE)).is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    super::kept::write(dir, FILE, key, &site_packages, MAX_BYTES)
 }
 
 #[cfg(all(test, unix))]
 mod tests {
+    use super::super::kept::{euid, private_folder};
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
@@ -261,7 +157,7 @@ mod tests {
         std::fs::write(&f, vec![b' '; MAX_BYTES as usize + 1]).unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(read(&d, &k), None);
-        std::fs::write(&f, "{\"key\": [\"k\"], \"site_packages\": [\"relative\"]}").unwrap();
+        std::fs::write(&f, "{\"key\": [\"k\"], \"value\": [\"relative\"]}").unwrap();
         assert_eq!(read(&d, &k), None, "a relative folder is not taken");
         // A folder others may write is no place for the cache.
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();

@@ -1,0 +1,232 @@
+//! The probe helpers' answers, kept between runs in the runtime folder (`native::kept`'s
+//! trust rules), so that `accel devices` and `import accel; accel.best()` do not start a
+//! Vulkan enumeration and an XLA plugin in helpers on every call (26 and 30 ms of a 44 ms
+//! `accel devices` on a 2-core Zen 4 with lavapipe and XLA's CPU plugin installed).
+//!
+//! Only answers that cannot change while what they depend on stays the same are kept:
+//! - `wgpu`: the adapters Vulkan (and GL) list. The key holds the Vulkan loader's and EGL's
+//!   manifest folders with every file in them (drivers and implicit layers: an upgraded or
+//!   added driver rewrites its manifest), the `/dev/dri` nodes, the variables the loader and
+//!   Mesa read, and the boot (a driver's kernel module changes with a reboot).
+//! - `xla`: only when every plugin that answered is a CPU plugin (or none was found). A TPU or GPU plugin's
+//!   answer depends on whether another process holds the chip, so it is asked every time.
+//!   The key holds every plugin file accel would load (path, how it was found, identity and
+//!   times), each Python environment's folder (it changes when a package is added or removed)
+//!   and the variables the plugins read.
+//!
+//! Both keys hold accel's version and the helper program's identity and times. CUDA is never
+//! kept: a GPU's state (another process, a reset, MIG) must be read as it is now.
+
+use crate::backend::native::kept::{self, env_lines, stamp};
+use crate::base::probe_child::Lines;
+use std::path::{Path, PathBuf};
+
+/// The most a kept answer may hold.
+const MAX_BYTES: u64 = 256 * 1024;
+
+/// Plugged into `probe_child`, which asks it before starting a helper.
+pub(crate) const KEEPER: crate::base::probe_child::Keeper =
+    crate::base::probe_child::Keeper { key, read, write };
+
+fn file(task: &str) -> String {
+    format!("accel-probe-{task}.json")
+}
+
+/// What `task`'s answer depends on; `None` for tasks never kept or where nothing can be kept.
+fn key(task: &str) -> Option<Vec<String>> {
+    if !cfg!(target_os = "linux") || !matches!(task, "wgpu" | "xla") {
+        return None;
+    }
+    kept::folder()?;
+    let mut k = vec![format!("accel {} probe {task}", env!("CARGO_PKG_VERSION"))];
+    let program = crate::base::probe_child::program()?;
+    k.push(format!("program {} {}", program.display(), stamp(program)));
+    let boot =
+        accel_core::files::read_text_limited(Path::new("/proc/sys/kernel/random/boot_id"), 256)
+            .ok()?;
+    k.push(format!("boot {}", boot.trim()));
+    match task {
+        "wgpu" => {
+            k.extend(env_lines(
+                &[
+                    "VK_", "WGPU_", "MESA_", "LP_", "GALLIUM_", "__EGL", "__GLX", "LIBGL_", "XDG_",
+                ],
+                &[
+                    "HOME",
+                    "DISPLAY",
+                    "WAYLAND_DISPLAY",
+                    "LD_LIBRARY_PATH",
+                    "LD_PRELOAD",
+                ],
+            ));
+            for dir in manifest_folders() {
+                folder_lines(&dir, &mut k);
+            }
+            folder_lines(Path::new("/dev/dri"), &mut k);
+        }
+        _ => {
+            k.extend(env_lines(
+                &["ACCEL_", "PJRT_", "XLA_", "TPU_", "JAX_", "LD_"],
+                &[
+                    "CUDA_VISIBLE_DEVICES",
+                    "HOME",
+                    "VIRTUAL_ENV",
+                    "CONDA_PREFIX",
+                ],
+            ));
+            let env = crate::backend::native::libs::SearchEnv::from_process();
+            for (sp, src) in crate::backend::native::pyenv::python_environments(&env) {
+                k.push(format!("python {} ({src}) {}", sp.display(), stamp(&sp)));
+            }
+            for (p, src) in crate::backend::xla::plugin_candidates(&env) {
+                k.push(format!("plugin {} ({src}) {}", p.display(), stamp(&p)));
+            }
+        }
+    }
+    Some(k)
+}
+
+/// The Vulkan loader's driver and implicit-layer manifest folders (its search order: the
+/// XDG config and data folders, /etc) and EGL's vendor folders.
+fn manifest_folders() -> Vec<PathBuf> {
+    let var = |v: &str| std::env::var_os(v).filter(|s| !s.is_empty());
+    let home = var("HOME").map(PathBuf::from);
+    let mut roots: Vec<PathBuf> = Vec::new();
+    roots.extend(
+        var("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".config"))),
+    );
+    roots.extend(std::env::split_paths(
+        &var("XDG_CONFIG_DIRS").unwrap_or_else(|| "/etc/xdg".into()),
+    ));
+    roots.push("/etc".into());
+    roots.extend(
+        var("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".local/share"))),
+    );
+    roots.extend(std::env::split_paths(
+        &var("XDG_DATA_DIRS").unwrap_or_else(|| "/usr/local/share:/usr/share".into()),
+    ));
+    let mut out = Vec::new();
+    for r in roots.iter().filter(|r| r.is_absolute()) {
+        for sub in [
+            "vulkan/icd.d",
+            "vulkan/implicit_layer.d",
+            "glvnd/egl_vendor.d",
+        ] {
+            out.push(r.join(sub));
+        }
+    }
+    out
+}
+
+/// A folder's stamp and, sorted, each entry's (at most 256 entries).
+fn folder_lines(dir: &Path, k: &mut Vec<String>) {
+    let s = stamp(dir);
+    k.push(format!("folder {} {s}", dir.display()));
+    if s == "absent" {
+        return;
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .take(256)
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for e in entries {
+        k.push(format!("  {} {}", e.display(), stamp(&e)));
+    }
+}
+
+fn read(task: &str, key: &[String]) -> Option<Lines> {
+    let dir = kept::folder()?;
+    let lines: Lines = kept::read(&dir, &file(task), key, MAX_BYTES)?;
+    keepable(task, &lines).then_some(lines)
+}
+
+fn write(task: &str, key: &[String], lines: &Lines) {
+    if let Some(dir) = kept::folder().filter(|_| keepable(task, lines)) {
+        kept::write(&dir, &file(task), key, &lines, MAX_BYTES);
+    }
+}
+
+/// Whether an answer may be kept: it says whether the backend is available, and for XLA
+/// every plugin in it (if any: no plugin found is kept too) is a CPU plugin that started,
+/// none stalled.
+fn keepable(task: &str, lines: &[(String, String)]) -> bool {
+    let has = |k: &str| lines.iter().any(|(n, _)| n == k);
+    if !has("available") {
+        return false;
+    }
+    match task {
+        "wgpu" => true,
+        "xla" => {
+            let plugins: Vec<&str> = lines
+                .iter()
+                .filter(|(n, _)| n == "xla_plugin")
+                .map(|(_, v)| v.as_str())
+                .collect();
+            !has("stalled")
+                && plugins.iter().all(|v| {
+                    serde_json::from_str::<serde_json::Value>(v).is_ok_and(|p| {
+                        p["platform"] == "cpu" && p["problem"].is_null() && p["stalled"] == false
+                    })
+                })
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keepable;
+
+    fn lines(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn only_cpu_plugins_that_started_are_kept() {
+        let cpu = r#"{"path":"/p/cpu.so","platform":"cpu","problem":null,"stalled":false}"#;
+        let tpu = r#"{"path":"/p/libtpu.so","platform":"tpu","problem":null,"stalled":false}"#;
+        let bad = r#"{"path":"/p/x.so","platform":null,"problem":"dlopen failed","stalled":false}"#;
+        assert!(keepable(
+            "xla",
+            &lines(&[("available", "true"), ("xla_plugin", cpu)])
+        ));
+        assert!(!keepable(
+            "xla",
+            &lines(&[
+                ("available", "true"),
+                ("xla_plugin", cpu),
+                ("xla_plugin", tpu)
+            ])
+        ));
+        assert!(!keepable(
+            "xla",
+            &lines(&[("available", "false"), ("xla_plugin", bad)])
+        ));
+        assert!(!keepable(
+            "xla",
+            &lines(&[
+                ("available", "true"),
+                ("xla_plugin", cpu),
+                ("stalled", "/p/y.so")
+            ])
+        ));
+        assert!(
+            keepable("xla", &lines(&[("available", "false")])),
+            "no plugin found"
+        );
+        assert!(!keepable("xla", &lines(&[("xla_plugin", cpu)])));
+        assert!(keepable("wgpu", &lines(&[("available", "false")])));
+        assert!(!keepable("wgpu", &lines(&[])));
+        assert!(!keepable("cuda", &lines(&[("available", "true")])));
+    }
+}
