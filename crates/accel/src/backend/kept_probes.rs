@@ -4,10 +4,12 @@
 //! `accel devices` on a 2-core Zen 4 with lavapipe and XLA's CPU plugin installed).
 //!
 //! Only answers that cannot change while what they depend on stays the same are kept:
-//! - `wgpu`: the adapters Vulkan (and GL) list. The key holds the Vulkan loader's and EGL's
+//! - `wgpu`: the adapters Vulkan (and GL) list, only when every one is a CPU adapter
+//!   (lavapipe) or none was found: a GPU's driver can hang after it answered once, and its
+//!   helper is what keeps a hung driver out of this process. The key holds the Vulkan loader's and EGL's
 //!   manifest folders with every file in them (drivers and implicit layers: an upgraded or
 //!   added driver rewrites its manifest), the `/dev/dri` nodes, the variables the loader and
-//!   Mesa read, and the boot (a driver's kernel module changes with a reboot).
+//!   Mesa read, and the boot.
 //! - `xla`: only when every plugin that answered is a CPU plugin (or none was found). A TPU or GPU plugin's
 //!   answer depends on whether another process holds the chip, so it is asked every time.
 //!   The key holds every plugin file accel would load (path, how it was found, identity and
@@ -154,31 +156,32 @@ fn write(task: &str, key: &[String], lines: &Lines) {
     }
 }
 
-/// Whether an answer may be kept: it says whether the backend is available, and for XLA
-/// every plugin in it (if any: no plugin found is kept too) is a CPU plugin that started,
-/// none stalled.
+/// Whether an answer may be kept: it says whether the backend is available, and every
+/// adapter in it is a CPU one (lavapipe) or every XLA plugin a CPU plugin that started, none
+/// stalled (no adapter or plugin found is kept too).
 fn keepable(task: &str, lines: &[(String, String)]) -> bool {
     let has = |k: &str| lines.iter().any(|(n, _)| n == k);
     if !has("available") {
         return false;
     }
     match task {
-        "wgpu" => true,
+        "wgpu" => all_facts(lines, "adapter", |a| a["device_type"] == "Cpu"),
         "xla" => {
-            let plugins: Vec<&str> = lines
-                .iter()
-                .filter(|(n, _)| n == "xla_plugin")
-                .map(|(_, v)| v.as_str())
-                .collect();
             !has("stalled")
-                && plugins.iter().all(|v| {
-                    serde_json::from_str::<serde_json::Value>(v).is_ok_and(|p| {
-                        p["platform"] == "cpu" && p["problem"].is_null() && p["stalled"] == false
-                    })
+                && all_facts(lines, "xla_plugin", |p| {
+                    p["platform"] == "cpu" && p["problem"].is_null() && p["stalled"] == false
                 })
         }
         _ => false,
     }
+}
+
+/// Whether every `name` line of the answer is JSON that passes `ok` (true when there is none).
+fn all_facts(lines: &[(String, String)], name: &str, ok: fn(&serde_json::Value) -> bool) -> bool {
+    lines
+        .iter()
+        .filter(|(n, _)| n == name)
+        .all(|(_, v)| serde_json::from_str::<serde_json::Value>(v).is_ok_and(|f| ok(&f)))
 }
 
 #[cfg(test)]
@@ -192,7 +195,7 @@ mod tests {
     }
 
     #[test]
-    fn only_cpu_plugins_that_started_are_kept() {
+    fn only_cpu_adapters_and_cpu_plugins_that_started_are_kept() {
         let cpu = r#"{"path":"/p/cpu.so","platform":"cpu","problem":null,"stalled":false}"#;
         let tpu = r#"{"path":"/p/libtpu.so","platform":"tpu","problem":null,"stalled":false}"#;
         let bad = r#"{"path":"/p/x.so","platform":null,"problem":"dlopen failed","stalled":false}"#;
@@ -226,6 +229,20 @@ mod tests {
         );
         assert!(!keepable("xla", &lines(&[("xla_plugin", cpu)])));
         assert!(keepable("wgpu", &lines(&[("available", "false")])));
+        let lavapipe = r#"{"name":"llvmpipe","device_type":"Cpu"}"#;
+        let gpu = r#"{"name":"NVIDIA H200","device_type":"DiscreteGpu"}"#;
+        assert!(keepable(
+            "wgpu",
+            &lines(&[("available", "true"), ("adapter", lavapipe)])
+        ));
+        assert!(!keepable(
+            "wgpu",
+            &lines(&[
+                ("available", "true"),
+                ("adapter", lavapipe),
+                ("adapter", gpu)
+            ])
+        ));
         assert!(!keepable("wgpu", &lines(&[])));
         assert!(!keepable("cuda", &lines(&[("available", "true")])));
     }
