@@ -36,7 +36,7 @@ pub const KNOWN: &[(&str, &str)] = &[
     ("ACCEL_CACHE_DIR", "the folder for compiled kernels"),
     (
         "ACCEL_RUNTIME_CACHE",
-        "on or off (default on): keep what probing found (python3's site-packages, Vulkan adapters, XLA CPU plugins) in the runtime folder between runs",
+        "on or off (default on; any other value counts as off): keep what probing found (python3's site-packages, CPU-only Vulkan and XLA answers) in the runtime folder between runs",
     ),
     (
         "ACCEL_CPU_KERNEL",

@@ -66,8 +66,9 @@ pub fn keep_answers(keeper: Keeper) {
     let _ = KEEPER.set(keeper);
 }
 
-/// From now on every helper runs again (and its answer is kept anew): `accel doctor` looks
-/// at the machine as it is, never at a kept answer.
+/// From now on no kept answer is taken: every helper this process starts runs again, and its
+/// answer is kept anew. `accel doctor` calls it first, so that it looks at the machine as it
+/// is (a process that already probed keeps what it found).
 pub fn fresh_answers() {
     FRESH.store(true, Ordering::SeqCst);
 }
@@ -152,11 +153,9 @@ pub fn canary(task: &'static str) -> Result<Option<Answer>, Refusal> {
 /// when it finished).
 fn kept_or_run(program: &PathBuf, task: &str) -> Verdict {
     // A bad ACCEL_PROBE_TIMEOUT is reported by `run`, kept answer or not.
-    let keeper = KEEPER
-        .get()
-        .filter(|_| !FRESH.load(Ordering::SeqCst) && limit().is_ok());
+    let keeper = KEEPER.get().filter(|_| limit().is_ok());
     let key = keeper.and_then(|k| (k.key)(task).map(|key| (k, key)));
-    if let Some((k, key)) = &key {
+    if let Some((k, key)) = key.as_ref().filter(|_| !FRESH.load(Ordering::SeqCst)) {
         if let Some(lines) = (k.read)(task, key) {
             return Ok(Some(Answer { lines }));
         }

@@ -6,12 +6,16 @@
 //! Only answers that cannot change while what they depend on stays the same are kept:
 //! - `wgpu`: the adapters Vulkan (and GL) list, only when every one is a CPU adapter
 //!   (lavapipe) or none was found: a GPU's driver can hang after it answered once, and its
-//!   helper is what keeps a hung driver out of this process. The key holds the Vulkan loader's and EGL's
-//!   manifest folders with every file in them (drivers and implicit layers: an upgraded or
-//!   added driver rewrites its manifest), the `/dev/dri` nodes, the variables the loader and
-//!   Mesa read, and the boot.
-//! - `xla`: only when every plugin that answered is a CPU plugin (or none was found). A TPU or GPU plugin's
-//!   answer depends on whether another process holds the chip, so it is asked every time.
+//!   helper is what keeps a hung driver out of this process. The key holds the Vulkan
+//!   loader's and EGL's manifest folders with every file in them (drivers, layers and loader settings: an
+//!   upgraded or added driver rewrites its manifest) and the driver library each manifest
+//!   names, the dynamic linker's cache (`ldconfig` runs when a library such as the Vulkan
+//!   loader is installed), the GPU device nodes (`/dev/dri/*`, `/dev/nvidia*`, `/dev/kfd`: a
+//!   driver module loaded since makes them), the variables the loader, its layers, EGL and
+//!   Mesa read (`VK_*`, `MESA_*`, `ENABLE_*`/`DISABLE_*`, `DRI_PRIME`...), and the boot.
+//! - `xla`: only when every plugin that answered is a CPU plugin (or none was found). A TPU
+//!   or GPU plugin's answer depends on whether another process holds the chip, so it is asked
+//!   every time.
 //!   The key holds every plugin file accel would load (path, how it was found, identity and
 //!   times), each Python environment's folder (it changes when a package is added or removed)
 //!   and the variables the plugins read.
@@ -52,19 +56,28 @@ fn key(task: &str) -> Option<Vec<String>> {
             k.extend(env_lines(
                 &[
                     "VK_", "WGPU_", "MESA_", "LP_", "GALLIUM_", "__EGL", "__GLX", "LIBGL_", "XDG_",
+                    "EGL_", "DRI_", "ENABLE_", "DISABLE_", "NODEVICE", "LD_",
                 ],
-                &[
-                    "HOME",
-                    "DISPLAY",
-                    "WAYLAND_DISPLAY",
-                    "LD_LIBRARY_PATH",
-                    "LD_PRELOAD",
-                ],
+                &["HOME", "DISPLAY", "WAYLAND_DISPLAY"],
             ));
             for dir in manifest_folders() {
                 folder_lines(&dir, &mut k);
             }
+            k.push(format!(
+                "/etc/ld.so.cache {}",
+                stamp(Path::new("/etc/ld.so.cache"))
+            ));
             folder_lines(Path::new("/dev/dri"), &mut k);
+            let mut nodes: Vec<String> = std::fs::read_dir("/dev")
+                .into_iter()
+                .flatten()
+                .flatten()
+                .take(4096)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("nvidia") || n == "kfd")
+                .collect();
+            nodes.sort();
+            k.push(format!("/dev {}", nodes.join(" ")));
         }
         _ => {
             k.extend(env_lines(
@@ -116,6 +129,8 @@ fn manifest_folders() -> Vec<PathBuf> {
         for sub in [
             "vulkan/icd.d",
             "vulkan/implicit_layer.d",
+            "vulkan/explicit_layer.d",
+            "vulkan/loader_settings.d",
             "glvnd/egl_vendor.d",
         ] {
             out.push(r.join(sub));
@@ -124,7 +139,8 @@ fn manifest_folders() -> Vec<PathBuf> {
     out
 }
 
-/// A folder's stamp and, sorted, each entry's (at most 256 entries).
+/// A folder's stamp and, sorted, each entry's (at most 256 entries), with the library a
+/// manifest among them names by absolute path (`ICD.library_path`, `layer.library_path`).
 fn folder_lines(dir: &Path, k: &mut Vec<String>) {
     let s = stamp(dir);
     k.push(format!("folder {} {s}", dir.display()));
@@ -141,7 +157,24 @@ fn folder_lines(dir: &Path, k: &mut Vec<String>) {
     entries.sort();
     for e in entries {
         k.push(format!("  {} {}", e.display(), stamp(&e)));
+        if e.extension().is_some_and(|x| x == "json") {
+            if let Some(lib) = manifest_library(&e) {
+                k.push(format!("    {} {}", lib.display(), stamp(&lib)));
+            }
+        }
     }
+}
+
+/// The absolute library path a Vulkan or EGL manifest names, if any (read at most 64 KiB).
+fn manifest_library(manifest: &Path) -> Option<PathBuf> {
+    let text = accel_core::files::read_text_limited(manifest, 64 * 1024).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let lib = ["ICD", "layer"]
+        .iter()
+        .find_map(|s| v[*s]["library_path"].as_str())
+        .or_else(|| v["library_path"].as_str())?;
+    let p = PathBuf::from(lib);
+    p.is_absolute().then_some(p)
 }
 
 fn read(task: &str, key: &[String]) -> Option<Lines> {

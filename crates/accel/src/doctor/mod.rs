@@ -48,7 +48,7 @@ pub struct Diagnosis {
 pub fn diagnose() -> Diagnosis {
     let t0 = Instant::now();
     // A diagnosis probes the machine as it is now: no helper's answer kept from an earlier
-    // run (`backend::kept_probes`) is taken.
+    // run (`backend::kept_probes`) is taken, and the new answers are kept instead.
     crate::base::probe_child::fresh_answers();
     // A diagnosis loads every CUDA library it finds, driver or not: a broken or mismatched
     // file must show here (listing devices only finds them).

@@ -1,10 +1,10 @@
 //! What accel found, kept between runs in the runtime folder under a key of everything it
-//! depends on (`pycache`: python3's site-packages; `probe_cache`: the probe helpers' answers).
+//! depends on (`pycache`: python3's site-packages; `kept_probes`: the probe helpers' answers).
 //!
 //! A kept file is trusted only where the runtime folder is the user's and private, the file a
 //! regular one (not a link) of the user's with no access for others, and under its size
 //! limit; anything else is ignored and, when it can be, replaced. `ACCEL_RUNTIME_CACHE=off`
-//! keeps nothing and reads nothing.
+//! (or any value but `on`: a typo must not leave it on) keeps nothing and reads nothing.
 
 use std::path::{Path, PathBuf};
 
@@ -16,12 +16,15 @@ struct Kept<T> {
 
 /// The runtime folder kept files live in: `XDG_RUNTIME_DIR` when it is absolute, the user's
 /// and private (the `accel` command sets it to such a folder when it is unset), and
-/// `ACCEL_RUNTIME_CACHE` is not `off`.
+/// `ACCEL_RUNTIME_CACHE` unset or `on` (a bad value, which `accel doctor` reports, counts as
+/// `off`).
 pub(crate) fn folder() -> Option<PathBuf> {
-    if matches!(
-        accel_core::env::choice("ACCEL_RUNTIME_CACHE", &["on", "off"]),
-        Ok(Some(v)) if v == "off"
-    ) {
+    let on = match accel_core::env::choice("ACCEL_RUNTIME_CACHE", &["on", "off"]) {
+        Ok(None) => true,
+        Ok(Some(v)) => v == "on",
+        Err(_) => false,
+    };
+    if !on {
         return None;
     }
     let dir = PathBuf::from(std::env::var_os("XDG_RUNTIME_DIR")?);
