@@ -232,51 +232,72 @@ mod tests {
         let cpu = r#"{"path":"/p/cpu.so","platform":"cpu","problem":null,"stalled":false}"#;
         let tpu = r#"{"path":"/p/libtpu.so","platform":"tpu","problem":null,"stalled":false}"#;
         let bad = r#"{"path":"/p/x.so","platform":null,"problem":"dlopen failed","stalled":false}"#;
-        assert!(keepable(
-            "xla",
-            &lines(&[("available", "true"), ("xla_plugin", cpu)])
-        ));
-        assert!(!keepable(
-            "xla",
-            &lines(&[
-                ("available", "true"),
-                ("xla_plugin", cpu),
-                ("xla_plugin", tpu)
-            ])
-        ));
-        assert!(!keepable(
-            "xla",
-            &lines(&[("available", "false"), ("xla_plugin", bad)])
-        ));
-        assert!(!keepable(
-            "xla",
-            &lines(&[
-                ("available", "true"),
-                ("xla_plugin", cpu),
-                ("stalled", "/p/y.so")
-            ])
-        ));
-        assert!(
-            keepable("xla", &lines(&[("available", "false")])),
-            "no plugin found"
-        );
-        assert!(!keepable("xla", &lines(&[("xla_plugin", cpu)])));
-        assert!(keepable("wgpu", &lines(&[("available", "false")])));
         let lavapipe = r#"{"name":"llvmpipe","device_type":"Cpu"}"#;
         let gpu = r#"{"name":"NVIDIA H200","device_type":"DiscreteGpu"}"#;
-        assert!(keepable(
-            "wgpu",
-            &lines(&[("available", "true"), ("adapter", lavapipe)])
-        ));
-        assert!(!keepable(
-            "wgpu",
-            &lines(&[
-                ("available", "true"),
-                ("adapter", lavapipe),
-                ("adapter", gpu)
-            ])
-        ));
-        assert!(!keepable("wgpu", &lines(&[])));
-        assert!(!keepable("cuda", &lines(&[("available", "true")])));
+        /// (task, answer, kept?, why)
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], bool, &'a str);
+        let cases: &[Case] = &[
+            (
+                "xla",
+                &[("available", "true"), ("xla_plugin", cpu)],
+                true,
+                "CPU plugin",
+            ),
+            (
+                "xla",
+                &[
+                    ("available", "true"),
+                    ("xla_plugin", cpu),
+                    ("xla_plugin", tpu),
+                ],
+                false,
+                "a TPU plugin beside it",
+            ),
+            (
+                "xla",
+                &[("available", "false"), ("xla_plugin", bad)],
+                false,
+                "a broken plugin",
+            ),
+            (
+                "xla",
+                &[
+                    ("available", "true"),
+                    ("xla_plugin", cpu),
+                    ("stalled", "/p/y.so"),
+                ],
+                false,
+                "a stalled plugin",
+            ),
+            ("xla", &[("available", "false")], true, "no plugin found"),
+            ("xla", &[("xla_plugin", cpu)], false, "no availability line"),
+            ("wgpu", &[("available", "false")], true, "no adapter found"),
+            (
+                "wgpu",
+                &[("available", "true"), ("adapter", lavapipe)],
+                true,
+                "lavapipe",
+            ),
+            (
+                "wgpu",
+                &[
+                    ("available", "true"),
+                    ("adapter", lavapipe),
+                    ("adapter", gpu),
+                ],
+                false,
+                "a GPU beside lavapipe",
+            ),
+            ("wgpu", &[], false, "an empty answer"),
+            (
+                "cuda",
+                &[("available", "true")],
+                false,
+                "CUDA is never kept",
+            ),
+        ];
+        for (task, answer, kept, why) in cases {
+            assert_eq!(keepable(task, &lines(answer)), *kept, "{task}: {why}");
+        }
     }
 }
