@@ -42,8 +42,10 @@ def _use_the_installed_command_as_probe_helper() -> None:
 
     # The environment this module is installed in is where its CUDA wheels and PJRT plugins
     # are: a notebook kernel in a venv often runs without VIRTUAL_ENV (activation sets it).
-    if sys.prefix != sys.base_prefix and "VIRTUAL_ENV" not in os.environ:
-        os.environ["VIRTUAL_ENV"] = sys.prefix
+    # Named to the native half, not set in os.environ: `import accel` changes no variable
+    # that the notebook's children would inherit.
+    if sys.prefix != sys.base_prefix:
+        _accel.set_python_prefix(sys.prefix)
 
     exe = os.path.join(sysconfig.get_path("scripts"), "accel")
     if os.path.isfile(exe) and os.access(exe, os.X_OK):

@@ -30,19 +30,31 @@ class Recording:
             self._live = Watch(interval, _recorder=self._native)
 
     def __enter__(self) -> "Recording":
-        self._native.start()
-        if self._live is not None:
-            self._live.__enter__()
+        # A KeyboardInterrupt (or any error) before the `with` block is entered skips
+        # __exit__: whatever was started is stopped here, so no sampler outlives the block.
+        try:
+            self._native.start()
+            if self._live is not None:
+                self._live.__enter__()
+        except BaseException:
+            self._stop_quietly()
+            raise
         return self
+
+    def _stop_quietly(self) -> None:
+        try:
+            if self._live is not None:
+                self._live.__exit__(None, None, None)
+        finally:
+            self._native.stop()
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
     def stop(self) -> None:
         """Stops sampling (also done on leaving the `with` block)."""
-        if self._live is not None:
-            self._live.__exit__(None, None, None)
-        self._native.stop()
+        # The native sampler stops even when stopping the live view is interrupted.
+        self._stop_quietly()
         self._raw = json.loads(self._native.samples_json())
 
     @property
@@ -196,16 +208,24 @@ class Measurement:
 
     def __enter__(self) -> "Measurement":
         self._rec.__enter__()
-        self._t0 = time.perf_counter()
+        try:
+            self._t0 = time.perf_counter()
+        except BaseException:
+            self._rec._stop_quietly()
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.seconds = time.perf_counter() - self._t0
-        n = self._rec._native.taken()
-        deadline = time.monotonic() + 5 * self._rec.interval + 1.0
-        while self._rec._native.taken() < max(2, n + 1) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        self._rec.stop()
+        # However this is left (an interrupt while it waits for the last sample included),
+        # the sampler is stopped.
+        try:
+            self.seconds = time.perf_counter() - self._t0
+            n = self._rec._native.taken()
+            deadline = time.monotonic() + 5 * self._rec.interval + 1.0
+            while self._rec._native.taken() < max(2, n + 1) and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            self._rec.stop()
         self.energy = self._rec.energy()
 
     def __repr__(self) -> str:

@@ -108,28 +108,37 @@ class Watch:
         if self._thread is not None:
             raise _accel.AccelError("this watch is already running")
         self._stop.clear()
-        if self._own:
-            self._rec.start()
-        # The first sample comes at once: shown from this thread, so the output belongs to
-        # the cell that started the watch; later ones update it from the follower thread.
-        deadline = time.monotonic() + max(5.0, 2 * self.interval)
-        while self._rec.taken() == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        self._seen = self._rec.taken()
-        self._show()
-        import threading
+        # A KeyboardInterrupt (or any error) before the `with` block is entered skips
+        # __exit__: what was started is stopped here, so no sampler or follower outlives it.
+        try:
+            if self._own:
+                self._rec.start()
+            # The first sample comes at once: shown from this thread, so the output belongs
+            # to the cell that started the watch; later ones update it from the follower.
+            deadline = time.monotonic() + max(5.0, 2 * self.interval)
+            while self._rec.taken() == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self._seen = self._rec.taken()
+            self._show()
+            import threading
 
-        self._thread = threading.Thread(target=self._follow, name="accel-watch", daemon=True)
-        self._thread.start()
+            self._thread = threading.Thread(target=self._follow, name="accel-watch",
+                                            daemon=True)
+            self._thread.start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._own:
-            self._rec.stop()
+        try:
+            if self._thread is not None:
+                self._thread.join()
+                self._thread = None
+        finally:
+            if self._own:
+                self._rec.stop()
 
     def run(self, seconds: Optional[float] = None) -> "Watch":
         """Watches in the foreground until `seconds` pass (None: until the cell is

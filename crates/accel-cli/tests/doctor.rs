@@ -341,24 +341,7 @@ fn a_planted_plugin_in_an_untrusted_venv_is_never_loaded() {
     let home = root.join("home");
     std::fs::create_dir_all(&home).unwrap();
     let marker = root.join("MARKER");
-    // A PJRT "plugin" whose constructor, which runs at dlopen, writes a marker file.
-    let src = root.join("evil.c");
-    std::fs::write(
-        &src,
-        format!(
-            "#include <fcntl.h>\n#include <unistd.h>\n__attribute__((constructor)) static void planted(void) {{ int fd = open(\"{}\", O_CREAT | O_WRONLY, 0644); if (fd >= 0) close(fd); }}\n",
-            marker.display()
-        ),
-    )
-    .unwrap();
-    let so = sp.join("pjrt_c_api_evil_plugin.so");
-    let built = Command::new("gcc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(&so)
-        .arg(&src)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !built {
+    if !planted_plugin(&sp.join("pjrt_c_api_evil_plugin.so"), &marker) {
         println!("skipped: gcc: cannot build the planted plugin");
         return;
     }
@@ -421,6 +404,134 @@ fn a_planted_plugin_in_an_untrusted_venv_is_never_loaded() {
         marker.exists(),
         "the control failed: the plugin did not load from the user's own .venv, so the test proves nothing"
     );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Builds a PJRT "plugin" at `so` whose constructor, which runs at dlopen, creates `marker`
+/// (mode 0644, by whoever loaded it). False when gcc cannot build it.
+fn planted_plugin(so: &Path, marker: &Path) -> bool {
+    let src = so.with_extension("c");
+    std::fs::write(
+        &src,
+        format!(
+            "#include <fcntl.h>\n#include <unistd.h>\n__attribute__((constructor)) static void planted(void) {{ int fd = open(\"{}\", O_CREAT | O_WRONLY, 0644); if (fd >= 0) close(fd); }}\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let built = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(so)
+        .arg(&src)
+        .status()
+        .is_ok_and(|s| s.success());
+    let _ = std::fs::remove_file(&src);
+    built
+}
+
+/// A plugin planted under `/opt` by another user (uid 4242) is never loaded by `accel
+/// devices` or `accel doctor`, run as root or as a third user (uid 4343), while the same
+/// plugin in a root-owned `/opt` folder is (the control). `/opt` is a private tmpfs in a mount
+/// namespace of the test's own (`unshare --mount`), so the machine's `/opt` is never touched.
+#[test]
+fn a_plugin_under_opt_that_another_user_owns_is_never_loaded() {
+    if uid() != 0 {
+        println!("skipped: unshare: the /opt test needs root (a mount namespace, chown)");
+        return;
+    }
+    let ok = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        println!("skipped: unshare: no mount namespace here");
+        return;
+    }
+    let root = std::env::temp_dir().join(format!("accel-opt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let so = root.join("pjrt_c_api_evil_plugin.so");
+    let marker = root.join("markers/MARKER");
+    std::fs::create_dir_all(marker.parent().unwrap()).unwrap();
+    // Any user may leave the marker: the third user's accel must be able to, if it loads it.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        marker.parent().unwrap(),
+        std::fs::Permissions::from_mode(0o1777),
+    )
+    .unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    if !planted_plugin(&so, &marker) {
+        println!("skipped: gcc: cannot build the planted plugin");
+        return;
+    }
+    // A real layout (jupyter/docker-stacks' /opt/conda belongs to uid 1000 and is
+    // group-writable); here the folder is another user's outright, with ordinary modes.
+    let setup = |owner: &str| {
+        format!(
+            "set -e; mount -t tmpfs -o mode=755 none /opt; \
+             sp=/opt/shared/lib/python3.11/site-packages/pkg; mkdir -p $sp; \
+             cp {so} $sp/; chmod -R u=rwX,go=rX /opt/shared; chown -R {owner} /opt/shared; ",
+            so = so.display()
+        )
+    };
+    let run = |owner: &str, as_user: &str, args: &str| -> Output {
+        let cmd = format!(
+            "{}exec {as_user} {} {args}",
+            setup(owner),
+            env!("CARGO_BIN_EXE_accel")
+        );
+        Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c", &cmd])
+            .current_dir(&root)
+            .env_remove("VIRTUAL_ENV")
+            .env_remove("CONDA_PREFIX")
+            .env_remove("ACCEL_PJRT_PLUGIN")
+            .env_remove("PJRT_NAMES_AND_LIBRARY_PATHS")
+            .env_remove("ACCEL_TRUSTED_DIRS")
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("ACCEL_CACHE_DIR")
+            .env("ACCEL_RUNTIME_CACHE", "off")
+            .env("HOME", &root)
+            .output()
+            .expect("unshare runs")
+    };
+    let third = "setpriv --reuid 4343 --regid 4343 --clear-groups";
+    for (as_user, who) in [("", "root"), (third, "a third user")] {
+        for args in ["devices", "doctor --json"] {
+            let o = run("4242:4242", as_user, args);
+            assert!(
+                o.status.code().is_some_and(|c| c <= 1),
+                "accel {args} as {who}: {o:?}"
+            );
+            assert!(
+                !marker.exists(),
+                "accel {args} as {who} loaded a plugin from a folder uid 4242 owns: {}",
+                String::from_utf8_lossy(&o.stdout)
+            );
+            if args.starts_with("doctor") {
+                let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+                let c = find(&v, "env.untrusted_folders");
+                let found = c["found"].as_str().unwrap();
+                assert_eq!(c["status"], "warn", "{c}");
+                assert!(
+                    found.contains("/opt/shared") && found.contains("belongs to uid 4242"),
+                    "doctor as {who} does not name the folder and its owner: {found}"
+                );
+                assert!(found.contains("mode 755"), "{found}");
+            }
+        }
+        // The control: the same plugin in a folder root owns is loaded, so the check above
+        // can fail.
+        let o = run("0:0", as_user, "devices");
+        assert!(o.status.success(), "{o:?}");
+        assert!(
+            marker.exists(),
+            "the control failed: as {who}, the plugin did not load from a root-owned /opt \
+             folder either, so the test proves nothing"
+        );
+        std::fs::remove_file(&marker).unwrap();
+    }
     let _ = std::fs::remove_dir_all(&root);
 }
 

@@ -361,3 +361,288 @@ fn the_fleet_is_served_live_behind_basic_auth_and_printed_as_a_page() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A fleet member that answers every request with `body` (HTTP/1.1, then closes), on a thread
+/// that stops with the test process.
+fn hostile_member(body: Vec<u8>) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut req = [0u8; 4096];
+            let _ = s.read(&mut req);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(&body);
+        }
+    });
+    addr
+}
+
+/// What `accel ARGS` cost, from the kernel's accounting of the child (`wait4`'s rusage).
+struct Cost {
+    /// Peak resident memory, MiB.
+    peak_mib: f64,
+    /// CPU time, user and system, seconds.
+    cpu_s: f64,
+    code: Option<i32>,
+    out: String,
+    err: String,
+}
+
+// The child is reaped by wait4 below, which clippy does not see.
+#[allow(clippy::zombie_processes)]
+fn cost<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Cost {
+    use std::io::Read;
+    let child = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let (mut so, mut se) = (child.stdout.unwrap(), child.stderr.unwrap());
+    let t = std::thread::spawn(move || {
+        let mut e = String::new();
+        let _ = se.read_to_string(&mut e);
+        e
+    });
+    let mut out = String::new();
+    let _ = so.read_to_string(&mut out);
+    let err = t.join().unwrap();
+    let mut status = 0;
+    // SAFETY: rusage is plain integers (all-zero valid); wait4 reaps our own child `pid`
+    // (std's Child was taken apart above, so nothing else waits on it).
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut ru) }, pid);
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Cost {
+        peak_mib: ru.ru_maxrss as f64 / 1024.0,
+        cpu_s: secs(ru.ru_utime) + secs(ru.ru_stime),
+        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        out,
+        err,
+    }
+}
+
+/// One member answering a list of zeros where devices go: 1 MB of it cost the viewer 1.0 GB
+/// (2.9 GB with --html), 16 MiB aborted it ("memory allocation of 3 bytes failed"). Now the
+/// row keeps 256 devices and counts the rest, so the viewer's memory does not grow with the
+/// answer: at most 300 MB for 1 MB (the issue's bar), and a 16 MiB answer is a row too.
+#[test]
+fn a_member_answering_millions_of_devices_costs_the_viewer_little() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let zeros = |bytes: usize| {
+        let mut b = br#"{"kind":"monitor","devices":["#.to_vec();
+        while b.len() + 4 < bytes {
+            b.extend_from_slice(b"0,");
+        }
+        b.extend_from_slice(b"0]}");
+        b
+    };
+    // The body limit is 16 MiB: the largest answer a member may send.
+    let sizes = [(1_000_000usize, "1 MB"), ((16 << 20) - 64, "16 MiB")];
+    for (bytes, what) in sizes {
+        let body = zeros(bytes);
+        let sent = body.iter().filter(|&&c| c == b'0').count();
+        let addr = hostile_member(body);
+        let list = format!("{addr}");
+        for mode in ["--json", "--html"] {
+            let args: Vec<String> = [
+                "monitor",
+                "--hosts",
+                &list,
+                mode,
+                "--count",
+                "1",
+                "--timeout",
+                "20",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            let Cost {
+                peak_mib: mib,
+                code,
+                out,
+                err,
+                ..
+            } = cost(&args);
+            println!("fleet member answering {what} of zeros, {mode}: peak {mib:.0} MiB");
+            assert_eq!(code, Some(0), "{what} {mode}: {err}");
+            assert!(
+                mib < 300.0,
+                "{what} {mode}: the viewer peaked at {mib:.0} MiB (bar: 300 MB)"
+            );
+            if mode == "--json" {
+                let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+                let h = &v["hosts"][0];
+                assert_eq!(h["state"], "up", "{h}");
+                assert_eq!(h["device_rows"].as_array().unwrap().len(), 0, "{h}");
+                assert_eq!(h["devices_not_shown"], sent, "{h}");
+                assert!(fleet_schema().is_valid(&v), "{v}");
+            } else {
+                assert!(out.contains("more machines"), "{what}: {out:.300}");
+            }
+        }
+    }
+    // Objects count as devices up to the cap, the rest is counted.
+    let mut b = br#"{"kind":"monitor","devices":["#.to_vec();
+    for i in 0..1000 {
+        b.extend_from_slice(
+            format!(
+                r#"{{"vendor":"amd","index":{i},"name":"{}","up":true}},"#,
+                "x".repeat(1000)
+            )
+            .as_bytes(),
+        );
+    }
+    b.extend_from_slice(br#"{"vendor":"amd","index":1000}]}"#);
+    let addr = hostile_member(b);
+    let (code, docs, err) = fleet_json(&[
+        "monitor",
+        "--hosts",
+        &addr.to_string(),
+        "--json",
+        "--count",
+        "1",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let h = &docs[0]["hosts"][0];
+    assert_eq!(h["device_rows"].as_array().unwrap().len(), 256);
+    assert_eq!(h["devices_not_shown"], 1001 - 256);
+    assert_eq!(h["device_rows"][0]["name"].as_str().unwrap().len(), 256);
+    let out = Command::new(env!("CARGO_BIN_EXE_accel"))
+        .args(["monitor", "--hosts", &addr.to_string(), "--count", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("745 more devices in its answer not shown"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// A stand-in for Prometheus's HTTP API (its query endpoint only): `answer(query)` gives the
+/// result list of each instant query, after `delay`.
+fn fake_prometheus(
+    delay: Duration,
+    answer: impl Fn(&str) -> String + Send + Sync + 'static,
+) -> std::net::SocketAddr {
+    use std::io::{BufRead, BufReader, Write};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let answer = std::sync::Arc::new(answer);
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { continue };
+            let answer = answer.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut first = String::new();
+                let _ = r.read_line(&mut first);
+                let mut line = String::new();
+                while r.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let query = first
+                    .split("query=")
+                    .nth(1)
+                    .and_then(|q| q.split([' ', '&']).next())
+                    .unwrap_or("")
+                    .to_string();
+                std::thread::sleep(delay);
+                let body = format!(
+                    r#"{{"status":"success","data":{{"resultType":"vector","result":[{}]}}}}"#,
+                    answer(&query)
+                );
+                let mut s = s;
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    addr
+}
+
+/// 8,000 GPUs read from Prometheus (dcgm-exporter's series, 1,000 machines of 8): every GPU
+/// is a row, at a CPU cost that grows with the GPUs, not with their square (8.45 s of CPU a
+/// round before; the bar here is 2 s for all of it, start-up included); and `--timeout`
+/// bounds the whole round: 13 queries answered 0.4 s each (each within the timeout) end the
+/// round at the 1.5 s asked for, not at 5.2 s.
+#[test]
+fn prometheus_with_eight_thousand_gpus_is_linear_and_bounded_by_the_timeout() {
+    let series = |query: &str| -> String {
+        if !query.starts_with("DCGM_FI_DEV_") && query != "up" {
+            return String::new();
+        }
+        let mut v = Vec::with_capacity(8000);
+        for host in 0..1000 {
+            for gpu in 0..8 {
+                let instance = format!("10.0.{}.{}:9400", host / 250, host % 250);
+                let value = match query {
+                    "up" if gpu == 0 => "1",
+                    "up" => continue,
+                    "DCGM_FI_DEV_FB_USED" => "1024",
+                    "DCGM_FI_DEV_FB_FREE" => "3072",
+                    _ => "50",
+                };
+                v.push(format!(
+                    r#"{{"metric":{{"instance":"{instance}","gpu":"{gpu}","UUID":"GPU-{host}-{gpu}","modelName":"Tesla T4"}},"value":[1,"{value}"]}}"#
+                ));
+            }
+        }
+        v.join(",")
+    };
+    let addr = fake_prometheus(Duration::ZERO, series);
+    let Cost {
+        cpu_s: cpu,
+        code,
+        out,
+        err,
+        ..
+    } = cost(&[
+        "monitor",
+        "--prometheus",
+        &format!("http://{addr}"),
+        "--json",
+        "--count",
+        "1",
+        "--timeout",
+        "30",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["totals"]["devices"], 8000, "{:.300}", out);
+    assert_eq!(v["totals"]["hosts"], 1000);
+    // The memory from dcgm's MiB: 1 GiB used of 4 GiB on every GPU.
+    assert_eq!(v["totals"]["memory_total_bytes"], 8000u64 * (4 << 30));
+    println!("monitor --prometheus over 8,000 GPUs: {cpu:.2} s of CPU");
+    assert!(cpu < 2.0, "{cpu:.2} s of CPU for 8,000 GPUs");
+
+    let slow = fake_prometheus(Duration::from_millis(400), |_| String::new());
+    let t = Instant::now();
+    let Cost { code, err, .. } = cost(&[
+        "monitor",
+        "--prometheus",
+        &format!("http://{slow}"),
+        "--json",
+        "--count",
+        "1",
+        "--timeout",
+        "1.5",
+    ]);
+    let took = t.elapsed().as_secs_f64();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("within --timeout 1.5 s"), "{err}");
+    assert!(took < 3.0, "the round took {took:.1} s with --timeout 1.5");
+}

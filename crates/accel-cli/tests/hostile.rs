@@ -345,6 +345,152 @@ fn a_process_name_with_escapes_reaches_no_terminal() {
     }
 }
 
+/// What stdout of a `--json` command holds that it must not: raw bytes a terminal acts on
+/// (ESC, BEL, DEL, C1 controls as UTF-8, U+202E) or text that is not JSON (each line one
+/// document, or the whole output one document).
+fn json_problem(out: &[u8]) -> Option<String> {
+    let text = match std::str::from_utf8(out) {
+        Ok(t) => t,
+        Err(e) => return Some(format!("not UTF-8: {e}")),
+    };
+    if let Some(c) = text.chars().find(|&c| {
+        (c.is_control() && c != '\n') || ('\u{7f}'..='\u{9f}').contains(&c) || c == '\u{202e}'
+    }) {
+        return Some(format!("raw {c:?} in the output"));
+    }
+    if serde_json::from_str::<serde_json::Value>(text).is_ok() {
+        return None;
+    }
+    for l in text.lines().filter(|l| !l.is_empty()) {
+        if let Err(e) = serde_json::from_str::<serde_json::Value>(l) {
+            return Some(format!("not JSON ({e}): {l:.200}"));
+        }
+    }
+    None
+}
+
+/// Whether any string in `v` is `want`.
+fn holds_string(v: &serde_json::Value, want: &str) -> bool {
+    match v {
+        serde_json::Value::String(s) => s == want,
+        serde_json::Value::Array(a) => a.iter().any(|x| holds_string(x, want)),
+        serde_json::Value::Object(o) => o.values().any(|x| holds_string(x, want)),
+        _ => false,
+    }
+}
+
+/// A process name with DEL, C1 controls (CSI as one character), a bidi override, ESC and a
+/// byte that is not UTF-8 (anyone names their process with prctl(PR_SET_NAME)): every
+/// `--json` command stays valid JSON with nothing a terminal acts on. Before, `mem --json` and
+/// `monitor --json` ran the terminal escaping over the JSON text and wrote `\x7f`, which no
+/// JSON parser takes.
+#[test]
+fn hostile_bytes_in_names_leave_every_json_output_valid_json() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../accel-telemetry/tests/fixtures/telemetry/mixed");
+    let d = temp("json-names");
+    copy_tree(&fixture, &d);
+    let name: &[u8] = b"ev\x7fil\xc2\x9b31m\xe2\x80\xaegnp.exe\x1b[2J\xff\xc2\x85x";
+    std::fs::write(d.join("proc/7000/comm"), [name, b"\n"].concat()).unwrap();
+    let roots = [
+        "--path.sysfs",
+        d.join("sys").to_str().unwrap(),
+        "--path.procfs",
+        d.join("proc").to_str().unwrap(),
+        "--tpu.metrics-address",
+        "127.0.0.1:1",
+    ]
+    .map(String::from);
+    let mut shown = 0;
+    for args in [
+        vec!["mem", "--json"],
+        vec!["mem", "--json", "--watch", "0.2", "--count", "2"],
+        vec!["monitor", "--json", "--count", "2", "--interval", "0.2"],
+    ] {
+        let o = accel().args(&args).args(&roots).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        if let Some(p) = json_problem(&o.stdout) {
+            panic!("accel {args:?}: {p}");
+        }
+        // The name itself is there and reads back as sent (the bad byte as U+FFFD).
+        let text = String::from_utf8(o.stdout).unwrap();
+        let want = "ev\u{7f}il\u{9b}31m\u{202e}gnp.exe\u{1b}[2J\u{fffd}\u{85}x";
+        let docs: Vec<serde_json::Value> = match serde_json::from_str(&text) {
+            Ok(v) => vec![v],
+            Err(_) => text
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect(),
+        };
+        if docs.iter().any(|v| holds_string(v, want)) {
+            shown += 1;
+        }
+    }
+    assert_eq!(shown, 3, "the hostile name was not in every output");
+    // The same bytes where other commands take text from outside: a folder named by an
+    // accel variable (devices, doctor, pick), and a fleet member's host name and device name.
+    let evil_dir = d.join("lib\u{7f}\u{9b}\u{202e}");
+    std::fs::create_dir_all(&evil_dir).unwrap();
+    for args in [
+        vec!["devices", "--json"],
+        vec!["doctor", "--json"],
+        vec!["pick", "--json"],
+    ] {
+        let o = accel()
+            .args(&args)
+            .env("ACCEL_CUDA_LIB_DIR", &evil_dir)
+            .env("ACCEL_PJRT_PLUGIN", evil_dir.join("x\u{85}.so"))
+            .output()
+            .unwrap();
+        assert!(o.status.code().is_some_and(|c| c <= 1), "{args:?}: {o:?}");
+        if let Some(p) = json_problem(&o.stdout) {
+            panic!("accel {args:?}: {p}");
+        }
+    }
+    let member = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = member.local_addr().unwrap();
+    let body = r#"{"kind":"monitor","hostname":"h\u007f\u009b\u202e","devices":[{"vendor":"amd","index":0,"name":"n\u0085\u202e\u001b","up":true}]}"#;
+    std::thread::spawn(move || {
+        for s in member.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut req = [0u8; 4096];
+            let _ = s.read(&mut req);
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let o = accel()
+        .args([
+            "monitor",
+            "--hosts",
+            &addr.to_string(),
+            "--json",
+            "--count",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    if let Some(p) = json_problem(&o.stdout) {
+        panic!("accel monitor --hosts --json: {p}");
+    }
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["hosts"][0]["hostname"], "h\u{7f}\u{9b}\u{202e}", "{v}");
+    assert_eq!(
+        v["hosts"][0]["device_rows"][0]["name"], "n\u{85}\u{202e}\u{1b}",
+        "{v}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn write_errors_and_malformed_addresses_have_exit_codes() {
     // A help text that cannot be written is a failure (before: exit 0).

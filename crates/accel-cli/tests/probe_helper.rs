@@ -586,3 +586,76 @@ fn a_cpu_plugins_answer_is_kept_until_its_file_changes_and_no_other_platform_is(
     plant_plugin_field(&kept, "platform", "tpu");
     assert_eq!(plugin_version(&run, &so), real);
 }
+
+/// A kept wgpu answer is not taken when the user's groups change (joining `render` makes a
+/// GPU usable without any file changing), nor when a driver manifest named by
+/// `VK_DRIVER_FILES` is fixed in place (no folder the key held changes then). Before, both
+/// kept a false "no device" answer.
+#[test]
+fn a_kept_wgpu_answer_depends_on_the_groups_and_the_manifests_named() {
+    use std::os::unix::fs::PermissionsExt;
+    let lvp = Path::new("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json");
+    if !lvp.is_file() {
+        assert!(
+            !required("wgpu"),
+            "ACCEL_TEST_REQUIRE names wgpu, but lavapipe is missing"
+        );
+        println!("skipped: wgpu: no lavapipe manifest at {}", lvp.display());
+        return;
+    }
+    let lab = Lab::new("kept-named");
+    let run = lab.root.join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let manifest = lab.root.join("icd/lvp.json");
+    std::fs::create_dir_all(manifest.parent().unwrap()).unwrap();
+    std::fs::copy(lvp, &manifest).unwrap();
+    let named = manifest.display().to_string();
+    let vars: &[(&str, &str)] = &[("VK_DRIVER_FILES", named.as_str())];
+    let devices = wgpu_devices(&run, vars);
+    if devices.is_empty() || devices.iter().any(|(_, t)| t != "Cpu") {
+        assert!(
+            !required("wgpu"),
+            "ACCEL_TEST_REQUIRE names wgpu, but lavapipe lists nothing"
+        );
+        println!("skipped: wgpu: kept answers need CPU adapters only; here: {devices:?}");
+        return;
+    }
+    let real = devices[0].0.clone();
+    let kept = run.join("accel-probe-wgpu.json");
+    let plant = |k: &Path| plant_name(k, "kept adapter");
+    let listed = || wgpu_name(&run, vars).unwrap_or_default();
+    // Nothing changed: the kept answer is taken (so the misses below can be told apart).
+    assert!(planted_is_taken(&kept, plant, listed, "kept adapter"));
+    // The named manifest rewritten in place (same bytes, a new modification time).
+    plant_name(&kept, "kept adapter");
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&manifest, std::fs::read(lvp).unwrap()).unwrap();
+    assert_eq!(
+        listed(),
+        real,
+        "a kept answer hid a change to the manifest VK_DRIVER_FILES names"
+    );
+    // Other supplementary groups (as root: setpriv --groups), same files.
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: groups: changing the groups needs root");
+        return;
+    }
+    assert!(planted_is_taken(&kept, plant, listed, "kept adapter"));
+    let o = Command::new("setpriv")
+        .args(["--groups", "4242", "--"])
+        .arg(env!("CARGO_BIN_EXE_accel"))
+        .args(["devices", "--json"])
+        .env("XDG_RUNTIME_DIR", &run)
+        .env("VK_DRIVER_FILES", &named)
+        .output()
+        .unwrap();
+    let v = json(&o);
+    let name = backend(&v, "wgpu").and_then(|b| b["devices"][0]["name"].as_str().map(String::from));
+    assert_eq!(
+        name.as_deref(),
+        Some(real.as_str()),
+        "a kept answer was taken under other groups"
+    );
+}

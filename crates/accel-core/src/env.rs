@@ -30,6 +30,10 @@ pub const KNOWN: &[(&str, &str)] = &[
         "folders searched first for CUDA libraries, separated by ':'",
     ),
     (
+        "ACCEL_TRUSTED_DIRS",
+        "folders accel may load native code from although another user or a group may write them (as git's safe.directory), separated by ':'",
+    ),
+    (
         "ACCEL_CUDA_MAJOR",
         "the CUDA major whose libraries to use: 12 or 13 (default: chosen from the driver and what is installed)",
     ),

@@ -182,6 +182,16 @@ struct Recorder {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// A recorder that Python lets go of (garbage-collected, or dropped after a KeyboardInterrupt
+/// skipped its `stop()`) stops its thread: before, the thread sampled for ever (about 30 KB/s
+/// of snapshots kept). The thread sees the flag within 20 ms and ends by itself; it is not
+/// joined here, so a collection never waits on a sample.
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
 /// The samples a recorder keeps: all of them, or (`keep`) the latest few, with how many older
 /// ones were let go, so `samples_since_json` can count every sample ever taken.
 #[derive(Default)]
@@ -442,6 +452,13 @@ fn enable_probe_helper(program: std::path::PathBuf) {
     accel::enable_probe_helper(program);
 }
 
+/// Names the running Python's environment (`sys.prefix`): searched for CUDA wheels and PJRT
+/// plugins as `VIRTUAL_ENV` would be, without setting it.
+#[pyfunction]
+fn set_python_prefix(prefix: std::path::PathBuf) {
+    accel::internals::trust::set_python_prefix(prefix);
+}
+
 /// The library version.
 #[pyfunction]
 fn version() -> &'static str {
@@ -450,17 +467,19 @@ fn version() -> &'static str {
 
 #[pymodule]
 fn _accel(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    // SAFETY: prepare_environment sets TPU_SKIP_MDS_QUERY and XDG_RUNTIME_DIR where unset
-    // (what the accel command does first, so that libtpu and Vulkan stay quiet); it runs once,
-    // while this module is imported under the GIL, before any accel thread exists, the same
-    // moment at which Python code itself writes os.environ.
-    unsafe { accel::prepare_environment() };
+    // No accel::prepare_environment here: `import accel` changes no environment variable
+    // (every child of the notebook would inherit it: JAX's TPU-pod detection failed in a
+    // training script started from one). The probe helpers get those settings on their own
+    // command line (accel::helper_environment), the runtime folder is found without
+    // XDG_RUNTIME_DIR (kept::folder), and the Python environment is named by
+    // set_python_prefix, not through VIRTUAL_ENV.
     m.add("AccelError", m.py().get_type::<AccelError>())?;
     m.add_class::<Tensor>()?;
     m.add_class::<Recorder>()?;
     for f in [
         wrap_pyfunction!(version, m)?,
         wrap_pyfunction!(enable_probe_helper, m)?,
+        wrap_pyfunction!(set_python_prefix, m)?,
         wrap_pyfunction!(probes_json, m)?,
         wrap_pyfunction!(render_html, m)?,
         wrap_pyfunction!(best, m)?,

@@ -94,44 +94,40 @@ pub use half::{bf16, f16};
 pub use tensor::{NdArray, Tensor};
 
 /// Sets, where they are unset, the environment variables that make accelerator libraries
-/// behave on servers: `TPU_SKIP_MDS_QUERY=1` (off a TPU VM, libtpu otherwise retries a
-/// metadata server for minutes) and, on Linux, `XDG_RUNTIME_DIR` (a private 0700 folder:
-/// Vulkan's window-system code prints "XDG_RUNTIME_DIR is invalid or not set" without one,
-/// although accel opens no window). accel's probes read the environment but never change it;
-/// the `accel` command calls this first, and a program of yours may too.
+/// behave on servers ([`helper_environment`]): `TPU_SKIP_MDS_QUERY=1` (off a TPU VM, libtpu
+/// otherwise retries a metadata server for minutes) and, on Linux, `XDG_RUNTIME_DIR` (a
+/// private 0700 folder: Vulkan's window-system code prints "XDG_RUNTIME_DIR is invalid or not
+/// set" without one, although accel opens no window). accel's probes read the environment but
+/// never change it, and its probe helpers get these settings on their own command line
+/// without this; the `accel` command calls this first (its children may inherit them). The
+/// Python module does not: `import accel` leaves the environment of the notebook's children
+/// as it was.
 ///
 /// # Safety
 /// Changing the environment races with every other thread that reads it (C's `getenv` is
 /// not synchronised with `setenv`), drivers' threads included: call this at the start of
 /// `main`, before any thread has started (rayon's pool and accel's probes start threads).
 pub unsafe fn prepare_environment() {
-    if std::env::var_os("TPU_SKIP_MDS_QUERY").is_none() {
-        std::env::set_var("TPU_SKIP_MDS_QUERY", "1");
+    for (k, v) in helper_environment() {
+        std::env::set_var(k, v);
     }
-    #[cfg(target_os = "linux")]
+}
+
+/// The settings accel's probe helpers (child processes) are started with, where this
+/// process's environment lacks them: `TPU_SKIP_MDS_QUERY=1`, and `XDG_RUNTIME_DIR` naming
+/// accel's own private runtime folder (`/tmp/accel-runtime-<uid>`, made 0700, used only when
+/// it is the user's and private; otherwise the refusal is noted for `accel doctor`).
+pub fn helper_environment() -> Vec<(&'static str, std::ffi::OsString)> {
+    let mut v = Vec::new();
+    if std::env::var_os("TPU_SKIP_MDS_QUERY").is_none() {
+        v.push(("TPU_SKIP_MDS_QUERY", "1".into()));
+    }
     if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
-        use std::os::unix::fs::DirBuilderExt;
-        // SAFETY: getuid takes no arguments, cannot fail and touches no memory of ours.
-        let uid = unsafe { libc::getuid() };
-        let dir = std::env::temp_dir().join(format!("accel-runtime-{uid}"));
-        let made = std::fs::DirBuilder::new().mode(0o700).create(&dir);
-        // An existing folder is used only when it is ours and private: anyone may create
-        // `/tmp/accel-runtime-<uid>` first (a symlink, or a folder others can write).
-        let ours = || {
-            use std::os::unix::fs::MetadataExt;
-            std::fs::symlink_metadata(&dir)
-                .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0)
-        };
-        if made.is_ok() || ours() {
-            std::env::set_var("XDG_RUNTIME_DIR", &dir);
-        } else {
-            accel_core::env::refuse_runtime_dir(format!(
-                "{} exists but is not a private folder of uid {uid} (owner, mode 0700, not a \
-                 symlink), so XDG_RUNTIME_DIR was left unset",
-                dir.display()
-            ));
+        if let Some(dir) = backend::native::kept::own_runtime_dir() {
+            v.push(("XDG_RUNTIME_DIR", dir.into_os_string()));
         }
     }
+    v
 }
 
 pub use accel_core::env::runtime_dir_refused;
@@ -146,10 +142,14 @@ pub use accel_core::env::runtime_dir_refused;
 pub fn enable_probe_helper(program: std::path::PathBuf) {
     accel_core::probe_child::keep_answers(backend::kept_probes::KEEPER);
     accel_core::probe_child::enable(program, || {
-        backend::native::pyenv::site_packages_for_helper()
-            .map(|v| (backend::native::pyenv::SITE_PACKAGES_VAR, v))
-            .into_iter()
-            .collect()
+        let mut env: Vec<(&'static str, std::ffi::OsString)> =
+            backend::native::pyenv::site_packages_for_helper()
+                .map(|v| (backend::native::pyenv::SITE_PACKAGES_VAR, v))
+                .into_iter()
+                .collect();
+        env.extend(backend::native::pyenv::python_prefix_for_helper());
+        env.extend(helper_environment());
+        env
     })
 }
 

@@ -5,6 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::bail;
 use serde::Serialize;
+#[cfg(test)]
 use serde_json::Value;
 
 /// One device of a host, as the fleet view shows it.
@@ -73,6 +74,9 @@ pub struct HostRow {
     /// When the numbers were collected on the machine (Unix seconds).
     pub sampled_unix_s: Option<f64>,
     pub device_rows: Vec<DeviceRow>,
+    /// Devices its answer listed past [`MAX_DEVICES_PER_HOST`] (or that were no device
+    /// object), counted but not shown.
+    pub devices_not_shown: usize,
 }
 
 /// The fleet's totals.
@@ -127,6 +131,7 @@ impl HostRow {
             power_w: None,
             sampled_unix_s: None,
             device_rows: Vec::new(),
+            devices_not_shown: 0,
         }
     }
 
@@ -173,36 +178,277 @@ pub(super) fn totals(hosts: &[HostRow]) -> Totals {
     }
 }
 
-/// A host row from an `accel serve` `/snapshot` document.
-pub(super) fn from_snapshot(host: &str, v: &Value) -> anyhow::Result<HostRow> {
-    if v["kind"] != "monitor" {
-        bail!("not an accel snapshot (kind {})", v["kind"]);
+/// The most devices one host's row keeps: a machine has at most a few dozen (16 GPUs of 7
+/// MIG instances each is 128 rows); what a member sends past this is counted, not kept.
+pub const MAX_DEVICES_PER_HOST: usize = 256;
+
+/// The most characters a name, status or host name from a member keeps.
+const MAX_TEXT: usize = 256;
+
+/// One JSON value where a number, a flag or a text is expected: anything else (an array, an
+/// object) is read past without being kept, so a member's document costs memory for what is
+/// shown only.
+#[derive(Default)]
+enum Scalar {
+    #[default]
+    Other,
+    Bool(bool),
+    Number(f64),
+    Unsigned(u64),
+    Text(String),
+}
+
+impl Scalar {
+    fn f64(&self) -> Option<f64> {
+        match *self {
+            Scalar::Number(v) => Some(v),
+            Scalar::Unsigned(v) => Some(v as f64),
+            _ => None,
+        }
+    }
+    fn u64(&self) -> Option<u64> {
+        match *self {
+            Scalar::Unsigned(v) => Some(v),
+            _ => None,
+        }
+    }
+    fn bool(&self) -> Option<bool> {
+        match *self {
+            Scalar::Bool(v) => Some(v),
+            _ => None,
+        }
+    }
+    fn text(&self) -> Option<String> {
+        match self {
+            Scalar::Text(t) => Some(t.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Scalar {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Scalar, E> {
+                Ok(Scalar::Bool(v))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar::Unsigned(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar::Number(v as f64))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Scalar, E> {
+                Ok(Scalar::Number(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar::Text(v.chars().take(MAX_TEXT).collect()))
+            }
+            fn visit_unit<E>(self) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Scalar, A::Error> {
+                while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Scalar, A::Error> {
+                while a
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(Scalar::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// An object of the document, where one is expected: anything else is read past (`None`).
+struct ObjectOr<T>(Option<T>);
+
+impl<T> Default for ObjectOr<T> {
+    fn default() -> Self {
+        ObjectOr(None)
+    }
+}
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for ObjectOr<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for V<T> {
+            type Value = ObjectOr<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                a: A,
+            ) -> Result<Self::Value, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(a))
+                    .map(|t| ObjectOr(Some(t)))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Self::Value, A::Error> {
+                while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(ObjectOr(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(ObjectOr(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(ObjectOr(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(ObjectOr(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(ObjectOr(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(ObjectOr(None))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(ObjectOr(None))
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+/// The `devices` array: the first [`MAX_DEVICES_PER_HOST`] objects kept, every other element
+/// read past and counted.
+#[derive(Default)]
+struct Devices {
+    kept: Vec<SnapshotDevice>,
+    dropped: usize,
+}
+
+impl<'de> serde::Deserialize<'de> for Devices {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Devices;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of devices")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Devices, A::Error> {
+                let mut out = Devices::default();
+                loop {
+                    if out.kept.len() < MAX_DEVICES_PER_HOST {
+                        match a.next_element::<ObjectOr<SnapshotDevice>>()? {
+                            None => break,
+                            Some(ObjectOr(Some(d))) => out.kept.push(d),
+                            Some(ObjectOr(None)) => out.dropped += 1,
+                        }
+                    } else {
+                        match a.next_element::<serde::de::IgnoredAny>()? {
+                            None => break,
+                            Some(_) => out.dropped += 1,
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// What the fleet reads of one device in a member's snapshot; every other key is read past.
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct SnapshotDevice {
+    vendor: Scalar,
+    index: Scalar,
+    mig_index: Scalar,
+    name: Scalar,
+    up: Scalar,
+    status: Scalar,
+    utilization_percent: Scalar,
+    memory_used_bytes: Scalar,
+    memory_total_bytes: Scalar,
+    temperature_c: Scalar,
+    power_w: Scalar,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct SnapshotHost {
+    cpu_percent: Scalar,
+}
+
+/// What the fleet reads of a member's `/snapshot` (the document of `accel monitor --json`).
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct Snapshot {
+    kind: Scalar,
+    time_unix_s: Scalar,
+    hostname: Scalar,
+    host: ObjectOr<SnapshotHost>,
+    devices: Devices,
+}
+
+/// A host row from the bytes of an `accel serve` `/snapshot` answer, read in one pass that
+/// keeps only what is shown: at most [`MAX_DEVICES_PER_HOST`] devices (the rest counted in
+/// `devices_not_shown`), texts cut to 256 characters, values of the wrong kind skipped. A
+/// member's answer thus costs memory for its rows, not for what it sent (a 16 MiB list of
+/// zeros once became 8 million rows).
+pub(super) fn from_snapshot_bytes(host: &str, body: &[u8]) -> anyhow::Result<HostRow> {
+    let snap: Snapshot = match serde_json::from_slice::<ObjectOr<Snapshot>>(body) {
+        Ok(ObjectOr(Some(s))) => s,
+        Ok(ObjectOr(None)) => bail!("not an accel snapshot (not a JSON object)"),
+        Err(e) => bail!("not an accel snapshot: {e}"),
+    };
+    if snap.kind.text().as_deref() != Some("monitor") {
+        bail!(
+            "not an accel snapshot (kind {})",
+            snap.kind
+                .text()
+                .map_or("missing".into(), |k| format!("{k:?}"))
+        );
     }
     let mut r = HostRow::empty(host);
-    r.sampled_unix_s = v["time_unix_s"].as_f64();
-    r.hostname = v["hostname"].as_str().map(String::from);
-    r.cpu_percent = v["host"]["cpu_percent"].as_f64();
-    for d in v["devices"].as_array().into_iter().flatten() {
-        let vendor = d["vendor"].as_str().unwrap_or("?");
-        let index = d["index"].as_u64().unwrap_or(0);
-        let device = match d["mig_index"].as_u64() {
+    r.sampled_unix_s = snap.time_unix_s.f64();
+    r.hostname = snap.hostname.text();
+    r.cpu_percent = snap.host.0.and_then(|h| h.cpu_percent.f64());
+    r.devices_not_shown = snap.devices.dropped;
+    for d in snap.devices.kept {
+        let vendor = d.vendor.text().unwrap_or_else(|| "?".into());
+        let index = d.index.u64().unwrap_or(0);
+        let device = match d.mig_index.u64() {
             Some(m) => format!("{vendor}:{index}/mig{m}"),
             None => format!("{vendor}:{index}"),
         };
         r.device_rows.push(DeviceRow {
             device,
-            name: d["name"].as_str().unwrap_or("").to_string(),
-            up: d["up"].as_bool().unwrap_or(false),
-            status: d["status"].as_str().map(String::from),
-            utilization_percent: d["utilization_percent"].as_f64(),
-            memory_used_bytes: d["memory_used_bytes"].as_u64(),
-            memory_total_bytes: d["memory_total_bytes"].as_u64(),
-            temperature_c: d["temperature_c"].as_f64(),
-            power_w: d["power_w"].as_f64(),
+            name: d.name.text().unwrap_or_default(),
+            up: d.up.bool().unwrap_or(false),
+            status: d.status.text(),
+            utilization_percent: d.utilization_percent.f64(),
+            memory_used_bytes: d.memory_used_bytes.u64(),
+            memory_total_bytes: d.memory_total_bytes.u64(),
+            temperature_c: d.temperature_c.f64(),
+            power_w: d.power_w.f64(),
         });
     }
     r.summarize();
     Ok(r)
+}
+
+/// [`from_snapshot_bytes`] for a document already parsed (the tests').
+#[cfg(test)]
+pub(super) fn from_snapshot(host: &str, v: &Value) -> anyhow::Result<HostRow> {
+    from_snapshot_bytes(host, &serde_json::to_vec(v)?)
 }
 
 #[cfg(test)]

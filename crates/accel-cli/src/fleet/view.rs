@@ -79,6 +79,17 @@ fn totals_line(r: &Round) -> String {
     )
 }
 
+/// What a host listed and the fleet does not show, in words.
+fn not_shown(h: &HostRow) -> Option<String> {
+    (h.devices_not_shown > 0).then(|| {
+        format!(
+            "{} more devices in its answer not shown (a row keeps at most {})",
+            h.devices_not_shown,
+            super::rows::MAX_DEVICES_PER_HOST
+        )
+    })
+}
+
 /// Plain text of one round (piped output).
 pub fn text(r: &Round) -> Vec<String> {
     let mut v = vec![
@@ -89,6 +100,9 @@ pub fn text(r: &Round) -> Vec<String> {
         v.push(host_line(h, r.time_unix_s));
         if let Some(e) = &h.error {
             v.push(format!("  {e}"));
+        }
+        if let Some(n) = not_shown(h) {
+            v.push(format!("  {n}"));
         }
     }
     v.push(totals_line(r));
@@ -240,6 +254,9 @@ fn draw(f: &mut Frame, st: &State) {
                             .map_or(String::new(), |s| format!("  [{s}]"))
                     )),
                 ]));
+            }
+            if let Some(n) = not_shown(h) {
+                lines.push(Line::raw(format!(" {n}")));
             }
         }
     } else {

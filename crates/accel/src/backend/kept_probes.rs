@@ -51,6 +51,9 @@ fn key(task: &str) -> Option<Vec<String>> {
         accel_core::files::read_text_limited(Path::new("/proc/sys/kernel/random/boot_id"), 256)
             .ok()?;
     k.push(format!("boot {}", boot.trim()));
+    // Who asks: a device node's permissions answer a user by its groups (joining `render` or
+    // `video` makes a GPU usable without any file changing).
+    k.push(identity());
     match task {
         "wgpu" => {
             k.extend(env_lines(
@@ -62,6 +65,18 @@ fn key(task: &str) -> Option<Vec<String>> {
             ));
             for dir in manifest_folders() {
                 folder_lines(&dir, &mut k);
+            }
+            // The files and folders the loader's variables name (a driver manifest fixed in
+            // place under `VK_DRIVER_FILES` changes no folder above).
+            for p in named_by_vulkan_variables() {
+                if p.is_dir() {
+                    folder_lines(&p, &mut k);
+                } else {
+                    k.push(format!("named {} {}", p.display(), stamp(&p)));
+                    if let Some(lib) = manifest_library(&p) {
+                        k.push(format!("    {} {}", lib.display(), stamp(&lib)));
+                    }
+                }
             }
             k.push(format!(
                 "/etc/ld.so.cache {}",
@@ -99,6 +114,57 @@ fn key(task: &str) -> Option<Vec<String>> {
         }
     }
     Some(k)
+}
+
+/// This process's user and groups, real and effective, with the supplementary groups sorted.
+fn identity() -> String {
+    #[cfg(unix)]
+    {
+        let mut groups = vec![0 as libc::gid_t; 1024];
+        // SAFETY: getgroups writes at most `groups.len()` ids into the buffer we own and
+        // returns how many it wrote, or -1 (then none are used).
+        let n = unsafe { libc::getgroups(groups.len() as libc::c_int, groups.as_mut_ptr()) };
+        groups.truncate(usize::try_from(n).unwrap_or(0));
+        groups.sort_unstable();
+        // SAFETY: these take no arguments and cannot fail.
+        let ids = unsafe {
+            (
+                libc::getuid(),
+                libc::geteuid(),
+                libc::getgid(),
+                libc::getegid(),
+            )
+        };
+        format!(
+            "identity uid {} {} gid {} {} groups {groups:?}",
+            ids.0, ids.1, ids.2, ids.3
+        )
+    }
+    #[cfg(not(unix))]
+    {
+        String::new()
+    }
+}
+
+/// The manifest files and folders the Vulkan loader's variables name (`VK_DRIVER_FILES`,
+/// `VK_ICD_FILENAMES`, `VK_ADD_DRIVER_FILES`, `VK_LAYER_PATH`, `VK_ADD_LAYER_PATH`,
+/// `VK_IMPLICIT_LAYER_PATH`, `VK_ADD_IMPLICIT_LAYER_PATH`), at most 64 of them.
+fn named_by_vulkan_variables() -> Vec<PathBuf> {
+    [
+        "VK_DRIVER_FILES",
+        "VK_ICD_FILENAMES",
+        "VK_ADD_DRIVER_FILES",
+        "VK_LAYER_PATH",
+        "VK_ADD_LAYER_PATH",
+        "VK_IMPLICIT_LAYER_PATH",
+        "VK_ADD_IMPLICIT_LAYER_PATH",
+    ]
+    .iter()
+    .filter_map(std::env::var_os)
+    .flat_map(|v| std::env::split_paths(&v).collect::<Vec<_>>())
+    .filter(|p| p.is_absolute())
+    .take(64)
+    .collect()
 }
 
 /// The Vulkan loader's driver and implicit-layer manifest folders (its search order: the

@@ -140,9 +140,10 @@ pub(super) fn environment_checks() -> Vec<Check> {
                 .map(|(p, why)| format!("{}: {why}", p.display()))
                 .collect::<Vec<_>>()
                 .join("; "),
-            "accel loads libraries and plugins only from folders you own that no one else may \
-             write (as git's safe.directory); fix the owner or mode (chown, chmod go-w), or point \
-             VIRTUAL_ENV or ACCEL_PJRT_PLUGIN at the environment explicitly",
+            "accel loads libraries and plugins only from folders that you or root own and no one \
+             else may write, up to / (as git's safe.directory); fix the owner or mode (chown, \
+             chmod go-w) of the folder named, or, if you trust whoever else may write it, list \
+             it in ACCEL_TRUSTED_DIRS",
         )
     });
     v

@@ -96,15 +96,26 @@ pub(super) fn xla_checks(probe_seconds: f64) -> Vec<Check> {
             "stop the other TPU process, or remove the file if it is stale (libtpu allows one \
              process per TPU)",
         )
-    } else if std::env::var_os("TPU_SKIP_MDS_QUERY").is_none() {
+    } else if std::env::var_os("TPU_SKIP_MDS_QUERY").is_none()
+        && !crate::base::probe_child::active()
+    {
         check(
             "xla.libtpu_traps",
             "libtpu's metadata server and lock file",
             Status::Warn,
-            "TPU_SKIP_MDS_QUERY is unset: off a TPU VM libtpu retries a metadata server for \
-             minutes",
-            "the accel command sets it itself; in your own program call \
-             accel::prepare_environment() first, or export TPU_SKIP_MDS_QUERY=1",
+            "TPU_SKIP_MDS_QUERY is unset and libtpu is probed in this process: off a TPU VM \
+             libtpu retries a metadata server for minutes",
+            "the accel command and `import accel` probe in a helper started with it; in your \
+             own program call accel::enable_probe_helper or accel::prepare_environment() \
+             first, or export TPU_SKIP_MDS_QUERY=1",
+        )
+    } else if std::env::var_os("TPU_SKIP_MDS_QUERY").is_none() {
+        check(
+            "xla.libtpu_traps",
+            "libtpu's metadata server and lock file",
+            Status::Pass,
+            "TPU_SKIP_MDS_QUERY unset here, given to the probe helpers; no lock file",
+            "",
         )
     } else {
         check(

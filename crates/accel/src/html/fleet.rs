@@ -84,6 +84,8 @@ pub(super) fn fleet(doc: &Value) -> String {
     let mut devices_left = 0usize;
     for host in hosts.iter().take(MAX_HOSTS) {
         h.push_str(&host_row(host, history, with_history));
+        // What the fleet already left out of the machine's answer (`devices_not_shown`).
+        devices_left += host["devices_not_shown"].as_u64().unwrap_or(0) as usize;
         for d in host["device_rows"].as_array().into_iter().flatten() {
             if devices_drawn == MAX_DEVICES {
                 devices_left += 1;

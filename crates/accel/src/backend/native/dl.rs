@@ -27,6 +27,13 @@ fn last_error() -> String {
 
 /// Loads a library for good (never closed: cudarc keeps using it).
 pub fn open(name: &str) -> Result<Handle, String> {
+    // A file named by path passes the one rule for native code (`trust::safe_file`) right
+    // before it is loaded; a bare name is the loader's own search.
+    if Path::new(name).is_absolute() {
+        super::trust::safe_file(Path::new(name)).inspect_err(|why| {
+            super::trust::skipped(Path::new(name), why);
+        })?;
+    }
     let c = CString::new(name).map_err(|_| "the name holds a NUL byte".to_string())?;
     // SAFETY: `c` is a NUL-terminated CString alive for the call. Loading runs the
     // library's initialisers: we only open the NVIDIA libraries `locate` found by file

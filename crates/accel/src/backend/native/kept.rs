@@ -27,8 +27,40 @@ pub(crate) fn folder() -> Option<PathBuf> {
     if !on {
         return None;
     }
-    let dir = PathBuf::from(std::env::var_os("XDG_RUNTIME_DIR")?);
-    (dir.is_absolute() && private_folder(&dir)).then_some(dir)
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            (dir.is_absolute() && private_folder(&dir)).then_some(dir)
+        }
+        // Unset (a notebook's kernel, which `import accel` leaves as it is): accel's own.
+        None => own_runtime_dir(),
+    }
+}
+
+/// accel's own runtime folder where `XDG_RUNTIME_DIR` is unset: `/tmp/accel-runtime-<uid>`,
+/// made 0700, or used when it exists and is the user's and private (anyone may create it
+/// first: a symlink, or a folder others can write, is refused and the refusal noted).
+pub(crate) fn own_runtime_dir() -> Option<PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        let uid = euid();
+        let dir = std::env::temp_dir().join(format!("accel-runtime-{uid}"));
+        let made = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+        if made.is_ok() || private_folder(&dir) {
+            return Some(dir);
+        }
+        accel_core::env::refuse_runtime_dir(format!(
+            "{} exists but is not a private folder of uid {uid} (owner, mode 0700, not a \
+             symlink), so XDG_RUNTIME_DIR was left unset",
+            dir.display()
+        ));
+        None
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
 }
 
 #[cfg(unix)]

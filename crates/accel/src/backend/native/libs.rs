@@ -295,6 +295,9 @@ pub fn search_dirs(env: &SearchEnv) -> Vec<SearchDir> {
             push(&mut dirs, PathBuf::from(p), "system");
         }
     }
+    // One rule for every folder, however it was named (`trust::safe_folder`); a folder that
+    // does not exist holds nothing to refuse.
+    dirs.retain(|d| !d.path.exists() || super::trust::search(&d.path));
     dirs
 }
 
@@ -302,7 +305,7 @@ pub fn search_dirs(env: &SearchEnv) -> Vec<SearchDir> {
 pub fn locate(w: &Wanted, dirs: &[SearchDir]) -> Option<(PathBuf, String)> {
     dirs.iter()
         .map(|d| (d.path.join(w.file), d.source.clone()))
-        .find(|(p, _)| p.is_file())
+        .find(|(p, _)| p.is_file() && super::trust::loadable(p))
 }
 
 /// Loads the library at `path` for good, with `RTLD_GLOBAL`, so libraries loaded later find

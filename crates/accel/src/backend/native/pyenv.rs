@@ -70,6 +70,9 @@ pub fn python_environments(env: &SearchEnv) -> Vec<(PathBuf, &'static str)> {
     }
     let mut seen = std::collections::HashSet::new();
     sps.retain(|(p, _)| seen.insert(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())));
+    // One rule for every root, however it was found (`trust::safe_folder`): a site-packages
+    // another user (or a group) could have written never supplies native code.
+    sps.retain(|(p, _)| trust::search(p));
     sps
 }
 
@@ -89,6 +92,15 @@ fn python_site_packages() -> Vec<PathBuf> {
             }
         })
         .clone()
+}
+
+/// `VIRTUAL_ENV` for a probe helper: the running Python's environment, where this process
+/// has no `VIRTUAL_ENV` of its own (the helper then searches the same environments).
+pub fn python_prefix_for_helper() -> Option<(&'static str, std::ffi::OsString)> {
+    match (std::env::var_os("VIRTUAL_ENV"), trust::python_prefix()) {
+        (None, Some(p)) => Some(("VIRTUAL_ENV", p.as_os_str().to_owned())),
+        _ => None,
+    }
 }
 
 /// The variable that carries `python3`'s site-packages to a probe helper.
@@ -208,7 +220,8 @@ impl SearchEnv {
             cuda_home: var("CUDA_HOME"),
             cuda_path: var("CUDA_PATH"),
             conda_prefix: var("CONDA_PREFIX"),
-            virtual_env: var("VIRTUAL_ENV"),
+            virtual_env: var("VIRTUAL_ENV")
+                .or_else(|| trust::python_prefix().map(|p| p.display().to_string())),
             home: var("HOME"),
             ask_python: true,
             system_dirs: true,
@@ -217,14 +230,9 @@ impl SearchEnv {
     }
 }
 
-/// `<prefix>` when this executable is `<prefix>/bin/<name>`.
+/// `<prefix>` when this executable is `<prefix>/bin/<name>` (`trust::own_prefix`).
 fn own_prefix() -> Option<String> {
-    let exe = std::env::current_exe().ok()?;
-    let bin = exe.parent()?;
-    if bin.file_name()? != "bin" {
-        return None;
-    }
-    Some(bin.parent()?.display().to_string())
+    trust::own_prefix().map(|p| p.display().to_string())
 }
 
 /// Folders matching `prefix*` inside `parent`, newest name first (`cuda-13.0` before

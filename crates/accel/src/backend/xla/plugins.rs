@@ -45,6 +45,7 @@ pub fn plugin_candidates(env: &SearchEnv) -> Vec<(PathBuf, String)> {
         let name = p.file_name().map(|n| n.to_os_string());
         // One copy per plugin file name: two copies of one plugin in a process conflict.
         if p.is_file()
+            && crate::backend::native::trust::loadable(&p)
             && !out
                 .iter()
                 .any(|(q, _)| q.file_name().map(|n| n.to_os_string()) == name)
