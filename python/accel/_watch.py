@@ -96,13 +96,11 @@ class Watch:
             print(_line(samples[-1]), flush=True)
         self.updates += 1
 
-    def _follow(self) -> None:
-        while not self._stop.is_set():
-            taken = self._rec.taken()
-            if taken > self._seen:
-                self._seen = taken
-                self._show()
-            self._stop.wait(min(0.05, self.interval / 4))
+    def _step(self) -> None:
+        taken = self._rec.taken()
+        if taken > self._seen:
+            self._seen = taken
+            self._show()
 
     def __enter__(self) -> "Watch":
         if self._thread is not None:
@@ -122,9 +120,12 @@ class Watch:
             self._show()
             import threading
 
-            self._thread = threading.Thread(target=self._follow, name="accel-watch",
-                                            daemon=True)
-            self._thread.start()
+            import weakref
+
+            t = threading.Thread(target=_follow, args=(weakref.ref(self),),
+                                 name="accel-watch", daemon=True)
+            t.start()
+            self._thread = t
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -133,9 +134,9 @@ class Watch:
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         try:
-            if self._thread is not None:
-                self._thread.join()
-                self._thread = None
+            t, self._thread = self._thread, None
+            if t is not None:
+                t.join()
         finally:
             if self._own:
                 self._rec.stop()
@@ -157,6 +158,20 @@ class Watch:
 
     def __repr__(self) -> str:
         return f"Watch(interval={self.interval}, updates={self.updates})"
+
+
+def _follow(ref: Any) -> None:
+    """The follower thread: it holds its watch only through a weak reference, so a watch that
+    Python lets go of (an interrupt skipped its `__exit__`) is collected, its native sampler
+    with it, and this thread ends instead of keeping both alive."""
+    while True:
+        w = ref()
+        if w is None or w._stop.is_set():
+            return
+        w._step()
+        stop, wait = w._stop, min(0.05, w.interval / 4)
+        del w
+        stop.wait(wait)
 
 
 def watch(interval: float = 1.0, minutes: float = 5.0) -> Watch:

@@ -653,3 +653,93 @@ fn a_fifo_under_sysfs_fails_its_reader_by_name_and_does_not_hang() {
         "{card}"
     );
 }
+
+/// A live page whose client never reads: its stream is ended after the untaken events the
+/// server's docs name (counted by what the socket accepted), and its slot serves the next
+/// page. Before, it held the slot for 384 s at `--interval 1` while the kernel's buffers filled
+/// (about 30 min at the default interval), and twenty of them locked every page out.
+#[test]
+fn a_live_page_that_never_reads_loses_its_stream() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    // --web.max-requests 2: one stream slot.
+    let (_p, addr) = serve_with("0.1", &["--web.max-requests", "2"]);
+    let (code, _, silent) = open_events(addr, "");
+    assert_eq!(code, 200);
+    // The next page is refused while the silent one holds the slot...
+    let (code, _, _) = open_events(addr, "");
+    assert_eq!(code, 503, "the stream slot was not taken");
+    // ...until the silent stream is ended.
+    let t = Instant::now();
+    let freed = loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let (code, _, mut r) = open_events(addr, "");
+        if code == 200 {
+            // A page that reads gets its events.
+            assert_eq!(read_events(&mut r, 2, Duration::from_secs(5)).len(), 2);
+            break t.elapsed();
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "a stream that is never read still holds its slot after 60 s"
+        );
+    };
+    println!(
+        "a live page that never reads held its stream {:.1} s at --interval 0.1",
+        freed.as_secs_f64()
+    );
+    // Its connection is gone too: what it has left to read ends.
+    let mut s = silent.into_inner();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    let gone = (0..10_000).any(|_| !matches!(s.read(&mut buf), Ok(n) if n > 0));
+    assert!(gone, "the silent page's connection stays open");
+}
+
+/// A user removed from the web config stops receiving events on a stream opened before; and
+/// `--web.max-requests 1` still serves scrapes while a page is open.
+#[test]
+fn a_withdrawn_user_loses_an_open_stream_and_a_page_leaves_scrapes_a_slot() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let d = temp("withdrawn");
+    let web = web_config(&d, 4);
+    let (p, addr) = serve_with(
+        "0.2",
+        &[
+            "--web.config.file",
+            web.to_str().unwrap(),
+            "--web.max-requests",
+            "1",
+        ],
+    );
+    let (code, _, mut r) = open_events(addr, &basic("prom", "s3cret"));
+    assert_eq!(code, 200);
+    assert_eq!(read_events(&mut r, 1, Duration::from_secs(5)).len(), 1);
+    // One request slot, a page open: a scrape still gets it.
+    let mut c = Client::new(addr);
+    let (code, _, body) = c.get_with("/metrics", &basic("prom", "s3cret")).unwrap();
+    assert_eq!(code, 200, "{body}");
+    // prom is withdrawn (another user stays), and the server told (SIGHUP).
+    let hash = bcrypt::hash("other", 4).unwrap();
+    std::fs::write(&web, format!("basic_auth_users:\n  someone: '{hash}'\n")).unwrap();
+    // SAFETY: kill sends a signal to our own child's pid.
+    unsafe { libc::kill(p.0.id() as libc::pid_t, libc::SIGHUP) };
+    let t = Instant::now();
+    let mut more = 0;
+    loop {
+        let got = read_events(&mut r, 1, Duration::from_secs(2));
+        if got.is_empty() {
+            break;
+        }
+        more += 1;
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "the withdrawn user still receives events ({more} since)"
+        );
+    }
+    println!(
+        "the withdrawn user's stream ended {:.1} s after SIGHUP",
+        t.elapsed().as_secs_f64()
+    );
+    let (code, _, _) = open_events(addr, &basic("prom", "s3cret"));
+    assert_eq!(code, 401);
+}

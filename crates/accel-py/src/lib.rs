@@ -179,7 +179,10 @@ struct Recorder {
     interval: Duration,
     stop: Arc<AtomicBool>,
     samples: Arc<Mutex<Kept>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// Behind a lock, not `&mut self`: `stop` waits for the thread with the GIL released, and
+    /// a mutable borrow held then made every other thread's `taken()` fail ("Already
+    /// mutably borrowed": a watch's follower, while its recording stopped).
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// A recorder that Python lets go of (garbage-collected, or dropped after a KeyboardInterrupt
@@ -233,39 +236,46 @@ impl Recorder {
                 keep,
                 ..Kept::default()
             })),
-            thread: None,
+            thread: Mutex::new(None),
         })
     }
 
     /// Starts sampling (one sample at once, then every interval).
-    fn start(&mut self) -> PyResult<()> {
-        if self.thread.is_some() {
+    fn start(&self) -> PyResult<()> {
+        let mut thread = self.thread.lock().unwrap_or_else(|e| e.into_inner());
+        if thread.is_some() {
             return Err(err("this recorder is already running"));
         }
         let mut sampler = Sampler::new().map_err(err)?;
         let (stop, samples, every) = (self.stop.clone(), self.samples.clone(), self.interval);
-        self.thread = Some(std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                let s = sampler.sample();
-                samples.lock().unwrap_or_else(|e| e.into_inner()).push(s);
-                // Wait out the interval in short steps, so stop() returns promptly.
-                while t.elapsed() < every && !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(
-                        every
-                            .saturating_sub(t.elapsed())
-                            .min(Duration::from_millis(20)),
-                    );
+        // Named, so a test (and `top -H`) can tell it from other threads.
+        let spawned = std::thread::Builder::new()
+            .name("accel-recorder".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let t = Instant::now();
+                    let s = sampler.sample();
+                    samples.lock().unwrap_or_else(|e| e.into_inner()).push(s);
+                    // Wait out the interval in short steps, so stop() returns promptly.
+                    while t.elapsed() < every && !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(
+                            every
+                                .saturating_sub(t.elapsed())
+                                .min(Duration::from_millis(20)),
+                        );
+                    }
                 }
-            }
-        }));
+            })
+            .map_err(|e| err(format!("cannot start the recording thread: {e}")))?;
+        *thread = Some(spawned);
         Ok(())
     }
 
     /// Stops sampling (after one last sample) and waits for the thread.
-    fn stop(&mut self, py: Python<'_>) -> PyResult<()> {
+    fn stop(&self, py: Python<'_>) -> PyResult<()> {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
+        let t = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = t {
             py.detach(|| t.join())
                 .map_err(|_| err("the recording thread panicked"))?;
         }

@@ -290,7 +290,15 @@ async fn get_inner(cfg: &HttpConfig, t: &Target, path: &str) -> anyhow::Result<B
     let _ = tcp.set_nodelay(true);
     let uri = format!("{}{path}", t.base);
     let mut req = Request::get(&uri)
-        .header(HOST, format!("{}:{}", t.host, t.port))
+        // An IPv6 address goes in brackets (RFC 3986's IP-literal): `[::1]:9400`.
+        .header(
+            HOST,
+            if t.host.contains(':') {
+                format!("[{}]:{}", t.host, t.port)
+            } else {
+                format!("{}:{}", t.host, t.port)
+            },
+        )
         .header(ACCEPT, "application/json")
         .body(Empty::<Bytes>::new())?;
     if let Some(a) = &cfg.auth {

@@ -52,7 +52,8 @@ fn host_line(h: &HostRow, now: f64) -> String {
         mem(h.memory_used_bytes, h.memory_total_bytes),
         h.temperature_max_c
             .map_or("-".into(), |t| format!("{t:.0} C")),
-        h.power_w.map_or("-".into(), |p| format!("{p:.0} W")),
+        h.power_w
+            .map_or("-".into(), |p| format!("{:.0} W", p.max(0.0) + 0.0)),
         h.cpu_percent.map_or("-".into(), |c| format!("{c:.0} %")),
     )
 }
@@ -75,7 +76,7 @@ fn totals_line(r: &Round) -> String {
         pct(t.utilization_percent),
         human_bytes(t.memory_used_bytes),
         human_bytes(t.memory_total_bytes),
-        t.power_w
+        t.power_w.max(0.0) + 0.0
     )
 }
 
@@ -248,7 +249,8 @@ fn draw(f: &mut Frame, st: &State) {
                         " {}  {}  {}{}",
                         mem(d.memory_used_bytes, d.memory_total_bytes),
                         d.temperature_c.map_or("-".into(), |t| format!("{t:.0} C")),
-                        d.power_w.map_or("-".into(), |p| format!("{p:.0} W")),
+                        d.power_w
+                            .map_or("-".into(), |p| format!("{:.0} W", p.max(0.0) + 0.0)),
                         d.status
                             .as_ref()
                             .map_or(String::new(), |s| format!("  [{s}]"))

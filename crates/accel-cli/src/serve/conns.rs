@@ -77,6 +77,12 @@ pub(super) struct Clock {
     pub(super) t0: Instant,
     pub(super) last: AtomicU64,
     pub(super) head_since: AtomicU64,
+    /// Bytes the socket has accepted from this connection (written to the kernel): what a
+    /// live page's stream measures its client's reading by.
+    pub(super) written: AtomicU64,
+    /// The connection's socket (-1 where unknown), for a stream's socket options and for
+    /// ending a connection whose client stopped reading.
+    pub(super) fd: i32,
 }
 
 pub(super) const NO_HEAD: u64 = u64::MAX;
@@ -95,8 +101,39 @@ impl Clock {
                 .compare_exchange(NO_HEAD, now, Ordering::Relaxed, Ordering::Relaxed);
     }
 
-    pub(super) fn wrote(&self) {
+    pub(super) fn wrote(&self, n: usize) {
         self.last.store(self.now(), Ordering::Relaxed);
+        self.written.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Ends the connection at once, in both directions (a client that stopped reading, or
+    /// whose credentials were withdrawn): hyper then fails its next write or read and drops
+    /// it. The descriptor stays open until then (shutdown(2) does not close it).
+    pub(super) fn cut(&self) {
+        #[cfg(unix)]
+        if self.fd >= 0 {
+            // SAFETY: `fd` is this connection's socket, owned by its stream, which is alive
+            // while the connection's tasks hold this clock; shutdown only changes its state.
+            unsafe { libc::shutdown(self.fd, libc::SHUT_RDWR) };
+        }
+    }
+
+    /// Limits what the kernel accepts for this connection to `bytes` of send buffer (the
+    /// kernel doubles it), so that a client that does not read stops taking events soon.
+    pub(super) fn limit_send_buffer(&self, bytes: i32) {
+        #[cfg(unix)]
+        if self.fd >= 0 {
+            // SAFETY: as in `cut`; the option value is a local c_int of the size given.
+            unsafe {
+                libc::setsockopt(
+                    self.fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_SNDBUF,
+                    (&bytes as *const i32).cast(),
+                    std::mem::size_of::<i32>() as libc::socklen_t,
+                )
+            };
+        }
     }
 
     /// A whole request head arrived.
@@ -133,8 +170,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
         let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
-        if matches!(r, std::task::Poll::Ready(Ok(n)) if n > 0) {
-            self.clock.wrote();
+        if let std::task::Poll::Ready(Ok(n)) = r {
+            if n > 0 {
+                self.clock.wrote(n);
+            }
         }
         r
     }

@@ -6,9 +6,10 @@
 //!   431); a keep-alive connection silent between requests is closed after `idle_timeout`
 //!   (2 min), as Go's `ReadHeaderTimeout` and `IdleTimeout` do for node_exporter.
 //! - At most `max_requests` (40, node_exporter's `--web.max-requests`) requests are served at
-//!   once; more get 503. A live page's `/events` stream is a request for as long as it lasts,
-//!   and at most half of the slots ([`stream_cap`]) may be streams, so open pages never
-//!   leave a scrape without one.
+//!   once; more get 503. A live page's `/events` stream holds no request slot: streams have
+//!   their own cap, half of `max_requests` and at least one ([`stream_cap`]), so open pages
+//!   never leave a scrape without a slot (even at `--web.max-requests 1`). A stream whose
+//!   client stopped reading is ended after [`MAX_UNREAD`] events its socket did not take.
 //! - Connections are capped below the file-descriptor limit with a reserve. At the cap, the
 //!   oldest connection not in the middle of a request is closed to make room (served before or
 //!   not), so neither half-open connections nor a crowd of keep-alive scrapers can keep a new
@@ -369,6 +370,9 @@ impl App {
             }
             "/events" => {
                 drop(l);
+                // A stream does not hold a request slot (with --web.max-requests 1 a page
+                // once kept every scrape out): streams have their own cap.
+                drop(permit);
                 let Ok(stream) = self.streams.clone().try_acquire_owned() else {
                     return text(
                         StatusCode::SERVICE_UNAVAILABLE,
@@ -378,31 +382,51 @@ impl App {
                         ),
                     );
                 };
-                self.events((permit, stream), busy)
+                let clock = req.extensions().get::<Arc<Clock>>().cloned();
+                let credentials = req
+                    .headers()
+                    .get(AUTHORIZATION)
+                    .map(|v| v.as_bytes().to_vec());
+                self.events(stream, busy, clock, credentials)
             }
             _ => text(StatusCode::NOT_FOUND, "not found\n"),
         }
     }
 
     /// `/events`: after every collection, the live page's new body as one server-sent event.
-    /// The stream holds its request slot (it counts toward `--web.max-requests`) and keeps
-    /// its connection busy; it ends when the server stops, or when the client has not read
-    /// the last [`EVENTS_QUEUE`] events (gone, or too slow).
+    /// The stream takes one of the streams' slots ([`stream_cap`]) and keeps its connection
+    /// busy; it ends when the server stops, when its client has not taken [`MAX_UNREAD`]
+    /// events (counted by the bytes the socket accepted, whose send buffer is kept to
+    /// [`STREAM_SEND_BUFFER`]; before, a client that never read kept its slot for minutes
+    /// while the kernel's buffers filled), or when the web config changes and its
+    /// credentials no longer pass.
     fn events(
         &self,
-        permit: (
-            tokio::sync::OwnedSemaphorePermit,
-            tokio::sync::OwnedSemaphorePermit,
-        ),
+        permit: tokio::sync::OwnedSemaphorePermit,
         busy: &Arc<AtomicBool>,
+        clock: Option<Arc<Clock>>,
+        credentials: Option<Vec<u8>>,
     ) -> Response<Body> {
         let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(EVENTS_QUEUE);
         let (latest, watching, mut stop) =
             (self.latest.clone(), self.watchers.join(), self.stop.clone());
         let busy = busy.clone();
+        let web = self.web.clone();
+        if let Some(c) = &clock {
+            c.limit_send_buffer(STREAM_SEND_BUFFER);
+        }
         tokio::spawn(async move {
             let (_permit, _watching) = (permit, watching);
             let mut seen = 0;
+            // Where each event sent ends, in bytes of the stream, and the connection's count
+            // of accepted bytes when the stream began.
+            let base = clock
+                .as_ref()
+                .map_or(0, |c| c.written.load(Ordering::Relaxed));
+            let mut sent: u64 = 0;
+            let mut ends: std::collections::VecDeque<u64> = std::collections::VecDeque::new();
+            let mut config = web.get();
+            let mut ended = false;
             // The first event at once (rendered here if the collector has not yet), then one
             // per collection.
             loop {
@@ -419,7 +443,30 @@ impl App {
                     })
                 };
                 if let Some(html) = next {
-                    if tx.try_send(super::live::event(&html)).is_err() {
+                    let ev = super::live::event(&html);
+                    sent += ev.len() as u64;
+                    ends.push_back(sent);
+                    if tx.try_send(ev).is_err() {
+                        ended = true;
+                        break;
+                    }
+                }
+                if let Some(c) = &clock {
+                    let taken = c.written.load(Ordering::Relaxed).saturating_sub(base);
+                    while ends.front().is_some_and(|&e| e <= taken) {
+                        ends.pop_front();
+                    }
+                    if ends.len() > MAX_UNREAD {
+                        ended = true;
+                        break;
+                    }
+                }
+                // A new web config: the stream's credentials must still pass.
+                let now = web.get();
+                if !Arc::ptr_eq(&now, &config) {
+                    config = now;
+                    if !still_authorized(&config, credentials.as_deref()).await {
+                        ended = true;
                         break;
                     }
                 }
@@ -429,6 +476,13 @@ impl App {
                 tokio::select! {
                     _ = stop.changed() => break,
                     _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+                }
+            }
+            if ended {
+                // The client does not read, or may no longer: the connection goes with the
+                // stream, not after its idle timeout.
+                if let Some(c) = &clock {
+                    c.cut();
                 }
             }
             busy.store(false, Ordering::Relaxed);
@@ -445,10 +499,38 @@ impl App {
     }
 }
 
-/// Events a live page's stream may have waiting unread before it is ended.
+/// Whether `credentials` (a request's `Authorization` header) pass `web`'s users; the bcrypt
+/// check, when one is needed, on the blocking pool.
+async fn still_authorized(web: &super::webconfig::WebConfig, credentials: Option<&[u8]>) -> bool {
+    use super::webconfig::Check;
+    let Some(auth) = &web.auth else {
+        return true;
+    };
+    match auth.check(credentials) {
+        Check::Done(ok) => ok,
+        Check::Verify(v) => {
+            let auth = auth.clone();
+            tokio::task::spawn_blocking(move || v.run(&auth))
+                .await
+                .unwrap_or(false)
+        }
+    }
+}
+
+/// Events a live page's client may leave untaken (sent, not yet accepted by its socket)
+/// before its stream is ended.
+pub const MAX_UNREAD: usize = 8;
+
+/// A live page's socket send buffer (the kernel doubles it): what the kernel takes from a
+/// client that does not read, before the count of untaken events grows.
+const STREAM_SEND_BUFFER: i32 = 8 * 1024;
+
+/// Events a live page's stream may have waiting in accel (not yet handed to hyper) before it
+/// is ended.
 const EVENTS_QUEUE: usize = 4;
 
-/// How many of `max_requests` slots live pages' streams may hold at once: half (at least one).
+/// How many live pages' streams may be open at once: half of `max_requests` (at least one),
+/// beside the request slots.
 pub fn stream_cap(max_requests: usize) -> usize {
     (max_requests / 2).max(1)
 }
@@ -595,10 +677,16 @@ async fn connection(
     mut stop: watch::Receiver<bool>,
 ) {
     // The first request's head is timed from the connection's start.
+    #[cfg(unix)]
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    #[cfg(not(unix))]
+    let fd = -1;
     let clock = Arc::new(Clock {
         t0: Instant::now(),
         last: AtomicU64::new(0),
         head_since: AtomicU64::new(0),
+        written: AtomicU64::new(0),
+        fd,
     });
     let io = Watched {
         inner: stream,
@@ -633,8 +721,10 @@ async fn http<S>(
     let (header, idle) = (app.limits.header_timeout, app.limits.idle_timeout);
     let svc = {
         let (busy, clock) = (busy.clone(), clock.clone());
-        hyper::service::service_fn(move |req: Request<Incoming>| {
+        hyper::service::service_fn(move |mut req: Request<Incoming>| {
             clock.head_done();
+            // A live page's stream reads its connection's clock (bytes the socket took).
+            req.extensions_mut().insert(clock.clone());
             busy.store(true, Ordering::Relaxed);
             let (app, busy) = (app.clone(), busy.clone());
             async move {

@@ -108,7 +108,9 @@ pub fn event(html: &str) -> Bytes {
 
 /// The page `/` serves, titled `accel: {title}`: `body` (the current view, so it shows without
 /// the script too) and a script that replaces it with each event of `/events`, and says so when
-/// the stream breaks (the browser reconnects by itself); `also` names the server's other paths.
+/// the stream breaks (the browser reconnects by itself, except after an answer that is not a
+/// stream, such as a 503 when every stream slot is taken: then the script tries again every
+/// 5 s); `also` names the server's other paths.
 pub fn page(title: &str, body: &str, also: &str) -> String {
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -120,9 +122,10 @@ pub fn page(title: &str, body: &str, also: &str) -> String {
 <script>\
 (function(){{var s=document.getElementById('state'),l=document.getElementById('live');\
 if(!window.EventSource){{s.textContent='this browser has no EventSource: reload to update';return;}}\
-var e=new EventSource('events');\
+function connect(){{var e=new EventSource('events');\
 e.onmessage=function(m){{l.innerHTML=m.data;s.textContent='live from /events, updated '+new Date().toLocaleTimeString();}};\
-e.onerror=function(){{s.textContent='connection lost; reconnecting';}};}})();\
+e.onerror=function(){{if(e.readyState===2){{s.textContent='connection lost (the server refused the stream); trying again in 5 s';setTimeout(connect,5000);}}else{{s.textContent='connection lost; reconnecting';}}}};}}\
+connect();}})();\
 </script></body></html>",
         host = accel::html::escape(title),
         also = accel::html::escape(also),

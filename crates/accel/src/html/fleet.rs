@@ -39,7 +39,8 @@ fn memory_cell(used: &Value, total: &Value) -> String {
 }
 
 fn watts(v: &Value) -> String {
-    v.as_f64().map_or("-".into(), |p| format!("{p:.0} W"))
+    v.as_f64()
+        .map_or("-".into(), |p| format!("{:.0} W", p.max(0.0) + 0.0))
 }
 
 /// A fleet document (`accel monitor --hosts ... --json`'s round), with an optional `history`
