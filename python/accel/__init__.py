@@ -126,10 +126,14 @@ def tensor(data: Any, device: str = "cpu", dtype: Optional[str] = None) -> Tenso
     in the array's dtype (or `dtype`)."""
     import numpy as np
 
-    a = np.ascontiguousarray(np.asarray(data))
-    name = str(a.dtype)
+    # Not ascontiguousarray: it makes a 0-d array 1-d. tobytes() is C order whatever the
+    # strides; the dtype's name leaves out its byte order (a big-endian float32 is float32,
+    # swapped to little-endian here).
+    a = np.asarray(data)
+    name = a.dtype.name
     if name not in _DTYPES:
-        raise AccelError(f"numpy dtype {name} has no accel dtype; use float16/32/64 or int32/64")
+        raise AccelError(f"numpy dtype {a.dtype} has no accel dtype; use float16/32/64 or "
+                         "int32/64")
     t = Tensor.from_bytes(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes(),
                           _DTYPES[name], list(a.shape), str(device))
     return t.to_dtype(dtype) if dtype else t

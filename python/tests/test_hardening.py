@@ -219,3 +219,21 @@ def test_a_plugin_under_opt_that_another_user_owns_is_never_loaded_by_import_acc
             assert os.path.exists(marker) == loads, (owner, as_user, out.stdout, out.stderr)
             if os.path.exists(marker):
                 os.remove(marker)
+
+
+def test_big_endian_and_zero_dimensional_arrays_are_taken_as_numpy_holds_them():
+    np = pytest.importorskip("numpy")
+    # Before: a big-endian array was refused as "no accel dtype", a 0-d one became (1,).
+    be = np.arange(6, dtype=">f4").reshape(2, 3) / 4
+    t = accel.tensor(be)
+    assert t.shape == (2, 3)
+    assert np.array_equal(np.asarray(t), be.astype("<f4"))
+    for dt in (">i8", ">f8", "<i4"):
+        x = np.array([[1, -2], [3, 2**20]], dtype=dt)
+        assert np.array_equal(np.asarray(accel.tensor(x)), x), dt
+    z = accel.tensor(np.float64(2.5))
+    assert z.shape == ()
+    assert np.asarray(z).shape == () and float(np.asarray(z)) == 2.5
+    # A transposed (not C-contiguous) array keeps its values.
+    m = np.arange(6, dtype=np.float32).reshape(2, 3).T
+    assert np.array_equal(np.asarray(accel.tensor(m)), m)

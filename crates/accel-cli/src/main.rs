@@ -75,9 +75,20 @@ enum Command {
         /// on SIGHUP.
         #[arg(long = "web.config.file", value_name = "FILE")]
         web_config: Option<std::path::PathBuf>,
-        /// Requests served at once; more are answered 503 (node_exporter's default, 40). Live pages' `/events` streams are requests while open and may hold half of these
+        /// Requests served at once; more are answered 503 (node_exporter's default, 40). Live
+        /// pages' `/events` streams are counted apart: at most half of N (at least one) open
+        /// at once, each ended when its client stops reading
         #[arg(long = "web.max-requests", value_name = "N", default_value = "40", value_parser = clap::value_parser!(u64).range(1..=100_000))]
         max_requests: u64,
+        /// Answer only requests whose Host header names one of these (names or addresses,
+        /// without the port, separated by ','); others get 421. A web page on this machine
+        /// then cannot read `/` or `/snapshot` through DNS rebinding. Default: any host
+        #[arg(
+            long = "web.allowed-hosts",
+            value_name = "HOSTS",
+            value_delimiter = ','
+        )]
+        allowed_hosts: Vec<String>,
         /// Seconds a request's head may take to arrive, from its first byte (a client slower
         /// than that is disconnected).
         #[arg(long = "web.header-timeout", value_name = "SECONDS", default_value = "10", value_parser = parse_interval)]
@@ -337,6 +348,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             interval,
             web_config,
             max_requests,
+            allowed_hosts,
             header_timeout,
             idle_timeout,
             max_connections,
@@ -349,6 +361,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 roots: roots.roots(),
                 web_config,
                 max_requests: max_requests as usize,
+                allowed_hosts,
                 header_timeout: Some(std::time::Duration::from_secs_f64(header_timeout)),
                 idle_timeout: Some(std::time::Duration::from_secs_f64(idle_timeout)),
                 max_connections: max_connections.map(|n| n as usize),

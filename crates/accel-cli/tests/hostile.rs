@@ -743,3 +743,45 @@ fn a_withdrawn_user_loses_an_open_stream_and_a_page_leaves_scrapes_a_slot() {
     let (code, _, _) = open_events(addr, &basic("prom", "s3cret"));
     assert_eq!(code, 401);
 }
+
+/// DNS rebinding: a page on this machine that made `evil.example` resolve to 127.0.0.1 sends
+/// `Host: evil.example:PORT`. With `--web.allowed-hosts`, that is answered 421 and the named
+/// hosts are served; without it, any host is (as before).
+#[test]
+fn allowed_hosts_refuse_a_rebound_name() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let (_p, addr) = serve_with("0.5", &["--web.allowed-hosts", "LocalHost,127.0.0.1,[::1]"]);
+    let get = |host: &str, path: &str| -> u32 {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out.split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0)
+    };
+    let port = addr.port();
+    for path in ["/", "/snapshot", "/metrics", "/events"] {
+        assert_eq!(get(&format!("evil.example:{port}"), path), 421, "{path}");
+        assert_eq!(get("evil.example", path), 421, "{path}");
+    }
+    assert_eq!(get(&format!("localhost:{port}"), "/snapshot"), 200);
+    assert_eq!(get("127.0.0.1", "/metrics"), 200);
+    assert_eq!(get(&format!("[::1]:{port}"), "/metrics"), 200);
+    let (_q, open) = serve_with("0.5", &[]);
+    let mut s = TcpStream::connect(open).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out:.100}");
+}

@@ -116,6 +116,9 @@ pub struct Limits {
     pub max_connections: usize,
     /// A collection older than this makes `/healthz` 503.
     pub stale_after: Duration,
+    /// Host names a request's Host header may name, lower case, without port or brackets
+    /// (empty: any). Others get 421 (DNS rebinding).
+    pub allowed_hosts: Vec<String>,
 }
 
 /// The process's open-file limit, raised to its hard limit where the soft one is lower.
@@ -154,6 +157,7 @@ impl Limits {
             max_requests: 40,
             max_connections: fds.saturating_sub(FD_RESERVE).clamp(16, 10_000) as usize,
             stale_after,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -273,6 +277,12 @@ impl App {
         web: &super::webconfig::WebConfig,
         busy: &Arc<AtomicBool>,
     ) -> Response<Body> {
+        if !host_allowed(&self.limits.allowed_hosts, &req) {
+            return text(
+                StatusCode::MISDIRECTED_REQUEST,
+                "this server answers only the hosts --web.allowed-hosts names\n",
+            );
+        }
         let Ok(permit) = self.requests.clone().try_acquire_owned() else {
             return text(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -497,6 +507,26 @@ impl App {
         r.extensions_mut().insert(Streaming);
         r
     }
+}
+
+/// Whether the request's Host header (or its URI's authority) names an allowed host: the
+/// name without its port, IPv6 brackets removed, compared without case. Any host when the
+/// list is empty.
+fn host_allowed(allowed: &[String], req: &Request<Incoming>) -> bool {
+    if allowed.is_empty() {
+        return true;
+    }
+    let host = req
+        .headers()
+        .get(hyper::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()));
+    let Some(host) = host else { return false };
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    allowed.iter().any(|a| a.eq_ignore_ascii_case(name))
 }
 
 /// Whether `credentials` (a request's `Authorization` header) pass `web`'s users; the bcrypt

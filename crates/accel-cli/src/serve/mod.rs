@@ -667,6 +667,17 @@ pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
     }
     let mut limits = http::Limits::for_this_process(every.mul_f64(3.0) + Duration::from_secs(5));
     limits.max_requests = o.max_requests;
+    limits.allowed_hosts = o
+        .allowed_hosts
+        .iter()
+        .map(|h| {
+            h.trim()
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_ascii_lowercase()
+        })
+        .filter(|h| !h.is_empty())
+        .collect();
     if let Some(t) = o.header_timeout {
         limits.header_timeout = t;
     }

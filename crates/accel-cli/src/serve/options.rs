@@ -16,6 +16,8 @@ pub struct Options {
     pub web_config: Option<std::path::PathBuf>,
     /// Requests served at once.
     pub max_requests: usize,
+    /// Host names a request's Host header may name (empty: any).
+    pub allowed_hosts: Vec<String>,
     /// Time for a request's head to arrive (default 10 s).
     pub header_timeout: Option<Duration>,
     /// Time a keep-alive connection may sit silent between requests (default 2 min).
