@@ -55,8 +55,14 @@ class Watch:
 
     def __init__(self, interval: float = 1.0, minutes: float = 5.0,
                  _recorder: Any = None, _out: Optional[Callable[[str], None]] = None) -> None:
-        interval = float(interval)
-        keep = max(2, min(3600, int(float(minutes) * 60 / interval)))
+        interval, minutes = float(interval), float(minutes)
+        # Checked here, where they are divided (before: ZeroDivisionError for interval 0,
+        # OverflowError for a tiny one), with the recorder's own range.
+        if not 0.01 <= interval <= 3600:
+            raise _accel.AccelError(f"interval {interval} s: expected 0.01 to 3600 seconds")
+        if not 0 < minutes <= 7 * 24 * 60:
+            raise _accel.AccelError(f"minutes {minutes}: expected above 0, at most a week")
+        keep = max(2, min(3600, int(minutes * 60 / interval)))
         self.interval = interval
         self.updates = 0
         self._rec = _recorder if _recorder is not None else _accel.Recorder(interval, keep)

@@ -237,3 +237,26 @@ def test_big_endian_and_zero_dimensional_arrays_are_taken_as_numpy_holds_them():
     # A transposed (not C-contiguous) array keeps its values.
     m = np.arange(6, dtype=np.float32).reshape(2, 3).T
     assert np.array_equal(np.asarray(accel.tensor(m)), m)
+
+
+def test_errors_are_accel_errors_in_python_spelling():
+    # Before: ZeroDivisionError / OverflowError from a watch's interval, and messages with
+    # Rust syntax (`.to_device(&cpu)`, `DType::F32`).
+    for interval in (0, 1e-320, float("inf"), float("nan"), -1):
+        with pytest.raises(accel.AccelError):
+            accel.watch(interval=interval)
+    with pytest.raises(accel.AccelError):
+        accel.watch(minutes=0)
+    np = pytest.importorskip("numpy")
+    other = [d for d in accel.devices() if d != "cpu"]
+    if other:
+        a = accel.tensor(np.ones((2, 2), np.float32), "cpu")
+        b = accel.tensor(np.ones((2, 2), np.float32), other[0])
+        with pytest.raises(accel.AccelError) as e:
+            a.matmul(b)
+        msg = str(e.value)
+        assert f'.to("{other[0]}")' in msg and "&" not in msg, msg
+    i = accel.tensor(np.ones((2, 2), np.int32))
+    with pytest.raises(accel.AccelError) as e:
+        i.matmul(accel.tensor(np.ones((2, 2), np.float32)))
+    assert "DType::" not in str(e.value), str(e.value)

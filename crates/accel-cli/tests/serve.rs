@@ -655,7 +655,7 @@ fn a_broken_web_config_is_an_error_at_start() {
         ),
         (
             "tls_server_config:\n  cert: x\n  key: y\n  client_allowed_sans: [a]\n",
-            "client_allowed_sans is not supported",
+            "cert_file holds no certificate",
         ),
         (
             "http_server_config:\n  headers:\n    Server: evil\n",

@@ -27,7 +27,47 @@ create_exception!(
 
 /// An accel error as a Python exception carrying its message (reason and fix).
 fn err(e: impl std::fmt::Display) -> PyErr {
-    AccelError::new_err(e.to_string())
+    AccelError::new_err(pythonic(&e.to_string()))
+}
+
+/// The library's messages with their Rust spelling in Python's: `.to_device(&cpu)` is
+/// `.to("cpu")` here, `DType::F32` is `"f32"`.
+fn pythonic(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    loop {
+        let to = rest.find(".to_device(&");
+        let dt = rest.find("DType::");
+        match (to, dt) {
+            (Some(i), _) if dt.is_none_or(|j| i < j) => {
+                let after = &rest[i + ".to_device(&".len()..];
+                match after.find(')') {
+                    Some(k) => {
+                        out.push_str(&rest[..i]);
+                        out.push_str(&format!(".to(\"{}\")", &after[..k]));
+                        rest = &after[k + 1..];
+                    }
+                    None => {
+                        out.push_str(rest);
+                        return out;
+                    }
+                }
+            }
+            (_, Some(j)) => {
+                let after = &rest[j + "DType::".len()..];
+                let n = after
+                    .find(|c: char| !c.is_ascii_alphanumeric())
+                    .unwrap_or(after.len());
+                out.push_str(&rest[..j]);
+                out.push_str(&format!("\"{}\"", after[..n].to_ascii_lowercase()));
+                rest = &after[n..];
+            }
+            _ => {
+                out.push_str(rest);
+                return out;
+            }
+        }
+    }
 }
 
 fn json(v: &impl serde::Serialize) -> PyResult<String> {

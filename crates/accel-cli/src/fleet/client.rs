@@ -120,15 +120,28 @@ impl HttpConfig {
         } else {
             use rustls_pki_types::pem::PemObject;
             let mut roots = rustls::RootCertStore::empty();
+            let mut pinned = Vec::new();
             if let Some(ca) = &t.ca_file {
                 let pem = crate::input::read_config(&at(ca), "ca_file")?.into_bytes();
                 for c in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
-                    roots
-                        .add(c.map_err(|e| anyhow!("ca_file: {e}"))?)
-                        .map_err(|e| anyhow!("ca_file: {e}"))?;
+                    let c = c.map_err(|e| anyhow!("ca_file: {e}"))?;
+                    roots.add(c.clone()).map_err(|e| anyhow!("ca_file: {e}"))?;
+                    pinned.push(c);
                 }
             }
-            builder.with_root_certificates(roots)
+            if roots.is_empty() {
+                builder.with_root_certificates(roots)
+            } else {
+                let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider,
+                )
+                .build()
+                .map_err(|e| anyhow!("ca_file: {e}"))?;
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(Pinned { inner, pinned }))
+            }
         };
         let mut tls = match (&t.cert_file, &t.key_file) {
             (Some(c), Some(k)) => {
@@ -154,6 +167,120 @@ impl HttpConfig {
             server_name: t.server_name,
         })
     }
+}
+
+/// webpki's check against `ca_file`, and, as Prometheus (Go) does, a server certificate that
+/// is itself in `ca_file` (the self-signed one `openssl req -x509` makes, which webpki
+/// refuses as a CA used as a server's own) while it is valid, for TLS servers and names the
+/// host.
+#[derive(Debug)]
+struct Pinned {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    pinned: Vec<rustls_pki_types::CertificateDer<'static>>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &rustls_pki_types::CertificateDer<'_>,
+        intermediates: &[rustls_pki_types::CertificateDer<'_>],
+        name: &rustls_pki_types::ServerName<'_>,
+        ocsp: &[u8],
+        now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        use crate::serve::webconfig as w;
+        if !self
+            .pinned
+            .iter()
+            .any(|p| p.as_ref() == end_entity.as_ref())
+        {
+            return self
+                .inner
+                .verify_server_cert(end_entity, intermediates, name, ocsp, now);
+        }
+        w::pinned_usable(end_entity.as_ref(), now.as_secs() as i64, w::SERVER_AUTH)
+            .map_err(rustls::Error::InvalidCertificate)?;
+        let host = name.to_str();
+        let facts = w::cert_facts(end_entity.as_ref()).unwrap_or_default();
+        if !w::names_host(&facts, &host) {
+            return Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName,
+            ));
+        }
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// A failed handshake in a sentence (rustls's errors read as Rust's debug text).
+fn tls_failure(e: &std::io::Error, host: &str) -> String {
+    use rustls::{AlertDescription as A, CertificateError as C};
+    let Some(r) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) else {
+        return format!("TLS: {e}");
+    };
+    let why = match r {
+        rustls::Error::InvalidCertificate(c) => match c {
+            C::UnknownIssuer => "the server's certificate is not signed by a CA of tls_config.ca_file".to_string(),
+            C::Expired | C::ExpiredContext { .. } => "the server's certificate has expired".to_string(),
+            C::NotValidYet | C::NotValidYetContext { .. } => {
+                "the server's certificate is not valid yet (is a clock wrong?)".to_string()
+            }
+            C::NotValidForName | C::NotValidForNameContext { .. } => format!(
+                "the server's certificate does not name {host} (tls_config.server_name sets the name to check)"
+            ),
+            C::InvalidPurpose | C::InvalidPurposeContext { .. } => {
+                "the server's certificate is not one for TLS servers (its extended key usage)".to_string()
+            }
+            C::BadSignature => "the server's certificate has a bad signature".to_string(),
+            C::BadEncoding => "the server's certificate does not parse".to_string(),
+            C::UnsupportedSignatureAlgorithmContext { .. }
+            | C::UnsupportedSignatureAlgorithmForPublicKeyContext { .. } => {
+                "the server's certificate is signed with an algorithm rustls does not take".to_string()
+            }
+            C::Other(o) if o.to_string().contains("CaUsedAsEndEntity") => {
+                "the server's certificate is a CA certificate (as `openssl req -x509` makes) that is not itself in tls_config.ca_file: give that certificate as ca_file, or serve one signed by the CA".to_string()
+            }
+            _ => "the server's certificate is refused".to_string(),
+        },
+        rustls::Error::AlertReceived(a) => match a {
+            A::CertificateRequired => {
+                "the server requires a client certificate (tls_config.cert_file and key_file)".to_string()
+            }
+            A::BadCertificate
+            | A::UnknownCA
+            | A::CertificateUnknown
+            | A::CertificateExpired
+            | A::UnsupportedCertificate
+            | A::AccessDenied => "the server refused the client certificate".to_string(),
+            A::HandshakeFailure | A::ProtocolVersion | A::InsufficientSecurity => {
+                "the server and this client have no TLS version, cipher suite or curve in common".to_string()
+            }
+            other => format!("the server ended the handshake (TLS alert {})", u8::from(*other)),
+        },
+        rustls::Error::InvalidMessage(_) => {
+            "the server does not speak TLS (is it http://?)".to_string()
+        }
+        other => format!("the handshake failed: {other}"),
+    };
+    format!("TLS: {why}")
 }
 
 /// Accepts any server certificate (`insecure_skip_verify: true`), still checking signatures.
@@ -305,13 +432,13 @@ async fn get_inner(cfg: &HttpConfig, t: &Target, path: &str) -> anyhow::Result<B
         req.headers_mut().insert(AUTHORIZATION, a.clone());
     }
     if t.https {
-        let name = cfg.server_name.clone().unwrap_or_else(|| t.host.clone());
-        let name = rustls_pki_types::ServerName::try_from(name)
+        let checked = cfg.server_name.clone().unwrap_or_else(|| t.host.clone());
+        let name = rustls_pki_types::ServerName::try_from(checked.clone())
             .map_err(|e| anyhow!("'{}' is not a TLS server name: {e}", t.host))?;
         let tls = tokio_rustls::TlsConnector::from(cfg.tls.clone())
             .connect(name, tcp)
             .await
-            .map_err(|e| anyhow!("TLS: {e}"))?;
+            .map_err(|e| anyhow!("{}", tls_failure(&e, &checked)))?;
         send(TokioIo::new(tls), req).await
     } else {
         send(TokioIo::new(tcp), req).await

@@ -7,6 +7,7 @@
 //! A background thread samples every `--interval` and renders the exposition text once; a
 //! scrape only copies the latest text, so it never waits on a slow probe or driver.
 
+mod client_certs;
 mod conns;
 pub mod http;
 pub mod live;

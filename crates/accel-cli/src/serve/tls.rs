@@ -17,10 +17,10 @@ pub(super) struct TlsFile {
     key_file: Option<PathBuf>,
     cert: Option<String>,
     key: Option<String>,
-    client_auth_type: Option<String>,
-    client_ca_file: Option<PathBuf>,
-    client_ca: Option<String>,
-    client_allowed_sans: Option<Vec<String>>,
+    pub(super) client_auth_type: Option<String>,
+    pub(super) client_ca_file: Option<PathBuf>,
+    pub(super) client_ca: Option<String>,
+    pub(super) client_allowed_sans: Option<Vec<String>>,
     min_version: Option<String>,
     max_version: Option<String>,
     cipher_suites: Option<Vec<String>>,
@@ -33,6 +33,7 @@ pub(super) fn files(t: &TlsFile, dir: &Path) -> Vec<PathBuf> {
     [&t.cert_file, &t.key_file, &t.client_ca_file]
         .into_iter()
         .flatten()
+        .filter(|p| !p.as_os_str().is_empty())
         .map(|p| resolve(dir, p))
         .collect()
 }
@@ -45,12 +46,15 @@ pub(super) fn resolve(dir: &Path, p: &Path) -> PathBuf {
     }
 }
 
-fn pem_text(
+pub(super) fn pem_text(
     dir: &Path,
     file: &Option<PathBuf>,
     inline: &Option<String>,
     what: &str,
 ) -> anyhow::Result<Option<String>> {
+    // An empty value is no value, as exporter-toolkit reads it.
+    let file = file.as_ref().filter(|f| !f.as_os_str().is_empty());
+    let inline = inline.as_ref().filter(|t| !t.is_empty());
     match (file, inline) {
         (Some(f), None) => Ok(Some(crate::input::read_config(&resolve(dir, f), what)?)),
         (None, Some(t)) => Ok(Some(t.clone())),
@@ -71,8 +75,8 @@ fn group_name(go: &str) -> anyhow::Result<&'static str> {
         "X25519" => "X25519",
         "CurveP256" => "secp256r1",
         "CurveP384" => "secp384r1",
-        "CurveP521" => bail!("curve_preferences: CurveP521 is not offered (rustls with ring has X25519, CurveP256 and CurveP384)"),
-        other => bail!("curve_preferences: '{other}' is not a curve (X25519, CurveP256, CurveP384)"),
+        "CurveP521" => bail!("curve_preferences: CurveP521 is not offered: rustls with ring has no P-521 key exchange (X25519, CurveP256 and CurveP384 are); leave it out"),
+        other => bail!("curve_preferences: unknown curve '{other}' (exporter-toolkit's are X25519, CurveP256, CurveP384, CurveP521)"),
     })
 }
 
@@ -87,26 +91,29 @@ pub struct CertFacts {
     pub ips: Vec<std::net::IpAddr>,
 }
 
-/// rustls's server configuration from `t` (files relative to `dir`), and the leaf
-/// certificate's facts.
+/// Builds the client-certificate verifier a `tls_server_config` asks for
+/// (`client_certs::client_verifier`; `None`: no client certificate asked).
+pub(super) type ClientVerifier =
+    fn(
+        &TlsFile,
+        &Path,
+        Arc<rustls::crypto::CryptoProvider>,
+    ) -> anyhow::Result<Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>>;
+
+/// rustls's server configuration from `t` (files relative to `dir`), with the client
+/// certificates `verifier` asks for, and the leaf certificate's facts.
 pub(super) fn server_config(
     t: TlsFile,
     dir: &Path,
+    verifier: ClientVerifier,
 ) -> anyhow::Result<(rustls::ServerConfig, CertFacts)> {
-    use rustls::{server::WebPkiClientVerifier, RootCertStore};
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-    if t.client_allowed_sans
-        .as_ref()
-        .is_some_and(|v| !v.is_empty())
-    {
-        bail!("client_allowed_sans is not supported by accel yet: give the clients certificates from a CA of their own (client_ca_file) instead");
-    }
     let certs_pem = pem_text(dir, &t.cert_file, &t.cert, "cert_file")?
-        .ok_or_else(|| anyhow!("cert_file is missing"))?;
+        .ok_or_else(|| anyhow!("cert_file (or cert) is missing or empty"))?;
     let key_pem = pem_text(dir, &t.key_file, &t.key, "key_file")?
-        .ok_or_else(|| anyhow!("key_file is missing"))?;
+        .ok_or_else(|| anyhow!("key_file (or key) is missing or empty"))?;
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(certs_pem.as_bytes())
         .collect::<Result<_, _>>()
         .map_err(|e| anyhow!("cert_file: not PEM certificates: {e}"))?;
@@ -124,7 +131,7 @@ pub(super) fn server_config(
                 "TLS10" | "TLS11" => {
                     bail!("TLS 1.0 and 1.1 are not offered (rustls); use TLS12 or TLS13")
                 }
-                other => bail!("'{other}' is not a TLS version (TLS12, TLS13)"),
+                other => bail!("unknown TLS version '{other}' (TLS12 or TLS13)"),
             }
         };
         let (lo, hi) = (v(&t.min_version, "TLS12")?, v(&t.max_version, "TLS13")?);
@@ -154,15 +161,13 @@ pub(super) fn server_config(
                 Some(s) if s.tls13().is_none() => kept.push(*s),
                 Some(_) => {}
                 None if go.starts_with("TLS_AES_") || go.starts_with("TLS_CHACHA20_") => {}
+                None if go_only_suite(go) => bail!(
+                    "cipher_suites: {go} is not offered: rustls implements no CBC and no RSA-key-exchange suite (no forward secrecy, padding-oracle attacks); leave it out, the others serve every current client ({})",
+                    tls12_names(&provider)
+                ),
                 None => bail!(
-                    "cipher_suites: {go} is not offered (rustls has the ECDHE suites with AES-GCM or ChaCha20-Poly1305: {})",
-                    provider
-                        .cipher_suites
-                        .iter()
-                        .filter(|s| s.tls13().is_none())
-                        .map(|s| format!("{:?}", s.suite()))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    "cipher_suites: unknown cipher '{go}' (Go's names; rustls offers {})",
+                    tls12_names(&provider)
                 ),
             }
         }
@@ -198,31 +203,7 @@ pub(super) fn server_config(
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
         .map_err(|e| anyhow!("{e}"))?;
-    let kind = t.client_auth_type.as_deref().unwrap_or("NoClientCert");
-    let verifier = match kind {
-        "NoClientCert" => None,
-        "RequireAnyClientCert" | "VerifyClientCertIfGiven" | "RequireAndVerifyClientCert"
-        | "RequestClientCert" => {
-            let pem = pem_text(dir, &t.client_ca_file, &t.client_ca, "client_ca_file")?
-                .ok_or_else(|| anyhow!("client_auth_type {kind} needs client_ca_file"))?;
-            let mut roots = RootCertStore::empty();
-            for c in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-                roots
-                    .add(c.map_err(|e| anyhow!("client_ca_file: {e}"))?)
-                    .map_err(|e| anyhow!("client_ca_file: {e}"))?;
-            }
-            let b = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
-            let b = match kind {
-                "VerifyClientCertIfGiven" | "RequestClientCert" => b.allow_unauthenticated(),
-                _ => b,
-            };
-            Some(b.build().map_err(|e| anyhow!("client_ca_file: {e}"))?)
-        }
-        other => bail!(
-            "client_auth_type '{other}' is not one of NoClientCert, RequestClientCert, RequireAnyClientCert, VerifyClientCertIfGiven, RequireAndVerifyClientCert"
-        ),
-    };
-    let builder = match verifier {
+    let builder = match verifier(&t, dir, provider)? {
         Some(v) => builder.with_client_cert_verifier(v),
         None => builder.with_no_client_auth(),
     };
@@ -233,6 +214,125 @@ pub(super) fn server_config(
     // exporter-toolkit's default is the server's order.
     cfg.ignore_client_order = t.prefer_server_cipher_suites.unwrap_or(true);
     Ok((cfg, facts))
+}
+
+/// Whether `cipher_suites` lacks the suite HTTP/2 requires of TLS 1.2 (Go's http2 package
+/// refuses to start without TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 or its ECDSA twin when a
+/// list is given and TLS 1.2 is allowed).
+pub(super) fn lacks_http2_suite(t: &TlsFile) -> bool {
+    let Some(names) = t.cipher_suites.as_ref().filter(|n| !n.is_empty()) else {
+        return false;
+    };
+    t.min_version.as_deref() != Some("TLS13")
+        && !names.iter().any(|n| {
+            n == "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
+                || n == "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
+        })
+}
+
+/// Go's TLS 1.2 suites that rustls does not implement (CBC, RSA key exchange, 3DES, RC4).
+fn go_only_suite(go: &str) -> bool {
+    go.starts_with("TLS_")
+        && (go.contains("_CBC_")
+            || go.starts_with("TLS_RSA_WITH_")
+            || go.contains("_RC4_")
+            || go.contains("_3DES_"))
+}
+
+fn tls12_names(p: &rustls::crypto::CryptoProvider) -> String {
+    p.cipher_suites
+        .iter()
+        .filter(|s| s.tls13().is_none())
+        .map(|s| format!("{:?}", s.suite()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// id-kp-clientAuth (1.3.6.1.5.5.7.3.2), DER.
+pub const CLIENT_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x02];
+/// id-kp-serverAuth (1.3.6.1.5.5.7.3.1), DER.
+pub const SERVER_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01];
+
+/// Whether a certificate trusted as itself (listed in a CA file and presented as the peer's
+/// own, as Go accepts a self-signed certificate) may be used now for `purpose`: within its
+/// validity, and its extended key usage (when it has one) allows it.
+pub fn pinned_usable(
+    cert: &[u8],
+    now: i64,
+    purpose: &[u8],
+) -> Result<(), rustls::CertificateError> {
+    let facts = cert_facts(cert).ok_or(rustls::CertificateError::BadEncoding)?;
+    if facts.not_before.is_none_or(|t| t > now) {
+        return Err(rustls::CertificateError::NotValidYet);
+    }
+    if facts.not_after.is_none_or(|t| t < now) {
+        return Err(rustls::CertificateError::Expired);
+    }
+    let mut eku = None;
+    for (oid, value) in extensions(cert).unwrap_or_default() {
+        // extKeyUsage, 2.5.29.37: a SEQUENCE of OIDs.
+        if oid == [0x55, 0x1d, 0x25] {
+            let (_, mut list, _) = der(value).ok_or(rustls::CertificateError::BadEncoding)?;
+            let mut found = Vec::new();
+            while let Some((_, o, r)) = der(list) {
+                list = r;
+                found.push(o);
+            }
+            eku = Some(found);
+        }
+    }
+    let any = [0x55, 0x1d, 0x25, 0x00];
+    match eku {
+        Some(list) if !list.iter().any(|o| *o == purpose || *o == any) => {
+            Err(rustls::CertificateError::InvalidPurpose)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The certificate's subject alternative names as Go's `client_allowed_sans` compares them:
+/// DNS names, e-mail addresses, IP addresses (Go's text form) and URIs.
+pub fn cert_sans(cert: &[u8]) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    for (oid, value) in extensions(cert)? {
+        if oid != [0x55, 0x1d, 0x11] {
+            continue;
+        }
+        let (_, mut names, _) = der(value)?;
+        while let Some((tag, v, r)) = der(names) {
+            names = r;
+            match tag {
+                // dNSName, rfc822Name, uniformResourceIdentifier
+                0x82 | 0x81 | 0x86 => out.push(String::from_utf8_lossy(v).into_owned()),
+                0x87 if v.len() == 4 => {
+                    out.push(std::net::Ipv4Addr::from(<[u8; 4]>::try_from(v).ok()?).to_string())
+                }
+                0x87 if v.len() == 16 => {
+                    let ip = std::net::Ipv6Addr::from(<[u8; 16]>::try_from(v).ok()?);
+                    // Go writes an IPv4-mapped address as IPv4.
+                    out.push(match ip.to_ipv4_mapped() {
+                        Some(v4) => v4.to_string(),
+                        None => ip.to_string(),
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Whether the certificate's names cover `host`, a DNS name or an IP address (for a
+/// certificate trusted as itself, whose name webpki did not check).
+pub fn names_host(f: &CertFacts, host: &str) -> bool {
+    match host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<std::net::IpAddr>()
+    {
+        Ok(ip) => f.ips.contains(&ip),
+        Err(_) => f.dns_names.iter().any(|p| name_covers(p, host)),
+    }
 }
 
 fn lo_is_12(v: &[&'static rustls::SupportedProtocolVersion]) -> bool {
@@ -348,6 +448,39 @@ pub fn cert_facts(cert: &[u8]) -> Option<CertFacts> {
         }
     }
     Some(facts)
+}
+
+/// A DER certificate's extensions: each one's OID and the contents of its value (the
+/// OCTET STRING's); `None` when it does not parse.
+fn extensions(cert: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
+    let (_, cert, _) = der(cert)?;
+    let (_, tbs, _) = der(cert)?;
+    let mut rest = tbs;
+    if rest.first() == Some(&0xa0) {
+        rest = der(rest)?.2;
+    }
+    // serialNumber, signature, issuer, validity, subject, subjectPublicKeyInfo.
+    for _ in 0..6 {
+        rest = der(rest)?.2;
+    }
+    let mut out = Vec::new();
+    while let Some((tag, v, r)) = der(rest) {
+        rest = r;
+        if tag != 0xa3 {
+            continue;
+        }
+        let (_, mut exts, _) = der(v)?;
+        while let Some((_, ext, r)) = der(exts) {
+            exts = r;
+            let (_, oid, mut r) = der(ext)?;
+            if r.first() == Some(&0x01) {
+                r = der(r)?.2; // critical
+            }
+            let (_, octets, _) = der(r)?;
+            out.push((oid, octets));
+        }
+    }
+    Some(out)
 }
 
 /// Whether a DNS name of the certificate covers `host` (one leading `*.` label allowed).

@@ -39,6 +39,8 @@ use hyper::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 
 use super::tls;
+/// What the fleet's client shares with the server: a certificate trusted as itself.
+pub use super::tls::{cert_facts, names_host, pinned_usable, SERVER_AUTH};
 
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -52,9 +54,10 @@ struct File {
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct HttpFile {
-    /// exporter-toolkit's HTTP/2 switch: accepted; accel serves HTTP/1.1 (ALPN says so).
-    #[serde(rename = "http2")]
-    _http2: Option<bool>,
+    /// exporter-toolkit's HTTP/2 switch: accel serves HTTP/1.1 (ALPN says so), but checks
+    /// what Go's HTTP/2 needs of `cipher_suites` unless it is false, so that the file works
+    /// for both.
+    http2: Option<bool>,
     headers: Option<BTreeMap<String, String>>,
 }
 
@@ -149,11 +152,23 @@ impl WebConfig {
         };
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut sources = vec![path.to_path_buf()];
+        let http2 = file
+            .http_server_config
+            .as_ref()
+            .and_then(|h| h.http2)
+            .unwrap_or(true);
         let (tls, cert) = match file.tls_server_config {
             Some(t) => {
                 sources.extend(tls::files(&t, dir));
-                let (cfg, facts) = tls::server_config(t, dir)
+                let lacks_h2 = tls::lacks_http2_suite(&t);
+                let (cfg, facts) = tls::server_config(t, dir, super::client_certs::client_verifier)
                     .with_context(|| format!("{}: tls_server_config", path.display()))?;
+                if http2 && lacks_h2 {
+                    bail!(
+                        "{}: tls_server_config: cipher_suites has neither TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 nor TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, which HTTP/2 requires with TLS 1.2: exporter-toolkit refuses such a file unless http_server_config.http2 is false, and so does accel (which serves HTTP/1.1) so that the file works for both",
+                        path.display()
+                    );
+                }
                 (Some(Arc::new(cfg)), Some(facts))
             }
             None => (None, None),
@@ -230,7 +245,7 @@ impl WebConfig {
                     })?;
                     if cost > MAX_COST {
                         bail!(
-                            "{}: basic_auth_users: the hash of '{user}' has cost {cost}; at most {MAX_COST} is accepted (each step doubles the time of every check: cost {cost} takes about {:.0} s here per request that is not remembered; 10 is usual)",
+                            "{}: basic_auth_users: the hash of '{user}' has cost {cost}; at most {MAX_COST} is accepted, accel's own limit (exporter-toolkit has none; each step doubles the time of every check: cost {cost} takes about {:.0} s here per request that is not remembered; 10 is usual)",
                             path.display(),
                             0.065 * f64::from(1u32 << (cost - 10).min(20))
                         );
@@ -287,7 +302,11 @@ fn stamp(p: &Path) -> Option<(u64, SystemTime, u64)> {
     Some((m.len(), m.modified().ok()?, ino))
 }
 
-/// The web config in force, loaded again when one of its files changes or on SIGHUP.
+/// How long a changed file must stay unchanged before it is read (a write in progress).
+const SETTLE: Duration = Duration::from_millis(100);
+
+/// The web config in force, loaded again when one of its files changes or on SIGHUP. TLS on
+/// or off is chosen at start: a version that would switch it does not load.
 pub struct Live {
     path: Option<PathBuf>,
     current: RwLock<Arc<WebConfig>>,
@@ -341,13 +360,32 @@ impl Live {
         let sources = self.get().sources.clone();
         let now: Vec<_> = sources.iter().map(|p| stamp(p)).collect();
         {
-            let mut last = self.stamps.lock().unwrap_or_else(|e| e.into_inner());
+            let last = self.stamps.lock().unwrap_or_else(|e| e.into_inner());
             if !asked && *last == now {
                 return false;
             }
-            *last = now;
         }
-        match WebConfig::load(path) {
+        // A file being written is looked at again next round rather than read half-written.
+        if !asked {
+            std::thread::sleep(SETTLE);
+            if sources.iter().map(|p| stamp(p)).collect::<Vec<_>>() != now {
+                return false;
+            }
+        }
+        *self.stamps.lock().unwrap_or_else(|e| e.into_inner()) = now;
+        let was_tls = self.get().tls.is_some();
+        let loaded = WebConfig::load(path).and_then(|cfg| match (was_tls, cfg.tls.is_some()) {
+            (true, false) => Err(anyhow!(
+                "{}: tls_server_config is gone (or the file is empty): a reload cannot turn TLS off, so the listener keeps serving TLS; restart accel serve to serve plain HTTP",
+                path.display()
+            )),
+            (false, true) => Err(anyhow!(
+                "{}: tls_server_config appeared: a reload cannot turn TLS on (the listener's protocol is chosen at start, as exporter-toolkit's); restart accel serve",
+                path.display()
+            )),
+            _ => Ok(cfg),
+        });
+        match loaded {
             Ok(cfg) => {
                 *self.stamps.lock().unwrap_or_else(|e| e.into_inner()) =
                     cfg.sources.iter().map(|p| stamp(p)).collect();
