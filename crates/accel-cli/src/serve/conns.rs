@@ -221,3 +221,29 @@ pub(super) async fn timed_out(
         tokio::time::sleep(Duration::from_millis(wait.clamp(1, 250))).await;
     }
 }
+
+/// The process's open-file limit, raised to its hard limit where the soft one is lower.
+pub(super) fn fd_limit() -> u64 {
+    #[cfg(unix)]
+    {
+        // SAFETY: getrlimit/setrlimit read and write the `rlimit` struct on our stack only.
+        unsafe {
+            let mut r: libc::rlimit = std::mem::zeroed();
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+                return 1024;
+            }
+            if r.rlim_cur < r.rlim_max {
+                let mut up = r;
+                up.rlim_cur = r.rlim_max.min(65536);
+                if up.rlim_cur > r.rlim_cur && libc::setrlimit(libc::RLIMIT_NOFILE, &up) == 0 {
+                    r = up;
+                }
+            }
+            r.rlim_cur as u64
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        1024
+    }
+}

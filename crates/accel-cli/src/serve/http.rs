@@ -121,36 +121,10 @@ pub struct Limits {
     pub allowed_hosts: Vec<String>,
 }
 
-/// The process's open-file limit, raised to its hard limit where the soft one is lower.
-pub fn fd_limit() -> u64 {
-    #[cfg(unix)]
-    {
-        // SAFETY: getrlimit/setrlimit read and write the `rlimit` struct on our stack only.
-        unsafe {
-            let mut r: libc::rlimit = std::mem::zeroed();
-            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
-                return 1024;
-            }
-            if r.rlim_cur < r.rlim_max {
-                let mut up = r;
-                up.rlim_cur = r.rlim_max.min(65536);
-                if up.rlim_cur > r.rlim_cur && libc::setrlimit(libc::RLIMIT_NOFILE, &up) == 0 {
-                    r = up;
-                }
-            }
-            r.rlim_cur as u64
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        1024
-    }
-}
-
 impl Limits {
     /// The defaults, with the connection cap below this process's descriptor limit.
     pub fn for_this_process(stale_after: Duration) -> Limits {
-        let fds = fd_limit();
+        let fds = super::conns::fd_limit();
         Limits {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),

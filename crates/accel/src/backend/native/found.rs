@@ -1,6 +1,20 @@
-//! What a CUDA library's file on disk says without loading it.
+//! What a CUDA library's file on disk says without loading it, and where a toolkit keeps
+//! its libraries.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The library folders of a CUDA toolkit rooted at `root` that exist.
+pub(super) fn toolkit_libs(root: &Path) -> Vec<PathBuf> {
+    [
+        root.join("lib64"),
+        root.join("lib"),
+        root.join("targets/x86_64-linux/lib"),
+        root.join("targets/sbsa-linux/lib"),
+    ]
+    .into_iter()
+    .filter(|p| p.is_dir())
+    .collect()
+}
 
 /// Other major versions of `file` present in `dir` (`libcublas.so.12` when we want `.13`).
 pub fn other_majors(dir: &Path, file: &str) -> Vec<String> {

@@ -17,6 +17,7 @@ use serde::Serialize;
 #[cfg(target_os = "linux")]
 use super::dl;
 pub use super::found::other_majors;
+use super::found::toolkit_libs;
 pub use super::major::{
     choose_major, cuda_version_text, driver_for, jax_cuda_extra, pips, Have, MajorChoice,
     CUDA_MAJORS, DRIVER_FLOOR,
@@ -228,18 +229,6 @@ fn wheel_dirs(sp: &Path) -> Vec<PathBuf> {
         }
     }
     v.into_iter().filter(|p| p.is_dir()).collect()
-}
-
-fn toolkit_libs(root: &Path) -> Vec<PathBuf> {
-    [
-        root.join("lib64"),
-        root.join("lib"),
-        root.join("targets/x86_64-linux/lib"),
-        root.join("targets/sbsa-linux/lib"),
-    ]
-    .into_iter()
-    .filter(|p| p.is_dir())
-    .collect()
 }
 
 /// Every folder searched after the loader path, in order. The override comes first and is

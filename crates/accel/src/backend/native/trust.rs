@@ -150,7 +150,8 @@ pub fn own_prefix() -> Option<PathBuf> {
 }
 
 /// The one rule: `dir` (canonical) and every folder above it belong to you or root and no one
-/// else may write them, unless it lies in a trusted folder ([`trusted_roots`]).
+/// else may write them, unless it lies in a trusted folder (`ACCEL_TRUSTED_DIRS`, the prefix
+/// this program runs from, the running Python's environment).
 pub fn safe_folder(dir: &Path) -> Result<(), String> {
     #[cfg(target_os = "linux")]
     {
