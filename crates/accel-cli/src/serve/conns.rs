@@ -118,6 +118,52 @@ impl Clock {
         }
     }
 
+    /// Bytes the socket accepted that the client's program has not read yet, as the kernel
+    /// sees them: those not yet acknowledged (`SIOCOUTQ`), and those sitting in the client's
+    /// receive buffer, which its advertised window (`tcpi_snd_wnd`, Linux 6.2 and later) shows
+    /// shrinking below the largest it has advertised (`max_window`, kept by the caller).
+    /// `None` where the kernel does not say (then only what the socket accepted counts).
+    pub(super) fn peer_unread(&self, max_window: &mut u32) -> Option<u64> {
+        #[cfg(target_os = "linux")]
+        {
+            if self.fd < 0 {
+                return None;
+            }
+            // SAFETY: tcp_info is a #[repr(C)] struct of integers, valid all zero; getsockopt
+            // writes at most `len` bytes into it and sets `len` to what it wrote; ioctl writes
+            // one c_int. `fd` is the connection's socket, alive (see `cut`).
+            let (info, len, outq) = unsafe {
+                let mut info: libc::tcp_info = std::mem::zeroed();
+                let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+                let r = libc::getsockopt(
+                    self.fd,
+                    libc::IPPROTO_TCP,
+                    libc::TCP_INFO,
+                    (&mut info as *mut libc::tcp_info).cast(),
+                    &mut len,
+                );
+                let mut outq: libc::c_int = 0;
+                let q = libc::ioctl(self.fd, libc::TIOCOUTQ, &mut outq);
+                if r != 0 || q != 0 {
+                    return None;
+                }
+                (info, len as usize, outq.max(0) as u64)
+            };
+            // The field exists only where the kernel filled that far.
+            let end = std::mem::offset_of!(libc::tcp_info, tcpi_snd_wnd) + 4;
+            if len < end {
+                return None;
+            }
+            *max_window = (*max_window).max(info.tcpi_snd_wnd);
+            Some(outq + u64::from(*max_window - info.tcpi_snd_wnd))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = max_window;
+            None
+        }
+    }
+
     /// Limits what the kernel accepts for this connection to `bytes` of send buffer (the
     /// kernel doubles it), so that a client that does not read stops taking events soon.
     pub(super) fn limit_send_buffer(&self, bytes: i32) {

@@ -379,11 +379,11 @@ impl App {
 
     /// `/events`: after every collection, the live page's new body as one server-sent event.
     /// The stream takes one of the streams' slots ([`stream_cap`]) and keeps its connection
-    /// busy; it ends when the server stops, when its client has not taken [`MAX_UNREAD`]
-    /// events (counted by the bytes the socket accepted, whose send buffer is kept to
-    /// [`STREAM_SEND_BUFFER`]; before, a client that never read kept its slot for minutes
-    /// while the kernel's buffers filled), or when the web config changes and its
-    /// credentials no longer pass.
+    /// busy; it ends when the server stops, when its client has not read more than
+    /// [`MAX_UNREAD`] events (the bytes its socket accepted, with a send buffer of
+    /// [`STREAM_SEND_BUFFER`], less what `Clock::peer_unread` says the client has not read;
+    /// before, a client that never read kept its slot for minutes while the kernels' buffers
+    /// filled), or when the web config changes and its credentials no longer pass.
     fn events(
         &self,
         permit: tokio::sync::OwnedSemaphorePermit,
@@ -410,6 +410,7 @@ impl App {
             let mut sent: u64 = 0;
             let mut ends: std::collections::VecDeque<u64> = std::collections::VecDeque::new();
             let mut config = web.get();
+            let mut max_window = 0u32;
             let mut ended = false;
             // The first event at once (rendered here if the collector has not yet), then one
             // per collection.
@@ -436,7 +437,10 @@ impl App {
                     }
                 }
                 if let Some(c) = &clock {
+                    // What the client has read: what its socket took, less what the kernel
+                    // says is still unacknowledged or waiting in the client's buffer.
                     let taken = c.written.load(Ordering::Relaxed).saturating_sub(base);
+                    let taken = taken.saturating_sub(c.peer_unread(&mut max_window).unwrap_or(0));
                     while ends.front().is_some_and(|&e| e <= taken) {
                         ends.pop_front();
                     }
@@ -521,12 +525,12 @@ async fn still_authorized(web: &super::webconfig::WebConfig, credentials: Option
     }
 }
 
-/// Events a live page's client may leave untaken (sent, not yet accepted by its socket)
-/// before its stream is ended.
+/// Events a live page's client may leave unread (sent, and not accepted by its socket or
+/// still waiting in the client's kernel) before its stream is ended.
 pub const MAX_UNREAD: usize = 8;
 
-/// A live page's socket send buffer (the kernel doubles it): what the kernel takes from a
-/// client that does not read, before the count of untaken events grows.
+/// A live page's socket send buffer (the kernel doubles it): what the kernel takes for a
+/// client that does not read, where its window cannot be seen (before Linux 6.2).
 const STREAM_SEND_BUFFER: i32 = 8 * 1024;
 
 /// Events a live page's stream may have waiting in accel (not yet handed to hyper) before it
