@@ -646,3 +646,50 @@ fn prometheus_with_eight_thousand_gpus_is_linear_and_bounded_by_the_timeout() {
     assert!(err.contains("within --timeout 1.5 s"), "{err}");
     assert!(took < 3.0, "the round took {took:.1} s with --timeout 1.5");
 }
+
+/// A member whose clock is a day behind, but whose samples move, is up (with a note on its
+/// clock); before, freshness was its own time against ours, so it was "stale" for good (and
+/// one a day ahead could never be).
+#[test]
+fn a_member_with_a_skewed_clock_is_judged_by_whether_its_samples_move() {
+    use std::io::{Read, Write};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut req = [0u8; 4096];
+            let _ = s.read(&mut req);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64();
+            let body = format!(
+                r#"{{"kind":"monitor","time_unix_s":{},"devices":[]}}"#,
+                now - 86_400.0
+            );
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let (code, docs, err) = fleet_json(&[
+        "monitor",
+        "--hosts",
+        &addr.to_string(),
+        "--json",
+        "--count",
+        "3",
+        "--interval",
+        "0.3",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    for d in &docs {
+        let h = &d["hosts"][0];
+        assert_eq!(h["state"], "up", "{h}");
+        let note = h["error"].as_str().unwrap_or_default();
+        assert!(note.contains("86400 s behind"), "{h}");
+    }
+}

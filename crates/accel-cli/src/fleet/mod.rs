@@ -94,6 +94,8 @@ pub struct Poller {
     states: BTreeMap<String, (&'static str, f64)>,
     /// The last good row of each host (shown, marked, while it is down).
     last: BTreeMap<String, HostRow>,
+    /// host -> (its last sample time, as bits; when this machine saw it change)
+    fresh: BTreeMap<String, (Option<u64>, f64)>,
 }
 
 impl Poller {
@@ -112,6 +114,7 @@ impl Poller {
                 .build()?,
             states: BTreeMap::new(),
             last: BTreeMap::new(),
+            fresh: BTreeMap::new(),
         })
     }
 
@@ -150,12 +153,30 @@ impl Poller {
                 for (host, r) in results {
                     let row = match r {
                         Ok(mut row) => {
-                            let age = row.sampled_unix_s.map_or(0.0, |t| now - t);
+                            // Freshness by this machine's clock: since when the member's
+                            // sample time has not moved (its own clock may be off by any
+                            // amount; before, a member a day behind was always "stale", and
+                            // one ahead never was).
+                            let seen = self.fresh.entry(host.clone()).or_insert((None, now));
+                            if seen.0 != row.sampled_unix_s.map(f64::to_bits) {
+                                *seen = (row.sampled_unix_s.map(f64::to_bits), now);
+                            }
+                            let age = now - seen.1;
                             if age > self.stale_after {
                                 row.state = "stale";
-                                row.error = Some(format!("its last collection is {age:.0} s old"));
+                                row.error = Some(format!(
+                                    "its last collection has not changed for {age:.0} s"
+                                ));
                             } else {
                                 row.state = "up";
+                                let skew = row.sampled_unix_s.map_or(0.0, |t| t - now);
+                                if skew.abs() > 300.0 {
+                                    row.error = Some(format!(
+                                        "its clock is {:.0} s {} this machine's",
+                                        skew.abs(),
+                                        if skew > 0.0 { "ahead of" } else { "behind" }
+                                    ));
+                                }
                             }
                             self.last.insert(host.clone(), row.clone());
                             row
