@@ -787,3 +787,36 @@ fn allowed_hosts_refuse_a_rebound_name() {
     let _ = s.read_to_string(&mut out);
     assert!(out.starts_with("HTTP/1.1 200"), "{out:.100}");
 }
+
+/// Under Kubernetes the exporter runs in a pod whose host name is the pod's: the DaemonSet
+/// passes the node's name as `NODE_NAME` (dcgm-exporter's variable), and the `Hostname` label
+/// and `/snapshot`'s host name are the node's. A value with characters no node name has is
+/// ignored.
+#[test]
+fn node_name_names_the_machine_under_kubernetes() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    for (given, want_node) in [("gpu-node-7", true), ("bad\"name\n", false)] {
+        let child = Command::new(env!("CARGO_BIN_EXE_accel"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--interval", "0.5"])
+            .env("NODE_NAME", given)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (_p, addr) = announced(child);
+        let mut c = Client::new(addr);
+        let (_, _, metrics) = c.get("/metrics").unwrap();
+        let (_, _, snap) = c.get("/snapshot").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&snap).unwrap();
+        if want_node {
+            assert!(
+                metrics.contains("Hostname=\"gpu-node-7\""),
+                "{metrics:.400}"
+            );
+            assert_eq!(v["hostname"], "gpu-node-7");
+        } else {
+            assert!(!metrics.contains("bad"), "{metrics:.400}");
+            assert_ne!(v["hostname"], given);
+        }
+    }
+}

@@ -574,7 +574,9 @@ fn publish(snap: &accel::load::Snapshot, host: &str, cx: &mut Context) -> http::
     let classic = om.strip_suffix("# EOF\n").unwrap_or(&om).to_string();
     // One conversion to a JSON value, for the history and the page; its text is /snapshot.
     let (doc, snapshot) = match crate::out::json_value("monitor", snap) {
-        Ok(doc) => {
+        Ok(mut doc) => {
+            // The name the series carry (the node's, under Kubernetes), here too.
+            doc["hostname"] = host.into();
             let text = doc.to_string();
             (doc, text)
         }
@@ -639,8 +641,17 @@ pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
     let first = sampler.sample();
     cx.collect_seconds = t.elapsed().as_secs_f64();
     cx.saw(&first);
-    // The machine's name, as the sampler read it once.
-    let host = first.hostname.clone();
+    // The machine's name: the node's in Kubernetes (NODE_NAME from the downward API, as
+    // dcgm-exporter reads it; a pod's own host name is the pod's), else as the sampler read it.
+    let host = std::env::var("NODE_NAME")
+        .ok()
+        .filter(|n| {
+            !n.is_empty()
+                && n.len() <= 253
+                && n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+        })
+        .unwrap_or_else(|| first.hostname.clone());
     if let (Some(c), Some(a)) = (&cert, local) {
         for w in tls::cert_warnings(c, &a, &host, now) {
             eprintln!("accel serve: warning: {w}");
