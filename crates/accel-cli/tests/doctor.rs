@@ -544,6 +544,14 @@ fn a_plugin_under_opt_that_another_user_owns_is_never_loaded() {
         );
         std::fs::remove_file(&marker).unwrap();
     }
+    // ACCEL_TRUSTED_DIRS is the user's word for a folder another user owns: searched then
+    // (`exec env` inside the namespace, after the folder is made).
+    let o = run("4242:4242", "env ACCEL_TRUSTED_DIRS=/opt/shared", "devices");
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        marker.exists(),
+        "a folder listed in ACCEL_TRUSTED_DIRS was not searched"
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
 
