@@ -141,6 +141,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn bidi_controls_are_shown_not_passed_to_the_page() {
+        let e = parts::escape("gnp\u{202e}exe.\u{2066}x\u{2028}y\u{200f}<");
+        assert_eq!(e, "gnp\\u{202e}exe.\\u{2066}x\\u{2028}y\\u{200f}&lt;");
+        assert_eq!(parts::escape("Tesla T4 ü 東\n"), "Tesla T4 ü 東\n");
+    }
+
+    #[test]
     fn a_doctor_document_is_a_checklist_with_words_and_fixes_escaped() {
         let doc = serde_json::json!({
             "kind": "doctor", "best_device": "cpu", "best_device_works": true,

@@ -31,8 +31,13 @@ pub fn escape(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            // Control characters (a process name may hold any) are shown, not passed on.
-            c if c.is_control() && c != '\n' && c != '\t' => {
+            // Control characters (a process name may hold any) are shown, not passed on; so
+            // are the bidirectional overrides, embeddings, isolates and marks (U+202E would
+            // draw the rest of a cell backwards) and the line and paragraph separators.
+            c if (c.is_control() && c != '\n' && c != '\t')
+                || matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}'
+                    | '\u{2066}'..='\u{2069}') =>
+            {
                 out.push_str(&format!("\\u{{{:x}}}", c as u32))
             }
             c => out.push(c),
