@@ -362,29 +362,6 @@ fn the_fleet_is_served_live_behind_basic_auth_and_printed_as_a_page() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A fleet member that answers every request with `body` (HTTP/1.1, then closes), on a thread
-/// that stops with the test process.
-fn hostile_member(body: Vec<u8>) -> std::net::SocketAddr {
-    use std::io::{Read, Write};
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            let mut req = [0u8; 4096];
-            let _ = s.read(&mut req);
-            let head = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = s.write_all(head.as_bytes());
-            let _ = s.write_all(&body);
-        }
-    });
-    addr
-}
-
 /// What `accel ARGS` cost, from the kernel's accounting of the child (`wait4`'s rusage).
 struct Cost {
     /// Peak resident memory, MiB.
@@ -451,7 +428,7 @@ fn a_member_answering_millions_of_devices_costs_the_viewer_little() {
     for (bytes, what) in sizes {
         let body = zeros(bytes);
         let sent = body.iter().filter(|&&c| c == b'0').count();
-        let addr = hostile_member(body);
+        let addr = member(move || body.clone());
         let list = format!("{addr}");
         for mode in ["--json", "--html"] {
             let args: Vec<String> = [
@@ -504,7 +481,7 @@ fn a_member_answering_millions_of_devices_costs_the_viewer_little() {
         );
     }
     b.extend_from_slice(br#"{"vendor":"amd","index":1000}]}"#);
-    let addr = hostile_member(b);
+    let addr = member(move || b.clone());
     let (code, docs, err) = fleet_json(&[
         "monitor",
         "--hosts",
@@ -652,28 +629,17 @@ fn prometheus_with_eight_thousand_gpus_is_linear_and_bounded_by_the_timeout() {
 /// one a day ahead could never be).
 #[test]
 fn a_member_with_a_skewed_clock_is_judged_by_whether_its_samples_move() {
-    use std::io::{Read, Write};
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            let mut req = [0u8; 4096];
-            let _ = s.read(&mut req);
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs_f64();
-            let body = format!(
-                r#"{{"kind":"monitor","time_unix_s":{},"devices":[]}}"#,
-                now - 86_400.0
-            );
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
+    // Its sample time is now less a day, at every answer.
+    let addr = member(|| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        format!(
+            r#"{{"kind":"monitor","time_unix_s":{},"devices":[]}}"#,
+            now - 86_400.0
+        )
+        .into_bytes()
     });
     let (code, docs, err) = fleet_json(&[
         "monitor",

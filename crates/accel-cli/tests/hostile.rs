@@ -301,20 +301,14 @@ fn a_fifo_under_procfs_names_the_host_reader_and_does_not_hang() {
     assert!(sample(&body, "accel_collector_last_success_age_seconds").is_some());
 }
 
-#[test]
-fn a_process_name_with_escapes_reaches_no_terminal() {
-    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+/// The `mixed` telemetry fixture in a temporary folder `tag` with process 7000 named `name`
+/// (its `comm`), and the options that point accel's readers at it.
+fn named_process(tag: &str, name: &[u8]) -> (PathBuf, [String; 6]) {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../accel-telemetry/tests/fixtures/telemetry/mixed");
-    let d = temp("names");
+    let d = temp(tag);
     copy_tree(&fixture, &d);
-    // What any user can name their process (prctl(PR_SET_NAME)): clear the screen, set the
-    // terminal's title, ring, fake a line, and a byte that is not UTF-8.
-    std::fs::write(
-        d.join("proc/7000/comm"),
-        b"evil\x1b[2J\x1b]0;pwned\x07\nfake line \xff\n",
-    )
-    .unwrap();
+    std::fs::write(d.join("proc/7000/comm"), [name, b"\n"].concat()).unwrap();
     let roots = [
         "--path.sysfs",
         d.join("sys").to_str().unwrap(),
@@ -324,6 +318,15 @@ fn a_process_name_with_escapes_reaches_no_terminal() {
         "127.0.0.1:1",
     ]
     .map(String::from);
+    (d, roots)
+}
+
+#[test]
+fn a_process_name_with_escapes_reaches_no_terminal() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    // What any user can name their process (prctl(PR_SET_NAME)): clear the screen, set the
+    // terminal's title, ring, fake a line, and a byte that is not UTF-8.
+    let (_d, roots) = named_process("names", b"evil\x1b[2J\x1b]0;pwned\x07\nfake line \xff");
     for args in [vec!["mem"], vec!["monitor", "--count", "1"]] {
         let o = accel().args(&args).args(&roots).output().unwrap();
         assert!(o.status.success(), "{args:?}");
@@ -387,21 +390,10 @@ fn holds_string(v: &serde_json::Value, want: &str) -> bool {
 #[test]
 fn hostile_bytes_in_names_leave_every_json_output_valid_json() {
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../accel-telemetry/tests/fixtures/telemetry/mixed");
-    let d = temp("json-names");
-    copy_tree(&fixture, &d);
-    let name: &[u8] = b"ev\x7fil\xc2\x9b31m\xe2\x80\xaegnp.exe\x1b[2J\xff\xc2\x85x";
-    std::fs::write(d.join("proc/7000/comm"), [name, b"\n"].concat()).unwrap();
-    let roots = [
-        "--path.sysfs",
-        d.join("sys").to_str().unwrap(),
-        "--path.procfs",
-        d.join("proc").to_str().unwrap(),
-        "--tpu.metrics-address",
-        "127.0.0.1:1",
-    ]
-    .map(String::from);
+    let (d, roots) = named_process(
+        "json-names",
+        b"ev\x7fil\xc2\x9b31m\xe2\x80\xaegnp.exe\x1b[2J\xff\xc2\x85x",
+    );
     let mut shown = 0;
     for args in [
         vec!["mem", "--json"],
@@ -452,21 +444,8 @@ fn hostile_bytes_in_names_leave_every_json_output_valid_json() {
             panic!("accel {args:?}: {p}");
         }
     }
-    let member = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = member.local_addr().unwrap();
     let body = r#"{"kind":"monitor","hostname":"h\u007f\u009b\u202e","devices":[{"vendor":"amd","index":0,"name":"n\u0085\u202e\u001b","up":true}]}"#;
-    std::thread::spawn(move || {
-        for s in member.incoming() {
-            let Ok(mut s) = s else { continue };
-            let mut req = [0u8; 4096];
-            let _ = s.read(&mut req);
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
+    let addr = member(move || body.as_bytes().to_vec());
     let o = accel()
         .args([
             "monitor",

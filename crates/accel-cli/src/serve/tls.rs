@@ -387,21 +387,25 @@ fn x509_time(tag: u8, v: &[u8]) -> Option<i64> {
     Some(days_from_civil(year, mo, d) * 86_400 + h * 3600 + mi * 60 + se)
 }
 
-/// The validity and subject alternative names of a DER certificate; `None` when it does not
-/// parse (rustls has already accepted it by then, so that is only a missing warning).
-pub fn cert_facts(cert: &[u8]) -> Option<CertFacts> {
+/// What follows the first `fields` fields of a DER certificate's TBSCertificate (after its
+/// optional `[0]` version); `None` when it does not parse.
+fn tbs_after(cert: &[u8], fields: usize) -> Option<&[u8]> {
     let (_, cert, _) = der(cert)?;
-    let (_, tbs, _) = der(cert)?;
-    let mut rest = tbs;
-    // [0] version, optional.
+    let (_, mut rest, _) = der(cert)?;
     if rest.first() == Some(&0xa0) {
         rest = der(rest)?.2;
     }
-    // serialNumber, signature, issuer.
-    for _ in 0..3 {
+    for _ in 0..fields {
         rest = der(rest)?.2;
     }
-    let (_, validity, after) = der(rest)?;
+    Some(rest)
+}
+
+/// The validity and subject alternative names of a DER certificate; `None` when it does not
+/// parse (rustls has already accepted it by then, so that is only a missing warning).
+pub fn cert_facts(cert: &[u8]) -> Option<CertFacts> {
+    // After serialNumber, signature and issuer.
+    let (_, validity, _) = der(tbs_after(cert, 3)?)?;
     let (t1, v1, r) = der(validity)?;
     let (t2, v2, _) = der(r)?;
     let mut facts = CertFacts {
@@ -409,41 +413,25 @@ pub fn cert_facts(cert: &[u8]) -> Option<CertFacts> {
         not_after: x509_time(t2, v2),
         ..CertFacts::default()
     };
-    // subject, subjectPublicKeyInfo, then optional [1], [2] and [3] extensions.
-    let mut rest = der(der(after)?.2)?.2;
-    while let Some((tag, v, r)) = der(rest) {
-        rest = r;
-        if tag != 0xa3 {
+    // The subjectAltName extension (2.5.29.17): its DNS names and IP addresses.
+    for (oid, value) in extensions(cert)? {
+        if oid != [0x55, 0x1d, 0x11] {
             continue;
         }
-        let (_, mut exts, _) = der(v)?;
-        while let Some((_, ext, r)) = der(exts) {
-            exts = r;
-            let (_, oid, r) = der(ext)?;
-            // subjectAltName, 2.5.29.17.
-            if oid != [0x55, 0x1d, 0x11] {
-                continue;
-            }
-            let mut r = r;
-            if r.first() == Some(&0x01) {
-                r = der(r)?.2; // critical
-            }
-            let (_, octets, _) = der(r)?;
-            let (_, mut names, _) = der(octets)?;
-            while let Some((tag, v, r)) = der(names) {
-                names = r;
-                match tag {
-                    0x82 => facts
-                        .dns_names
-                        .push(String::from_utf8_lossy(v).to_ascii_lowercase()),
-                    0x87 if v.len() == 4 => facts
-                        .ips
-                        .push(std::net::IpAddr::from(<[u8; 4]>::try_from(v).ok()?)),
-                    0x87 if v.len() == 16 => facts
-                        .ips
-                        .push(std::net::IpAddr::from(<[u8; 16]>::try_from(v).ok()?)),
-                    _ => {}
-                }
+        let (_, mut names, _) = der(value)?;
+        while let Some((tag, v, r)) = der(names) {
+            names = r;
+            match tag {
+                0x82 => facts
+                    .dns_names
+                    .push(String::from_utf8_lossy(v).to_ascii_lowercase()),
+                0x87 if v.len() == 4 => facts
+                    .ips
+                    .push(std::net::IpAddr::from(<[u8; 4]>::try_from(v).ok()?)),
+                0x87 if v.len() == 16 => facts
+                    .ips
+                    .push(std::net::IpAddr::from(<[u8; 16]>::try_from(v).ok()?)),
+                _ => {}
             }
         }
     }
@@ -453,16 +441,8 @@ pub fn cert_facts(cert: &[u8]) -> Option<CertFacts> {
 /// A DER certificate's extensions: each one's OID and the contents of its value (the
 /// OCTET STRING's); `None` when it does not parse.
 fn extensions(cert: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
-    let (_, cert, _) = der(cert)?;
-    let (_, tbs, _) = der(cert)?;
-    let mut rest = tbs;
-    if rest.first() == Some(&0xa0) {
-        rest = der(rest)?.2;
-    }
-    // serialNumber, signature, issuer, validity, subject, subjectPublicKeyInfo.
-    for _ in 0..6 {
-        rest = der(rest)?.2;
-    }
+    // After serialNumber, signature, issuer, validity, subject, subjectPublicKeyInfo.
+    let mut rest = tbs_after(cert, 6)?;
     let mut out = Vec::new();
     while let Some((tag, v, r)) = der(rest) {
         rest = r;

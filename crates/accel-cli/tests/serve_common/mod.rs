@@ -562,3 +562,26 @@ pub fn open_events(addr: SocketAddr, headers: &str) -> (u32, String, BufReader<T
     }
     (code, ctype, r)
 }
+
+/// A fleet member on loopback that answers every request with the body `answer` makes for it
+/// (HTTP/1.1 200, JSON, then closes), on a thread that stops with the test process.
+pub fn member(answer: impl Fn() -> Vec<u8> + Send + 'static) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut req = [0u8; 4096];
+            let _ = s.read(&mut req);
+            let body = answer();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(&body);
+        }
+    });
+    addr
+}

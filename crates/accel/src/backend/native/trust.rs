@@ -104,8 +104,16 @@ static PYTHON_PREFIX: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 /// site-packages are searched as `VIRTUAL_ENV`'s would be, and trusted as accel's own
 /// environment ([`own_prefix`]): the process already runs code from there.
 pub fn set_python_prefix(prefix: PathBuf) {
-    let _ = PYTHON_PREFIX.set(prefix);
+    let _ = PYTHON_PREFIX.set(prefix.clone());
+    // Canonical once, for `trusted`, which every folder checked asks.
+    let _ = PYTHON_PREFIX_CANONICAL.set(
+        std::fs::canonicalize(&prefix)
+            .ok()
+            .filter(|p| p.parent().is_some()),
+    );
 }
+
+static PYTHON_PREFIX_CANONICAL: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
 
 /// The running Python's environment, when the Python module named one.
 pub fn python_prefix() -> Option<&'static Path> {
@@ -133,9 +141,10 @@ fn trusted_roots() -> &'static [PathBuf] {
 /// environment ([`set_python_prefix`], named after the roots were first read).
 fn trusted(p: &Path) -> bool {
     trusted_roots().iter().any(|r| p.starts_with(r))
-        || python_prefix()
-            .and_then(|r| std::fs::canonicalize(r).ok())
-            .is_some_and(|r| r.parent().is_some() && p.starts_with(r))
+        || PYTHON_PREFIX_CANONICAL
+            .get()
+            .and_then(Option::as_ref)
+            .is_some_and(|r| p.starts_with(r))
 }
 
 /// `<prefix>` when this executable is `<prefix>/bin/<name>` (`pip install` puts accel there,
