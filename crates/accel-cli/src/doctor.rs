@@ -1,5 +1,7 @@
-//! `accel doctor`: every backend's checklist, PASS / FAIL / WARN / SKIP, with the fix for
-//! every FAIL and WARN. Exit 0 when the best device works, 1 otherwise.
+//! `accel doctor`: per backend a verdict (usable, or the root cause and its fix), then the
+//! checklist, PASS / FAIL / WARN / SKIP, with the fix for every FAIL and WARN; a check that
+//! fails only because of the root cause says so. Exit 0 when the best device works and no
+//! check fails, 1 otherwise.
 
 use accel::doctor::{Diagnosis, Status};
 
@@ -18,11 +20,30 @@ pub fn text(r: &Diagnosis) -> Vec<String> {
     let mut lines = Vec::new();
     for s in &r.sections {
         lines.push(format!(
-            "{} (probed in {:.2} s)",
-            s.backend, s.probe_seconds
+            "{} (probed in {:.2} s): {}",
+            s.backend,
+            s.probe_seconds,
+            match (s.usable, s.cause) {
+                (true, _) => "usable".to_string(),
+                (false, Some(c)) if s.checks.first().is_some_and(|v| v.status == Status::Fail) => {
+                    format!("NOT USABLE, cause {c}")
+                }
+                _ => "not usable here".to_string(),
+            }
         ));
         for c in &s.checks {
-            lines.push(format!("  {}  {}: {}", tag(c.status), c.title, c.found));
+            let title = if c.id.ends_with(".verdict") {
+                match c.status {
+                    Status::Fail => "cause".to_string(),
+                    _ => "verdict".to_string(),
+                }
+            } else {
+                match c.consequence_of {
+                    Some(root) => format!("{} (follows from {root})", c.title),
+                    None => c.title.to_string(),
+                }
+            };
+            lines.push(format!("  {}  {}: {}", tag(c.status), title, c.found));
             if !c.fix.is_empty() {
                 lines.push(format!("        fix: {}", c.fix));
             }
@@ -52,8 +73,8 @@ pub fn text(r: &Diagnosis) -> Vec<String> {
     lines
 }
 
-pub fn run(json: bool, html: bool) -> anyhow::Result<()> {
-    let r = accel::doctor::diagnose();
+pub fn run(json: bool, html: bool, roots: &accel::doctor::Roots) -> anyhow::Result<()> {
+    let r = accel::doctor::diagnose_at(roots);
     if json {
         out::json("doctor", &r)?;
     } else if html {
@@ -67,8 +88,8 @@ pub fn run(json: bool, html: bool) -> anyhow::Result<()> {
         .sections
         .iter()
         .flat_map(|s| s.checks.iter())
-        .filter(|c| c.status == accel::doctor::Status::Fail)
-        .map(|c| c.id)
+        .filter(|c| c.status == accel::doctor::Status::Fail && c.consequence_of.is_none())
+        .map(|c| c.cause.unwrap_or(c.id))
         .collect();
     if !r.best_device_works {
         anyhow::bail!(

@@ -43,16 +43,28 @@ enum Command {
         #[arg(long)]
         html: bool,
     },
-    /// Why each backend works or not: a checklist per backend, each failure with its fix.
-    /// Exits 1 when any check fails (WARN and SKIP do not) or the best device does not work.
+    /// Why each backend works or not: per backend a verdict naming the root cause and its
+    /// fix first, then the checklist. Exits 1 when any check fails (WARN and SKIP do not) or
+    /// the best device does not work.
     Doctor {
-        /// Machine-readable output (one object per check, stable keys).
+        /// Machine-readable output (one object per check, stable keys, a cause id for each
+        /// failure).
         #[arg(long, conflicts_with = "html")]
         json: bool,
         /// The checklist as self-contained HTML (no scripts, nothing from the network), as a
         /// notebook shows `accel.doctor()`.
         #[arg(long)]
         html: bool,
+        /// The root file system the doctor reads (`/dev`, `/etc`, `/lib/modules`, `/tmp`,
+        /// `/var/log`, `/.dockerenv`): another machine's, mounted, or a test's tree
+        #[arg(long = "path.rootfs", value_name = "DIR", default_value = "/")]
+        rootfs: std::path::PathBuf,
+        /// Where sysfs is mounted (default: `<rootfs>/sys`)
+        #[arg(long = "path.sysfs", value_name = "DIR")]
+        sysfs: Option<std::path::PathBuf>,
+        /// Where procfs is mounted (default: `<rootfs>/proc`)
+        #[arg(long = "path.procfs", value_name = "DIR")]
+        procfs: Option<std::path::PathBuf>,
     },
     /// Benchmarks, warmed up and synchronised.
     Bench {
@@ -333,7 +345,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         None => walkthrough::run(),
         Some(Command::Devices { json, html }) => devices::run(json, html),
-        Some(Command::Doctor { json, html }) => doctor::run(json, html),
+        Some(Command::Doctor {
+            json,
+            html,
+            rootfs,
+            sysfs,
+            procfs,
+        }) => doctor::run(
+            json,
+            html,
+            &accel::doctor::Roots {
+                sysfs: sysfs.unwrap_or_else(|| rootfs.join("sys")),
+                procfs: procfs.unwrap_or_else(|| rootfs.join("proc")),
+                rootfs,
+            },
+        ),
         Some(Command::Bench { workload }) => bench::run(workload),
         Some(Command::Mem {
             json,

@@ -513,6 +513,40 @@ pub fn driver_version() -> Option<String> {
     shared().ok()?.sys_driver_version().ok()
 }
 
+/// NVML's start, for `accel doctor`: the driver version it reports, `Ok(None)` where there is
+/// no NVML library (no NVIDIA driver), or its error (`RM detects a driver/library version
+/// mismatch`).
+pub fn nvml_state() -> Result<Option<String>, String> {
+    #[cfg(feature = "nvml")]
+    {
+        match shared() {
+            Ok(n) => Ok(n.sys_driver_version().ok()),
+            Err(Error::NotInstalled { .. }) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+    #[cfg(not(feature = "nvml"))]
+    Ok(None)
+}
+
+/// Whether NVML reports any GPU with MIG mode on (for `accel doctor`); false without NVML.
+pub fn mig_enabled() -> bool {
+    #[cfg(feature = "nvml")]
+    {
+        let Ok(n) = shared() else {
+            return false;
+        };
+        let count = n.device_count().unwrap_or(0).min(64);
+        (0..count).any(|i| {
+            n.device_by_index(i)
+                .and_then(|d| d.mig_mode())
+                .is_ok_and(|m| m.current == 1)
+        })
+    }
+    #[cfg(not(feature = "nvml"))]
+    false
+}
+
 #[cfg(feature = "nvml")]
 /// The load of the GPU with this UUID (`GPU-...`) or, failing that, this PCI bus id.
 pub fn gpu_load(uuid: Option<&str>, pci_bus_id: Option<&str>) -> Result<GpuLoad, Error> {

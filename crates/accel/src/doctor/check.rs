@@ -30,6 +30,12 @@ pub struct Check {
     pub found: String,
     /// What to do, for every FAIL and WARN; empty otherwise.
     pub fix: String,
+    /// For every FAIL and WARN: the stable id of its cause (`nvidia.nouveau`; the check's own
+    /// id where no deeper cause is known), listed in docs/doctor.md. None otherwise.
+    pub cause: Option<&'static str>,
+    /// Set when this check fails only because of the section's cause (its id): fix that, and
+    /// this passes.
+    pub consequence_of: Option<&'static str>,
 }
 
 pub(super) fn check(
@@ -45,5 +51,7 @@ pub(super) fn check(
         status,
         found: found.into(),
         fix: fix.into(),
+        cause: None,
+        consequence_of: None,
     }
 }

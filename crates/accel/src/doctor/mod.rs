@@ -5,13 +5,19 @@
 //! Every check reads files, the environment and the probes' results; the probes themselves
 //! are time-limited (PJRT plugins: `ACCEL_PJRT_TIMEOUT`), so the doctor never hangs.
 
+mod causes;
 mod check;
+mod facts;
+mod frameworks;
 mod gpu_api;
 mod host;
 mod nvidia;
+mod others;
+mod verdict;
 mod xla;
 
 pub use check::{Check, Status};
+pub use facts::Roots;
 
 use std::time::Instant;
 
@@ -27,7 +33,14 @@ pub struct Section {
     pub backend: BackendKind,
     /// Seconds its probe took (the first time it ran in this process).
     pub probe_seconds: f64,
-    /// The checks, in order.
+    /// Whether the backend can be used (through accel, PyTorch or JAX) as things stand.
+    pub usable: bool,
+    /// Why not: the root cause's stable id (`nvidia.nouveau`), None when usable or when the
+    /// backend does not apply here.
+    pub cause: Option<&'static str>,
+    /// The checks, in order: the first is the verdict (`cuda.verdict`), naming the root cause
+    /// and its fix; other causes follow; a check that fails only because of the root cause
+    /// says so (`consequence_of`).
     pub checks: Vec<Check>,
 }
 
@@ -44,8 +57,14 @@ pub struct Diagnosis {
     pub seconds: f64,
 }
 
-/// Runs every check.
+/// Runs every check on this machine.
 pub fn diagnose() -> Diagnosis {
+    diagnose_at(&Roots::default())
+}
+
+/// Runs every check, reading the machine's files under `roots` (a test points them at a
+/// tree; the driver libraries and the Python environments are found as usual).
+pub fn diagnose_at(roots: &Roots) -> Diagnosis {
     let t0 = Instant::now();
     // A diagnosis probes the machine as it is now: no helper's answer kept from an earlier
     // run (`backend::kept_probes`) is taken, and the new answers are kept instead.
@@ -55,7 +74,10 @@ pub fn diagnose() -> Diagnosis {
     #[cfg(feature = "cuda")]
     crate::backend::native::libs::load_without_driver();
     let env = SearchEnv::from_process();
+    let machine = facts::Machine::read(roots);
+    let python = frameworks::Python::read(&crate::backend::native::libs::python_environments(&env));
     let mut sections = Vec::new();
+    let mut driver = causes::Driver::default();
     for kind in [
         BackendKind::Cpu,
         BackendKind::Cuda,
@@ -63,25 +85,58 @@ pub fn diagnose() -> Diagnosis {
         BackendKind::Wgpu,
     ] {
         let t = Instant::now();
-        crate::backend::registry::probe(kind);
+        let probe = crate::backend::registry::probe(kind);
         let probe_seconds = t.elapsed().as_secs_f64();
-        let checks = match kind {
-            BackendKind::Cpu => host::cpu_checks(),
-            BackendKind::Cuda => nvidia::cuda_checks(&env),
-            BackendKind::Xla => xla::xla_checks(probe_seconds),
-            _ => gpu_api::gpu_api_checks(),
+        let available = matches!(probe.availability, crate::Availability::Available { .. });
+        let (checks, found, applies) = match kind {
+            BackendKind::Cpu => (host::cpu_checks(), Vec::new(), true),
+            BackendKind::Cuda => {
+                driver = verdict::driver_facts(&probe);
+                let mut found = causes::nvidia(&machine, &driver);
+                let gpu = machine.nvidia_gpu() || available;
+                if gpu {
+                    found.extend(frameworks::causes(&machine, &driver, &python));
+                }
+                let applies = gpu || !found.is_empty() || machine.wsl.is_some();
+                (nvidia::cuda_checks(&env, &machine), found, applies)
+            }
+            BackendKind::Xla => {
+                let checks = xla::xla_checks(probe_seconds);
+                let libtpu = crate::xla::plugins()
+                    .iter()
+                    .any(|p| p.path.file_name().is_some_and(|n| n == "libtpu.so"));
+                let found = others::tpu(&machine, &python, libtpu);
+                let applies = available || !found.is_empty();
+                (checks, found, applies)
+            }
+            _ => {
+                let mut found = others::gpu_api(&machine);
+                if let Some(mac) = others::this_mac(&python) {
+                    found.extend(others::apple(&mac));
+                }
+                let applies = available || !found.is_empty();
+                (gpu_api::gpu_api_checks(), found, applies)
+            }
         };
-        sections.push(Section {
-            backend: kind,
+        sections.push(verdict::section(
+            kind,
             probe_seconds,
+            available,
+            applies,
+            found,
             checks,
-        });
+        ));
     }
     // Checks about accel's own settings go with the first section (they apply to every
     // backend), after the probes, which is when untrusted folders have been met.
     if let Some(first) = sections.first_mut() {
-        first.checks.extend(host::environment_checks());
+        first.checks.extend(
+            host::environment_checks()
+                .into_iter()
+                .map(verdict::with_own_cause),
+        );
     }
+    let _ = driver;
     let best_device = Device::best();
     let best_device_works = Tensor::ones((2, 2), crate::DType::F32, &best_device)
         .and_then(|t| t.matmul(&t))

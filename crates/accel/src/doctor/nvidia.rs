@@ -5,44 +5,25 @@
 use std::path::Path;
 
 use super::check::{check, Check, Status};
+use super::facts::Machine;
 use crate::backend::native::libs::{self, SearchEnv};
 use crate::probe::Availability;
 use crate::BackendKind;
 
 // ---- NVIDIA ---------------------------------------------------------------------------------
 
-/// NVIDIA display and 3D controllers on the PCI bus (vendor 0x10de, class 0x03xxxx), read
-/// through telemetry's one sysfs reader (bounded reads) under the default sysfs root.
-fn nvidia_pci_devices() -> Vec<String> {
-    crate::telemetry::pci_devices(&crate::telemetry::Roots::default().sysfs)
-        .into_iter()
-        .filter(|d| d.vendor == 0x10de && d.class.is_some_and(|c| c >> 16 == 0x03))
-        .map(|d| d.address)
-        .collect()
-}
-
-pub(super) fn cuda_checks(env: &SearchEnv) -> Vec<Check> {
+pub(super) fn cuda_checks(env: &SearchEnv, m: &Machine) -> Vec<Check> {
     let mut v = Vec::new();
-    let pci = nvidia_pci_devices();
-    let proc_version = accel_core::files::read_text_limited(
-        std::path::Path::new("/proc/driver/nvidia/version"),
-        64 * 1024,
-    )
-    .ok();
-    let nodes: Vec<String> = std::fs::read_dir("/dev")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("nvidia"))
-        .collect();
-    let no_gpu_here = pci.is_empty() && proc_version.is_none() && nodes.is_empty();
+    let pci: Vec<String> = m.pci_gpus.iter().map(|g| g.address.clone()).collect();
+    let proc_version = m.module_line.clone();
+    let nodes: Vec<String> = m.nvidia_nodes.iter().map(|n| n.path.clone()).collect();
+    let no_gpu_here = !m.nvidia_gpu() && !m.dxg;
     let hosted = crate::system::Hosted::detect();
     v.push(if let (true, Some(h)) = (no_gpu_here, hosted) {
         check(
             "cuda.gpu_present",
             "an NVIDIA GPU on this machine",
-            Status::Warn,
+            Status::Fail,
             format!(
                 "{}: a runtime without a GPU (no NVIDIA GPU on the PCI bus, no /dev/nvidia*)",
                 h.name()
@@ -101,7 +82,7 @@ pub(super) fn cuda_checks(env: &SearchEnv) -> Vec<Check> {
             "cuda.kernel_driver",
             "kernel driver loaded",
             Status::Pass,
-            s.lines().next().unwrap_or_default().trim().to_string(),
+            s.clone(),
             "",
         ),
         None => check(
