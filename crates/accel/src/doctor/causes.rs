@@ -674,7 +674,7 @@ pub(super) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
     let lost = d
         .nvml_error
         .as_deref()
-        .is_some_and(|e| e.contains("GPU is lost") || e.contains("GpuLost"));
+        .is_some_and(|e| e.contains("fell off the bus") || e.contains("GPU is lost"));
     if xid79.is_some() || lost {
         v.push(finding(
             "nvidia.fell_off_bus",

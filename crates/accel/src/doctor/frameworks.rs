@@ -266,6 +266,18 @@ fn index_url(name: &str) -> String {
     format!("https://download.pytorch.org/whl/{name}")
 }
 
+/// Whether the environment's PyTorch is a CUDA build this driver runs (its CUDA major at
+/// most the driver's).
+pub(super) fn runs_on_driver(py: &Python, d: &Driver) -> bool {
+    let (Some((_, Some(c))), Some(dc)) = (&py.torch, d.cuda_version) else {
+        return false;
+    };
+    c.split('.')
+        .next()
+        .and_then(|m| m.parse::<u32>().ok())
+        .is_some_and(|m| m * 1000 <= dc)
+}
+
 /// PyTorch and JAX causes, for a machine with an NVIDIA GPU.
 pub(super) fn causes(m: &Machine, d: &Driver, py: &Python) -> Vec<Finding> {
     let mut v = Vec::new();

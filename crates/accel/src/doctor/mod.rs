@@ -91,11 +91,22 @@ pub fn diagnose_at(roots: &Roots) -> Diagnosis {
         let (checks, found, applies) = match kind {
             BackendKind::Cpu => (host::cpu_checks(), Vec::new(), true),
             BackendKind::Cuda => {
-                driver = verdict::driver_facts(&probe);
+                driver = verdict::driver_facts(&probe, roots);
                 let mut found = causes::nvidia(&machine, &driver);
                 let gpu = machine.nvidia_gpu() || available;
                 if gpu {
-                    found.extend(frameworks::causes(&machine, &driver, &python));
+                    let fw = frameworks::causes(&machine, &driver, &python);
+                    // PyTorch's "driver too old" names the same cause with the framework's
+                    // fix: it replaces accel's own.
+                    if fw.iter().any(|f| f.cause == "torch.driver_too_old") {
+                        found.retain(|f| f.cause != "nvidia.driver_too_old");
+                    } else if frameworks::runs_on_driver(&python, &driver) {
+                        // accel's own floor (CUDA 12), where the user's PyTorch runs: a warning.
+                        for f in found.iter_mut().filter(|f| f.cause == "nvidia.driver_too_old") {
+                            f.status = Status::Warn;
+                        }
+                    }
+                    found.extend(fw);
                 }
                 let applies = gpu || !found.is_empty() || machine.wsl.is_some();
                 (nvidia::cuda_checks(&env, &machine), found, applies)

@@ -8,7 +8,8 @@ use crate::probe::Probe;
 use crate::{Availability, BackendKind};
 
 /// What the CUDA probe and the driver libraries said, for the causes.
-pub(super) fn driver_facts(probe: &Probe) -> Driver {
+/// Paths are shown as the machine knows them: under `roots.rootfs` when a test moved it.
+pub(super) fn driver_facts(probe: &Probe, roots: &super::Roots) -> Driver {
     let mut d = Driver::default();
     if let Some(l) = crate::cuda::libraries().iter().find(|l| l.name == "cuda") {
         if l.is_loaded() {
@@ -16,7 +17,12 @@ pub(super) fn driver_facts(probe: &Probe) -> Driver {
                 .path
                 .as_deref()
                 .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
-            d.libcuda = p.as_ref().map(|p| p.display().to_string());
+            d.libcuda = p.as_ref().map(|p| match p.strip_prefix(&roots.rootfs) {
+                Ok(rest) if roots.rootfs != std::path::Path::new("/") => {
+                    format!("/{}", rest.display())
+                }
+                _ => p.display().to_string(),
+            });
             d.libcuda_version = p.as_ref().and_then(|p| {
                 let name = p.file_name()?.to_string_lossy().into_owned();
                 let v = name.split_once(".so.")?.1.to_string();
@@ -88,11 +94,13 @@ pub(super) fn section(
     let mut checks: Vec<Check> = checks.into_iter().map(with_own_cause).collect();
     let usable;
     if let Some(first) = found.first() {
-        usable = false;
+        // A cause that only warns (accel's own floor where the user's framework runs) leaves
+        // the backend usable as it was.
+        usable = first.status != Status::Fail && available;
         let mut v = check(
             id,
             "verdict",
-            Status::Fail,
+            first.status,
             format!("{}: {}", first.title, first.found),
             first.fix.clone(),
         );
@@ -103,7 +111,7 @@ pub(super) fn section(
             c.cause = Some(f.cause);
             out.push(c);
         }
-        for c in &mut checks {
+        for c in checks.iter_mut().filter(|_| first.status == Status::Fail) {
             if c.status == Status::Fail {
                 c.consequence_of = root;
                 c.cause = root;
