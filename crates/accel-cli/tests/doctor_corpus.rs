@@ -41,10 +41,7 @@ pub struct Standin {
 
 impl Tree {
     fn new(name: &str) -> Tree {
-        let root = std::env::temp_dir().join(format!(
-            "accel-corpus-{}-{name}",
-            std::process::id()
-        ));
+        let root = std::env::temp_dir().join(format!("accel-corpus-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -144,7 +141,8 @@ impl Tree {
                  'git_version', 'hip']\n__version__ = '{version}'\ndebug = False\ncuda: \
                  Optional[str] = {}\ngit_version = '0123456789abcdef'\nhip: Optional[str] = \
                  None\n",
-                cuda.map(|c| format!("'{c}'")).unwrap_or_else(|| "None".into())
+                cuda.map(|c| format!("'{c}'"))
+                    .unwrap_or_else(|| "None".into())
             ),
         )
         .unwrap();
@@ -332,7 +330,11 @@ fn the_corpus_of_reported_failures_is_named_cause_first() {
             first["found"].as_str().unwrap_or(""),
             first["fix"].as_str().unwrap_or("")
         );
-        let missing: Vec<&&str> = case.fix_words.iter().filter(|w| !said.contains(**w)).collect();
+        let missing: Vec<&&str> = case
+            .fix_words
+            .iter()
+            .filter(|w| !said.contains(**w))
+            .collect();
         if first["cause"] == case.cause
             && s["cause"] == case.cause
             && first_fail == Some(0)

@@ -85,7 +85,10 @@ fn host(t: &Tree) {
             "proc/version",
             &format!("Linux version {KERNEL} (buildd@lcy02-amd64-080) (gcc 13.3.0) #49-Ubuntu\n"),
         )
-        .file("etc/os-release", "NAME=\"Ubuntu\"\nID=ubuntu\nVERSION_ID=\"24.04\"\n")
+        .file(
+            "etc/os-release",
+            "NAME=\"Ubuntu\"\nID=ubuntu\nVERSION_ID=\"24.04\"\n",
+        )
         .file(
             "etc/group",
             "root:x:0:\nvideo:x:44:\nrender:x:109:\nstaff:x:50:\n",
@@ -172,7 +175,14 @@ fn tpu_vm(t: &mut Tree) {
     for i in 0..4 {
         t.node(&format!("dev/accel{i}"), 0o660, 0);
     }
-    pci(t, "0000:00:04.0", 0x1ae0, 0x0062, 0x120000, Some("vfio-pci"));
+    pci(
+        t,
+        "0000:00:04.0",
+        0x1ae0,
+        0x0062,
+        0x120000,
+        Some("vfio-pci"),
+    );
 }
 
 /// An ELF file whose `.nv_fatbin` section has one fat binary with a cubin per architecture
@@ -379,7 +389,8 @@ pub fn all() -> Vec<Case> {
                     let s = t.standin.as_mut().unwrap();
                     s.dir = "usr/local/cuda-12.8/compat".into();
                     s.version = "570.124.06".into();
-                    t.code("STANDIN_CUINIT", 804).code("STANDIN_CUDA_VERSION", 12080);
+                    t.code("STANDIN_CUINIT", 804)
+                        .code("STANDIN_CUDA_VERSION", 12080);
                 }
             },
         },
@@ -409,7 +420,10 @@ pub fn all() -> Vec<Case> {
             fix_words: &["nvidia-smi mig -cgi", "-mig 0"],
             build: |t, fault| {
                 gpu_host(t, 0x20b0);
-                t.file("proc/driver/nvidia/capabilities/gpu0/mig/config", "DeviceFileMinor: 1\n");
+                t.file(
+                    "proc/driver/nvidia/capabilities/gpu0/mig/config",
+                    "DeviceFileMinor: 1\n",
+                );
                 if fault {
                     t.code("STANDIN_MIG", 1).code("STANDIN_CUINIT", 100);
                 } else {
@@ -520,7 +534,10 @@ pub fn all() -> Vec<Case> {
             fix_words: &["nvidia.com/gpu: 1"],
             build: |t, fault| {
                 gpu_host(t, 0x1eb8);
-                t.file("proc/1/cgroup", "0::/kubepods.slice/kubepods-pod1.slice/cri-containerd-9a.scope\n");
+                t.file(
+                    "proc/1/cgroup",
+                    "0::/kubepods.slice/kubepods-pod1.slice/cri-containerd-9a.scope\n",
+                );
                 t.var("KUBERNETES_SERVICE_HOST", "10.96.0.1");
                 if fault {
                     container_without_gpus(t);
@@ -552,7 +569,8 @@ pub fn all() -> Vec<Case> {
             fix_words: &["--gres=gpu:1"],
             build: |t, fault| {
                 gpu_host(t, 0x20b0);
-                t.var("SLURM_JOB_ID", "91822").var("SLURM_JOB_NODELIST", "gpu07");
+                t.var("SLURM_JOB_ID", "91822")
+                    .var("SLURM_JOB_NODELIST", "gpu07");
                 if fault {
                     t.var("CUDA_VISIBLE_DEVICES", "NoDevFiles");
                     t.code("STANDIN_CUINIT", 100);
@@ -868,7 +886,9 @@ pub fn all() -> Vec<Case> {
             fix_words: &["jax[tpu]"],
             build: |t, fault| {
                 tpu_vm(t);
-                t.dist("jax", "0.6.2").dist("jaxlib", "0.6.2").dist("flax", "0.10.6");
+                t.dist("jax", "0.6.2")
+                    .dist("jaxlib", "0.6.2")
+                    .dist("flax", "0.10.6");
                 if !fault {
                     t.dist("libtpu", "0.0.17");
                 }
@@ -900,7 +920,8 @@ pub fn all() -> Vec<Case> {
                 host(t);
                 t.uid = Some(4343);
                 let mode = if fault { 0o660 } else { 0o666 };
-                t.node("dev/kfd", mode, 109).node("dev/dri/renderD128", 0o666, 109);
+                t.node("dev/kfd", mode, 109)
+                    .node("dev/dri/renderD128", 0o666, 109);
             },
         },
         Case {

@@ -134,13 +134,6 @@ pub(super) fn driver_cuda(m: &Machine, d: &Driver) -> Option<u32> {
     })
 }
 
-fn hosted(m: &Machine) -> Option<crate::system::Hosted> {
-    crate::system::Hosted::from_vars(|k| {
-        m.var(k).is_some_and(|v| !v.is_empty())
-            || std::env::var_os(k).is_some_and(|v| !v.is_empty())
-    })
-}
-
 /// How to install the driver on this distribution.
 fn install_driver(m: &Machine, branch: u32) -> String {
     match m.distro.as_deref() {
@@ -198,126 +191,12 @@ pub(super) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
         .or(d.user_version())
         .and_then(branch)
         .unwrap_or(580);
-    // ---- where this runs: WSL, a hosted notebook, a container ----
-    if m.wsl == Some(1) {
-        v.push(finding(
-            "wsl.version1",
-            "WSL 1 has no GPU",
-            "/proc/version names Microsoft but not WSL2: this is WSL 1, which cannot reach a GPU",
-            "convert the distribution to WSL 2 in Windows (`wsl -l -v` lists them; `wsl \
-             --set-version <name> 2`), with the NVIDIA driver for Windows installed; never \
-             install a Linux NVIDIA driver inside WSL",
-        ));
-    }
-    if m.wsl == Some(2) {
-        let linux_copy = d
-            .libcuda
-            .as_deref()
-            .filter(|p| !p.starts_with("/usr/lib/wsl/"))
-            .map(str::to_string);
-        if let Some(p) = linux_copy.filter(|_| m.wsl_libcuda) {
-            v.push(finding(
-                "wsl.shadowed_driver",
-                "a Linux driver's libcuda hides WSL's",
-                format!(
-                    "WSL 2: libcuda was loaded from {p}, a Linux driver's copy, not WSL's \
-                     /usr/lib/wsl/lib/libcuda.so.1 (the Windows driver's bridge)"
-                ),
-                format!(
-                    "remove the Linux driver inside WSL (`sudo apt remove --purge \
-                     '^nvidia-driver-.*' '^libnvidia-.*'`), take {} off LD_LIBRARY_PATH, then \
-                     `sudo ldconfig`: in WSL the driver comes from Windows only",
-                    std::path::Path::new(&p)
-                        .parent()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_default()
-                ),
-            ));
-        } else if !m.wsl_libcuda {
-            v.push(finding(
-                "wsl.no_windows_driver",
-                "WSL 2 without the Windows driver's libraries",
-                "WSL 2, but /usr/lib/wsl/lib/libcuda.so.1 does not exist",
-                "install (or update) the NVIDIA driver for Windows, which provides \
-                 /usr/lib/wsl/lib, then run `wsl --shutdown` in Windows and open WSL again; \
-                 do not install a Linux driver inside WSL",
-            ));
-        }
-    }
+    super::placement::placement(m, d, gpu, &mut v);
     let gpu_nodes: Vec<_> = m
         .nvidia_nodes
         .iter()
         .filter(|n| gpu_node(&n.path))
         .collect();
-    if let (false, Some(h)) = (gpu || m.wsl.is_some(), hosted(m)) {
-        v.push(finding(
-            "hosted.no_gpu_runtime",
-            "a notebook runtime without a GPU",
-            format!(
-                "{}: this runtime has no GPU (no NVIDIA GPU on the PCI bus, no /dev/nvidia*)",
-                h.name()
-            ),
-            h.gpu_fix(),
-        ));
-    }
-    let nvd = m.var("NVIDIA_VISIBLE_DEVICES");
-    if let Some(c) = &m.container {
-        let hidden = nvd.is_some_and(|v| {
-            let v = v.trim();
-            v.is_empty() || v == "void" || v == "none"
-        });
-        if gpu_nodes.is_empty() && (hidden || gpu || nvd.is_some()) {
-            let k8s = c.contains("Kubernetes") || m.var("KUBERNETES_SERVICE_HOST").is_some();
-            v.push(finding(
-                "container.no_gpus",
-                "a container started without the GPUs",
-                format!(
-                    "in a container ({c}) with no /dev/nvidia<N> inside{}",
-                    nvd.map(|v| format!("; NVIDIA_VISIBLE_DEVICES={v:?}"))
-                        .unwrap_or_default()
-                ),
-                if hidden {
-                    format!(
-                        "NVIDIA_VISIBLE_DEVICES={:?} hides the GPUs on purpose: start the \
-                         container with NVIDIA_VISIBLE_DEVICES=all (or `--gpus all`)",
-                        nvd.unwrap_or_default()
-                    )
-                } else if k8s {
-                    "ask for a GPU in the pod spec (`resources: limits: nvidia.com/gpu: 1`), with \
-                     the NVIDIA device plugin or GPU operator on the cluster"
-                        .to_string()
-                } else {
-                    "start the container with the GPUs: `docker run --gpus all ...` (Podman: \
-                     `--device nvidia.com/gpu=all`), with the NVIDIA Container Toolkit on the \
-                     host (`sudo nvidia-ctk runtime configure --runtime=docker && sudo \
-                     systemctl restart docker`)"
-                        .to_string()
-                },
-            ));
-        } else if !gpu_nodes.is_empty() && d.libcuda.is_none() {
-            let caps = m.var("NVIDIA_DRIVER_CAPABILITIES");
-            if caps.is_none_or(|c| !(c.contains("compute") || c.contains("all"))) {
-                v.push(finding(
-                    "container.no_compute_capability",
-                    "the container has the GPUs but not the driver's CUDA library",
-                    format!(
-                        "in a container ({c}) with {} but no libcuda.so.1; \
-                         NVIDIA_DRIVER_CAPABILITIES={}",
-                        gpu_nodes
-                            .iter()
-                            .map(|n| n.path.as_str())
-                            .collect::<Vec<_>>()
-                            .join(" "),
-                        caps.map(|c| format!("{c:?}"))
-                            .unwrap_or_else(|| "unset (the runtime's default: utility)".into())
-                    ),
-                    "start it with the compute capability: `-e \
-                     NVIDIA_DRIVER_CAPABILITIES=compute,utility` (or `--gpus \
-                     'all,\"capabilities=compute,utility\"'`) so the runtime mounts libcuda",
-                ));
-            }
-        }
-    }
     // ---- the kernel module ----
     let on_bus = !m.pci_gpus.is_empty();
     let log_has = |w: &str| m.kernel_log.iter().find(|l| l.contains(w));
@@ -457,7 +336,19 @@ pub(super) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
             || d.nvml_error
                 .as_deref()
                 .is_some_and(|e| e.contains("mismatch") || e.contains("Mismatch"));
-        let user = d.user_version().map(str::to_string);
+        // NVML's version is never evidence of a mismatch: NVML that starts matches its module.
+        let user = d
+            .libcuda_version
+            .clone()
+            .or_else(|| {
+                m.driver_files
+                    .iter()
+                    .find(|(p, v)| {
+                        p.contains("libcuda.so.") && !v.is_empty() && !p.contains("/wsl/")
+                    })
+                    .map(|(_, v)| v.clone())
+            })
+            .or_else(|| d.nvml_version.clone().filter(|_| mismatch_code));
         let differ = match (&module, &user) {
             (Some(k), Some(u)) => k != u,
             _ => false,
@@ -546,7 +437,11 @@ pub(super) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
         ));
     }
     let has_uvm = m.nvidia_nodes.iter().any(|n| n.path == "/dev/nvidia-uvm");
-    if !gpu_nodes.is_empty() && !has_uvm && !d.cuda_works() && m.container.is_none() {
+    // cuInit says CUDA_ERROR_UNKNOWN without the UVM node; any more specific code has
+    // another cause.
+    let unknown =
+        err.is_none_or(|e| e == "CUDA_ERROR_UNKNOWN" || e == "CUDA_ERROR_NOT_INITIALIZED");
+    if !gpu_nodes.is_empty() && !has_uvm && !d.cuda_works() && m.container.is_none() && unknown {
         v.push(finding(
             "nvidia.uvm_missing",
             "the nvidia-uvm module (CUDA's memory manager) is not loaded",

@@ -87,6 +87,9 @@ pub(super) struct Machine {
     pub kernel: Option<String>,
     /// Kernels under `/lib/modules` that have an `nvidia.ko` (any compression).
     pub kernels_with_module: Vec<String>,
+    /// The user-space driver's library files in the system's folders (`libcuda.so.580.95.05`,
+    /// `libnvidia-ml.so.580.95.05`): path as the machine knows it, and version.
+    pub driver_files: Vec<(String, String)>,
     /// Lines of the kernel log about the NVIDIA driver (`NVRM`, `Xid`, `nvidia`, `nouveau`).
     pub kernel_log: Vec<String>,
     /// `/dev/nvidia*` (control, uvm and GPU nodes).
@@ -175,6 +178,31 @@ impl Machine {
         .and_then(|b| b.last().map(|&x| x == 1));
         m.kernel = text(&roots.procfs.join("sys/kernel/osrelease")).map(|s| s.trim().to_string());
         m.kernels_with_module = kernels_with_module(&roots.at("/lib/modules"));
+        // DKMS's own tree: /var/lib/dkms/nvidia/<version>/<kernel>/<arch>/module/nvidia.ko*.
+        for ver in std::fs::read_dir(roots.at("/var/lib/dkms/nvidia"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .take(16)
+        {
+            for k in std::fs::read_dir(ver.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .take(64)
+            {
+                let name = k.file_name().to_string_lossy().into_owned();
+                if k.path().is_dir()
+                    && name != "source"
+                    && has_nvidia_ko(&k.path(), 0)
+                    && !m.kernels_with_module.contains(&name)
+                {
+                    m.kernels_with_module.push(name);
+                }
+            }
+        }
+        m.kernels_with_module.sort();
+        m.driver_files = driver_files(roots);
         m.kernel_log = kernel_log(roots);
         m.euid = euid();
         m.groups = groups(&roots.at("/etc/group"));
@@ -413,6 +441,42 @@ fn kernels_with_module(dir: &Path) -> Vec<String> {
         }
     }
     out.sort();
+    out
+}
+
+/// The driver's library files in the folders a distribution or the container toolkit puts
+/// them (WSL's included), with the versions their names carry.
+fn driver_files(roots: &Roots) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for dir in [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+        "/usr/local/nvidia/lib64",
+        "/usr/lib/wsl/lib",
+    ] {
+        let mut names: Vec<String> = std::fs::read_dir(roots.at(dir))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .take(20_000)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("libcuda.so") || n.starts_with("libnvidia-ml.so"))
+            .collect();
+        names.sort();
+        for n in names {
+            let v = n.split_once(".so.").map(|x| x.1).unwrap_or("");
+            let version = if v.matches('.').count() >= 1
+                && v.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+            {
+                v.to_string()
+            } else {
+                String::new()
+            };
+            out.push((format!("{dir}/{n}"), version));
+        }
+    }
     out
 }
 

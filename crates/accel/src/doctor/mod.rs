@@ -13,6 +13,7 @@ mod gpu_api;
 mod host;
 mod nvidia;
 mod others;
+mod placement;
 mod verdict;
 mod xla;
 
@@ -102,7 +103,10 @@ pub fn diagnose_at(roots: &Roots) -> Diagnosis {
                         found.retain(|f| f.cause != "nvidia.driver_too_old");
                     } else if frameworks::runs_on_driver(&python, &driver) {
                         // accel's own floor (CUDA 12), where the user's PyTorch runs: a warning.
-                        for f in found.iter_mut().filter(|f| f.cause == "nvidia.driver_too_old") {
+                        for f in found
+                            .iter_mut()
+                            .filter(|f| f.cause == "nvidia.driver_too_old")
+                        {
                             f.status = Status::Warn;
                         }
                     }
