@@ -84,13 +84,15 @@ pub fn run(json: bool, html: bool, roots: &accel::doctor::Roots) -> anyhow::Resu
             out::line(l)?;
         }
     }
-    let fails: Vec<&str> = r
+    let mut fails: Vec<&str> = r
         .sections
         .iter()
         .flat_map(|s| s.checks.iter())
         .filter(|c| c.status == accel::doctor::Status::Fail && c.consequence_of.is_none())
         .map(|c| c.cause.unwrap_or(c.id))
         .collect();
+    let mut seen = std::collections::HashSet::new();
+    fails.retain(|c| seen.insert(*c));
     if !r.best_device_works {
         anyhow::bail!(
             "the best device, {}, failed a test computation (see the checks above)",

@@ -62,14 +62,38 @@ fn well_formed(v: &Value) {
         .collect();
     assert_eq!(names, ["cpu", "cuda", "xla", "wgpu"]);
     for s in sections {
-        assert_eq!(keys(s), ["backend", "probe_seconds", "checks"]);
-        for c in s["checks"].as_array().unwrap() {
-            assert_eq!(keys(c), ["id", "title", "status", "found", "fix"], "{c}");
+        assert_eq!(
+            keys(s),
+            ["backend", "probe_seconds", "usable", "cause", "checks"]
+        );
+        let checks = s["checks"].as_array().unwrap();
+        // The verdict comes first, and carries the section's cause.
+        assert_eq!(
+            checks[0]["id"],
+            format!("{}.verdict", s["backend"].as_str().unwrap())
+        );
+        assert_eq!(checks[0]["cause"], s["cause"]);
+        for c in checks {
+            assert_eq!(
+                keys(c),
+                [
+                    "id",
+                    "title",
+                    "status",
+                    "found",
+                    "fix",
+                    "cause",
+                    "consequence_of"
+                ],
+                "{c}"
+            );
             let status = c["status"].as_str().unwrap();
             assert!(["pass", "fail", "warn", "skip"].contains(&status), "{c}");
             assert!(!c["found"].as_str().unwrap().is_empty(), "{c}");
             if status == "fail" || status == "warn" {
                 assert!(c["fix"].as_str().unwrap().len() > 10, "no fix: {c}");
+                // Every failure has a stable cause id for scripts.
+                assert!(c["cause"].as_str().is_some_and(|x| x.contains('.')), "{c}");
             }
         }
     }

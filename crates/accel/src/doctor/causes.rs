@@ -460,7 +460,7 @@ pub(super) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
         ));
     }
     // ---- which GPUs this process may see ----
-    if let Some(cvd) = m.var("CUDA_VISIBLE_DEVICES") {
+    if let Some(cvd) = m.var("CUDA_VISIBLE_DEVICES").filter(|_| gpu || m.dxg) {
         let t = cvd.trim();
         let count = m.gpu_count();
         let first = t.split(',').next().unwrap_or("").trim();
@@ -594,7 +594,7 @@ pub(super) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
     }
     let ce = d.compute_error.as_deref().and_then(cu_error_in);
     if ce == Some("CUDA_ERROR_OUT_OF_MEMORY") || ce == Some("CUDA_ERROR_DEVICES_UNAVAILABLE") {
-        let holders = m.holders(|p| gpu_node(p));
+        let holders = m.holders(gpu_node);
         let listed = if holders.is_empty() {
             "no holder visible to this user (`sudo fuser -v /dev/nvidia*` shows them)".to_string()
         } else {

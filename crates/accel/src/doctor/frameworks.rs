@@ -33,9 +33,11 @@ impl Python {
         for (sp, _) in envs {
             let dists = dists(sp);
             let has = |n: &str| dists.iter().any(|d| d.name == n);
-            if !(has("torch") || has("jaxlib") || has("jax") || has("torch_xla") || has("libtpu"))
-                && !sp.join("torch/version.py").is_file()
-            {
+            let framework = ["torch", "jaxlib", "jax", "torch_xla", "libtpu"]
+                .iter()
+                .any(|n| has(n))
+                || sp.join("torch/version.py").is_file();
+            if !framework {
                 continue;
             }
             let torch = torch_version(sp);

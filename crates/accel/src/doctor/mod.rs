@@ -92,7 +92,7 @@ pub fn diagnose_at(roots: &Roots) -> Diagnosis {
         let (checks, found, applies) = match kind {
             BackendKind::Cpu => (host::cpu_checks(), Vec::new(), true),
             BackendKind::Cuda => {
-                driver = verdict::driver_facts(&probe, roots);
+                driver = verdict::driver_facts(probe, roots);
                 let mut found = causes::nvidia(&machine, &driver);
                 let gpu = machine.nvidia_gpu() || available;
                 if gpu {

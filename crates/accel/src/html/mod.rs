@@ -56,16 +56,25 @@ fn doctor(doc: &Value) -> String {
         }
     );
     for s in doc["sections"].as_array().into_iter().flatten() {
+        let verdict = match (s["usable"].as_bool(), s["cause"].as_str()) {
+            (Some(true), _) => ": usable".to_string(),
+            (_, Some(c)) => format!(": not usable, cause <code>{}</code>", escape(c)),
+            _ => String::new(),
+        };
         h.push_str(&format!(
-            "<table><tr><th colspan=\"3\">{}</th></tr><tr><th>status</th><th>check</th><th>found, and the fix</th></tr>",
+            "<table><tr><th colspan=\"3\">{}{verdict}</th></tr><tr><th>status</th><th>check</th><th>found, and the fix</th></tr>",
             escape(&text(&s["backend"]))
         ));
         for c in s["checks"].as_array().into_iter().flatten() {
             let fix = text(&c["fix"]);
+            let title = match c["consequence_of"].as_str() {
+                Some(root) => format!("{} (follows from {root})", text(&c["title"])),
+                None => text(&c["title"]),
+            };
             h.push_str(&format!(
                 "<tr>{}<td>{}</td><td>{}{}</td></tr>",
                 status(c["status"].as_str().unwrap_or("")),
-                escape(&text(&c["title"])),
+                escape(&title),
                 escape(&text(&c["found"])),
                 if fix.is_empty() {
                     String::new()
