@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use crate::BackendKind;
+
 /// The outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -54,4 +56,22 @@ pub(super) fn check(
         cause: None,
         consequence_of: None,
     }
+}
+
+/// One backend's checklist.
+#[derive(Debug, Clone, Serialize)]
+pub struct Section {
+    /// The backend.
+    pub backend: BackendKind,
+    /// Seconds its probe took (the first time it ran in this process).
+    pub probe_seconds: f64,
+    /// Whether the backend can be used (through accel, PyTorch or JAX) as things stand.
+    pub usable: bool,
+    /// Why not: the root cause's stable id (`nvidia.nouveau`), None when usable or when the
+    /// backend does not apply here.
+    pub cause: Option<&'static str>,
+    /// The checks, in order: the first is the verdict (`cuda.verdict`), naming the root cause
+    /// and its fix; other causes follow; a check that fails only because of the root cause
+    /// says so (`consequence_of`).
+    pub checks: Vec<Check>,
 }

@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::causes::{driver_cuda, finding, Driver, Finding};
 use super::facts::Machine;
+use super::finding::{driver_cuda, finding, Driver, Finding};
 
 /// A package installed in the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]

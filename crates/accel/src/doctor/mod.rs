@@ -8,6 +8,7 @@
 mod causes;
 mod check;
 mod facts;
+mod finding;
 mod frameworks;
 mod gpu_api;
 mod host;
@@ -17,7 +18,7 @@ mod placement;
 mod verdict;
 mod xla;
 
-pub use check::{Check, Status};
+pub use check::{Check, Section, Status};
 pub use facts::Roots;
 
 use std::time::Instant;
@@ -26,24 +27,6 @@ use serde::Serialize;
 
 use crate::backend::native::libs::SearchEnv;
 use crate::{BackendKind, Device, Tensor};
-
-/// One backend's checklist.
-#[derive(Debug, Clone, Serialize)]
-pub struct Section {
-    /// The backend.
-    pub backend: BackendKind,
-    /// Seconds its probe took (the first time it ran in this process).
-    pub probe_seconds: f64,
-    /// Whether the backend can be used (through accel, PyTorch or JAX) as things stand.
-    pub usable: bool,
-    /// Why not: the root cause's stable id (`nvidia.nouveau`), None when usable or when the
-    /// backend does not apply here.
-    pub cause: Option<&'static str>,
-    /// The checks, in order: the first is the verdict (`cuda.verdict`), naming the root cause
-    /// and its fix; other causes follow; a check that fails only because of the root cause
-    /// says so (`consequence_of`).
-    pub checks: Vec<Check>,
-}
 
 /// The whole diagnosis.
 #[derive(Debug, Clone, Serialize)]
@@ -78,7 +61,7 @@ pub fn diagnose_at(roots: &Roots) -> Diagnosis {
     let machine = facts::Machine::read(roots);
     let python = frameworks::Python::read(&crate::backend::native::libs::python_environments(&env));
     let mut sections = Vec::new();
-    let mut driver = causes::Driver::default();
+    let mut driver = finding::Driver::default();
     for kind in [
         BackendKind::Cpu,
         BackendKind::Cuda,
@@ -124,7 +107,8 @@ pub fn diagnose_at(roots: &Roots) -> Diagnosis {
                 let applies = available || !found.is_empty();
                 (checks, found, applies)
             }
-            _ => {
+            // Every kind is named: a new backend does not compile until it has a section.
+            BackendKind::Wgpu | BackendKind::Mps => {
                 let mut found = others::gpu_api(&machine);
                 if let Some(mac) = others::this_mac(&python) {
                     found.extend(others::apple(&mac));

@@ -2,8 +2,8 @@
 //! `PJRT_DEVICE`), the device files of the GPU APIs (DRM render nodes, AMD's `/dev/kfd`), and
 //! Apple's GPU (macOS too old for PyTorch's MPS, an x86 Python under Rosetta, Intel Macs).
 
-use super::causes::{finding, Finding};
 use super::facts::{Machine, Node};
+use super::finding::{finding, Finding};
 use super::frameworks::Python;
 
 /// Whether libtpu is installed where a framework finds it.

@@ -3,8 +3,8 @@
 //! without a GPU, and a container started without the GPUs or without the driver's compute
 //! libraries.
 
-use super::causes::{finding, Driver, Finding};
 use super::facts::{gpu_node, Machine};
+use super::finding::{finding, Driver, Finding};
 
 fn hosted(m: &Machine) -> Option<crate::system::Hosted> {
     crate::system::Hosted::from_vars(|k| {
