@@ -516,13 +516,13 @@ pub fn driver_version() -> Option<String> {
 /// NVML's start, for `accel doctor`: the driver version it reports, `Ok(None)` where there is
 /// no NVML library (no NVIDIA driver), or its error (`RM detects a driver/library version
 /// mismatch`).
-pub fn nvml_state() -> Result<Option<String>, String> {
+pub fn nvml_state() -> Result<Option<String>, Error> {
     #[cfg(feature = "nvml")]
     {
         match shared() {
             Ok(n) => Ok(n.sys_driver_version().ok()),
             Err(Error::NotInstalled { .. }) => Ok(None),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e),
         }
     }
     #[cfg(not(feature = "nvml"))]

@@ -53,7 +53,7 @@ pub(super) fn driver_facts(probe: &Probe, roots: &super::facts::Roots) -> Driver
     if d.libcuda.is_some() || crate::cuda::libraries().iter().any(|l| l.name == "nvml") {
         match crate::telemetry::nvidia::nvml_state() {
             Ok(v) => d.nvml_version = v,
-            Err(e) => d.nvml_error = Some(e),
+            Err(e) => d.nvml_error = Some(e.to_string()),
         }
         d.mig_enabled = d.nvml_error.is_none() && crate::telemetry::nvidia::mig_enabled();
     }
