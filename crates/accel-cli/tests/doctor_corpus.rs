@@ -37,6 +37,8 @@ pub struct Standin {
     /// The user-space driver's version, in the file names (`580.95.05`).
     pub version: String,
     pub codes: Vec<(&'static str, String)>,
+    /// Built without the entry points a context needs, as an incomplete copy of libcuda is.
+    pub partial: bool,
 }
 
 impl Tree {
@@ -157,8 +159,9 @@ impl Drop for Tree {
 }
 
 /// The stand-in driver libraries, built once per run (None where there is no C compiler).
-fn standin_build() -> Option<&'static (PathBuf, PathBuf)> {
-    static BUILT: std::sync::OnceLock<Option<(PathBuf, PathBuf)>> = std::sync::OnceLock::new();
+fn standin_build() -> Option<&'static (PathBuf, PathBuf, PathBuf)> {
+    static BUILT: std::sync::OnceLock<Option<(PathBuf, PathBuf, PathBuf)>> =
+        std::sync::OnceLock::new();
     BUILT
         .get_or_init(|| {
             let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin/driver.c");
@@ -167,8 +170,10 @@ fn standin_build() -> Option<&'static (PathBuf, PathBuf)> {
             std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o755)).ok()?;
             let build = |def: &str, so: &str, soname: &str| -> Option<PathBuf> {
                 let p = out.join(so);
+                std::fs::create_dir_all(p.parent()?).ok()?;
                 let ok = Command::new("cc")
-                    .args(["-shared", "-fPIC", "-O1", def])
+                    .args(["-shared", "-fPIC", "-O1"])
+                    .args(def.split(' '))
                     .arg(format!("-Wl,-soname,{soname}"))
                     .arg("-o")
                     .arg(&p)
@@ -181,6 +186,7 @@ fn standin_build() -> Option<&'static (PathBuf, PathBuf)> {
             Some((
                 build("-DLIBCUDA", "libcuda.so", "libcuda.so.1")?,
                 build("-DLIBNVML", "libnvidia-ml.so", "libnvidia-ml.so.1")?,
+                build("-DLIBCUDA -DPARTIAL", "partial/libcuda.so", "libcuda.so.1")?,
             ))
         })
         .as_ref()
@@ -190,7 +196,8 @@ fn standin_build() -> Option<&'static (PathBuf, PathBuf)> {
 pub fn doctor(t: &Tree) -> Option<Value> {
     let mut ld = t.ld_path.clone();
     if let Some(s) = &t.standin {
-        let (cuda, nvml) = standin_build()?;
+        let (full, nvml, partial) = standin_build()?;
+        let cuda = if s.partial { partial } else { full };
         let dir = t.path(&s.dir);
         std::fs::create_dir_all(&dir).unwrap();
         for (built, stem, soname) in [
@@ -364,4 +371,25 @@ fn the_corpus_of_reported_failures_is_named_cause_first() {
     println!("the doctor named {named} of {ran} reported failures with their cause and fix");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     assert!(ran >= 30, "only {ran} cases ran");
+}
+
+#[test]
+fn a_libcuda_without_every_entry_point_is_named_not_a_crash() {
+    let mut t = Tree::new("partial-libcuda");
+    cases::gpu_host(&mut t, 0x1eb8);
+    t.standin.as_mut().unwrap().partial = true;
+    let Some(v) = doctor(&t) else {
+        println!("skipped: doctor-standin: no C compiler to build the stand-in driver");
+        return;
+    };
+    let s = section(&v, "cuda");
+    assert_eq!(s["checks"][0]["status"], "fail", "{s:#}");
+    let found = s["checks"][0]["found"].as_str().unwrap();
+    assert!(
+        found.contains("lacks")
+            && !found.contains("cuDevicePrimaryCtxRetain")
+            && found.contains("cuLaunchKernel"),
+        "{found}"
+    );
+    assert_eq!(v["best_device"], "cpu");
 }

@@ -99,7 +99,7 @@ fn host(t: &Tree) {
 
 /// A healthy host with one NVIDIA GPU (PCI device `device`), its module loaded, the nodes,
 /// and the driver's libraries (the stand-in) of the module's version.
-fn gpu_host(t: &mut Tree, device: u16) {
+pub fn gpu_host(t: &mut Tree, device: u16) {
     host(t);
     pci(t, "0000:01:00.0", 0x10de, device, 0x030200, Some("nvidia"));
     t.file("proc/driver/nvidia/version", &module_line(DRIVER))
@@ -117,6 +117,7 @@ fn gpu_host(t: &mut Tree, device: u16) {
         dir: "usr/lib/x86_64-linux-gnu".into(),
         version: DRIVER.into(),
         codes: vec![("STANDIN_CUDA_VERSION", "13000".into())],
+        partial: false,
     });
 }
 
@@ -167,6 +168,7 @@ fn wsl2(t: &mut Tree) {
         dir: "usr/lib/wsl/lib".into(),
         version: "1.1".into(),
         codes: vec![("STANDIN_CUDA_VERSION", "13000".into())],
+        partial: false,
     });
 }
 
@@ -450,6 +452,21 @@ pub fn all() -> Vec<Case> {
                          fallen off the bus.\nOct 2 21:14:09 rig kernel: NVRM: \
                          kgspRcAndNotifyAllChannels_IMPL: RC all channels for critical error 79.\n",
                     );
+                }
+            },
+        },
+        Case {
+            name: "xid-79-config-space-all-ones",
+            report: "https://github.com/NVIDIA/open-gpu-kernel-modules/issues/1151",
+            section: "cuda",
+            cause: "nvidia.fell_off_bus",
+            fix_words: &["vendor 0xffff", "nvidia-smi -r"],
+            build: |t, fault| {
+                gpu_host(t, 0x2c02);
+                if fault {
+                    // lspci's "rev ff": the GPU's configuration space reads all ones.
+                    pci(t, "0000:01:00.0", 0xffff, 0xffff, 0xffffff, Some("nvidia"));
+                    t.code("STANDIN_CUINIT", 999);
                 }
             },
         },
@@ -739,6 +756,24 @@ pub fn all() -> Vec<Case> {
             },
         },
         Case {
+            name: "torch-cpu-build-no-driver-library",
+            report: "https://github.com/pytorch/pytorch/issues/49325",
+            section: "cuda",
+            cause: "torch.cpu_build",
+            fix_words: &["torch==2.9.1", "download.pytorch.org/whl/cu130"],
+            build: |t, fault| {
+                // Rebuilt with the module and nodes but no libcuda at all: PyTorch's own
+                // build is still the first thing to fix.
+                gpu_host(t, 0x2204);
+                if fault {
+                    t.standin = None;
+                    t.torch("2.9.1+cpu", None);
+                } else {
+                    t.torch("2.9.1+cu128", Some("12.8"));
+                }
+            },
+        },
+        Case {
             name: "torch-newer-than-driver",
             report: "https://github.com/lllyasviel/Fooocus/issues/1313",
             section: "cuda",
@@ -946,5 +981,6 @@ fn gpu_host_libs(t: &mut Tree, code: &str) {
         dir: "usr/lib/x86_64-linux-gnu".into(),
         version: DRIVER.into(),
         codes: vec![("STANDIN_CUINIT", code.into())],
+        partial: false,
     });
 }

@@ -56,6 +56,19 @@ int cuDeviceGetAttribute(int *v, int a, int d) {
 }
 int cuDevicePrimaryCtxRetain(void **c, int d) { (void)d; *c = 0; return env("STANDIN_CTX", 999); }
 int cuCtxCreate_v2(void **c, unsigned f, int d) { (void)f; return cuDevicePrimaryCtxRetain(c, d); }
+/* Everything after a context: never reached (no context is ever made), present because a
+ * real libcuda exports it. Each fails as an unknown error. */
+#ifndef PARTIAL
+#define FAIL(name) int name(void) { return 999; }
+FAIL(cuCtxSetCurrent) FAIL(cuDeviceGetDefaultMemPool) FAIL(cuEventCreate)
+FAIL(cuEventDestroy_v2) FAIL(cuEventElapsedTime) FAIL(cuEventRecord) FAIL(cuEventSynchronize)
+FAIL(cuLaunchKernel) FAIL(cuMemAllocAsync) FAIL(cuMemFreeAsync) FAIL(cuMemGetInfo_v2)
+FAIL(cuMemHostAlloc) FAIL(cuMemHostRegister_v2) FAIL(cuMemHostUnregister)
+FAIL(cuMemPoolGetAttribute) FAIL(cuMemPoolSetAttribute) FAIL(cuMemPoolTrimTo)
+FAIL(cuMemcpyDtoDAsync_v2) FAIL(cuMemcpyDtoHAsync_v2) FAIL(cuMemcpyHtoDAsync_v2)
+FAIL(cuMemcpyPeerAsync) FAIL(cuModuleGetFunction) FAIL(cuModuleLoadData) FAIL(cuStreamCreate)
+FAIL(cuStreamSynchronize)
+#endif /* PARTIAL: a libcuda without them, as an incomplete copy is */
 #endif
 
 #ifdef LIBNVML

@@ -444,15 +444,24 @@ pub(super) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
         .nvml_error
         .as_deref()
         .is_some_and(|e| e.contains("fell off the bus") || e.contains("GPU is lost"));
-    if xid79.is_some() || lost {
+    let gone = !m.lost_pci.is_empty() && m.nvidia_loaded;
+    if xid79.is_some() || lost || gone {
         v.push(finding(
             "nvidia.fell_off_bus",
             "the GPU has fallen off the bus (Xid 79)",
             format!(
-                "{}{}",
+                "{}{}{}",
                 xid79
                     .map(|l| format!("the kernel log: {:?}", l.trim()))
                     .unwrap_or_default(),
+                if gone {
+                    format!(
+                        "; PCI {} reads all ones (vendor 0xffff)",
+                        m.lost_pci.join(", ")
+                    )
+                } else {
+                    String::new()
+                },
                 d.nvml_error
                     .as_deref()
                     .filter(|_| lost)
@@ -466,7 +475,7 @@ pub(super) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
              `sudo nvidia-bug-report.sh`'s output for the vendor",
         ));
     }
-    let ce = d.compute_error.as_deref().and_then(cu_error_in);
+    let ce = d.compute_error.as_deref().and_then(cu_error_in).or(err);
     if ce == Some("CUDA_ERROR_OUT_OF_MEMORY") || ce == Some("CUDA_ERROR_DEVICES_UNAVAILABLE") {
         let holders = m.holders(gpu_node);
         let listed = if holders.is_empty() {
@@ -557,6 +566,20 @@ pub(super) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
                 install_driver(m, 580)
             ),
         ));
+    }
+    // No known cause: the probe's own reason, so the verdict says why CUDA does not start.
+    if v.is_empty() && (gpu || m.dxg) {
+        if let Some(r) = &d.unavailable {
+            v.push(finding(
+                "cuda.unavailable",
+                "CUDA does not start",
+                r.clone(),
+                d.unavailable_hint
+                    .clone()
+                    .filter(|h| !h.is_empty())
+                    .unwrap_or_else(|| "check `nvidia-smi` and `sudo dmesg | grep -i nvrm`".into()),
+            ));
+        }
     }
     v
 }

@@ -71,6 +71,9 @@ pub(super) struct Holder {
 pub(super) struct Machine {
     pub roots: Option<Roots>,
     pub pci_gpus: Vec<PciGpu>,
+    /// PCI functions whose configuration space reads all ones (vendor 0xffff): a device that
+    /// has fallen off the bus.
+    pub lost_pci: Vec<String>,
     /// An NVSwitch on the bus or its nodes (`/dev/nvidia-nvswitch*`).
     pub nvswitch: bool,
     /// A Google TPU on the bus (vendor 0x1ae0).
@@ -307,6 +310,13 @@ impl Machine {
             let (Some(vendor), Some(class)) = (hex(d.join("vendor")), hex(d.join("class"))) else {
                 continue;
             };
+            if vendor == 0xffff {
+                self.lost_pci.push(
+                    d.file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                );
+            }
             if vendor == 0x1ae0 {
                 self.tpu_pci = true;
             }

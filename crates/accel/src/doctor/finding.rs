@@ -44,6 +44,7 @@ pub(super) struct Driver {
     pub cuda_version: Option<u32>,
     /// The CUDA probe: its reason when unavailable, and the devices' compute capabilities.
     pub unavailable: Option<String>,
+    pub unavailable_hint: Option<String>,
     pub ccs: Vec<(u32, u32)>,
     /// NVML's start: the driver version, or its error.
     pub nvml_version: Option<String>,

@@ -93,7 +93,16 @@ pub fn diagnose_at(roots: &Roots) -> Diagnosis {
                             f.status = Status::Warn;
                         }
                     }
-                    found.extend(fw);
+                    // A framework's own build (PyTorch without CUDA, JAX without its plugin)
+                    // comes before causes that only say the driver's libraries are missing.
+                    let soft = ["nvidia.libcuda_missing", "cuda.unavailable"];
+                    if found.iter().all(|f| soft.contains(&f.cause)) {
+                        let mut fw = fw;
+                        fw.append(&mut found);
+                        found = fw;
+                    } else {
+                        found.extend(fw);
+                    }
                 }
                 let applies = gpu || !found.is_empty() || machine.wsl.is_some();
                 (nvidia::cuda_checks(&env, &machine), found, applies)

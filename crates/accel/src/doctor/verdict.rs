@@ -48,7 +48,10 @@ pub(super) fn driver_facts(probe: &Probe, roots: &super::facts::Roots) -> Driver
                 d.compute_error = Some(e.to_string());
             }
         }
-        Availability::Unavailable { reason, .. } => d.unavailable = Some(reason.clone()),
+        Availability::Unavailable { reason, hint } => {
+            d.unavailable = Some(reason.clone());
+            d.unavailable_hint = Some(hint.clone());
+        }
     }
     if d.libcuda.is_some() || crate::cuda::libraries().iter().any(|l| l.name == "nvml") {
         match crate::telemetry::nvidia::nvml_state() {

@@ -114,6 +114,43 @@ impl Backend for Cuda {
     }
 }
 
+/// Every driver entry point accel calls after cuInit (`sys::cu*` across the CUDA backend;
+/// `cuEventElapsedTime`'s two names are looked up where used, `elapsed_time`).
+const USED_SYMBOLS: [&str; 32] = [
+    "cuCtxSetCurrent",
+    "cuDeviceGet",
+    "cuDeviceGetAttribute",
+    "cuDeviceGetCount",
+    "cuDeviceGetDefaultMemPool",
+    "cuDeviceGetName",
+    "cuDeviceGetUuid_v2",
+    "cuDevicePrimaryCtxRetain",
+    "cuDeviceTotalMem_v2",
+    "cuEventCreate",
+    "cuEventDestroy_v2",
+    "cuEventRecord",
+    "cuEventSynchronize",
+    "cuGetErrorName",
+    "cuLaunchKernel",
+    "cuMemAllocAsync",
+    "cuMemFreeAsync",
+    "cuMemGetInfo_v2",
+    "cuMemHostAlloc",
+    "cuMemHostRegister_v2",
+    "cuMemHostUnregister",
+    "cuMemPoolGetAttribute",
+    "cuMemPoolSetAttribute",
+    "cuMemPoolTrimTo",
+    "cuMemcpyDtoDAsync_v2",
+    "cuMemcpyDtoHAsync_v2",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyPeerAsync",
+    "cuModuleGetFunction",
+    "cuModuleLoadData",
+    "cuStreamCreate",
+    "cuStreamSynchronize",
+];
+
 fn probe_driver() -> Probe {
     let un =
         |reason: String, hint: String| Probe::unavailable(BackendKind::Cuda, true, reason, hint);
@@ -184,6 +221,29 @@ fn probe_driver() -> Probe {
             format!("cuInit failed: {name}"),
             "check `nvidia-smi` and `dmesg`; a driver/kernel-module version mismatch after an \
              upgrade needs a reboot"
+                .to_string(),
+        );
+    }
+    // Every entry point accel calls must be there before any is called: a libcuda without
+    // one (a driver older than the floor, a partial copy) would stop the process at the
+    // first call (cudarc's loader panics), where it can still be named.
+    let missing: Vec<&str> = USED_SYMBOLS
+        .iter()
+        .copied()
+        .filter(|s| libs::driver_symbol(s).is_none())
+        .collect();
+    if !missing.is_empty() {
+        return un(
+            format!(
+                "{} lacks {}: not a complete NVIDIA driver",
+                cuda.path
+                    .as_deref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "libcuda".into()),
+                missing.join(", ")
+            ),
+            "reinstall the NVIDIA driver (its libcuda.so.1 exports every CUDA driver entry \
+             point), and take other copies of libcuda off LD_LIBRARY_PATH"
                 .to_string(),
         );
     }
