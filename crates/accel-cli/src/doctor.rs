@@ -44,7 +44,8 @@ pub fn text(r: &Diagnosis) -> Vec<String> {
                 }
             };
             lines.push(format!("  {}  {}: {}", tag(c.status), title, c.found));
-            if !c.fix.is_empty() {
+            // A consequence's own fix is the cause's: it is not repeated.
+            if !c.fix.is_empty() && c.consequence_of.is_none() {
                 lines.push(format!("        fix: {}", c.fix));
             }
         }
@@ -101,7 +102,7 @@ pub fn run(json: bool, html: bool, roots: &accel::doctor::Roots) -> anyhow::Resu
     }
     if !fails.is_empty() {
         anyhow::bail!(
-            "{} check(s) failed: {} (each says what to do above)",
+            "{} cause(s) of failure: {} (each with its fix above)",
             fails.len(),
             fails.join(", ")
         )

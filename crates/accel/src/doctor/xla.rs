@@ -1,6 +1,4 @@
-//! XLA: each PJRT plugin with its load time and notes, libtpu's traps.
-
-use std::path::Path;
+//! XLA: each PJRT plugin with its load time and notes, libtpu's metadata-server trap.
 
 use super::check::{check, Check, Status};
 
@@ -78,30 +76,21 @@ pub(super) fn xla_checks(probe_seconds: f64) -> Vec<Check> {
     let tpu = plugins
         .iter()
         .any(|p| p.path.file_name().is_some_and(|n| n == "libtpu.so"));
-    let lock = Path::new("/tmp/libtpu_lockfile");
+    // The lock file is a cause of its own (`others::tpu`: stale, or held and by whom).
     v.push(if !tpu {
         check(
             "xla.libtpu_traps",
-            "libtpu's metadata server and lock file",
+            "libtpu's metadata server",
             Status::Skip,
             "no libtpu found",
             "",
-        )
-    } else if lock.exists() {
-        check(
-            "xla.libtpu_traps",
-            "libtpu's metadata server and lock file",
-            Status::Warn,
-            "/tmp/libtpu_lockfile exists: another process may hold the TPU",
-            "stop the other TPU process, or remove the file if it is stale (libtpu allows one \
-             process per TPU)",
         )
     } else if std::env::var_os("TPU_SKIP_MDS_QUERY").is_none()
         && !crate::base::probe_child::active()
     {
         check(
             "xla.libtpu_traps",
-            "libtpu's metadata server and lock file",
+            "libtpu's metadata server",
             Status::Warn,
             "TPU_SKIP_MDS_QUERY is unset and libtpu is probed in this process: off a TPU VM \
              libtpu retries a metadata server for minutes",
@@ -112,17 +101,17 @@ pub(super) fn xla_checks(probe_seconds: f64) -> Vec<Check> {
     } else if std::env::var_os("TPU_SKIP_MDS_QUERY").is_none() {
         check(
             "xla.libtpu_traps",
-            "libtpu's metadata server and lock file",
+            "libtpu's metadata server",
             Status::Pass,
-            "TPU_SKIP_MDS_QUERY unset here, given to the probe helpers; no lock file",
+            "TPU_SKIP_MDS_QUERY unset here, given to the probe helpers",
             "",
         )
     } else {
         check(
             "xla.libtpu_traps",
-            "libtpu's metadata server and lock file",
+            "libtpu's metadata server",
             Status::Pass,
-            "TPU_SKIP_MDS_QUERY set, no lock file",
+            "TPU_SKIP_MDS_QUERY set",
             "",
         )
     });
