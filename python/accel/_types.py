@@ -13,12 +13,20 @@ class Check(Protocol):
     status: str
     found: str
     fix: str
+    # For every fail and warn: the stable id of its cause (the check's own id where no deeper ca
+    cause: Optional[str]
+    # Set when this check fails only because of the section's root cause (its id).
+    consequence_of: Optional[str]
     def to_dict(self) -> Dict[str, Any]: ...
 
 
 class Section(Protocol):
     backend: str
     probe_seconds: float
+    # Whether the backend can be used (through accel, PyTorch or JAX) as things stand.
+    usable: bool
+    # The root cause's stable id (docs/doctor.md lists them); null when usable or not applicable
+    cause: Optional[str]
     checks: List[Check]
     def to_dict(self) -> Dict[str, Any]: ...
 

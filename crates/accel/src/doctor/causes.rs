@@ -215,11 +215,14 @@ pub(super) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
             .libcuda_version
             .clone()
             .or_else(|| {
+                let found = |p: &str, v: &str| {
+                    p.contains("libcuda.so.") && !v.is_empty() && !p.contains("/wsl/")
+                };
+                // The file `libcuda.so.1` points to, else any versioned copy.
                 m.driver_files
                     .iter()
-                    .find(|(p, v)| {
-                        p.contains("libcuda.so.") && !v.is_empty() && !p.contains("/wsl/")
-                    })
+                    .find(|(p, v)| found(p, v) && p.ends_with("libcuda.so.1"))
+                    .or_else(|| m.driver_files.iter().find(|(p, v)| found(p, v)))
                     .map(|(_, v)| v.clone())
             })
             .or_else(|| d.nvml_version.clone().filter(|_| mismatch_code));

@@ -476,7 +476,13 @@ fn driver_files(roots: &Roots) -> Vec<(String, String)> {
             .collect();
         names.sort();
         for n in names {
-            let v = n.split_once(".so.").map(|x| x.1).unwrap_or("");
+            // `libcuda.so.1` carries the version of the file it points to (the one the loader
+            // takes), where it is a link.
+            let target = std::fs::read_link(roots.at(dir).join(&n))
+                .ok()
+                .and_then(|t| t.file_name().map(|f| f.to_string_lossy().into_owned()))
+                .unwrap_or_else(|| n.clone());
+            let v = target.split_once(".so.").map(|x| x.1).unwrap_or("");
             let version = if v.matches('.').count() >= 1
                 && v.bytes().all(|b| b.is_ascii_digit() || b == b'.')
             {
