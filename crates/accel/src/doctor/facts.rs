@@ -614,18 +614,18 @@ fn container(roots: &Roots, vars: &BTreeMap<String, String>) -> Option<String> {
         .map(|_| "KUBERNETES_SERVICE_HOST is set (a Kubernetes pod)".into())
 }
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 fn euid() -> u32 {
     // SAFETY: geteuid takes nothing and cannot fail.
     unsafe { libc::geteuid() }
 }
-#[cfg(not(unix))]
+#[cfg(not(target_os = "linux"))]
 fn euid() -> u32 {
     0
 }
 
 /// This process's group ids: its effective group and its supplementary groups.
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 fn user_groups() -> Vec<u32> {
     let mut g = vec![0 as libc::gid_t; 256];
     // SAFETY: `g` holds 256 gid_t; getgroups writes at most that many and returns the count
@@ -636,12 +636,12 @@ fn user_groups() -> Vec<u32> {
     g.push(unsafe { libc::getegid() });
     g
 }
-#[cfg(not(unix))]
+#[cfg(not(target_os = "linux"))]
 fn user_groups() -> Vec<u32> {
     Vec::new()
 }
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 fn node(p: &Path, shown: String, euid: u32, groups: &[u32]) -> Option<Node> {
     use std::os::unix::fs::MetadataExt;
     let md = std::fs::metadata(p).ok()?;
@@ -663,7 +663,7 @@ fn node(p: &Path, shown: String, euid: u32, groups: &[u32]) -> Option<Node> {
         usable: bits & 0o6 == 0o6,
     })
 }
-#[cfg(not(unix))]
+#[cfg(not(target_os = "linux"))]
 fn node(_: &Path, shown: String, _: u32, _: &[u32]) -> Option<Node> {
     Some(Node {
         path: shown,

@@ -229,43 +229,25 @@ pub(super) fn apple(mac: &Mac) -> Vec<Finding> {
     v
 }
 
-/// This Mac, from `sysctl` and the system version file.
+/// This Mac, from `sysctl -n` and `sw_vers` (each a process start of a few milliseconds).
 #[cfg(target_os = "macos")]
 pub(super) fn this_mac(py: &Python) -> Option<Mac> {
-    fn sysctl(name: &str) -> Option<u32> {
-        let c = std::ffi::CString::new(name).ok()?;
-        let mut v: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>();
-        // SAFETY: `c` is NUL-terminated; `v` is a local int and `len` its size.
-        let r = unsafe {
-            libc::sysctlbyname(
-                c.as_ptr(),
-                (&mut v as *mut libc::c_int).cast(),
-                &mut len,
-                std::ptr::null_mut(),
-                0,
-            )
-        };
-        (r == 0).then_some(v as u32)
-    }
-    let plist = accel_core::files::read_text_limited(
-        std::path::Path::new("/System/Library/CoreServices/SystemVersion.plist"),
-        64 * 1024,
-    )
-    .ok()?;
-    let ver = plist
-        .split("<key>ProductVersion</key>")
-        .nth(1)?
-        .split("<string>")
-        .nth(1)?
-        .split("</string>")
-        .next()?
-        .to_string();
+    let ask = |prog: &str, args: &[&str]| -> Option<String> {
+        let o = std::process::Command::new(prog)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        Some(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let ver = ask("sw_vers", &["-productVersion"])?;
     let mut p = ver.split('.').map(|x| x.parse::<u32>().unwrap_or(0));
+    let flag = |name: &str| ask("sysctl", &["-n", name]).is_some_and(|v| v == "1");
     Some(Mac {
         macos: (p.next().unwrap_or(0), p.next().unwrap_or(0)),
-        apple_silicon: sysctl("hw.optional.arm64") == Some(1),
-        translated: sysctl("sysctl.proc_translated") == Some(1),
+        apple_silicon: flag("hw.optional.arm64"),
+        translated: flag("sysctl.proc_translated"),
         torch: py.torch.as_ref().map(|t| t.0.clone()),
     })
 }
