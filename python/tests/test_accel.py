@@ -83,6 +83,12 @@ def test_doctor_as_objects_and_plain_data():
     assert backends[0] == "cpu" and "cuda" in backends
     statuses = {c.status for s in d.sections for c in s.checks}
     assert statuses <= {"pass", "fail", "warn", "skip"}
+    # Each section opens with its verdict; every failure names a cause id.
+    for s in d.sections:
+        assert s.checks[0].id == s.backend + ".verdict"
+        assert s.checks[0].cause == s.cause
+        for c in s.checks:
+            assert c.status not in ("fail", "warn") or "." in c.cause
     plain = d.to_dict()
     json.dumps(plain)
     assert plain["best_device"] == str(accel.best())

@@ -45,6 +45,7 @@ pub const ALL_CAUSES: &[&str] = &[
     "torch.arch_missing",
     "jax.no_cuda_plugin",
     "jax.plugin_mismatch",
+    "jax.driver_too_old",
     "libs.shadowed_cudnn",
     "libs.shadowed_cublas",
     "tpu.lock_stale",
@@ -863,6 +864,23 @@ pub fn all() -> Vec<Case> {
                 t.dist("jax", "0.9.0.1").dist("jaxlib", "0.9.0.1");
                 let v = if fault { "0.9.2" } else { "0.9.0.1" };
                 t.dist("jax_cuda12_plugin", v).dist("jax_cuda12_pjrt", v);
+            },
+        },
+        Case {
+            name: "jax-cuda13-plugin-on-a-cuda12-driver",
+            report: "https://github.com/JeffSHF/ColabDock/issues/28",
+            section: "cuda",
+            cause: "jax.driver_too_old",
+            fix_words: &["jax[cuda12]", "580"],
+            build: |t, fault| {
+                gpu_host(t, 0x2330);
+                t.file("proc/driver/nvidia/version", &module_line("550.144.03"));
+                t.standin.as_mut().unwrap().version = "550.144.03".into();
+                t.code("STANDIN_CUDA_VERSION", 12040);
+                t.dist("jax", "0.8.0").dist("jaxlib", "0.8.0");
+                let major = if fault { 13 } else { 12 };
+                t.dist(&format!("jax_cuda{major}_plugin"), "0.8.0")
+                    .dist(&format!("jax_cuda{major}_pjrt"), "0.8.0");
             },
         },
         Case {

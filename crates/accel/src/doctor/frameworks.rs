@@ -436,6 +436,36 @@ pub(super) fn causes(m: &Machine, d: &Driver, py: &Python) -> Vec<Finding> {
                      {driver_text})"
                 ),
             ));
+        } else if let Some((p, need)) = plugins.iter().find_map(|p| {
+            let major: u32 = p
+                .name
+                .strip_prefix("jax_cuda")?
+                .split('_')
+                .next()?
+                .parse()
+                .ok()?;
+            dcuda.filter(|&dc| dc < major * 1000).map(|_| (p, major))
+        }) {
+            v.push(finding(
+                "jax.driver_too_old",
+                "JAX's CUDA plugin is built for a newer CUDA than the driver runs",
+                format!(
+                    "{} {} is built for CUDA {need}; the driver supports {driver_text}",
+                    p.name.replace('_', "-"),
+                    p.version
+                ),
+                if need >= 13 && dcuda.is_some_and(|d| d >= 12000) {
+                    "install the CUDA 12 plugin this driver runs: `pip uninstall -y \
+                     jax-cuda13-plugin jax-cuda13-pjrt && pip install -U \"jax[cuda12]\"`, or \
+                     update the driver to 580 or newer"
+                        .to_string()
+                } else {
+                    format!(
+                        "update the driver to {} or newer",
+                        if need >= 13 { 580 } else { 525 }
+                    )
+                },
+            ));
         } else if let Some(p) = plugins.iter().find(|p| p.version != j.version) {
             v.push(finding(
                 "jax.plugin_mismatch",
