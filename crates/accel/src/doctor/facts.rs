@@ -197,7 +197,7 @@ impl Machine {
                 let name = k.file_name().to_string_lossy().into_owned();
                 if k.path().is_dir()
                     && name != "source"
-                    && has_nvidia_ko(&k.path(), 0)
+                    && has_nvidia_ko(&k.path(), 0, &mut 10_000)
                     && !m.kernels_with_module.contains(&name)
                 {
                     m.kernels_with_module.push(name);
@@ -446,12 +446,41 @@ fn kernels_with_module(dir: &Path) -> Vec<String> {
         .take(64)
     {
         let k = e.file_name().to_string_lossy().into_owned();
-        if has_nvidia_ko(&e.path(), 0) {
+        // A kernel's tree holds thousands of modules: at most 30,000 entries looked at.
+        let mut budget = 30_000u32;
+        if has_nvidia_ko(&e.path(), 0, &mut budget) {
             out.push(k);
         }
     }
     out.sort();
     out
+}
+
+/// Whether `nvidia.ko` (or `.ko.zst`, `.ko.xz`, `.ko.gz`) is under `dir`, at most 6 folders
+/// deep (`updates/dkms`, `kernel/drivers/video`, `extra`, `nvidia`), within `budget` entries.
+fn has_nvidia_ko(dir: &Path, depth: u32, budget: &mut u32) -> bool {
+    if depth > 6 {
+        return false;
+    }
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if *budget == 0 {
+            return false;
+        }
+        *budget -= 1;
+        let n = e.file_name();
+        let n = n.to_string_lossy();
+        if n == "build" || n == "source" {
+            continue;
+        }
+        let found = match e.file_type() {
+            Ok(t) if t.is_dir() => has_nvidia_ko(&e.path(), depth + 1, budget),
+            _ => n == "nvidia.ko" || n.starts_with("nvidia.ko."),
+        };
+        if found {
+            return true;
+        }
+    }
+    false
 }
 
 /// The driver's library files in the folders a distribution or the container toolkit puts
@@ -494,30 +523,6 @@ fn driver_files(roots: &Roots) -> Vec<(String, String)> {
         }
     }
     out
-}
-
-/// Whether `nvidia.ko` (or `.ko.zst`, `.ko.xz`, `.ko.gz`) is under `dir`, at most 6 folders
-/// deep (`updates/dkms`, `kernel/drivers/video`, `extra`, `nvidia`).
-fn has_nvidia_ko(dir: &Path, depth: u32) -> bool {
-    if depth > 6 {
-        return false;
-    }
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .take(2000)
-        .any(|e| {
-            let n = e.file_name();
-            let n = n.to_string_lossy();
-            if n == "build" || n == "source" {
-                return false;
-            }
-            match e.file_type() {
-                Ok(t) if t.is_dir() => has_nvidia_ko(&e.path(), depth + 1),
-                _ => n == "nvidia.ko" || n.starts_with("nvidia.ko."),
-            }
-        })
 }
 
 /// The kernel log's lines about NVIDIA GPUs: `/dev/kmsg` (readable by root) and
