@@ -574,6 +574,49 @@ fn newest_versioned(dir: &Path, prefix: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// The first match of `<venv>/<sub>/lib/python3*/site-packages/<rel>`.
+    fn in_venv(sub: &str, rel: &str) -> Option<PathBuf> {
+        let venv = PathBuf::from(std::env::var_os("VIRTUAL_ENV")?).join(sub);
+        std::fs::read_dir(venv.join("lib"))
+            .ok()?
+            .flatten()
+            .map(|e| e.path().join("site-packages").join(rel))
+            .find(|p| p.exists())
+    }
+
+    #[test]
+    fn a_real_libraries_fat_binary_lists_what_cuobjdump_lists() {
+        // NVIDIA's cuBLAS 12 wheel (the test command installs it in $VIRTUAL_ENV/cu12) read
+        // by `fatbin_archs` and by NVIDIA's own cuobjdump.
+        let lib = in_venv("cu12", "nvidia/cublas/lib/libcublas.so.12");
+        let tool = in_venv("", "nvidia/cu13/bin/cuobjdump");
+        let (Some(lib), Some(tool)) = (lib, tool) else {
+            let required = std::env::var("ACCEL_TEST_REQUIRE").unwrap_or_default();
+            assert!(
+                !required.split(',').any(|r| r.trim() == "cuda12"),
+                "ACCEL_TEST_REQUIRE names cuda12, but $VIRTUAL_ENV has no cuBLAS 12 or cuobjdump"
+            );
+            println!("skipped: cuda12: no cuBLAS 12 wheel and cuobjdump in $VIRTUAL_ENV");
+            return;
+        };
+        let out = std::process::Command::new(tool)
+            .arg("--list-elf")
+            .arg(&lib)
+            .output()
+            .expect("cuobjdump runs");
+        let mut want: Vec<u32> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let sm = l.split(".sm_").nth(1)?;
+                sm.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+            })
+            .collect();
+        want.sort_unstable();
+        want.dedup();
+        assert!(want.len() >= 5, "cuobjdump listed {want:?}");
+        assert_eq!(fatbin_archs(&lib), Some(want));
+    }
+
     #[test]
     fn the_build_matrix_follows_pytorch_releases() {
         assert!(!torch_archs_by_build("2.5.1", "12.4").contains(&120));
