@@ -86,7 +86,7 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
 fi
 # NVRTC (12 and 13), cuobjdump, CUDA 12.0's cuda.h, the CUDA 12 wheels, the XLA plugin, lavapipe
 # and grpcio must be found: missing ones fail the run, not skip.
-export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,cuobjdump,cuda_h,cuda12,xla,wgpu,prometheus,tmux,grpc,chromium"
+export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,cuobjdump,cuda_h,cuda12,xla,wgpu,prometheus,tmux,grpc,chromium,standin"
 # Debian's chromium photographs the notebook the wheel check runs: installed beside the build
 # (its unpack needs no clock the build needs), waited for before the wheel check.
 chromium_pid=

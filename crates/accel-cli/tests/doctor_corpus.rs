@@ -271,6 +271,19 @@ pub fn doctor(t: &Tree) -> Option<Value> {
     }))
 }
 
+/// Without a C compiler there is no stand-in driver: a skip, or a failure where the test
+/// command requires it (`ACCEL_TEST_REQUIRE` names `standin`).
+fn no_standin() {
+    let required = std::env::var("ACCEL_TEST_REQUIRE").unwrap_or_default();
+    assert!(
+        !required.split(',').any(|r| r.trim() == "standin"),
+        "ACCEL_TEST_REQUIRE names standin, but `cc` could not build tests/standin/driver.c"
+    );
+    println!(
+        "skipped: standin: no C compiler to build the stand-in driver (tests/standin/driver.c)"
+    );
+}
+
 fn section<'a>(v: &'a Value, name: &str) -> &'a Value {
     v["sections"]
         .as_array()
@@ -320,7 +333,7 @@ fn the_corpus_of_reported_failures_is_named_cause_first() {
             continue;
         }
         let Some(v) = doctor(&t) else {
-            println!("skipped: doctor-standin: no C compiler to build the stand-in driver");
+            no_standin();
             return;
         };
         ran += 1;
@@ -379,7 +392,7 @@ fn a_libcuda_without_every_entry_point_is_named_not_a_crash() {
     cases::gpu_host(&mut t, 0x1eb8);
     t.standin.as_mut().unwrap().partial = true;
     let Some(v) = doctor(&t) else {
-        println!("skipped: doctor-standin: no C compiler to build the stand-in driver");
+        no_standin();
         return;
     };
     let s = section(&v, "cuda");

@@ -9,8 +9,10 @@ use accel::{Availability, Device};
 /// metrics service, Python's grpcio), `avx512` (the CPU kernels' AVX-512 paths), and the CUDA
 /// pieces beside NVRTC: `cuobjdump` (NVIDIA's reader of each CUBIN's target), `cuda_h` (CUDA
 /// 12.0's `cuda.h`, the driver floor) and `cuda12` (the CUDA 12 wheels in `$VIRTUAL_ENV/cu12`);
-/// `chromium` photographs the notebook in the wheel check (Python's tests read it).
-pub const KNOWN_REQUIREMENTS: [&str; 14] = [
+/// `chromium` photographs the notebook in the wheel check (Python's tests read it); `standin`
+/// is the C compiler that builds the doctor corpus's stand-in driver (accel-cli's
+/// `doctor_corpus.rs`).
+pub const KNOWN_REQUIREMENTS: [&str; 15] = [
     "cpu",
     "cuda",
     "nvrtc",
@@ -25,6 +27,7 @@ pub const KNOWN_REQUIREMENTS: [&str; 14] = [
     "grpc",
     "avx512",
     "chromium",
+    "standin",
 ];
 
 /// The backends `ACCEL_TEST_REQUIRE` names (e.g. `ACCEL_TEST_REQUIRE=cuda,xla`): a backend
