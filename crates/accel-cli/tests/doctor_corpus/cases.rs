@@ -885,17 +885,25 @@ pub fn all() -> Vec<Case> {
         },
         Case {
             name: "old-cudnn-on-ld-library-path",
-            report: "https://github.com/pytorch/pytorch/issues/80637",
+            report: "https://github.com/jax-ml/jax/issues/22416",
             section: "cuda",
             cause: "libs.shadowed_cudnn",
-            fix_words: &["LD_LIBRARY_PATH", "/public/apps/cudnn"],
+            fix_words: &["LD_LIBRARY_PATH", "/usr/local/cudnn-9.0/lib", "9.0.0"],
             build: |t, fault| {
                 gpu_host(t, 0x20b0);
-                t.torch("2.8.0+cu128", Some("12.8"))
-                    .dist("nvidia_cudnn_cu12", "9.10.2.21");
-                let dir = "public/apps/cudnn/v8.0.3.33-cuda.11.0/cuda/lib64";
-                t.file(&format!("{dir}/libcudnn.so.8.0.3"), "")
-                    .link(&format!("{dir}/libcudnn.so.8"), "libcudnn.so.8.0.3");
+                t.dist("jax", "0.4.30")
+                    .dist("jaxlib", "0.4.30")
+                    .dist("jax_cuda12_plugin", "0.4.30")
+                    .dist("jax_cuda12_pjrt", "0.4.30")
+                    .dist("nvidia_cudnn_cu12", "9.1.1.17");
+                let dir = "usr/local/cudnn-9.0/lib";
+                t.file(&format!("{dir}/libcudnn.so.9.0.0"), "")
+                    .link(&format!("{dir}/libcudnn.so.9"), "libcudnn.so.9.0.0");
+                // Another major in the same folder can hide nothing (the loader asks for .so.9).
+                t.file("usr/local/cudnn-8/lib/libcudnn.so.8.9.7", "")
+                    .link("usr/local/cudnn-8/lib/libcudnn.so.8", "libcudnn.so.8.9.7");
+                let d8 = p(t, "usr/local/cudnn-8/lib");
+                t.ld_path.push(d8);
                 if fault {
                     let d = p(t, dir);
                     t.ld_path.push(d);

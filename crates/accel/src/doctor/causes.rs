@@ -223,6 +223,13 @@ pub(super) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
                     .iter()
                     .find(|(p, v)| found(p, v) && p.ends_with("libcuda.so.1"))
                     .or_else(|| m.driver_files.iter().find(|(p, v)| found(p, v)))
+                    .or_else(|| {
+                        // NVML's library is the same driver's, and often versioned where
+                        // libcuda is not.
+                        m.driver_files.iter().find(|(p, v)| {
+                            p.contains("libnvidia-ml.so.") && !v.is_empty() && !p.contains("/wsl/")
+                        })
+                    })
                     .map(|(_, v)| v.clone())
             })
             .or_else(|| d.nvml_version.clone().filter(|_| mismatch_code));
@@ -230,7 +237,8 @@ pub(super) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
             (Some(k), Some(u)) => k != u,
             _ => false,
         };
-        if differ || mismatch_code || log_versions.is_some() {
+        // A forward-compatibility libcuda differs from its module by design.
+        if (differ && compat.is_none()) || mismatch_code || log_versions.is_some() {
             let k = module.clone().unwrap_or_else(|| "unknown".into());
             let u = user.clone().unwrap_or_else(|| "unknown".into());
             v.push(finding(
@@ -359,7 +367,9 @@ pub(super) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
             None
         };
         if let Some(why) = why {
-            let sched = scheduler(m);
+            // A scheduler empties the variable or writes NoDevFiles; `-1` or a wrong index
+            // is someone's setting, undone by unsetting it.
+            let sched = scheduler(m).filter(|_| t.is_empty() || t == "NoDevFiles");
             v.push(finding(
                 "cuda.visible_devices",
                 "CUDA_VISIBLE_DEVICES hides the GPUs",

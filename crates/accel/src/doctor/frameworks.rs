@@ -236,32 +236,40 @@ pub(super) fn cc_of_pci(device: u16) -> Option<(u32, u32)> {
 /// PyTorch's wheel index for a driver that supports CUDA `driver` (13000) and a GPU of
 /// compute capability `cc`: the newest CUDA build the driver runs that still has the GPU's
 /// architecture.
-pub(super) fn torch_index(driver: Option<u32>, cc: Option<(u32, u32)>) -> Option<&'static str> {
+pub(super) fn torch_index(
+    torch: Option<&str>,
+    driver: Option<u32>,
+    cc: Option<(u32, u32)>,
+) -> Option<&'static str> {
     let d = driver.unwrap_or(13000);
     let sm = cc.map(|(a, b)| a * 10 + b);
-    let candidates: [(&str, u32); 5] = [
-        ("cu130", 13000),
-        ("cu128", 12000),
-        ("cu126", 12000),
-        ("cu118", 11000),
-        ("cu118", 11000),
+    let version = |s: &str| -> (u32, u32) {
+        let mut p = s.split(['.', '+']).map(|x| x.parse::<u32>().unwrap_or(0));
+        (p.next().unwrap_or(0), p.next().unwrap_or(0))
+    };
+    let t = torch.map(version);
+    // (index, the driver's CUDA it needs, its CUDA, the PyTorch releases it has): cu130 wants
+    // the 580 branch; the CUDA 12 builds run on 525+ (minor-version compatibility); cu118 on
+    // 450+.
+    const INDEXES: [(&str, u32, &str, (u32, u32), (u32, u32)); 6] = [
+        ("cu130", 13000, "13.0", (2, 9), (99, 0)),
+        ("cu128", 12000, "12.8", (2, 7), (99, 0)),
+        ("cu126", 12000, "12.6", (2, 6), (99, 0)),
+        ("cu124", 12000, "12.4", (2, 4), (2, 6)),
+        ("cu121", 12000, "12.1", (2, 1), (2, 5)),
+        ("cu118", 11000, "11.8", (2, 0), (2, 7)),
     ];
-    candidates.iter().map(|c| c.0).find(|&name| {
-        let need = candidates.iter().find(|c| c.0 == name).unwrap().1;
-        let cuda = match name {
-            "cu130" => "13.0",
-            "cu128" => "12.8",
-            "cu126" => "12.6",
-            _ => "11.8",
-        };
-        let archs = torch_archs_by_build("2.9.0", cuda);
-        let fits = sm.is_none_or(|s| {
-            archs.contains(&s) || archs.iter().any(|&a| a / 10 == s / 10 && a <= s)
-        });
-        // cu130 wants the 580 branch; the CUDA 12 builds run on 525+ (minor-version
-        // compatibility); cu118 on 450+.
-        d >= need && fits
-    })
+    INDEXES
+        .iter()
+        .find(|(_, need, cuda, first, last)| {
+            let has = t.is_none_or(|t| t >= *first && t <= *last);
+            let archs = torch_archs_by_build(torch.unwrap_or("2.9.0"), cuda);
+            let fits = sm.is_none_or(|s| {
+                archs.contains(&s) || archs.iter().any(|&a| a / 10 == s / 10 && a <= s)
+            });
+            d >= *need && has && fits
+        })
+        .map(|x| x.0)
 }
 
 fn index_url(name: &str) -> String {
@@ -301,7 +309,7 @@ pub(super) fn causes(m: &Machine, d: &Driver, py: &Python) -> Vec<Finding> {
         let base = ver.split('+').next().unwrap_or(ver);
         match cuda {
             None => {
-                let idx = torch_index(dcuda, cc).unwrap_or("cu128");
+                let idx = torch_index(Some(base), dcuda, cc);
                 v.push(finding(
                     "torch.cpu_build",
                     "PyTorch is a CPU-only build",
@@ -309,11 +317,19 @@ pub(super) fn causes(m: &Machine, d: &Driver, py: &Python) -> Vec<Finding> {
                         "PyTorch {ver} in {sp} is built without CUDA (torch/version.py: cuda = \
                          None), so torch.cuda.is_available() is False on this GPU"
                     ),
-                    format!(
-                        "install a CUDA build that this driver ({driver_text}) runs: `pip install \
-                         --force-reinstall torch=={base} --index-url {}`",
-                        index_url(idx)
-                    ),
+                    match idx {
+                        Some(i) => format!(
+                            "install a CUDA build that this driver ({driver_text}) runs: `pip \
+                             install --force-reinstall torch=={base} --index-url {}`",
+                            index_url(i)
+                        ),
+                        // No CUDA index has this release for this driver and GPU: a newer one.
+                        None => format!(
+                            "install a CUDA build that this driver ({driver_text}) runs: `pip \
+                             install --force-reinstall torch --index-url {}`",
+                            index_url(torch_index(None, dcuda, cc).unwrap_or("cu128"))
+                        ),
+                    },
                 ));
             }
             Some(c) => {
@@ -328,7 +344,7 @@ pub(super) fn causes(m: &Machine, d: &Driver, py: &Python) -> Vec<Finding> {
                     _ => 11000,
                 };
                 if let Some(dc) = dcuda.filter(|&dc| dc < floor) {
-                    let idx = torch_index(Some(dc), cc);
+                    let idx = torch_index(None, Some(dc), cc);
                     v.push(finding(
                         "torch.driver_too_old",
                         "PyTorch is built for a newer CUDA than the driver runs",
@@ -365,7 +381,7 @@ pub(super) fn causes(m: &Machine, d: &Driver, py: &Python) -> Vec<Finding> {
                         .iter()
                         .any(|&a| a / 10 == sm / 10 && a % 10 <= sm % 10);
                     if !runs {
-                        let idx = torch_index(dcuda, Some(cc));
+                        let idx = torch_index(None, dcuda, Some(cc));
                         v.push(finding(
                             "torch.arch_missing",
                             "PyTorch has no kernels for this GPU's architecture",
@@ -518,6 +534,10 @@ fn shadowed_libraries(m: &Machine, py: &Python) -> Vec<Finding> {
             {
                 break;
             }
+            // The loader asks for `lib<x>.so.<wheel's major>`: only that name can hide it.
+            if !Path::new(dir).join(format!("{prefix}{wmajor}")).exists() {
+                continue;
+            }
             let Some(file) = newest_versioned(Path::new(dir), prefix) else {
                 continue;
             };
@@ -629,13 +649,26 @@ mod tests {
     #[test]
     fn the_index_fits_the_driver_and_the_gpu() {
         // Blackwell consumer GPU on driver 580: CUDA 13 build has sm_120.
-        assert_eq!(torch_index(Some(13000), Some((12, 0))), Some("cu130"));
+        assert_eq!(torch_index(None, Some(13000), Some((12, 0))), Some("cu130"));
         // Volta on driver 580: cu130 dropped sm_70.
-        assert_eq!(torch_index(Some(13000), Some((7, 0))), Some("cu128"));
+        assert_eq!(torch_index(None, Some(13000), Some((7, 0))), Some("cu128"));
         // Pascal: only cu126 and older keep sm_61.
-        assert_eq!(torch_index(Some(12080), Some((6, 1))), Some("cu126"));
+        assert_eq!(torch_index(None, Some(12080), Some((6, 1))), Some("cu126"));
         // Driver 470 (CUDA 11.4): cu118 by minor-version compatibility.
-        assert_eq!(torch_index(Some(11040), Some((7, 5))), Some("cu118"));
-        assert_eq!(torch_index(Some(10020), Some((7, 5))), None);
+        assert_eq!(torch_index(None, Some(11040), Some((7, 5))), Some("cu118"));
+        assert_eq!(torch_index(None, Some(10020), Some((7, 5))), None);
+        // An index that has the installed release: cu128 starts at 2.7.
+        assert_eq!(
+            torch_index(Some("2.5.1"), Some(12040), Some((8, 6))),
+            Some("cu124")
+        );
+        assert_eq!(
+            torch_index(Some("2.3.1"), Some(12020), Some((8, 6))),
+            Some("cu121")
+        );
+        assert_eq!(
+            torch_index(Some("2.11.0"), Some(13000), Some((7, 5))),
+            Some("cu130")
+        );
     }
 }
