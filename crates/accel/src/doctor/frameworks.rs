@@ -251,7 +251,9 @@ pub(super) fn torch_index(
     // (index, the driver's CUDA it needs, its CUDA, the PyTorch releases it has): cu130 wants
     // the 580 branch; the CUDA 12 builds run on 525+ (minor-version compatibility); cu118 on
     // 450+.
-    const INDEXES: [(&str, u32, &str, (u32, u32), (u32, u32)); 6] = [
+    /// A release as (major, minor).
+    type Release = (u32, u32);
+    const INDEXES: [(&str, u32, &str, Release, Release); 6] = [
         ("cu130", 13000, "13.0", (2, 9), (99, 0)),
         ("cu128", 12000, "12.8", (2, 7), (99, 0)),
         ("cu126", 12000, "12.6", (2, 6), (99, 0)),
