@@ -10,8 +10,8 @@ use accel::{Availability, Device};
 /// pieces beside NVRTC: `cuobjdump` (NVIDIA's reader of each CUBIN's target), `cuda_h` (CUDA
 /// 12.0's `cuda.h`, the driver floor) and `cuda12` (the CUDA 12 wheels in `$VIRTUAL_ENV/cu12`);
 /// `chromium` photographs the notebook in the wheel check (Python's tests read it); `standin`
-/// is the C compiler that builds the doctor corpus's stand-in driver (accel-cli's
-/// `doctor_corpus.rs`).
+/// is the C compiler that builds the doctor corpus's stand-in driver
+/// (`crates/accel-cli/tests/doctor_corpus.rs`).
 pub const KNOWN_REQUIREMENTS: [&str; 15] = [
     "cpu",
     "cuda",
