@@ -406,3 +406,37 @@ fn a_libcuda_without_every_entry_point_is_named_not_a_crash() {
     );
     assert_eq!(v["best_device"], "cpu");
 }
+
+#[test]
+fn fifos_where_the_doctor_reads_files_are_refused_not_waited_on() {
+    // Before: the kernel log and libtorch_cuda.so were opened with a plain open(2), which
+    // waits forever for a FIFO's writer.
+    let mut t = Tree::new("fifos");
+    cases::gpu_host(&mut t, 0x2b85);
+    t.torch("2.8.0+cu128", Some("12.8"));
+    let sp = t.venv();
+    std::fs::create_dir_all(sp.join("torch/lib")).unwrap();
+    for fifo in [
+        t.path("var/log/kern.log"),
+        sp.join("torch/lib/libtorch_cuda.so"),
+        t.path("proc/driver/nvidia/capabilities/gpu0/mig/config"),
+        t.path("etc/group"),
+    ] {
+        std::fs::create_dir_all(fifo.parent().unwrap()).unwrap();
+        let _ = std::fs::remove_file(&fifo);
+        assert!(Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(doctor(&t).map(|v| v["kind"].clone()));
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(Some(kind)) => assert_eq!(kind, "doctor"),
+        Ok(None) => no_standin(),
+        Err(_) => panic!("accel doctor waited on a FIFO for 60 s"),
+    }
+}

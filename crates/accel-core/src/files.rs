@@ -72,10 +72,10 @@ fn kind_of(t: &std::fs::FileType) -> &'static str {
     }
 }
 
-/// The bytes of the regular file at `path` (symbolic links followed), at most `limit` of them:
-/// a larger file is [`ReadError::TooLarge`], anything but a regular file
-/// [`ReadError::NotRegular`], and neither waits.
-pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+/// The regular file at `path` (symbolic links followed), opened for reading without waiting:
+/// a FIFO or a device is [`ReadError::NotRegular`], never a read that blocks. For readers
+/// that seek (a log's tail, a library's section headers).
+pub fn open_regular(path: &Path) -> Result<std::fs::File, ReadError> {
     let mut o = std::fs::OpenOptions::new();
     o.read(true);
     #[cfg(target_os = "linux")]
@@ -88,6 +88,14 @@ pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     if !t.is_file() {
         return Err(ReadError::NotRegular(kind_of(&t)));
     }
+    Ok(f)
+}
+
+/// The bytes of the regular file at `path` (symbolic links followed), at most `limit` of them:
+/// a larger file is [`ReadError::TooLarge`], anything but a regular file
+/// [`ReadError::NotRegular`], and neither waits.
+pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    let f = open_regular(path)?;
     let mut buf = Vec::new();
     f.take(limit.saturating_add(1)).read_to_end(&mut buf)?;
     if buf.len() as u64 > limit {

@@ -572,11 +572,12 @@ fn kernel_log(roots: &Roots) -> Vec<String> {
         }
     }
     let log = roots.at("/var/log/kern.log");
-    if let Ok(f) = std::fs::File::open(&log) {
+    // A FIFO or a device in its place is refused without waiting on it.
+    if let Ok(f) = accel_core::files::open_regular(&log) {
         use std::io::{Read, Seek, SeekFrom};
         let mut f = f;
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        if f.metadata().is_ok_and(|m| m.is_file()) {
+        {
             let _ = f.seek(SeekFrom::Start(len.saturating_sub(512 * 1024)));
             let mut b = Vec::new();
             let _ = f.take(512 * 1024).read_to_end(&mut b);

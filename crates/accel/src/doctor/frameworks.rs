@@ -111,10 +111,8 @@ fn torch_version(sp: &Path) -> Option<(String, Option<String>)> {
 /// its `arch`). Only the headers are read; None when the file or section is not there.
 pub(super) fn fatbin_archs(path: &Path) -> Option<Vec<u32>> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(path).ok()?;
-    if !f.metadata().ok()?.is_file() {
-        return None;
-    }
+    // A FIFO or a device in its place is refused without waiting on it.
+    let mut f = accel_core::files::open_regular(path).ok()?;
     let mut read_at = |off: u64, n: usize| -> Option<Vec<u8>> {
         f.seek(SeekFrom::Start(off)).ok()?;
         let mut b = vec![0u8; n];
