@@ -327,7 +327,7 @@ fn the_corpus_of_reported_failures_is_named_cause_first() {
         (case.build)(&mut t, true);
         if t.uid.is_some() && !(root && whoami_can_reach(exe)) {
             println!(
-                "skipped: {}: needs root and a binary other users can run",
+                "skipped: setpriv: {} needs root and a binary other users can run",
                 case.name
             );
             continue;

@@ -66,11 +66,7 @@ pub(super) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
         .and_then(branch)
         .unwrap_or(580);
     super::placement::placement(m, d, gpu, &mut v);
-    let gpu_nodes: Vec<_> = m
-        .nvidia_nodes
-        .iter()
-        .filter(|n| gpu_node(&n.path))
-        .collect();
+    let gpu_nodes = m.gpu_nodes();
     // ---- the kernel module ----
     let on_bus = !m.pci_gpus.is_empty();
     let log_has = |w: &str| m.kernel_log.iter().find(|l| l.contains(w));
@@ -309,16 +305,12 @@ pub(super) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
                     String::new()
                 }
             ),
-            if group_can && n.gid != 0 {
-                format!(
-                    "`sudo usermod -aG {group} $USER`, then log out and in (or `newgrp {group}`)"
-                )
-            } else {
+            m.join_group(n).unwrap_or_else(|| {
                 "the nodes should be mode 666 (the driver's default, `NVreg_DeviceFileMode`): \
                  `sudo chmod 666 /dev/nvidia*`, and remove the udev rule or modprobe option \
                  that narrowed them"
                     .to_string()
-            },
+            }),
         ));
     }
     let has_uvm = m.nvidia_nodes.iter().any(|n| n.path == "/dev/nvidia-uvm");

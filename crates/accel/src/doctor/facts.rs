@@ -355,13 +355,26 @@ impl Machine {
             || self.nvidia_nodes.iter().any(|n| gpu_node(&n.path))
     }
 
-    /// How many NVIDIA GPUs the machine has, from the best source there is.
-    pub(super) fn gpu_count(&self) -> usize {
-        let nodes = self
-            .nvidia_nodes
+    /// The GPUs' own device files (`/dev/nvidia0`), not the control or UVM nodes.
+    pub(super) fn gpu_nodes(&self) -> Vec<&Node> {
+        self.nvidia_nodes
             .iter()
             .filter(|n| gpu_node(&n.path))
-            .count();
+            .collect()
+    }
+
+    /// The command that gives this user a device file's group (`usermod -aG video`), where
+    /// the group may open it and is not root's; None otherwise.
+    pub(super) fn join_group(&self, n: &Node) -> Option<String> {
+        let group = self.group(n.gid);
+        (n.mode & 0o060 == 0o060 && n.gid != 0).then(|| {
+            format!("`sudo usermod -aG {group} $USER`, then log out and in (or `newgrp {group}`)")
+        })
+    }
+
+    /// How many NVIDIA GPUs the machine has, from the best source there is.
+    pub(super) fn gpu_count(&self) -> usize {
+        let nodes = self.gpu_nodes().len();
         self.pci_gpus.len().max(nodes)
     }
 

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::facts::Machine;
 use super::finding::{driver_cuda, finding, Driver, Finding};
+use crate::backend::native::pyenv::plain;
 
 /// A package installed in the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,13 +79,6 @@ fn dists(sp: &Path) -> Vec<Dist> {
         .collect();
     v.sort_by(|a, b| a.name.cmp(&b.name));
     v
-}
-
-fn plain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b))
 }
 
 fn torch_version(sp: &Path) -> Option<(String, Option<String>)> {

@@ -61,7 +61,6 @@ pub fn diagnose_at(roots: &Roots) -> Diagnosis {
     let machine = facts::Machine::read(roots);
     let python = frameworks::Python::read(&crate::backend::native::libs::python_environments(&env));
     let mut sections = Vec::new();
-    let mut driver = finding::Driver::default();
     for kind in [
         BackendKind::Cpu,
         BackendKind::Cuda,
@@ -75,7 +74,7 @@ pub fn diagnose_at(roots: &Roots) -> Diagnosis {
         let (checks, found, applies) = match kind {
             BackendKind::Cpu => (host::cpu_checks(), Vec::new(), true),
             BackendKind::Cuda => {
-                driver = verdict::driver_facts(probe, roots);
+                let driver = verdict::driver_facts(probe, roots);
                 let mut found = causes::nvidia(&machine, &driver);
                 let gpu = machine.nvidia_gpu() || available;
                 if gpu {
@@ -144,7 +143,6 @@ pub fn diagnose_at(roots: &Roots) -> Diagnosis {
                 .map(verdict::with_own_cause),
         );
     }
-    let _ = driver;
     let best_device = Device::best();
     let best_device_works = Tensor::ones((2, 2), crate::DType::F32, &best_device)
         .and_then(|t| t.matmul(&t))

@@ -115,16 +115,15 @@ fn blocked<'a>(nodes: impl Iterator<Item = &'a Node>) -> Vec<&'a Node> {
 }
 
 fn join_group(m: &Machine, n: &Node) -> String {
-    let group = m.group(n.gid);
-    if n.mode & 0o060 == 0o060 && n.gid != 0 {
-        format!("`sudo usermod -aG {group} $USER`, then log out and in (or `newgrp {group}`)")
-    } else {
+    m.join_group(n).unwrap_or_else(|| {
         format!(
-            "{} is mode {:o} for group {group}: a udev rule should give it to group render \
-             with mode 660 (`/etc/udev/rules.d/70-render.rules`)",
-            n.path, n.mode
+            "{} is mode {:o} for group {}: a udev rule should give it to group render with \
+             mode 660 (`/etc/udev/rules.d/70-render.rules`)",
+            n.path,
+            n.mode,
+            m.group(n.gid)
         )
-    }
+    })
 }
 
 /// The GPU APIs' device files (Vulkan, Metal's cousins, ROCm): render nodes and `/dev/kfd`.

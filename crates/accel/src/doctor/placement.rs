@@ -3,7 +3,7 @@
 //! without a GPU, and a container started without the GPUs or without the driver's compute
 //! libraries.
 
-use super::facts::{gpu_node, Machine};
+use super::facts::Machine;
 use super::finding::{finding, Driver, Finding};
 
 fn hosted(m: &Machine) -> Option<crate::system::Hosted> {
@@ -69,11 +69,7 @@ pub(super) fn placement(m: &Machine, d: &Driver, gpu: bool, v: &mut Vec<Finding>
             ));
         }
     }
-    let gpu_nodes: Vec<_> = m
-        .nvidia_nodes
-        .iter()
-        .filter(|n| gpu_node(&n.path))
-        .collect();
+    let gpu_nodes = m.gpu_nodes();
     if let (false, Some(h)) = (gpu || m.wsl.is_some(), hosted(m)) {
         v.push(finding(
             "hosted.no_gpu_runtime",

@@ -415,7 +415,7 @@ fn read_small(p: &Path) -> std::io::Result<String> {
 
 /// Whether a package name or version read from disk is plain (`2.8.0+cu126`,
 /// `nvidia_cublas_cu12`): anything else (terminal escapes, spaces) is not shown or used.
-fn plain(s: &str) -> bool {
+pub(crate) fn plain(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 100
         && s.bytes()
