@@ -8,7 +8,7 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q numpy threadpoolctl torch
 fi
-cargo build --release -q -p accel-cli
+cargo build --release -q -p accelkit-cli
 # This workplace sets OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE) for old OpenBLAS builds; they
 # hold a current numpy to older kernels, so the comparison runs without them.
 exec env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$venv/bin/python" bench/side_by_side.py "$@"

@@ -15,7 +15,7 @@ With `--runs` R, the table shows the median figure over runs and the ratio accel
 
     python3 bench/side_by_side.py [--runs 5] [--rounds 5] [--quick] [--filter 'f32 N=2000']
 
-`accel py` is accel's Python module in a fresh process (`import accel`, the seeds' way),
+`accel py` is accel's Python module in a fresh process (`import accelkit`, the seeds' way),
 where the wheel is installed in this Python. Needs numpy and torch in the Python that runs it (bench/run.sh sets up a venv with both) and
 the release binary (cargo build --release).
 """
@@ -67,8 +67,8 @@ def torch_matmul(n, dtype, warmup, iters, batch=1):
 
 
 def accelpy_matmul(n, dtype, warmup, iters, batch=1):
-    """accel's Python module, as the seeds' script would use it (`import accel`)."""
-    import accel
+    """accel's Python module, as the seeds' script would use it (`import accelkit`)."""
+    import accelkit as accel
     import numpy as np
     if batch > 1:
         return None
@@ -138,7 +138,7 @@ CONTENDERS = ["numpy", "numpy in-proc", "torch", "torch in-proc", "accel", "acce
 
 def has_accel_module():
     try:
-        import accel  # noqa: F401 - the wheel installed in this Python
+        import accelkit  # noqa: F401 - the wheel installed in this Python
         return True
     except ImportError:
         return False

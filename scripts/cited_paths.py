@@ -6,7 +6,7 @@ Reads the tracked files (`git ls-files`): the comments of .rs and .proto files (
 are not read), the whole of .md files, the comments and docstrings of .py files, the `#`
 comments of .sh and .toml files. A citation is a word ending in .rs .md .py .sh .toml .json
 .yaml .yml .proto .txt .svg or .png (a `:LINE` or `#anchor` after it is dropped), or a folder
-under a top-level folder, ending in `/` (`crates/accel/src/backend/`). It exists when it names a
+under a top-level folder, ending in `/` (`crates/compute/src/backend/`). It exists when it names a
 tracked file or folder from the repository root (also with a leading `/`), the citing file's
 folder, or the citing crate's folder or its src/; or, like `lib.rs` or `cuda/context.rs`, when
 it ends a tracked path of the citing crate (of the whole repository for a citing file outside

@@ -39,6 +39,13 @@ flags_of() {
     done
 }
 
+# The fuzz crate's lock file is committed and current: a build that would change it fails
+# here (cargo-fuzz has no --locked), so every run builds the same versions.
+if ! cargo +nightly metadata --locked --format-version 1 > /dev/null; then
+    echo "fuzz.sh: fuzz/Cargo.lock is not current: run (cd fuzz && cargo +nightly update -w) and commit it" >&2
+    exit 1
+fi
+
 failed=0
 summary=""
 for name in $TARGETS; do

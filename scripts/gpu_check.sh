@@ -44,11 +44,11 @@ now() { date +%s; }
 build() {
   rm -rf "$GPU_OUT" && mkdir -p "$GPU_OUT/pack/bin" "$GPU_OUT/pack/tests" || return 1
   # The workspace's release build: the test executables and the `accel` they run (the same
-  # build as the test command's; `cargo build -p accel-cli` would resolve features on its own
+  # build as the test command's; `cargo build --locked -p accelkit-cli` would resolve features on its own
   # and compile every crate again). Cargo names the executables in its JSON messages.
-  cargo test --workspace --release --all-targets --no-run -q || return 1
+  cargo test --locked --workspace --release --all-targets --no-run -q || return 1
   cp target/release/accel "$GPU_OUT/pack/bin/accel" || return 1
-  cargo test --workspace --release --all-targets --no-run --message-format=json 2>/dev/null \
+  cargo test --locked --workspace --release --all-targets --no-run --message-format=json 2>/dev/null \
     | python3 -c '
 import json, sys
 for line in sys.stdin:

@@ -2,11 +2,11 @@
 """Draw a crate's internal import graph from its source and check the layering.
 
 Cargo holds the floors between crates; this holds what the compiler cannot see: the floors
-inside crates/accel/src (FLOORS) and, in every crate, no circle between single files (a mod.rs
+inside crates/compute/src (FLOORS) and, in every crate, no circle between single files (a mod.rs
 declares and re-exports its children, which must then not import it back). Exit status 1 on a
 cycle, an import between two APART folders or more than --max-up upward arrows (lower floor to
 higher), 2 on a usage error. Usage: `layers.py [--max-up N] [--cycles folder]` (the accel crate),
-`layers.py --no-floors --src crates/accel-cli/src` (cycles only). It reads text, it does not
+`layers.py --no-floors --src crates/cli/src` (cycles only). It reads text, it does not
 compile: `#[cfg]` (but `#[cfg(test)] mod`), glob re-exports, `#[path]`, `#[macro_use]` are ignored.
 """
 import argparse, fnmatch, os, re, sys  # noqa: E401
@@ -139,7 +139,7 @@ def read_crate(src_dir, warnings):
         dirs[:] = sorted(d for d in dirs if not (root == src_dir and d == "bin"))
         for fn in sorted(n for n in names if n.endswith(".rs")):
             rel = os.path.relpath(os.path.join(root, fn), src_dir).replace(os.sep, "/")
-            # lib.rs and main.rs (a binary-only crate's root: accel-cli) are the crate; a folder's
+            # lib.rs and main.rs (a binary-only crate's root: accelkit-cli) are the crate; a folder's
             # mod.rs is the folder's module
             mod = tuple(filter(None, re.sub(r"/mod$|^(lib|main|mod)$", "", rel[:-3]).split("/")))
             if not (rel == "main.rs" and has_lib):  # a binary beside a library: another crate
@@ -282,7 +282,7 @@ def report(an, max_up, out):
 def main(argv=None):
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--src", default=os.path.normpath(os.path.join(here, "../crates/accel/src")),
+    ap.add_argument("--src", default=os.path.normpath(os.path.join(here, "../crates/compute/src")),
                     help="the crate's src folder (default: %(default)s)")
     ap.add_argument("--cycles", choices=("file", "folder"), default="file", help="cycle nodes")
     ap.add_argument("--no-floors", action="store_true", help="only the cycle check, no FLOORS")

@@ -23,7 +23,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from layers import matching_brace, strip_comments_and_strings  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-CRATES = ["accel-core", "accel-telemetry", "accel", "pjrt"]
+# Each library crate: its folder under crates/ and its name in Rust paths.
+CRATES = [("core", "accelkit_core"), ("telemetry", "accelkit_telemetry"), ("compute", "accelkit"),
+          ("pjrt", "accelkit_pjrt"), ("report", "accelkit_report")]
 OUT = os.path.join(ROOT, "docs", "public-api.txt")
 # Dependencies whose types must not appear in a public signature.
 # Type names re-exported by a `pub use` (their definitions and impls are listed wherever
@@ -168,9 +170,8 @@ def reexported(path, base, out, problems):
 
 def surface():
     lines, problems = [], []
-    for crate in CRATES:
+    for crate, name in CRATES:
         out = set()
-        name = crate.replace("-", "_")
         REEXPORTED.clear()
         src = os.path.join(ROOT, "crates", crate, "src")
         module(os.path.join(src, "lib.rs"), name, out, problems)

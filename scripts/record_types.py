@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes python/accel/_types.py: typed views (typing.Protocol classes) of the records the
+"""Writes python/accelkit/_types.py: typed views (typing.Protocol classes) of the records the
 Python module returns, generated from the JSON schemas the CLI's documents are tested against
 (schemas/doctor, monitor and pick), so an editor completes `accel.doctor().sections[0].checks`
 and a type checker knows `accel.snapshot().host.cpu_percent` is a float. The records stay the
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "python/accel/_types.py"
+OUT = ROOT / "python/accelkit/_types.py"
 # Inline objects are named after the property that holds them (a list's items in the singular).
 NAMES = {"sections": "Section", "checks": "Check", "workload": "Workload", "owners": "Owner",
          "memory": "HostMemory", "processes": "Process", "devices": "DeviceLoad", "host": "Host",

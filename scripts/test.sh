@@ -79,7 +79,7 @@ if ! ldconfig -p | grep libvulkan_lvp >/dev/null || ! command -v prometheus >/de
 fi
 export VIRTUAL_ENV="$PWD/$VENV"
 # Vulkan's window-system code complains on stderr without a runtime folder; the accel command
-# makes one itself (accel::prepare_environment), the multi-threaded tests cannot.
+# makes one itself (accelkit::prepare_environment), the multi-threaded tests cannot.
 if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
   XDG_RUNTIME_DIR="$(mktemp -d)"
   export XDG_RUNTIME_DIR
@@ -108,12 +108,13 @@ python3 scripts/test_layers.py
 layers() {  # the whole report only when it fails
   local out
   out="$(python3 scripts/layers.py "$@")" || { echo "$out"; exit 1; }
-  echo "   ${*:-crates/accel/src}: ${out##*$'\n'}"
+  echo "   ${*:-crates/compute/src}: ${out##*$'\n'}"
 }
 layers
-layers --no-floors --src crates/accel-cli/src
-layers --no-floors --src crates/accel-telemetry/src
-layers --no-floors --src crates/accel-core/src
+layers --no-floors --src crates/cli/src
+layers --no-floors --src crates/telemetry/src
+layers --no-floors --src crates/core/src
+layers --no-floors --src crates/report/src
 echo "$(at)== the alert rules (deploy/prometheus): promtool check rules, promtool test rules"
 if command -v promtool > /dev/null; then
   (cd deploy/prometheus && promtool check rules alerts.yml > /dev/null && promtool test rules alerts_test.yml) \
@@ -137,8 +138,9 @@ layers --no-floors --src crates/pjrt/src
 if [ "$QUICK" = 1 ]; then
   echo "== quick tests (scripts/test.sh without --quick runs everything)"
   mkdir -p target
-  cargo test --release -p accel-core -p accel-telemetry -p accel -p pjrt --lib --tests -- --nocapture 2>&1 | tee target/test-output.log
-  cargo test --release -p accel-cli --bins 2>&1 | tee -a target/test-output.log
+  cargo test --locked --release -p accelkit-core -p accelkit-telemetry -p accelkit -p accelkit-pjrt \
+    -p accelkit-report -p accelkit-testkit --lib --tests -- --nocapture 2>&1 | tee target/test-output.log
+  cargo test --locked --release -p accelkit-cli --bins 2>&1 | tee -a target/test-output.log
   python3 scripts/test_counts.py target/test-output.log
   echo "$(at)done"
   exit 0
@@ -153,21 +155,21 @@ fi
 feature_sets() {
   check() {
     local out
-    out="$(cargo check -q "$@" 2>&1)" || { echo "$out"; echo "error: cargo check $* failed"; return 1; }
+    out="$(cargo check --locked -q "$@" 2>&1)" || { echo "$out"; echo "error: cargo check $* failed"; return 1; }
     if printf '%s\n' "$out" | grep -q '^warning'; then
-      echo "$out"; echo "error: warnings with: cargo check $*"; return 1
+      echo "$out"; echo "error: warnings with: cargo check --locked $*"; return 1
     fi
   }
   for features in "" cuda xla wgpu; do
-    check -p accel --no-default-features ${features:+--features "$features"} || return 1
+    check -p accelkit --no-default-features ${features:+--features "$features"} || return 1
   done
-  check -p accel-telemetry --no-default-features || return 1
-  check -p accel-cli --no-default-features --features monitor || return 1
-  RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps -p accel-core -p accel-telemetry -p accel -p pjrt \
+  check -p accelkit-telemetry --no-default-features || return 1
+  check -p accelkit-cli --no-default-features --features monitor || return 1
+  RUSTDOCFLAGS="-D warnings" cargo doc --locked -q --no-deps -p accelkit-core -p accelkit-telemetry -p accelkit -p accelkit-pjrt -p accelkit-report \
     || { echo "error: cargo doc failed"; return 1; }
-  if cargo tree -q -p accel-cli --no-default-features --features monitor -e normal \
+  if cargo tree --locked -q -p accelkit-cli --no-default-features --features monitor -e normal \
       | grep -E '^[^a-z]*(cudarc|wgpu|pjrt) '; then
-    echo "error: the monitoring-only build (accel-cli --no-default-features --features monitor)" \
+    echo "error: the monitoring-only build (accelkit-cli --no-default-features --features monitor)" \
       "depends on a compute library (above)"
     return 1
   fi
@@ -182,9 +184,9 @@ echo "$(at)== tests"
 # --nocapture lets each test binary's `skipped:` lines through (tests print nothing else).
 mkdir -p target
 # One release build of the workspace: the tests, and the `accel` binary they run (what
-# `cargo run --release` builds; `cargo build -p accel-cli` alone would resolve features
+# `cargo run --release` builds; `cargo build --locked -p accelkit-cli` alone would resolve features
 # differently and build every crate a second time).
-cargo test --workspace --release --all-targets --no-run -q
+cargo test --locked --workspace --release --all-targets --no-run -q
 echo "$(at)== accel devices (what this machine offers the tests)"
 target/release/accel devices
 # Two jobs that need the CPU but no clock run beside the suites at the lowest priority, on the
@@ -193,24 +195,26 @@ target/release/accel devices
 # architecture with both CUDA majors (cuda_archs, 90 s of CPU), and the fuzz targets' ASan build
 # (the fuzzing section below then finds them built). Their output joins the log at the end.
 CUBIN_TEST=cuda_every_kernel_compiles_for_turing_to_blackwell_with_nvrtc_12_and_13
-# The test executables by name (what cargo just built).
-exes=$(cargo test --workspace --release --all-targets --no-run --message-format=json \
+# The test executables as <crate folder>/<target> (what cargo just built): each crate has one
+# integration-test binary, `it`, a module per subject.
+exes=$(cargo test --locked --workspace --release --all-targets --no-run --message-format=json \
   2>/dev/null | python3 -c '
-import json, sys
+import json, os, sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable"):
-        print(m["target"]["name"], m["executable"])')
+        crate = os.path.basename(os.path.dirname(m["manifest_path"]))
+        print(crate + "/" + m["target"]["name"], m["executable"])')
 exe() { awk -v n="$1" '$1 == n { print $2; exit }' <<< "$exes"; }
-archs_exe=$(exe cuda_archs) load_exe=$(exe serve_load)
-[ -x "$archs_exe" ] && [ -x "$load_exe" ] || { echo "error: no cuda_archs or serve_load test executable" >&2; exit 1; }
-( cd crates/accel && exec nice -n 19 "$archs_exe" --exact "$CUBIN_TEST" --nocapture ) \
+archs_exe=$(exe compute/it) load_exe=$(exe cli/it)
+[ -x "$archs_exe" ] && [ -x "$load_exe" ] || { echo "error: no compute/it or cli/it test executable" >&2; exit 1; }
+( cd crates/compute && exec nice -n 19 "$archs_exe" --exact "cuda_archs::$CUBIN_TEST" --nocapture ) \
   > target/cuda-archs.log 2>&1 &
 archs_pid=$!
 FUZZ_BUILD_ONLY=1 nice -n 19 scripts/fuzz.sh > target/fuzz-build.log 2>&1 &
 fuzz_pid=$!
-# The pip wheel's extension module: maturin builds accel-py alone, which resolves features
-# differently from this test build, so accel and accel-telemetry (and pyo3) compile once more.
+# The pip wheel's extension module: maturin builds accelkit-py alone, which resolves features
+# differently from this test build, so accel and accelkit-telemetry (and pyo3) compile once more.
 # In a build folder of its own (its lock would hold up the doc tests and the rehearsal here),
 # seeded with hard links to this one's artifacts so only what differs compiles, beside the
 # suites at nice 19; the wheel check below then finds the wheel built.
@@ -222,15 +226,14 @@ wheel_pid=$!
 # The exporter under load and its soak minute (a minute and a half, mostly waiting on its own
 # clients and the clock) beside the other suites, at normal priority: its bars (1,000 scrapes/s,
 # p99 under 10 ms; it measures 55,000/s and 0.2 ms) leave room for a shared core.
-( cd crates/accel-cli && exec "$load_exe" --nocapture ) > target/serve-load.log 2>&1 &
+( cd crates/cli && exec "$load_exe" serve_load:: --nocapture ) > target/serve-load.log 2>&1 &
 load_pid=$!
 # A failing suite ends the command: the jobs beside it end with it.
 trap 'kill "$features_pid" "$archs_pid" "$fuzz_pid" "$load_pid" "$wheel_pid" 2> /dev/null || true' EXIT
-cargo test --workspace --release --all-targets -- --nocapture --skip "$CUBIN_TEST" \
-  --skip ten_seconds_of_concurrent_scrapes --skip two_thousand_half_open_connections \
-  --skip a_one_mebibyte_header --skip a_minute_of_churn 2>&1 | tee target/test-output.log
+cargo test --locked --workspace --release --all-targets -- --nocapture --skip "$CUBIN_TEST" \
+  --skip serve_load:: 2>&1 | tee target/test-output.log
 echo "$(at)   the suites done; the doc tests"
-cargo test --workspace --release --doc 2>&1 | tee -a target/test-output.log
+cargo test --locked --workspace --release --doc 2>&1 | tee -a target/test-output.log
 load_rc=0; wait "$load_pid" || load_rc=$?
 echo "$(at)== serve_load (beside the suites)"
 tee -a target/test-output.log < target/serve-load.log

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 if [ "${WHEEL_BUILT:-0}" != 1 ]; then
   scripts/wheel.sh > /dev/null 2>&1 || { scripts/wheel.sh; exit 1; }
 fi
-whl=$(ls target/wheels/accel-*.whl)
+whl=$(ls target/wheels/accelkit-*.whl)
 mib=$(( $(stat -c %s "$whl") / 1048576 ))
 echo "wheel: $(basename "$whl"), $(stat -c %s "$whl") bytes"
 [ "$mib" -lt 30 ] || { echo "error: the wheel is ${mib} MiB (limit 30)" >&2; exit 1; }
@@ -65,11 +65,11 @@ import statistics, subprocess, sys, time
 ts = []
 for _ in range(5):
     t = time.perf_counter()
-    out = subprocess.run([sys.argv[1], "-c", "import accel; print(accel.best())"],
+    out = subprocess.run([sys.argv[1], "-c", "import accelkit as accel; print(accel.best())"],
                          check=True, capture_output=True, text=True).stdout.strip()
     ts.append(time.perf_counter() - t)
 assert out == "cpu" or ":" in out or out == "mps", out
-print(f"python -c 'import accel; print(accel.best())' from the bare venv: {out}, median "
+print(f"python -c 'import accelkit as accel; print(accel.best())' from the bare venv: {out}, median "
       f"{statistics.median(ts):.3f} s over 5 starts (min {min(ts):.3f}, max {max(ts):.3f})")
 assert statistics.median(ts) < 0.3, "the bar is 0.3 s"
 PY

@@ -1,4 +1,4 @@
-//! `str::parse::<accel::Device>()` on arbitrary strings: never panics, and every accepted
+//! `str::parse::<accelkit::Device>()` on arbitrary strings: never panics, and every accepted
 //! name prints (Display) as a name that parses back to the same device.
 #![no_main]
 
@@ -15,11 +15,11 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn check(s: &str) {
-    let Ok(d) = s.parse::<accel::Device>() else {
+    let Ok(d) = s.parse::<accelkit::Device>() else {
         return;
     };
     let shown = d.to_string();
-    let back: accel::Device = shown
+    let back: accelkit::Device = shown
         .parse()
         .unwrap_or_else(|e| panic!("{s:?} parsed as {d:?}, displayed as {shown:?}, which does not parse: {e}"));
     assert_eq!(back, d, "{s:?} -> {d:?} -> {shown:?} -> {back:?}");

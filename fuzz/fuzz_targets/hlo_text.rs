@@ -1,4 +1,4 @@
-//! The StableHLO text the XLA backend generates (through `accel::fuzzing::hlo`, built with
+//! The StableHLO text the XLA backend generates (through `accelkit::fuzzing::hlo`, built with
 //! `--features hlo`), for every op on views the public API can make, is well formed: balanced
 //! brackets, every SSA value defined once and before use, and each op's result type what its
 //! operand types imply (reshape keeps the element count, slice stays in bounds, transpose
@@ -9,8 +9,8 @@
 
 use std::collections::HashMap;
 
-use accel::fuzzing::hlo::{program, Op, View};
-use accel::DType;
+use accelkit::fuzzing::hlo::{program, Op, View};
+use accelkit::DType;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 

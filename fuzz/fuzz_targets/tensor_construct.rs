@@ -4,7 +4,7 @@
 //! `to_dtype` to every dtype.
 #![no_main]
 
-use accel::{DType, Device, Tensor};
+use accelkit::{DType, Device, Tensor};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 
@@ -87,7 +87,7 @@ fn check(t: &Tensor, dims: Option<&[usize]>) {
         let c = t.to_dtype(d);
         if !fits {
             assert!(
-                matches!(c, Err(accel::Error::SizeOverflow { .. })),
+                matches!(c, Err(accelkit::Error::SizeOverflow { .. })),
                 "a cast of {:?} to {d} that cannot exist was not refused",
                 t.dims()
             );
@@ -100,7 +100,7 @@ fn check(t: &Tensor, dims: Option<&[usize]>) {
     }
 }
 
-fn filled(dtype: u8, shape: &[Dim], make: impl Fn(Vec<usize>, DType) -> accel::Result<Tensor>) {
+fn filled(dtype: u8, shape: &[Dim], make: impl Fn(Vec<usize>, DType) -> accelkit::Result<Tensor>) {
     let dtype = DTYPES[dtype as usize % DTYPES.len()];
     let d = dims(shape);
     let (n, bytes) = size(&d, dtype);
@@ -126,7 +126,7 @@ fn arange_len(s: f64, e: f64, st: f64) -> Option<f64> {
     n.is_finite().then_some(n.max(0.0))
 }
 
-fn arange<T: accel::WithDType>(start: T, end: T, step: T) {
+fn arange<T: accelkit::WithDType>(start: T, end: T, step: T) {
     let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
     let elem = T::DTYPE.size_in_bytes() as f64;
     // Skip only requests that are valid and large; zero/NaN/infinite steps and lengths must

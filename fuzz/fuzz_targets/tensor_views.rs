@@ -10,7 +10,7 @@
 //! reference says is valid must not fail, and one it says is invalid must not succeed.
 #![no_main]
 
-use accel::{DType, Device, Tensor};
+use accelkit::{DType, Device, Tensor};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 
@@ -132,8 +132,8 @@ fn make(dims: &[usize], dtype: DType, seed: u8, specials: bool) -> (Tensor, Mode
         DType::F32 => Tensor::from_vec(v.iter().map(|&x| x as f32).collect::<Vec<_>>(), dims.to_vec(), &Device::Cpu),
         DType::I64 => Tensor::from_vec(v.iter().map(|&x| x as i64).collect::<Vec<_>>(), dims.to_vec(), &Device::Cpu),
         DType::I32 => Tensor::from_vec(v.iter().map(|&x| x as i32).collect::<Vec<_>>(), dims.to_vec(), &Device::Cpu),
-        DType::F16 => Tensor::from_vec(v.iter().map(|&x| accel::f16::from_f64(x)).collect::<Vec<_>>(), dims.to_vec(), &Device::Cpu),
-        DType::BF16 => Tensor::from_vec(v.iter().map(|&x| accel::bf16::from_f64(x)).collect::<Vec<_>>(), dims.to_vec(), &Device::Cpu),
+        DType::F16 => Tensor::from_vec(v.iter().map(|&x| accelkit::f16::from_f64(x)).collect::<Vec<_>>(), dims.to_vec(), &Device::Cpu),
+        DType::BF16 => Tensor::from_vec(v.iter().map(|&x| accelkit::bf16::from_f64(x)).collect::<Vec<_>>(), dims.to_vec(), &Device::Cpu),
     }
     .unwrap_or_else(|e| panic!("from_vec of {n} {dtype} elements as {dims:?}: {e}"));
     let vals = match dtype {
@@ -666,10 +666,10 @@ fuzz_target!(|input: Input| {
 });
 
 /// Whether `r` is the error value for a result too large to exist or to fit in memory.
-fn too_big<T>(r: &accel::Result<T>) -> bool {
+fn too_big<T>(r: &accelkit::Result<T>) -> bool {
     matches!(
         r,
-        Err(accel::Error::SizeOverflow { .. } | accel::Error::OutOfMemory { .. })
+        Err(accelkit::Error::SizeOverflow { .. } | accelkit::Error::OutOfMemory { .. })
     )
 }
 

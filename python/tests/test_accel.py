@@ -1,4 +1,4 @@
-"""`import accel` from the installed wheel, against real parts: this machine's CPU, XLA's CPU
+"""`import accelkit` from the installed wheel, against real parts: this machine's CPU, XLA's CPU
 PJRT plugin (installed beside the wheel by scripts/wheel_check.sh) and NumPy/JAX for the
 array exchange. References are computed here (NumPy, /proc/meminfo), not by accel."""
 
@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-import accel
+import accelkit as accel
 
 
 def skip(backend, reason):
@@ -34,7 +34,7 @@ def need(module, backend):
 
 def test_import_is_fast_and_loads_no_backend():
     code = (
-        "import time; t = time.perf_counter(); import accel; dt = time.perf_counter() - t; "
+        "import time; t = time.perf_counter(); import accelkit as accel; dt = time.perf_counter() - t; "
         "maps = open('/proc/self/maps').read(); "
         "print(dt); print(any(s in maps for s in ('pjrt', 'libvulkan', 'libcuda.so', 'libnvidia-ml')))"
     )
@@ -411,7 +411,7 @@ def test_watch_starts_nothing_until_used_then_shows_every_sample():
     # Its page is the last sample with a line per row over all of them.
     assert w._repr_html_().count("<svg") >= 2
     with pytest.raises(accel.AccelError):
-        accel._accel.Recorder(0.1, 0)  # keeping no sample at all is refused
+        accelkit._accel.Recorder(0.1, 0)  # keeping no sample at all is refused
 
 
 def test_record_live_shows_the_samples_while_it_records(capsys):
@@ -431,7 +431,7 @@ def test_a_notebook_kernel_updates_one_output_in_place(tmp_path):
     nbclient = need("nbclient", "jupyter")
     need("ipykernel", "jupyter")
     cells = [
-        "import accel\nw = accel.watch(interval=0.3)\nw.run(seconds=1.0)\nprint('updates', w.updates)",
+        "import accelkit as accel\nw = accel.watch(interval=0.3)\nw.run(seconds=1.0)\nprint('updates', w.updates)",
         "accel.doctor()",
         "accel.probes()",
         "accel.snapshot()",
@@ -481,7 +481,7 @@ def test_a_notebook_kernel_updates_one_output_in_place(tmp_path):
 
 
 def test_energy_per_device_from_counters_or_power_and_the_host_from_rapl():
-    from accel._record import _energy
+    from accelkit._record import _energy
 
     def sample(t, devices, cpu=None, dram=None, note=None):
         return {"time_unix_s": t, "devices": devices,
@@ -543,7 +543,7 @@ def test_listing_xla_devices_starts_no_pjrt_client_in_this_process():
     # the facts; a process that only lists devices maps no plugin, and one that computes on
     # an XLA device starts its client then.
     script = (
-        "import accel, json, numpy as np\n"
+        "import accelkit as accel, json, numpy as np\n"
         "xla = [d for d in accel.devices() if str(d).startswith('xla')]\n"
         "best = str(accel.best())\n"
         "maps = lambda: 'pjrt_c_api' in open('/proc/self/maps').read() or 'libtpu' in open('/proc/self/maps').read()\n"

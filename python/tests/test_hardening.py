@@ -1,4 +1,4 @@
-"""Issue 48's attacks on `import accel`, each written against the behaviour before its fix: the
+"""Issue 48's attacks on `import accelkit`, each written against the behaviour before its fix: the
 environment a notebook's children inherit, a sampler that outlives its Python owner, and a
 PJRT plugin planted under /opt by another user."""
 
@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-import accel
+import accelkit as accel
 
 
 def _recorder_threads():
@@ -55,7 +55,7 @@ def test_import_accel_leaves_the_environment_its_children_inherit_unchanged():
             out = subprocess.run(["env", "-0"], capture_output=True, check=True).stdout
             return sorted(v for v in out.decode("utf-8", "replace").split("\\0") if v)
         before, py_before = child(), dict(os.environ)
-        import accel
+        import accelkit as accel
         accel.best(); accel.devices(); accel.doctor(); accel.snapshot(); accel.probes()
         with accel.record(interval=0.05):
             pass
@@ -120,8 +120,8 @@ def test_a_keyboard_interrupt_at_any_line_leaves_no_sampler_running(make):
     # KeyboardInterrupt raised at every line the `with` statement runs in accel's own code
     # (entering, leaving, stopping), one line per round, until a round runs to its end
     # without reaching the k-th line: afterwards no sampler or follower thread is left.
-    import accel._record
-    import accel._watch
+    import accelkit._record as _rec  # noqa: F401 (binds accelkit)
+    import accelkit._watch as _w  # noqa: F401
 
     files = {accel._record.__file__, accel._watch.__file__}
     assert _settles(), "a sampler was running before the test"
@@ -171,7 +171,7 @@ def _reachable_by_others(path):
 
 def test_a_plugin_under_opt_that_another_user_owns_is_never_loaded_by_import_accel():
     # Before: /opt/* Python environments were searched with no owner or mode check, and a
-    # PJRT plugin another user planted there ran its constructor in `import accel;
+    # PJRT plugin another user planted there ran its constructor in `import accelkit as accel;
     # accel.best()`. /opt here is a private tmpfs in a mount namespace of the test's own.
     if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("gcc"):
         pytest.skip("unshare: needs root, unshare and gcc")
@@ -190,7 +190,7 @@ def test_a_plugin_under_opt_that_another_user_owns_is_never_loaded_by_import_acc
                     f'{{ int fd = open("{marker}", O_CREAT | O_WRONLY, 0644); '
                     'if (fd >= 0) close(fd); }\n')
         subprocess.run(["gcc", "-shared", "-fPIC", "-o", so, src], check=True)
-        py = "import accel; print(accel.best())"
+        py = "import accelkit as accel; print(accel.best())"
         env = {k: v for k, v in os.environ.items()
                if k not in ("VIRTUAL_ENV", "ACCEL_PJRT_PLUGIN", "PJRT_NAMES_AND_LIBRARY_PATHS",
                             "ACCEL_TRUSTED_DIRS", "XDG_RUNTIME_DIR", "CONDA_PREFIX")}

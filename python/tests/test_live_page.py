@@ -23,7 +23,7 @@ import pytest
 
 from test_accel import skip
 
-FIXTURE = Path(__file__).resolve().parents[2] / "crates/accel-telemetry/tests/fixtures/telemetry/mixed"
+FIXTURE = Path(__file__).resolve().parents[2] / "crates/telemetry/tests/fixtures/telemetry/mixed"
 BUSY = "sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0/gpu_busy_percent"
 
 

@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::args_size;
+use crate::sys::args_size;
 use crate::sys::{self, slot};
 
 /// A PJRT error: its code (`UNIMPLEMENTED` = 12 ...) and message.
@@ -13,6 +13,18 @@ use crate::sys::{self, slot};
 pub struct PjrtError {
     pub code: i32,
     pub message: String,
+}
+
+impl PjrtError {
+    /// The plugin does not implement the call (`UNIMPLEMENTED`): a missing feature, not a fault.
+    pub fn is_unimplemented(&self) -> bool {
+        self.code == sys::ERROR_CODE_UNIMPLEMENTED
+    }
+
+    /// The device ran out of memory (`RESOURCE_EXHAUSTED`).
+    pub fn is_resource_exhausted(&self) -> bool {
+        self.code == sys::ERROR_CODE_RESOURCE_EXHAUSTED
+    }
 }
 
 impl std::error::Error for PjrtError {}
@@ -50,7 +62,7 @@ pub(crate) fn local(message: impl Into<String>) -> PjrtError {
 pub struct Api {
     table: *const u8,
     /// `major.minor` of the plugin's PJRT API.
-    pub version: (i32, i32),
+    pub(crate) version: (i32, i32),
     table_size: usize,
 }
 
@@ -133,8 +145,13 @@ impl Api {
         Ok(Arc::new(api))
     }
 
+    /// The PJRT C API version the plugin implements (major, minor).
+    pub fn version(&self) -> (i32, i32) {
+        self.version
+    }
+
     /// Whether the plugin's table reaches function slot `i`.
-    pub fn has(&self, i: usize) -> bool {
+    pub(crate) fn has(&self, i: usize) -> bool {
         sys::slot_offset(i) + std::mem::size_of::<usize>() <= self.table_size
             && self.fn_at(i).is_some()
     }
@@ -171,7 +188,7 @@ impl Api {
     ///   live memory that stays valid for as long as the plugin may use it (for the call,
     ///   unless the header says longer); out-fields may be anything.
     /// - Handles the call destroys must not be used again.
-    pub unsafe fn call<A>(&self, i: usize, args: &mut A) -> PResult<()> {
+    pub(crate) unsafe fn call<A>(&self, i: usize, args: &mut A) -> PResult<()> {
         let f = self
             .fn_at(i)
             .ok_or_else(|| local(format!("the plugin lacks PJRT function slot {i}")))?;

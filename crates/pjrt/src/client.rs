@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
 use crate::api::{str_of, Api, PResult};
-use crate::args_size;
+use crate::sys::args_size;
 use crate::sys::{self, slot};
 
 /// One PJRT client (one per plugin) and its addressable devices.

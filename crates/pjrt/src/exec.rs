@@ -6,8 +6,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::api::{local, Api, PResult};
-use crate::args_size;
 use crate::client::Client;
+use crate::sys::args_size;
 use crate::sys::{self, slot};
 
 /// A completion event.
@@ -360,16 +360,16 @@ impl Client {
 
     /// Copies host data into a new device buffer of `dims`; returns once the host data may
     /// be reused.
-    /// A device buffer of `dims` elements of `type_` (`elem_size` bytes each) copied from
+    /// A device buffer of `dims` elements of `ty` copied from
     /// `data`, which must hold exactly that many bytes.
     pub fn buffer_from_host(
         &self,
         data: &[u8],
-        type_: i32,
-        elem_size: usize,
+        ty: ElementType,
         dims: &[i64],
         device: usize,
     ) -> PResult<Buffer> {
+        let (type_, elem_size) = (ty.code(), ty.size());
         let want = dims.iter().try_fold(elem_size, |acc, &d| {
             acc.checked_mul(usize::try_from(d).ok()?)
         });
@@ -428,5 +428,44 @@ impl Client {
         };
         done.wait()?;
         Ok(buffer)
+    }
+}
+
+/// The element types of the buffers accel makes (PJRT_Buffer_Type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElementType {
+    /// IEEE half precision.
+    F16,
+    /// bfloat16.
+    BF16,
+    /// IEEE single precision.
+    F32,
+    /// IEEE double precision.
+    F64,
+    /// 32-bit signed integers.
+    S32,
+    /// 64-bit signed integers.
+    S64,
+}
+
+impl ElementType {
+    fn code(self) -> std::ffi::c_int {
+        match self {
+            ElementType::F16 => sys::BUFFER_TYPE_F16,
+            ElementType::BF16 => sys::BUFFER_TYPE_BF16,
+            ElementType::F32 => sys::BUFFER_TYPE_F32,
+            ElementType::F64 => sys::BUFFER_TYPE_F64,
+            ElementType::S32 => sys::BUFFER_TYPE_S32,
+            ElementType::S64 => sys::BUFFER_TYPE_S64,
+        }
+    }
+
+    /// Bytes per element.
+    fn size(self) -> usize {
+        match self {
+            ElementType::F16 | ElementType::BF16 => 2,
+            ElementType::F32 | ElementType::S32 => 4,
+            ElementType::F64 | ElementType::S64 => 8,
+        }
     }
 }

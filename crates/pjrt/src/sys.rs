@@ -8,7 +8,7 @@
 //! last field plus that field's size in the header we were written from (see
 //! `args_size!`); plugins accept sizes from older headers.
 
-#![allow(non_camel_case_types, missing_docs)]
+#![allow(non_camel_case_types, missing_docs, dead_code)] // the header's tables, used in part
 
 use std::ffi::{c_char, c_int, c_void};
 
@@ -21,8 +21,6 @@ pub type Event = c_void;
 pub type LoadedExecutable = c_void;
 
 /// `struct_size` of an argument struct: offset of `$last` + its size.
-#[macro_export]
-#[doc(hidden)]
 macro_rules! args_size {
     ($t:ty, $last:ident) => {{
         let probe = std::mem::MaybeUninit::<$t>::uninit();
@@ -37,6 +35,7 @@ macro_rules! args_size {
         std::mem::offset_of!($t, $last) + size_of_pointee(field)
     }};
 }
+pub(crate) use args_size;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -90,7 +89,7 @@ pub const fn slot_offset(i: usize) -> usize {
 
 /// A PJRT function slot. Calling one is unsafe: the argument must point to the slot's own
 /// `*_Args` struct, with `struct_size` set by `args_size!` and every input field valid as
-/// the PJRT header describes; see `pjrt::Api::call`.
+/// the PJRT header describes; see `accelkit_pjrt::Api::call`.
 pub type Fn = unsafe extern "C" fn(*mut c_void) -> *mut Error;
 
 // PJRT_Buffer_Type values.
@@ -145,7 +144,7 @@ pub struct EventArgs {
 
 /// `PJRT_Event_OnReadyCallback`: called once with the event's error (owned by the callback,
 /// which must destroy it) and the caller's argument. Unsafe to call: `user_arg` must be what
-/// the callback's registrant passed (see `pjrt::on_ready`).
+/// the callback's registrant passed (see `accelkit_pjrt::on_ready`).
 pub type OnReadyCallback = unsafe extern "C" fn(error: *mut Error, user_arg: *mut c_void);
 
 #[repr(C)]

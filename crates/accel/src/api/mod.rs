@@ -1,8 +1,0 @@
-//! The public per-backend modules (`accel::cuda`, `accel::mps`, `accel::xla`, `accel::wgpu`):
-//! PyTorch's `torch.cuda.is_available()` and friends. They answer from the registry's probes
-//! and hand settings to the backends; the backends themselves stay below the registry.
-
-pub mod cuda;
-pub mod mps;
-pub mod wgpu;
-pub mod xla;

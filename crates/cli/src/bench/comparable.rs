@@ -1,0 +1,72 @@
+//! What `--compare` matches runs on: the same work (device, dtype, size, and the op or the
+//! copy direction), and that work in words.
+
+use accelkit::bench::{CopyRun, ElementwiseRun, MatmulRun};
+
+/// What `--compare` matches runs on.
+pub trait Comparable {
+    /// Whether `other` timed the same work: device, dtype and size, and the op of an
+    /// elementwise run, the direction and host memory of a copy.
+    fn same_work(&self, other: &Self) -> bool;
+    /// That work in words: "cpu f32 size 2000"; elementwise runs lead with their op ("add"),
+    /// copies with their direction and host memory ("h2d pageable").
+    fn work(&self) -> String;
+}
+
+impl Comparable for MatmulRun {
+    fn same_work(&self, o: &Self) -> bool {
+        (self.device, self.dtype, self.size, self.batch) == (o.device, o.dtype, o.size, o.batch)
+    }
+    fn work(&self) -> String {
+        if self.batch == 1 {
+            format!("{} {} size {}", self.device, self.dtype, self.size)
+        } else {
+            format!(
+                "{} {} size {} batch {}",
+                self.device, self.dtype, self.size, self.batch
+            )
+        }
+    }
+}
+
+impl Comparable for ElementwiseRun {
+    fn same_work(&self, o: &Self) -> bool {
+        (self.device, self.dtype, self.size, self.op) == (o.device, o.dtype, o.size, o.op)
+    }
+    fn work(&self) -> String {
+        format!(
+            "{} {} {} size {}",
+            word(self.op),
+            self.device,
+            self.dtype,
+            self.size
+        )
+    }
+}
+
+impl Comparable for CopyRun {
+    fn same_work(&self, o: &Self) -> bool {
+        (
+            self.device,
+            self.dtype,
+            self.size,
+            self.kind,
+            self.host_memory,
+        ) == (o.device, o.dtype, o.size, o.kind, o.host_memory)
+    }
+    fn work(&self) -> String {
+        format!(
+            "{} {} {} {} size {}",
+            word(self.kind),
+            word(self.host_memory),
+            self.device,
+            self.dtype,
+            self.size
+        )
+    }
+}
+
+/// An enum's name as the report writes it: "add", "h2d", "pinned".
+fn word(v: impl std::fmt::Debug) -> String {
+    format!("{v:?}").to_lowercase()
+}

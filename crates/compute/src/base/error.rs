@@ -1,0 +1,282 @@
+//! One error type for the whole library. Every message is lowercase, names the values that
+//! explain it, and where there is something to do about it, says what.
+
+use crate::{BackendKind, DType, Device, Shape};
+
+/// The result type of every fallible call in `accel`.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Everything that can go wrong, as a value. No user input makes `accel` panic.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // ---- devices -------------------------------------------------------------------------
+    /// A device name that does not parse.
+    #[error("unknown device '{name}': {hint}")]
+    UnknownDevice {
+        /// What the user wrote.
+        name: String,
+        /// What would have been accepted.
+        hint: String,
+    },
+
+    /// A device that parses but does not exist or cannot be used on this machine.
+    #[error(
+        "device {device} is not available: {reason} (available devices: {available}){}",
+        hint_suffix(hint)
+    )]
+    DeviceUnavailable {
+        /// The device asked for.
+        device: Device,
+        /// Why it cannot be used.
+        reason: String,
+        /// What to do about it, if anything.
+        hint: String,
+        /// The devices that do exist, comma separated.
+        available: String,
+    },
+
+    /// A backend left out of this build by a cargo feature.
+    #[error("the {backend} backend is not compiled into this build; rebuild with `--features {feature}`")]
+    NotCompiled {
+        /// Backend name (`cuda`, `xla`, `wgpu`).
+        backend: &'static str,
+        /// The cargo feature that enables it.
+        feature: &'static str,
+    },
+
+    /// Two tensors of one op live on different devices.
+    #[error("expected all tensors to be on the same device, but found {lhs} and {rhs} (in {op}); move one with .to_device(&{lhs}) or .to_device(&{rhs})")]
+    DeviceMismatch {
+        /// The operation.
+        op: &'static str,
+        /// Device of the first operand.
+        lhs: Device,
+        /// Device of the second operand.
+        rhs: Device,
+    },
+
+    // ---- shapes and dtypes ---------------------------------------------------------------
+    /// Shapes that the operation cannot combine.
+    #[error("shape mismatch in {op}: {lhs} and {rhs}{}", hint_suffix(hint))]
+    ShapeMismatch {
+        /// The operation.
+        op: &'static str,
+        /// Shape of the first operand.
+        lhs: Shape,
+        /// Shape of the second operand.
+        rhs: Shape,
+        /// Which rule was broken.
+        hint: String,
+    },
+
+    /// Two operands of different dtypes (accel does not promote silently).
+    #[error("dtype mismatch in {op}: {lhs} and {rhs}; convert one side with .to_dtype(DType::{rhs_upper}) or .to_dtype(DType::{lhs_upper})", lhs_upper = lhs.variant_name(), rhs_upper = rhs.variant_name())]
+    DTypeMismatch {
+        /// The operation.
+        op: &'static str,
+        /// Dtype of the first operand.
+        lhs: DType,
+        /// Dtype of the second operand.
+        rhs: DType,
+    },
+
+    /// An operation that does not exist for this dtype.
+    #[error("{op} is not supported for dtype {dtype}{}", hint_suffix(hint))]
+    UnsupportedDType {
+        /// The operation.
+        op: &'static str,
+        /// The dtype given.
+        dtype: DType,
+        /// What to do instead.
+        hint: String,
+    },
+
+    /// A dimension index out of range.
+    #[error("dimension {dim} is out of range for a {rank}-d tensor (in {op}); valid dimensions are {valid}")]
+    DimOutOfRange {
+        /// The operation.
+        op: &'static str,
+        /// The dimension asked for.
+        dim: isize,
+        /// Rank of the tensor.
+        rank: usize,
+        /// The valid range, as text.
+        valid: String,
+    },
+
+    /// Data that does not describe a tensor (ragged nested vectors, wrong element count...).
+    #[error("invalid tensor data: {0}")]
+    InvalidData(String),
+
+    /// Any other bad argument.
+    #[error("invalid argument to {op}: {msg}")]
+    InvalidArgument {
+        /// The operation.
+        op: &'static str,
+        /// What is wrong.
+        msg: String,
+    },
+
+    /// A shape too large for any memory: its size in bytes overflows what a pointer can
+    /// address (as PyTorch's "storage size calculation overflowed").
+    #[error("the shape {shape} of {dtype} in {op} is too large to exist: its size in bytes overflows what memory can address (at most 2^63 - 1 bytes); check the sizes")]
+    SizeOverflow {
+        /// The operation.
+        op: &'static str,
+        /// The shape asked for.
+        shape: Shape,
+        /// Its element type.
+        dtype: DType,
+    },
+
+    // ---- resources -----------------------------------------------------------------------
+    /// An allocation that the device cannot satisfy.
+    #[error("out of memory on {device}: tried to allocate {requested} bytes ({requested_h}); {free}this process holds {held} bytes on {device}{}", hint_suffix(hint))]
+    OutOfMemory {
+        /// The device.
+        device: Device,
+        /// Bytes asked for.
+        requested: u64,
+        /// Human-readable size asked for.
+        requested_h: String,
+        /// "N bytes free of M total; " when known, else empty.
+        free: String,
+        /// Bytes this process holds on the device.
+        held: u64,
+        /// What to try.
+        hint: String,
+    },
+
+    /// A call into a driver or runtime library failed (the CUDA driver, cuBLAS, a PJRT
+    /// plugin, wgpu). `source` is the library's own error, kept for `Error::source()`.
+    #[error("{context}: {source}")]
+    Backend {
+        /// The backend whose library failed.
+        backend: BackendKind,
+        /// What accel was doing, with the device.
+        context: String,
+        /// The library's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+
+    /// Any other failure that is not the caller's: an operating-system call, or an internal
+    /// error (the message says so and asks for a report).
+    #[error("{0}")]
+    System(String),
+
+    /// An I/O or operating-system error while probing.
+    #[error("{context}: {source}")]
+    Io {
+        /// What accel was doing.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn hint_suffix(hint: &str) -> String {
+    if hint.is_empty() {
+        String::new()
+    } else {
+        format!("; {hint}")
+    }
+}
+
+/// How much room there was when an allocation failed, for [`Error::out_of_memory`].
+pub(crate) enum Room {
+    /// The device's driver says this much is free of its total.
+    Free { free: u64, total: u64 },
+    /// Available and total host RAM.
+    Ram { available: u64, total: u64 },
+    /// A one-line account ending in "; " (or empty when nothing is known).
+    Said(String),
+}
+
+impl Error {
+    /// The one constructor of [`Error::OutOfMemory`]: what was asked, the room there was, what
+    /// this process holds on the device (its live tensors), and what to try.
+    pub(crate) fn out_of_memory(
+        device: Device,
+        requested: u64,
+        room: Room,
+        hint: impl Into<String>,
+    ) -> Self {
+        use crate::base::ledger::human_bytes;
+        let free = match room {
+            Room::Free { free, total } => format!(
+                "{} free of {} total on {device}; ",
+                human_bytes(free),
+                human_bytes(total)
+            ),
+            Room::Ram { available, total } => format!(
+                "{} available of {} total RAM; ",
+                human_bytes(available),
+                human_bytes(total)
+            ),
+            Room::Said(s) => s,
+        };
+        Error::OutOfMemory {
+            device,
+            requested,
+            requested_h: human_bytes(requested),
+            free,
+            held: crate::base::ledger::allocated(device),
+            hint: hint.into(),
+        }
+    }
+
+    /// A failed library call of `backend`, keeping the library's error as the source.
+    #[cfg_attr(
+        not(any(feature = "cuda", feature = "xla", feature = "wgpu")),
+        allow(dead_code)
+    )]
+    pub(crate) fn backend(
+        backend: BackendKind,
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        Error::Backend {
+            backend,
+            context: context.into(),
+            source: source.into(),
+        }
+    }
+
+    pub(crate) fn invalid(op: &'static str, msg: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            op,
+            msg: msg.into(),
+        }
+    }
+
+    pub(crate) fn shape(
+        op: &'static str,
+        lhs: &Shape,
+        rhs: &Shape,
+        hint: impl Into<String>,
+    ) -> Self {
+        Error::ShapeMismatch {
+            op,
+            lhs: lhs.clone(),
+            rhs: rhs.clone(),
+            hint: hint.into(),
+        }
+    }
+
+    pub(crate) fn unsupported(op: &'static str, dtype: DType, hint: impl Into<String>) -> Self {
+        Error::UnsupportedDType {
+            op,
+            dtype,
+            hint: hint.into(),
+        }
+    }
+}
+
+impl From<accelkit_core::system::SystemError> for Error {
+    fn from(e: accelkit_core::system::SystemError) -> Error {
+        Error::System(e.to_string())
+    }
+}

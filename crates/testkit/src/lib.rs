@@ -1,0 +1,80 @@
+//! What the integration tests of every accelkit crate share: which missing parts are failures
+//! (`ACCEL_TEST_REQUIRE`) and the line a test prints when it cannot run here
+//! (`skipped: <what>: <reason>`), which `scripts/test_counts.py` counts.
+//!
+//! A test that lacks hardware or a tool calls [`skip`]: it prints the skip line and returns,
+//! or fails when the test command requires that part. Names are checked against [`KNOWN`], so a
+//! typo in `ACCEL_TEST_REQUIRE` fails every test that asks instead of requiring nothing.
+
+/// The names `ACCEL_TEST_REQUIRE` accepts: the backends (`cpu`, `cuda`, `mps`, `xla`, `wgpu`);
+/// CUDA's pieces that work without a GPU (`nvrtc`, the compiler; `cuobjdump`, NVIDIA's reader
+/// of each CUBIN's target; `cuda_h`, CUDA 12.0's `cuda.h`, the driver floor; `cuda12`, the CUDA
+/// 12 wheels in `$VIRTUAL_ENV/cu12`); `avx512` (the CPU kernels' AVX-512 paths); the tools the
+/// command's tests drive (`prometheus` for `accel serve`, `tmux` for `accel monitor`, `grpc` for
+/// the TPU metrics service, `chromium` for the notebook photograph, `standin` for the C compiler
+/// that builds the doctor corpus's stand-in driver, `cgroup` for a CPU quota group).
+pub const KNOWN: [&str; 16] = [
+    "cpu",
+    "cuda",
+    "nvrtc",
+    "cuobjdump",
+    "cuda_h",
+    "cuda12",
+    "mps",
+    "xla",
+    "wgpu",
+    "prometheus",
+    "tmux",
+    "grpc",
+    "avx512",
+    "chromium",
+    "standin",
+    "cgroup",
+];
+
+/// The names in `ACCEL_TEST_REQUIRE` (comma-separated, any case). Panics on a name that is not
+/// in [`KNOWN`].
+pub fn required() -> Vec<String> {
+    let names: Vec<String> = std::env::var("ACCEL_TEST_REQUIRE")
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
+    for n in &names {
+        assert!(
+            KNOWN.contains(&n.as_str()),
+            "ACCEL_TEST_REQUIRE names '{n}', which is not one of {}",
+            KNOWN.join(", ")
+        );
+    }
+    names
+}
+
+/// Whether `ACCEL_TEST_REQUIRE` names `what` (which must be in [`KNOWN`]).
+pub fn is_required(what: &str) -> bool {
+    assert!(KNOWN.contains(&what), "'{what}' is not a known requirement");
+    required().iter().any(|r| r == what)
+}
+
+/// A test that cannot run here because `what` is missing: fails when `ACCEL_TEST_REQUIRE`
+/// names `what`, else prints `skipped: <what>: <reason> (<test>)` for the count of skips.
+pub fn skip(what: &str, reason: &str, test: &str) {
+    assert!(
+        !is_required(what),
+        "ACCEL_TEST_REQUIRE names {what}, but {reason} ({test})"
+    );
+    println!("skipped: {what}: {reason} ({test})");
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_known_name_is_lower_case_and_distinct() {
+        let mut k: Vec<&str> = super::KNOWN.to_vec();
+        assert!(k.iter().all(|n| *n == n.to_ascii_lowercase()));
+        k.sort();
+        k.dedup();
+        assert_eq!(k.len(), super::KNOWN.len());
+    }
+}
