@@ -73,8 +73,6 @@ mod display;
 pub mod doctor;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
-#[doc(hidden)]
-pub mod internals;
 pub mod load;
 pub mod memory;
 pub mod nn;
@@ -200,6 +198,18 @@ pub fn probe_helper_main(task: &str, rest: &[std::ffi::OsString]) -> ! {
         }
     };
     accelkit_core::probe_child::finish(&answer, 0)
+}
+
+/// One device per piece of hardware among `devices` (XLA's CPU plugin offers several devices
+/// of one CPU; a benchmark of each would measure the same chip again), in their order.
+pub fn distinct_hardware(devices: &[Device]) -> Vec<Device> {
+    backend::registry::distinct_hardware(devices)
+}
+
+/// The prefix of the Python that loaded accelkit (`sys.prefix`): native code found under it
+/// is trusted as the interpreter itself is. The Python module calls this on import.
+pub fn set_python_prefix(prefix: std::path::PathBuf) {
+    backend::native::trust::set_python_prefix(prefix)
 }
 
 /// Seeds the generator behind `rand`, `randn` and parameter initialisation, so a program

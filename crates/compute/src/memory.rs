@@ -67,7 +67,7 @@ pub fn empty_cache(device: &Device) -> Result<()> {
     Ok(())
 }
 
-pub use crate::base::ledger::human_bytes;
+pub use accelkit_core::units::human_bytes;
 
 /// Host allocations above this size are checked against available RAM first: Linux would
 /// hand out the address space and then kill the process when the pages are touched.

@@ -506,7 +506,7 @@ fn enable_probe_helper(program: std::path::PathBuf) {
 /// plugins as `VIRTUAL_ENV` would be, without setting it.
 #[pyfunction]
 fn set_python_prefix(prefix: std::path::PathBuf) {
-    accelkit::internals::trust::set_python_prefix(prefix);
+    accelkit::set_python_prefix(prefix);
 }
 
 /// The library version.

@@ -222,8 +222,8 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 /// The devices asked for, or every available one; each checked before any work starts.
 fn resolve(devices: Vec<Device>) -> anyhow::Result<Vec<Device>> {
     let devices = if devices.is_empty() {
-        // One device per piece of hardware (`accelkit::internals::distinct_hardware`).
-        accelkit::internals::distinct_hardware(&accelkit::available_devices())
+        // One device per piece of hardware.
+        accelkit::distinct_hardware(&accelkit::available_devices())
     } else {
         devices
     };

@@ -41,4 +41,4 @@ pub(crate) fn allocated(device: Device) -> u64 {
     with_counters(|m| m.get(&device).map_or(0, |c| c.allocated))
 }
 
-pub use accelkit_core::units::human_bytes;
+pub(crate) use accelkit_core::units::human_bytes;

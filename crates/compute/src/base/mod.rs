@@ -16,4 +16,4 @@ pub(crate) mod rng;
 pub(crate) mod shape;
 pub(crate) mod threads;
 
-pub use accelkit_core::{env, probe_child, system};
+pub(crate) use accelkit_core::{env, probe_child, system};

@@ -3,8 +3,6 @@
 
 use accelkit::{Availability, Device};
 
-pub use accelkit_testkit::is_required;
-
 /// The usable devices of one backend (`cpu`, `cuda`, `mps`, `xla`, `wgpu`). When there are
 /// none, prints `skipped: <backend>: <reason> (<test>)` and returns none, or fails when
 /// `ACCEL_TEST_REQUIRE` names the backend.

@@ -7,8 +7,6 @@ mod common;
 mod bench;
 mod conformance;
 mod cuda;
-mod cuda_archs;
-mod cuda_floor;
 mod device;
 mod display;
 mod matmul;

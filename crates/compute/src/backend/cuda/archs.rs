@@ -5,6 +5,7 @@
 /// The architectures accel's kernels are compiled and tested for, Turing to Blackwell: T4
 /// (7.5), A100 (8.0), A10/RTX 30 (8.6), L4/RTX 40 (8.9), H100/H200 (9.0), B200 (10.0), RTX PRO
 /// 6000 Blackwell/RTX 50 (12.0).
+#[cfg(test)]
 pub const ARCHS: [&str; 7] = [
     "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120",
 ];

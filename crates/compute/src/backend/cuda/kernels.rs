@@ -11,7 +11,9 @@
 
 use std::fmt::Write;
 
-pub use super::archs::{arch_of, arch_supported, arch_supported_by, parse_arch, ARCHS};
+#[cfg(test)]
+pub(crate) use super::archs::ARCHS;
+pub(crate) use super::archs::{arch_supported, arch_supported_by, parse_arch};
 use crate::backend::ops::{BinaryOp, UnaryOp};
 use crate::DType;
 
@@ -38,6 +40,7 @@ pub enum Family {
 
 impl Family {
     /// Every family.
+    #[cfg(test)]
     pub const ALL: [Family; 5] = [
         Family::Elementwise,
         Family::Cast,
@@ -166,6 +169,7 @@ impl Kernel {
     }
 
     /// Every kernel the storage may launch: what the generators must provide.
+    #[cfg(test)]
     pub fn all() -> Vec<Kernel> {
         use crate::backend::ops::{BinaryOp as B, UnaryOp as U};
         let binary = [B::Add, B::Sub, B::Mul, B::Div, B::Maximum];
@@ -209,6 +213,7 @@ impl Kernel {
 
 /// Every kernel name the storage may launch, with its family (for tests: each must be in the
 /// family's generated source).
+#[cfg(test)]
 pub fn launched_kernels() -> Vec<(Family, String)> {
     Kernel::all()
         .into_iter()
@@ -305,6 +310,7 @@ const BINARY: [BinaryOp; 5] = [
 ];
 
 /// Binary ops, as named in kernel names.
+#[cfg(test)]
 pub const BINARY_OPS: [&str; 5] = ["add", "sub", "mul", "div", "maximum"];
 
 fn elementwise(s: &mut String) {

@@ -16,17 +16,14 @@ use serde::Serialize;
 
 #[cfg(target_os = "linux")]
 use super::dl;
-pub use super::found::other_majors;
+pub(crate) use super::found::other_majors;
 use super::found::toolkit_libs;
-pub use super::major::{
-    choose_major, cuda_version_text, driver_for, jax_cuda_extra, pips, Have, MajorChoice,
-    CUDA_MAJORS, DRIVER_FLOOR,
+pub(crate) use super::major::{
+    choose_major, cuda_version_text, jax_cuda_extra, pips, Have, MajorChoice, CUDA_MAJORS,
+    DRIVER_FLOOR,
 };
 use super::pyenv::glob_dirs;
-pub use super::pyenv::{
-    cuda_wheels, framework_majors, python_environments, site_packages_for_helper, wheel_major,
-    CudaWheel, SearchEnv, SITE_PACKAGES_VAR,
-};
+pub(crate) use super::pyenv::{cuda_wheels, python_environments, CudaWheel, SearchEnv};
 
 /// One library accel looks for.
 #[derive(Debug, Clone, Copy)]
@@ -38,7 +35,8 @@ pub struct Wanted {
     /// The folder under a wheel's `nvidia/` that holds it (`cu13` for CUDA 13, `cuda_nvrtc`,
     /// `cublas`... for CUDA 12), whose `lib/` is searched.
     pub wheel_dir: &'static str,
-    /// What the library is for, for messages.
+    /// What the library is for: the table's documentation, read by no code.
+    #[allow(dead_code)]
     pub role: &'static str,
     /// Which pip package provides it (empty for the driver's libraries).
     pub pip: &'static str,
@@ -728,6 +726,7 @@ fn state() -> &'static (Vec<Library>, MajorChoice) {
 /// Driver functions newer than the floor ([`DRIVER_FLOOR`]) that accel calls, each only after
 /// [`driver_symbol`] found it, with a fallback to an older function otherwise. The
 /// driver-symbol floor test allows these and no others beyond CUDA 12.0's `cuda.h`.
+#[cfg(test)]
 pub const GUARDED_DRIVER_SYMBOLS: &[&str] = &["cuEventElapsedTime_v2"];
 
 /// The address of `symbol` in the loaded libcuda (a function newer than the driver floor is

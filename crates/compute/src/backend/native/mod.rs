@@ -8,7 +8,7 @@ mod dl;
 mod found;
 pub(crate) mod kept;
 pub mod libs;
-mod major;
+pub(crate) mod major;
 mod pycache;
 pub mod pyenv;
 pub(crate) mod settings;

@@ -28,7 +28,7 @@ use half::bf16;
 use rayon::prelude::*;
 
 pub(crate) use helper::join;
-pub use kernel::describe;
+pub(crate) use kernel::describe;
 pub(crate) use kernel::{bf16_kernel, Accum};
 pub(crate) use pack::{MatRef, OutPtr, PackInto};
 

@@ -7,12 +7,10 @@
 //! Functions newer than 12.0 are allowed only when `libs::GUARDED_DRIVER_SYMBOLS` lists them
 //! (each used behind a check that the driver has it, with a fallback).
 
-use crate::common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use accelkit::internals::libs;
+use crate::backend::native::libs;
 
 /// The exported function names a `cuda.h` declares: every `CUresult CUDAAPI name(`, and for
 /// each name the header renames (`#define cuMemAlloc cuMemAlloc_v2`, or through its
@@ -118,7 +116,7 @@ fn cuda_12_0_header() -> Option<String> {
 fn cuda_every_driver_function_accel_calls_is_in_cuda_12_0() {
     let Some(header) = cuda_12_0_header() else {
         assert!(
-            !common::is_required("cuda_h"),
+            !accelkit_testkit::is_required("cuda_h"),
             "ACCEL_TEST_REQUIRE names cuda_h, but CUDA 12.0's cuda.h is not in $VIRTUAL_ENV/cuda120"
         );
         println!("skipped: cuda_h: CUDA 12.0's cuda.h not installed (scripts/test.sh installs it)");

@@ -3,15 +3,12 @@
 //! accel. One process uses one CUDA major, so the test runs itself twice as a child process,
 //! with `ACCEL_CUDA_MAJOR=12` and `=13`; each child writes its CUBINs into a folder the parent
 //! then hands to `cuobjdump`.
-#![cfg(feature = "cuda")]
-
-use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use accelkit::internals::kernels::{self, Family};
-use accelkit::internals::libs;
+use crate::backend::cuda::kernels::{self, Family};
+use crate::backend::native::libs;
 
 /// Set in the child runs: the folder to write CUBINs to.
 const CHILD_DIR: &str = "CUBIN_CHILD_DIR";
@@ -137,7 +134,7 @@ fn cuda_every_kernel_compiles_for_turing_to_blackwell_with_nvrtc_12_and_13() {
         );
         if let Ok(why) = std::fs::read_to_string(dir.join("missing")) {
             assert!(
-                !common::is_required("nvrtc") && !common::is_required("cuda"),
+                !accelkit_testkit::is_required("nvrtc") && !accelkit_testkit::is_required("cuda"),
                 "ACCEL_TEST_REQUIRE names nvrtc but NVRTC {m} is missing: {why}"
             );
             println!("skipped: nvrtc: CUDA {m}: {why}");
@@ -146,7 +143,7 @@ fn cuda_every_kernel_compiles_for_turing_to_blackwell_with_nvrtc_12_and_13() {
         let version = std::fs::read_to_string(dir.join("nvrtc")).unwrap();
         let Some(tool) = &tool else {
             assert!(
-                !common::is_required("cuobjdump"),
+                !accelkit_testkit::is_required("cuobjdump"),
                 "ACCEL_TEST_REQUIRE names cuobjdump, which is not installed"
             );
             println!("skipped: cuobjdump: not installed (`pip install nvidia-cuda-cuobjdump`)");
