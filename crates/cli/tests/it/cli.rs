@@ -523,7 +523,7 @@ fn mem_watch_reports_again_and_stops_after_count() {
 fn mem_watch_energy_integrates_power_and_reads_counters() {
     let f = |d: &str| {
         format!(
-            "{}/../accelkit-telemetry/tests/fixtures/telemetry/mixed/{d}",
+            "{}/../telemetry/tests/fixtures/telemetry/mixed/{d}",
             env!("CARGO_MANIFEST_DIR")
         )
     };
@@ -589,7 +589,7 @@ fn mem_watch_energy_integrates_power_and_reads_counters() {
 fn monitor_json_shows_the_fixture_gpus_with_their_values() {
     let f = |d: &str| {
         format!(
-            "{}/../accelkit-telemetry/tests/fixtures/telemetry/mixed/{d}",
+            "{}/../telemetry/tests/fixtures/telemetry/mixed/{d}",
             env!("CARGO_MANIFEST_DIR")
         )
     };

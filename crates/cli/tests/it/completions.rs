@@ -49,7 +49,7 @@ fn bash_completes_subcommands_and_options() {
             .arg("--norc")
             .arg("-c")
             .arg(format!(
-                "source {}; f=$(complete -p accelkit | sed -E 's/.*-F ([^ ]+).*/\\1/'); \
+                "source {}; f=$(complete -p accel | sed -E 's/.*-F ([^ ]+).*/\\1/'); \
                  COMP_WORDS=({line}); COMP_CWORD={cword}; COMP_LINE='{line}'; COMP_POINT={point}; \
                  $f accel '{cur}' '{prev}'; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
                 script.display(),

@@ -302,8 +302,8 @@ fn a_fifo_under_procfs_names_the_host_reader_and_does_not_hang() {
 /// The `mixed` telemetry fixture in a temporary folder `tag` with process 7000 named `name`
 /// (its `comm`), and the options that point accel's readers at it.
 fn named_process(tag: &str, name: &[u8]) -> (PathBuf, [String; 6]) {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../accelkit-telemetry/tests/fixtures/telemetry/mixed");
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../telemetry/tests/fixtures/telemetry/mixed");
     let d = temp(tag);
     copy_tree(&fixture, &d);
     std::fs::write(d.join("proc/7000/comm"), [name, b"\n"].concat()).unwrap();
@@ -529,8 +529,8 @@ fn listen_colon_port_is_every_interface_and_a_lost_stdout_does_not_stop_serving(
 #[test]
 fn values_no_device_can_have_are_shown_invalid_not_as_numbers() {
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../accelkit-telemetry/tests/fixtures/telemetry/mixed");
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../telemetry/tests/fixtures/telemetry/mixed");
     let d = temp("physics");
     copy_tree(&fixture, &d);
     let card = d.join("sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0");
@@ -587,8 +587,8 @@ fn values_no_device_can_have_are_shown_invalid_not_as_numbers() {
 #[test]
 fn a_fifo_under_sysfs_fails_its_reader_by_name_and_does_not_hang() {
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../accelkit-telemetry/tests/fixtures/telemetry/mixed");
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../telemetry/tests/fixtures/telemetry/mixed");
     let d = temp("sysfs-fifo");
     copy_tree(&fixture, &d);
     let attr = d.join("sys/devices/pci0000:00/0000:00:01.0/0000:03:00.0/gpu_busy_percent");

@@ -87,7 +87,7 @@ fn monitor_stream() {
 /// A fixture machine's sysfs and procfs (tests/fixtures/telemetry in the telemetry crate).
 fn fixture(name: &str, dir: &str) -> String {
     format!(
-        "{}/../accelkit-telemetry/tests/fixtures/telemetry/{name}/{dir}",
+        "{}/../telemetry/tests/fixtures/telemetry/{name}/{dir}",
         env!("CARGO_MANIFEST_DIR")
     )
 }

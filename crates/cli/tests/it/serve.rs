@@ -131,7 +131,7 @@ fn fixture_gpus_and_tpus_are_stored_and_a_removed_card_goes_down() {
     // One machine made of two fixtures: an AMD discrete GPU and an Intel xe GPU (with two
     // processes' fdinfo), and a TPU VM's four chips.
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../accelkit-telemetry/tests/fixtures/telemetry");
+        .join("../telemetry/tests/fixtures/telemetry");
     let dir = std::env::temp_dir().join(format!("accel-fixture-serve-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let root = dir.join("root");

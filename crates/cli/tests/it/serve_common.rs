@@ -382,7 +382,7 @@ pub fn certificates(dir: &std::path::Path) -> bool {
 /// A fixture machine's roots as `accel serve` arguments.
 pub fn fixture_roots(name: &str, procfs: &str) -> Vec<String> {
     let f = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../accelkit-telemetry/tests/fixtures/telemetry")
+        .join("../telemetry/tests/fixtures/telemetry")
         .join(name);
     vec![
         "--path.sysfs".into(),

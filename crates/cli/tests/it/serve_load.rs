@@ -218,7 +218,7 @@ fn a_minute_of_churn_leaves_memory_and_descriptors_flat() {
     // A machine whose AMD card comes and goes every second, collected every 0.2 s, scraped by
     // Prometheus (when installed) and by clients that connect anew for every request.
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../accelkit-telemetry/tests/fixtures/telemetry");
+        .join("../telemetry/tests/fixtures/telemetry");
     let dir = std::env::temp_dir().join(format!("accel-soak-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     copy_tree(&fixtures.join("mixed"), &dir.join("root"));

@@ -14,7 +14,7 @@ const CTR_B: &str = "1f2e3d4c5b6a79880716253443526170a1b2c3d4e5f60718293a4b5c6d7
 
 fn roots() -> Vec<String> {
     let f = format!(
-        "{}/../accelkit-telemetry/tests/fixtures/telemetry/workloads",
+        "{}/../telemetry/tests/fixtures/telemetry/workloads",
         env!("CARGO_MANIFEST_DIR")
     );
     vec![
@@ -190,7 +190,7 @@ fn kubelet(dir: &std::path::Path, pods: &str) -> Option<(Proc, String)> {
         }
     };
     let protos = format!(
-        "{}/../accelkit-telemetry/tests/fixtures/telemetry/pod-resources",
+        "{}/../telemetry/tests/fixtures/telemetry/pod-resources",
         env!("CARGO_MANIFEST_DIR")
     );
     let _ = std::fs::remove_dir_all(dir);
@@ -368,7 +368,7 @@ fn a_process_gets_the_names_of_the_one_pod_that_holds_its_gpu() {
     // The fixture's procfs without pod B's process: on the GPU, one pod's process, one
     // container holding it (named by its DRM card, as Intel's and some AMD plugins do).
     let fixture = format!(
-        "{}/../accelkit-telemetry/tests/fixtures/telemetry/workloads",
+        "{}/../telemetry/tests/fixtures/telemetry/workloads",
         env!("CARGO_MANIFEST_DIR")
     );
     let proc = dir.join("proc");
@@ -424,7 +424,7 @@ fn every_series_the_alert_rules_use_is_one_the_exporter_serves() {
     // gives (throttle reasons, ECC counters) must at least be ones the exporter registers.
     let f = |d: &str| {
         format!(
-            "{}/../accelkit-telemetry/tests/fixtures/telemetry/mixed/{d}",
+            "{}/../telemetry/tests/fixtures/telemetry/mixed/{d}",
             env!("CARGO_MANIFEST_DIR")
         )
     };

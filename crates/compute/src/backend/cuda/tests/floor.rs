@@ -141,6 +141,8 @@ fn cuda_every_driver_function_accel_calls_is_in_cuda_12_0() {
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
         &mut files,
     );
+    // The code, not these tests (which name the functions and cudarc's layers they look for).
+    files.retain(|(p, _)| !p.components().any(|c| c.as_os_str() == "tests"));
     let calls = driver_calls(&files);
     assert!(calls.len() > 25, "found only {calls:?}");
     let beyond = beyond_floor(&calls, &symbols);
