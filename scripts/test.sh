@@ -206,9 +206,10 @@ for line in sys.stdin:
         crate = os.path.basename(os.path.dirname(m["manifest_path"]))
         print(crate + "/" + m["target"]["name"], m["executable"])')
 exe() { awk -v n="$1" '$1 == n { print $2; exit }' <<< "$exes"; }
-archs_exe=$(exe compute/it) load_exe=$(exe cli/it)
-[ -x "$archs_exe" ] && [ -x "$load_exe" ] || { echo "error: no compute/it or cli/it test executable" >&2; exit 1; }
-( cd crates/compute && exec nice -n 19 "$archs_exe" --exact "cuda_archs::$CUBIN_TEST" --nocapture ) \
+# The compile of every kernel is a unit test (the library's own test binary, `accelkit`).
+archs_exe=$(exe compute/accelkit) load_exe=$(exe cli/it)
+[ -x "$archs_exe" ] && [ -x "$load_exe" ] || { echo "error: no compute/accelkit or cli/it test executable" >&2; exit 1; }
+( cd crates/compute && exec nice -n 19 "$archs_exe" --exact "backend::cuda::tests::archs::$CUBIN_TEST" --nocapture ) \
   > target/cuda-archs.log 2>&1 &
 archs_pid=$!
 FUZZ_BUILD_ONLY=1 nice -n 19 scripts/fuzz.sh > target/fuzz-build.log 2>&1 &
@@ -238,10 +239,14 @@ load_rc=0; wait "$load_pid" || load_rc=$?
 echo "$(at)== serve_load (beside the suites)"
 tee -a target/test-output.log < target/serve-load.log
 [ "$load_rc" -eq 0 ] || { echo "error: serve_load failed (exit $load_rc)" >&2; exit 1; }
+grep -q '^test result: ok. 5 passed' target/serve-load.log \
+  || { echo "error: serve_load's five tests did not all run" >&2; exit 1; }
 archs_rc=0; wait "$archs_pid" || archs_rc=$?
 echo "$(at)== $CUBIN_TEST (beside the suites)"
 tee -a target/test-output.log < target/cuda-archs.log
 [ "$archs_rc" -eq 0 ] || { echo "error: cuda_archs failed (exit $archs_rc)" >&2; exit 1; }
+grep -q '^test result: ok. 1 passed' target/cuda-archs.log \
+  || { echo "error: $CUBIN_TEST did not run (no test of that name)" >&2; exit 1; }
 
 features_rc=0; wait "$features_pid" || features_rc=$?
 echo "$(at)== every feature set builds without warnings, and the docs (beside the release build)"

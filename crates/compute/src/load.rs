@@ -71,11 +71,6 @@ impl Sampler {
         }
     }
 
-    /// The telemetry underneath (its deadline can be changed).
-    pub fn telemetry_mut(&mut self) -> &mut Telemetry {
-        &mut self.telemetry
-    }
-
     /// The machine now. CPU use is over the time since the previous sample (or since `new`;
     /// at least 0.2 s: a sample sooner than that waits).
     pub fn sample(&mut self) -> Snapshot {
@@ -110,7 +105,7 @@ impl Sampler {
 
 /// The memory statistics of every device this process has used: those the ledger has seen
 /// and whose backend is already probed (asking about any other would probe it).
-pub fn used_devices() -> Vec<MemoryStats> {
+pub(crate) fn used_devices() -> Vec<MemoryStats> {
     let mut devices = crate::base::ledger::with_counters(|m| m.keys().copied().collect::<Vec<_>>());
     devices
         .retain(|d| *d == Device::Cpu || crate::backend::registry::probed(d.backend()).is_some());

@@ -43,7 +43,8 @@ pub use error::Error;
 pub use host::HostReading;
 pub use kubelet::DEFAULT_SOCKET as DEFAULT_POD_RESOURCES_SOCKET;
 pub use pick::{pick, visible_devices, Criteria};
-pub use reading::{InvalidValue, ProcessUse, Reader, Reading, Roots, Vendor};
+pub(crate) use reading::Reader;
+pub use reading::{InvalidValue, ProcessUse, Reading, Roots, Vendor};
 pub use sysfs::{pci_devices, PciDevice};
 pub use workload::Workload;
 
@@ -83,13 +84,13 @@ pub struct Sample {
 }
 
 /// How long one reader may take before its sample goes on without it.
-pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_DEADLINE: Duration = Duration::from_secs(2);
 /// The NVIDIA reader's first deadline: starting NVML on a machine of many GPUs without
 /// persistence mode takes seconds, and a one-shot command (`accel pick`, `accel mem`) has only
 /// that sample.
-pub const FIRST_DEADLINE: Duration = Duration::from_secs(15);
+pub(crate) const FIRST_DEADLINE: Duration = Duration::from_secs(15);
 /// How long a device that disappeared stays listed (down) before it is forgotten.
-pub const FORGET_AFTER: Duration = Duration::from_secs(3600);
+pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(3600);
 
 /// A reader's answer: its devices (or why it failed), how long it took, and its note.
 /// The last field: files the read refused (a FIFO where a sysfs attribute should be).
@@ -226,7 +227,7 @@ impl Telemetry {
     }
 
     /// Telemetry over the given readers (tests pick theirs).
-    pub fn with_readers(roots: Roots, readers: Vec<Box<dyn Reader>>) -> Telemetry {
+    pub(crate) fn with_readers(roots: Roots, readers: Vec<Box<dyn Reader>>) -> Telemetry {
         let mut host_reader = host::HostReader::new(&roots);
         let host = Worker::spawn("host", move |roots| {
             let t = Instant::now();
@@ -255,8 +256,9 @@ impl Telemetry {
         }
     }
 
-    /// How long each reader may take in one sample (2 s by default).
-    pub fn set_deadline(&mut self, d: Duration) {
+    /// How long each reader may take in one sample (2 s by default): the tests' shorter ones.
+    #[cfg(test)]
+    fn set_deadline(&mut self, d: Duration) {
         self.deadline = d;
     }
 

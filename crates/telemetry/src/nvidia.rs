@@ -22,7 +22,7 @@ const NO_NVML: Error = Error::NotInstalled {
 
 /// Folders the NVIDIA driver installs `libnvidia-ml.so.1` into, after the loader's own path:
 /// Debian/Ubuntu, Fedora/RHEL, other distributions, WSL, and the NVIDIA container toolkit.
-pub const DRIVER_DIRS: &[&str] = &[
+pub(crate) const DRIVER_DIRS: &[&str] = &[
     "/usr/lib/x86_64-linux-gnu",
     "/usr/lib/aarch64-linux-gnu",
     "/usr/lib64",
@@ -33,7 +33,7 @@ pub const DRIVER_DIRS: &[&str] = &[
 
 /// NVML's clocks-event ("throttle") reason bits (nvml.h, `nvmlClocksEventReason*`) and the
 /// names accel shows for them.
-pub const THROTTLE_REASONS: &[(u64, &str)] = &[
+pub(crate) const THROTTLE_REASONS: &[(u64, &str)] = &[
     (0x1, "gpu_idle"),
     (0x2, "applications_clocks_setting"),
     (0x4, "sw_power_cap"),
@@ -46,7 +46,7 @@ pub const THROTTLE_REASONS: &[(u64, &str)] = &[
 ];
 
 /// The names of the reasons set in NVML's bit mask; an unknown bit is named by its value.
-pub fn throttle_names(bits: u64) -> Vec<String> {
+pub(crate) fn throttle_names(bits: u64) -> Vec<String> {
     let mut out = Vec::new();
     let mut known = 0;
     for &(bit, name) in THROTTLE_REASONS {
@@ -65,17 +65,17 @@ pub fn throttle_names(bits: u64) -> Vec<String> {
 }
 
 /// NVML reports PCIe throughput in KB/s (`nvmlDeviceGetPcieThroughput`); bytes per second.
-pub fn pcie_bytes_per_s(kb_per_s: u32) -> u64 {
+pub(crate) fn pcie_bytes_per_s(kb_per_s: u32) -> u64 {
     u64::from(kb_per_s) * 1024
 }
 
 /// NVML reports power in milliwatts; watts.
-pub fn watts(milliwatts: u32) -> f64 {
+pub(crate) fn watts(milliwatts: u32) -> f64 {
     f64::from(milliwatts) / 1e3
 }
 
 /// NVML's energy counter is in millijoules since the driver loaded; joules.
-pub fn joules(millijoules: u64) -> f64 {
+pub(crate) fn joules(millijoules: u64) -> f64 {
     millijoules as f64 / 1e3
 }
 
@@ -94,7 +94,7 @@ pub fn normalize_bus_id(id: &str) -> String {
 
 /// Reads NVIDIA GPUs through NVML. Starting NVML is retried at most every 10 s while it
 /// fails, so a driver that comes later (or comes back) is seen.
-pub struct NvidiaReader {
+pub(crate) struct NvidiaReader {
     #[cfg(feature = "nvml")]
     nvml: Option<nvml_wrapper::Nvml>,
     /// XID events, counted by a watcher thread started with NVML (`xid::watch`).
@@ -177,7 +177,7 @@ fn start_nvml() -> Result<Option<nvml_wrapper::Nvml>, Error> {
 }
 
 /// Why a GPU that NVML reports lost is down.
-pub const FELL_OFF_THE_BUS: &str =
+pub(crate) const FELL_OFF_THE_BUS: &str =
     "fallen off the bus (NVML_ERROR_GPU_IS_LOST; the kernel log has Xid 79): \
      its processes are lost, and it needs a reset (nvidia-smi -r) or a reboot";
 

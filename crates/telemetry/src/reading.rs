@@ -257,7 +257,7 @@ impl Reading {
 /// One vendor's reader: finds its devices and reads them, every time it is asked (so devices
 /// that appear or disappear are seen at the next sample). It keeps what it needs between
 /// samples (cumulative counters, a library handle).
-pub trait Reader: Send {
+pub(crate) trait Reader: Send {
     /// Its vendor.
     fn vendor(&self) -> Vendor;
     /// The devices now. `Err` when the source itself failed (its devices are then listed down,

@@ -14,7 +14,7 @@ impl Shape {
     /// bytes (Rust's and every allocator's limit). Every tensor's shape passes this check
     /// (`Tensor::from_storage`, `Tensor::view`), so element counts, contiguous strides, byte
     /// sizes and in-bounds offsets computed from it cannot overflow. Returns the byte size.
-    pub fn check_size(&self, dtype: crate::DType, op: &'static str) -> Result<usize> {
+    pub(crate) fn check_size(&self, dtype: crate::DType, op: &'static str) -> Result<usize> {
         let extent = self
             .0
             .iter()
@@ -30,7 +30,7 @@ impl Shape {
     }
 
     /// Resolves a possibly negative dimension index (`-1` is the last) against this shape.
-    pub fn dim_index(&self, dim: isize, op: &'static str) -> Result<usize> {
+    pub(crate) fn dim_index(&self, dim: isize, op: &'static str) -> Result<usize> {
         let rank = self.rank() as isize;
         let d = if dim < 0 { dim + rank } else { dim };
         if d < 0 || d >= rank {

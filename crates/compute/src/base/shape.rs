@@ -33,7 +33,7 @@ impl Shape {
 
     /// Row-major (C order) strides in elements. Exact for every tensor's shape (see
     /// [`Shape::check_size`]); saturates instead of overflowing for shapes too large to exist.
-    pub fn contiguous_strides(&self) -> Vec<usize> {
+    pub(crate) fn contiguous_strides(&self) -> Vec<usize> {
         let mut strides = vec![0; self.0.len()];
         let mut acc = 1usize;
         for (s, d) in strides.iter_mut().zip(&self.0).rev() {

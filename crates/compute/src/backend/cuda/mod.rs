@@ -17,9 +17,14 @@
 //! Without the `cuda` feature, `off.rs` stands in with the same items. Nothing here panics
 //! when the hardware or a library is missing: the probe reports why.
 
+// Compiled in every build (the kernels' sources and the cache are tested without the `cuda`
+// feature's driver code), used by the driver code only.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code, unused_imports))]
 mod archs;
 mod failures;
+#[cfg_attr(not(feature = "cuda"), allow(dead_code, unused_imports))]
 pub mod kernel_cache;
+#[cfg_attr(not(feature = "cuda"), allow(dead_code, unused_imports))]
 pub mod kernels;
 
 #[cfg(feature = "cuda")]

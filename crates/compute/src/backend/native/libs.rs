@@ -172,7 +172,7 @@ pub struct Library {
     /// not loaded, as its file or its Python wheel names it (`13.4.1.3`).
     pub version: Option<String>,
     /// Whether this process loaded it: without a driver they are only found (PyTorch's
-    /// wheels cost 300 MB and 0.2 s to load), unless [`load_without_driver`] was called.
+    /// wheels cost 300 MB and 0.2 s to load), unless `load_without_driver` was called.
     pub loaded: bool,
     /// Why it is missing or unusable, with what was searched.
     pub problem: Option<String>,

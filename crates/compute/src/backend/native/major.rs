@@ -32,7 +32,7 @@ impl Have {
 
 /// The CUDA major a process uses, and why: a pure function of the driver's CUDA version,
 /// `ACCEL_CUDA_MAJOR`, which libraries of each major were found, and the major PyTorch or
-/// JAX in the same environment uses ([`choose_major`]).
+/// JAX in the same environment uses (`choose_major`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct MajorChoice {

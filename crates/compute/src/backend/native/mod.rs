@@ -7,7 +7,10 @@
 mod dl;
 mod found;
 pub(crate) mod kept;
+// The CUDA libraries' search serves the `cuda` feature's driver code (and XLA's CUDA plugin).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code, unused_imports))]
 pub mod libs;
+#[cfg_attr(not(feature = "cuda"), allow(dead_code, unused_imports))]
 pub(crate) mod major;
 mod pycache;
 pub mod pyenv;
