@@ -28,6 +28,8 @@ FLOORS = {key: floor for floor, keys in enumerate([
 DEFAULT_FLOOR = 4
 # Folders that may not import one another (what two backends need lives in backend::native).
 APART = ["backend::cpu", "backend::cuda", "backend::xla", "backend::wgpu"]
+# Folders that import nothing of the crate outside themselves (a C layer with its safe wrapper).
+SEALED = ["backend::xla::pjrt"]
 # Folder nodes: a module's first N path components (nn::x -> nn, backend::cuda::x -> backend::cuda).
 FOLDER_DEPTH = {"*": 1, "backend": 2}
 IDENT = r"(?:r#)?[A-Za-z_][A-Za-z0-9_]*"
@@ -233,6 +235,12 @@ class Analysis:
         return [((s, d), ev) for (s, d), ev in sorted(self.file_edges.items())
                 if home[s] and home[d] and home[s] != home[d]]
 
+    def sealed_edges(self):
+        """File edges from a SEALED folder to a file outside it: [((src, dst), evidence)]."""
+        inside = lambda n: next((z for z in SEALED if pattern_matches(z, n)), None)
+        return [((s, d), ev) for (s, d), ev in sorted(self.file_edges.items())
+                if self.apart and inside(s) and inside(s) != inside(d)]
+
     def upward(self):
         """File edges from a lower floor to a higher one: [((src, dst), evidence)]."""
         floor = self.module_floor
@@ -272,6 +280,11 @@ def report(an, max_up, out):
     bad = [f"{len(cyc)} cycle(s)"] if cyc else []
     bad += [f"{len(up)} upward arrows > {max_up}"] if len(up) > max_up else []
     bad += [f"{len(apart)} import(s) between backend folders"] if apart else []
+    sealed = an.sealed_edges()
+    if sealed:
+        lines += ["", f"Imports out of sealed folders ({', '.join(SEALED)}): {len(sealed)}"]
+        lines += [f"  {s} -> {d}   {evidence(ev)}" for (s, d), ev in sealed]
+        bad += [f"{len(sealed)} import(s) out of a sealed folder"]
     lines += ["", f"Counts: files {len(an.modules)}, floors {len(set(floor.values()))}, edges "
               f"{len(an.file_edges)} between files / {len(an.folder_edges)} between "
               f"{len(an.folder_floor)} folders, upward arrows {len(up)} (file), cycles {len(cyc)} "

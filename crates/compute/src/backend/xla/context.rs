@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use accelkit_pjrt::{Client, PjrtError};
+use super::pjrt::{Client, PjrtError};
 
 use super::plugins::{plugin_candidates, plugin_preloads, Plugin, LOAD_STEP, SKIP_IN_HELPER};
 use crate::{Device, Error, Result};
@@ -16,7 +16,7 @@ pub(crate) struct XlaDevice {
     pub index: usize,
     pub device: Device,
     /// Results not yet waited for.
-    pub(crate) pending: Mutex<Vec<Weak<accelkit_pjrt::Buffer>>>,
+    pub(crate) pending: Mutex<Vec<Weak<super::pjrt::Buffer>>>,
 }
 
 pub(crate) struct Runtime {
@@ -131,7 +131,7 @@ pub(crate) fn runtime() -> &'static Runtime {
                     let gpu = p.to_string_lossy().contains("cuda");
                     let options: &[(&str, bool)] =
                         if gpu { &[("preallocate", false)] } else { &[] };
-                    let r = accelkit_pjrt::Api::load(&p).and_then(|api| start_client(api, options));
+                    let r = super::pjrt::Api::load(&p).and_then(|api| start_client(api, options));
                     let (m, cv) = &*answer;
                     *m.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
                     cv.notify_one();
@@ -260,7 +260,7 @@ fn ask_helpers(
 /// Starts a client with `options`; when the plugin rejects them, starts it with its defaults
 /// and says so (a GPU plugin that refuses `preallocate=false` takes 75% of the GPU's memory).
 pub(crate) fn start_client(
-    api: Arc<accelkit_pjrt::Api>,
+    api: Arc<super::pjrt::Api>,
     options: &[(&str, bool)],
 ) -> std::result::Result<(Client, Option<String>), PjrtError> {
     if options.is_empty() {
@@ -341,7 +341,7 @@ mod tests {
             println!("skipped: xla: no CPU PJRT plugin (a_client_option_the_plugin_rejects)");
             return;
         };
-        let api = accelkit_pjrt::Api::load(&path).expect("the CPU plugin loads");
+        let api = crate::backend::xla::pjrt::Api::load(&path).expect("the CPU plugin loads");
         let (c, note) = start_client(api.clone(), &[]).expect("starts with no options");
         assert!(note.is_none() && !c.devices.is_empty());
         drop(c);

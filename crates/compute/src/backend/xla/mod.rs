@@ -33,6 +33,8 @@ mod listing;
 #[cfg(not(all(feature = "xla", target_os = "linux")))]
 mod off;
 #[cfg(all(feature = "xla", target_os = "linux"))]
+mod pjrt;
+#[cfg(all(feature = "xla", target_os = "linux"))]
 mod programs;
 #[cfg(all(feature = "xla", target_os = "linux"))]
 pub(crate) mod storage;

@@ -29,7 +29,7 @@ pub(crate) const CACHE_PROGRAMS: usize = 256;
 
 /// Per client, per program text: the executable and when it was last used (a tick). Looked up
 /// by `&str`: no copy of the text on a hit.
-type Cache = HashMap<usize, HashMap<String, (Arc<accelkit_pjrt::Executable>, u64)>>;
+type Cache = HashMap<usize, HashMap<String, (Arc<super::pjrt::Executable>, u64)>>;
 
 static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
 static TICK: AtomicU64 = AtomicU64::new(0);
@@ -48,7 +48,7 @@ pub(super) fn forget_programs(dev: &XlaDevice) {
         .remove(&client);
 }
 
-pub(super) fn executable(dev: &XlaDevice, mlir: &str) -> Result<Arc<accelkit_pjrt::Executable>> {
+pub(super) fn executable(dev: &XlaDevice, mlir: &str) -> Result<Arc<super::pjrt::Executable>> {
     let client = Arc::as_ptr(&dev.client) as usize;
     let now = TICK.fetch_add(1, Ordering::Relaxed);
     let hit = cache()

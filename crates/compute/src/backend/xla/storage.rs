@@ -6,6 +6,7 @@ use std::sync::{Arc, Weak};
 
 use super::context::{device, device_memory, XlaDevice};
 use super::hlo::{self, Program, Val};
+use super::pjrt::{ElementType, PjrtError};
 use super::programs::executable;
 use crate::backend::contract::BackendStorage;
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
@@ -13,14 +14,13 @@ use crate::base::dtype::{CpuStorage, HostSlice};
 use crate::base::error::Room;
 use crate::base::shape::Layout;
 use crate::{BackendKind, DType, Error, Result, Shape};
-use accelkit_pjrt::{ElementType, PjrtError};
 
 // ---- storage --------------------------------------------------------------------------------
 
 /// A dense 1-D buffer of `len` elements on one XLA device.
 pub(crate) struct XlaStorage {
     pub dev: Arc<XlaDevice>,
-    pub buf: Arc<accelkit_pjrt::Buffer>,
+    pub buf: Arc<super::pjrt::Buffer>,
     pub len: usize,
     pub dtype: DType,
 }
@@ -77,11 +77,11 @@ fn perr<'a>(dev: &'a XlaDevice, what: &str, bytes: usize) -> impl Fn(PjrtError) 
 
 /// A timing point on XLA device `i`: now, and, when work is still queued, a mark that notes
 /// when the latest result becomes ready (PJRT has no device timestamps; its ready events are
-/// the closest clock: see `accelkit_pjrt::ReadyMark`).
+/// the closest clock: see `super::pjrt::ReadyMark`).
 pub(crate) struct TimingPoint {
     recorded: std::time::Instant,
     /// The mark, and the event it watches (kept alive until the mark is read).
-    latest: Option<(Arc<accelkit_pjrt::ReadyMark>, accelkit_pjrt::Event)>,
+    latest: Option<(Arc<super::pjrt::ReadyMark>, super::pjrt::Event)>,
 }
 
 impl TimingPoint {
@@ -133,7 +133,7 @@ impl TimingPoint {
 /// Waits for every result produced on `dev` since the last wait.
 pub(crate) fn synchronize(i: usize) -> Result<()> {
     let dev = device(i)?;
-    let pending: Vec<Weak<accelkit_pjrt::Buffer>> =
+    let pending: Vec<Weak<super::pjrt::Buffer>> =
         std::mem::take(&mut *dev.pending.lock().unwrap_or_else(|e| e.into_inner()));
     // Every result is waited for, even after one failed, and every failure is reported: the
     // first as the error, with how many more failed.
@@ -197,7 +197,7 @@ impl XlaStorage {
             return XlaStorage::from_cpu(&self.dev, CpuStorage::full(out.dtype, 0, 0.0).as_host());
         }
         let exe = executable(&self.dev, &mlir)?;
-        let args: Vec<&accelkit_pjrt::Buffer> = inputs.iter().map(|s| s.buf.as_ref()).collect();
+        let args: Vec<&super::pjrt::Buffer> = inputs.iter().map(|s| s.buf.as_ref()).collect();
         let buf = Arc::new(
             exe.execute(&args, Some(self.dev.index), &self.dev.client)
                 .map_err(perr(

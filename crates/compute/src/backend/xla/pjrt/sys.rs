@@ -89,7 +89,7 @@ pub const fn slot_offset(i: usize) -> usize {
 
 /// A PJRT function slot. Calling one is unsafe: the argument must point to the slot's own
 /// `*_Args` struct, with `struct_size` set by `args_size!` and every input field valid as
-/// the PJRT header describes; see `accelkit_pjrt::Api::call`.
+/// the PJRT header describes; see `Api::call`.
 pub type Fn = unsafe extern "C" fn(*mut c_void) -> *mut Error;
 
 // PJRT_Buffer_Type values.
@@ -144,7 +144,7 @@ pub struct EventArgs {
 
 /// `PJRT_Event_OnReadyCallback`: called once with the event's error (owned by the callback,
 /// which must destroy it) and the caller's argument. Unsafe to call: `user_arg` must be what
-/// the callback's registrant passed (see `accelkit_pjrt::on_ready`).
+/// the callback's registrant passed (see `on_ready` in exec.rs).
 pub type OnReadyCallback = unsafe extern "C" fn(error: *mut Error, user_arg: *mut c_void);
 
 #[repr(C)]

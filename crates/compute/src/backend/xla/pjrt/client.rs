@@ -4,9 +4,9 @@
 use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
-use crate::api::{str_of, Api, PResult};
-use crate::sys::args_size;
-use crate::sys::{self, slot};
+use super::api::{str_of, Api, PResult};
+use super::sys::args_size;
+use super::sys::{self, slot};
 
 /// One PJRT client (one per plugin) and its addressable devices.
 pub struct Client {

@@ -5,10 +5,10 @@ use std::ffi::{c_char, c_void};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::api::{local, Api, PResult};
-use crate::client::Client;
-use crate::sys::args_size;
-use crate::sys::{self, slot};
+use super::api::{local, Api, PResult};
+use super::client::Client;
+use super::sys::args_size;
+use super::sys::{self, slot};
 
 /// A completion event.
 pub struct Event {

@@ -5,8 +5,8 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::sys::args_size;
-use crate::sys::{self, slot};
+use super::sys::args_size;
+use super::sys::{self, slot};
 
 /// A PJRT error: its code (`UNIMPLEMENTED` = 12 ...) and message.
 #[derive(Debug, Clone)]

@@ -6,8 +6,8 @@
 //! `ACCEL_TEST_REQUIRE` names xla.
 use std::path::PathBuf;
 
-use crate::sys::{self, args_size, slot};
-use crate::{Api, Client, ElementType};
+use super::sys::{self, args_size, slot};
+use super::{Api, Client, ElementType};
 
 #[test]
 fn struct_sizes_and_slots_match_the_header() {

@@ -9,13 +9,13 @@
 //!   [`ReadyMark`] (completion). Each is released on `Drop`; errors are [`PjrtError`] values
 //!   with PJRT's code and message.
 //!
-//! It knows nothing of accel: the `accel` crate's XLA backend builds tensors and programs on
-//! top of it. A crate of its own so that the compiler, not a script, keeps the C layer apart
-//! and so that `cargo test -p accelkit-pjrt` checks the bindings against a real plugin alone.
+//! It knows nothing of tensors: the XLA backend around it builds tensors and programs on top,
+//! and this folder imports nothing from the rest of the crate (`scripts/layers.py` holds
+//! that). Its unit tests check the structs against the header and run a program on XLA's CPU
+//! plugin alone. A module, not a crate: no user of accelkit needs the bindings, and a crate of
+//! its own would have to be published with them as API.
 //!
-//! Unix only (plugins are shared objects opened with `dlopen`).
-
-#![cfg(unix)]
+//! Linux only, as the XLA backend (plugins are shared objects opened with `dlopen`).
 
 mod api;
 mod client;
@@ -24,6 +24,6 @@ mod sys;
 #[cfg(test)]
 mod tests;
 
-pub use api::{Api, PResult, PjrtError};
-pub use client::{Client, DeviceDesc};
-pub use exec::{Buffer, ElementType, Event, Executable, ReadyMark};
+pub(crate) use api::{Api, PjrtError};
+pub(crate) use client::Client;
+pub(crate) use exec::{Buffer, ElementType, Event, Executable, ReadyMark};
