@@ -56,7 +56,8 @@ for line in sys.stdin:
     kinds = m.get("target", {}).get("kind", [])
     if (m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]
             and not set(kinds) & {"example", "bench"}):
-        print(m["target"]["name"], m["executable"])
+        crate = m["manifest_path"].split("/")[-2]
+        print(crate + "-" + m["target"]["name"], m["executable"])
 ' | while read -r name exe; do cp "$exe" "$GPU_OUT/pack/tests/$name"; done
   [ "$(ls "$GPU_OUT/pack/tests" | wc -l)" -gt 0 ] || { echo "error: no test executables" >&2; return 1; }
   strip "$GPU_OUT"/pack/bin/* "$GPU_OUT"/pack/tests/* || return 1
@@ -169,31 +170,35 @@ step_devices() {
 # The test executables with a name filter, a requirement and extra environment.
 run_tests() {
   local file=$1 require=$2; shift 2
+  local t name skip
+  # One executable per crate's unit tests (`compute-accelkit`...) and per crate's integration
+  # tests (`compute-it`, `cli-it`), a module per subject; what is left out is left out by name.
   for t in "$GPU_OUT"/tests/*; do
-    # 1,500 random command lines exercise the host and the parser, not the GPU; the test
-    # command runs them on every change.
-    [ "$(basename "$t")" = cli_random ] && continue
-    # The exporter's tests (a real Prometheus, 2,000 slow clients, TLS, the fleet view) touch
-    # no GPU API and just ran in the test command; a rehearsal leaves them out (a minute here).
-    [ "$REHEARSE" = 1 ] && [ "$(basename "$t")" = serve ] && continue
-    # The hostile-input, load and soak suites of the exporter touch no GPU API either, and take
-    # a minute and a half: never here.
-    case "$(basename "$t")" in hostile | serve_load) continue ;; esac
-    # NVRTC's compile of every kernel for every architecture needs no GPU (the test command
-    # runs it with both majors' NVRTC): once here, with the major accel picks by itself.
-    [ "$file" = tests-other-major.txt ] && [ "$(basename "$t")" = cuda_archs ] && continue
-    # In a rehearsal the test command has just run it with both majors (90 s on 2 cores).
-    [ "$REHEARSE" = 1 ] && [ "$(basename "$t")" = cuda_archs ] && continue
-    # The library's long suites and the fleet view in a rehearsal: listed, not run (each starts
-    # from the bundle and names its tests); the test command has just run them on this machine
-    # with the same plugin and the same Vulkan device, and they took 50 s here.
-    if [ "$REHEARSE" = 1 ]; then
-      case "$(basename "$t")" in
-        ops | properties | conformance | matmul | fleet)
-          run_cmd "$file" "$(basename "$t") $* --list" "$t" "$@" --list; continue ;;
-      esac
-    fi
-    run_cmd "$file" "$(basename "$t") $*" env ACCEL_TEST_REQUIRE="$require" "$t" "$@"
+    name=$(basename "$t") skip=()
+    case "$name" in
+      cli-it)
+        # 1,500 random command lines exercise the host and the parser, not the GPU; the
+        # hostile-input, load and soak suites of the exporter touch no GPU API and take a
+        # minute and a half: never here. The exporter's and the fleet view's tests (a real
+        # Prometheus, TLS, tmux) just ran in the test command: a rehearsal leaves them out.
+        skip+=(--skip cli_random:: --skip hostile:: --skip serve_load::)
+        [ "$REHEARSE" = 1 ] && skip+=(--skip serve:: --skip fleet::) ;;
+      compute-accelkit)
+        # NVRTC's compile of every kernel for every architecture needs no GPU (the test
+        # command runs it with both majors' NVRTC): once here, with the major accel picks by
+        # itself; in a rehearsal the test command has just run it (90 s on 2 cores).
+        if [ "$file" = tests-other-major.txt ] || [ "$REHEARSE" = 1 ]; then
+          skip+=(--skip backend::cuda::tests::archs::cuda_every_kernel)
+        fi ;;
+      compute-it)
+        # The library's long suites in a rehearsal: listed, not run; the test command has just
+        # run them on this machine with the same plugin and Vulkan device (50 s here).
+        if [ "$REHEARSE" = 1 ]; then
+          run_cmd "$file" "$name $* --list" "$t" "$@" --list
+          skip+=(--skip ops:: --skip properties:: --skip conformance:: --skip matmul::)
+        fi ;;
+    esac
+    run_cmd "$file" "$name $* ${skip[*]}" env ACCEL_TEST_REQUIRE="$require" "$t" "$@" "${skip[@]}"
   done
 }
 

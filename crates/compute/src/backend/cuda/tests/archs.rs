@@ -12,7 +12,9 @@ use crate::backend::native::libs;
 
 /// Set in the child runs: the folder to write CUBINs to.
 const CHILD_DIR: &str = "CUBIN_CHILD_DIR";
-const NAME: &str = "cuda_every_kernel_compiles_for_turing_to_blackwell_with_nvrtc_12_and_13";
+/// The test's full name in the library's test binary (the children run it with `--exact`).
+const NAME: &str =
+    "backend::cuda::tests::archs::cuda_every_kernel_compiles_for_turing_to_blackwell_with_nvrtc_12_and_13";
 
 /// The child's half: compile every family for every architecture with this process's NVRTC.
 fn child(dir: &Path) {
