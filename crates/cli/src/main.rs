@@ -5,16 +5,16 @@ mod bench;
 mod devices;
 mod doctor;
 mod energy;
-mod fleet;
-mod input;
+mod fleet_view;
 mod keys;
 mod mem;
 mod monitor;
 mod out;
 mod pick;
 mod plot;
-mod serve;
 mod walkthrough;
+
+use accelkit_exporter::{fleet, input, serve};
 
 use std::process::ExitCode;
 
@@ -451,7 +451,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             } else if fleet.is_fleet() && html {
                 fleet::page::print(&fleet, interval, count.unwrap_or(1))
             } else if fleet.is_fleet() {
-                fleet::run(&fleet, interval, count, json)
+                fleet_view::run(&fleet, interval, count, json)
             } else {
                 monitor::run(interval, count, json, html, roots.roots())
             }

@@ -11,7 +11,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::{Frame, Terminal};
 
-use super::rows::{HostRow, Round};
+use accelkit_exporter::fleet::rows::{HostRow, Round};
+use accelkit_exporter::fleet::{Options, Poller};
 use crate::keys::{Input, Key};
 use crate::monitor::{bar, catch_stop_signals, utc, Screen, STOPPED};
 
@@ -287,4 +288,31 @@ fn draw(f: &mut Frame, st: &State) {
         Paragraph::new(lines),
         Rect::new(area.x, area.y, area.width, h),
     );
+}
+
+/// `accel monitor` over a fleet.
+pub fn run(o: &Options, interval: f64, count: Option<u64>, json: bool) -> anyhow::Result<()> {
+    let mut p = Poller::new(o, interval)?;
+    let every = Duration::from_secs_f64(interval);
+    use std::io::IsTerminal;
+    if json || !std::io::stdout().is_terminal() {
+        let mut n = 0u64;
+        loop {
+            let start = Instant::now();
+            let r = p.round()?;
+            if json {
+                crate::out::json_line("fleet", &r)?;
+            } else {
+                for l in text(&r) {
+                    crate::out::line(l)?;
+                }
+            }
+            n += 1;
+            if count.is_some_and(|c| n >= c) {
+                return Ok(());
+            }
+            std::thread::sleep(every.saturating_sub(start.elapsed()));
+        }
+    }
+    tui(move || p.round(), every, count)
 }

@@ -9,8 +9,7 @@
 
 pub mod client;
 pub mod page;
-mod rows;
-mod view;
+pub mod rows;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -405,31 +404,4 @@ async fn prometheus_rows(
         r.summarize();
     }
     Ok(rows)
-}
-
-/// `accel monitor` over a fleet.
-pub fn run(o: &Options, interval: f64, count: Option<u64>, json: bool) -> anyhow::Result<()> {
-    let mut p = Poller::new(o, interval)?;
-    let every = Duration::from_secs_f64(interval);
-    use std::io::IsTerminal;
-    if json || !std::io::stdout().is_terminal() {
-        let mut n = 0u64;
-        loop {
-            let start = Instant::now();
-            let r = p.round()?;
-            if json {
-                crate::out::json_line("fleet", &r)?;
-            } else {
-                for l in view::text(&r) {
-                    crate::out::line(l)?;
-                }
-            }
-            n += 1;
-            if count.is_some_and(|c| n >= c) {
-                return Ok(());
-            }
-            std::thread::sleep(every.saturating_sub(start.elapsed()));
-        }
-    }
-    view::tui(move || p.round(), every, count)
 }
