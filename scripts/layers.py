@@ -17,7 +17,7 @@ from collections import defaultdict
 # below it, a key with * ? [ ] is a glob over the whole name. The most specific key (the longest
 # text before any wildcard) wins, on a tie the first; no key: DEFAULT_FLOOR, with a warning.
 FLOORS = {key: floor for floor, keys in enumerate([
-    "base dtype shape error device caps probe ledger peak checks rng",  # values, host facts
+    "base dtype shape error device caps probe ledger peak rng",  # values, host facts
     "backend backend::contract backend::ops backend::off backend::native",  # what all share
     "backend::cpu* backend::cuda* backend::xla* backend::wgpu*",  # the backends, side by side
     "backend::registry backend::dispatch backend::devices backend::kept_probes",  # probes, dispatch

@@ -102,19 +102,21 @@ fi
 export ACCEL_CACHE_DIR="${ACCEL_CACHE_DIR:-$PWD/target/accel-cache}"
 rm -rf "$ACCEL_CACHE_DIR"
 
-echo "$(at)== floor plan: no two files import each other (in any crate), no backend folder imports"
-echo "   another, at most 5 upward arrows (scripts/layers.py)"
+echo "$(at)== floor plan: no two folders of accelkit import each other (its files may, so that a type's"
+echo "   behaviour sits beside it), no two files elsewhere, no backend folder imports another, the"
+echo "   PJRT bindings import nothing outside, at most 5 upward arrows (scripts/layers.py)"
 python3 scripts/test_layers.py
 layers() {  # the whole report only when it fails
   local out
   out="$(python3 scripts/layers.py "$@")" || { echo "$out"; exit 1; }
   echo "   ${*:-crates/compute/src}: ${out##*$'\n'}"
 }
-layers
+layers --cycles folder
 layers --no-floors --src crates/cli/src
 layers --no-floors --src crates/telemetry/src
 layers --no-floors --src crates/core/src
 layers --no-floors --src crates/report/src
+layers --no-floors --src crates/exporter/src
 echo "$(at)== the alert rules (deploy/prometheus): promtool check rules, promtool test rules"
 if command -v promtool > /dev/null; then
   (cd deploy/prometheus && promtool check rules alerts.yml > /dev/null && promtool test rules alerts_test.yml) \

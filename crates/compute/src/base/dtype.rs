@@ -1,9 +1,12 @@
 //! Element types.
 
 use std::fmt;
+use std::str::FromStr;
 
 use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
+
+use super::error::{Error, Result};
 
 /// The element type of a tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -75,6 +78,26 @@ impl DType {
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for DType {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "f16" | "float16" | "half" | "torch.float16" => DType::F16,
+            "bf16" | "bfloat16" | "torch.bfloat16" => DType::BF16,
+            "f32" | "float32" | "float" | "torch.float32" => DType::F32,
+            "f64" | "float64" | "double" | "torch.float64" => DType::F64,
+            "i32" | "int32" | "int" | "torch.int32" => DType::I32,
+            "i64" | "int64" | "long" | "torch.int64" => DType::I64,
+            _ => {
+                return Err(Error::invalid(
+                    "dtype",
+                    format!("unknown dtype '{s}'; expected one of f16, bf16, f32, f64, i32, i64"),
+                ))
+            }
+        })
     }
 }
 

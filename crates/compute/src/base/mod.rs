@@ -4,7 +4,6 @@
 //! facts. Nothing here knows a backend.
 
 pub(crate) mod caps;
-mod checks;
 pub(crate) mod cpu_peak;
 pub(crate) mod cpuset;
 pub(crate) mod device;

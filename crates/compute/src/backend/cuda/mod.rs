@@ -40,7 +40,8 @@ mod off;
 pub(crate) mod pinned;
 #[cfg(feature = "cuda")]
 pub(crate) mod storage;
-#[cfg(all(test, feature = "cuda"))]
+#[cfg(test)]
+#[cfg(feature = "cuda")]
 mod tests;
 
 pub(crate) use failures::free_failures;
