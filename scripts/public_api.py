@@ -25,7 +25,7 @@ from layers import matching_brace, strip_comments_and_strings  # noqa: E402
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 # Each library crate: its folder under crates/ and its name in Rust paths.
 CRATES = [("core", "accelkit_core"), ("telemetry", "accelkit_telemetry"), ("compute", "accelkit"),
-          ("report", "accelkit_report")]
+          ("report", "accelkit_report"), ("exporter", "accelkit_exporter")]
 OUT = os.path.join(ROOT, "docs", "public-api.txt")
 # Dependencies whose types must not appear in a public signature.
 # Type names re-exported by a `pub use` (their definitions and impls are listed wherever

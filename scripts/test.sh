@@ -140,7 +140,7 @@ if [ "$QUICK" = 1 ]; then
   echo "== quick tests (scripts/test.sh without --quick runs everything)"
   mkdir -p target
   cargo test --locked --release -p accelkit-core -p accelkit-telemetry -p accelkit \
-    -p accelkit-report -p accelkit-testkit --lib --tests -- --nocapture 2>&1 | tee target/test-output.log
+    -p accelkit-report -p accelkit-testkit -p accelkit-exporter --lib --tests -- --nocapture 2>&1 | tee target/test-output.log
   cargo test --locked --release -p accelkit-cli --bins 2>&1 | tee -a target/test-output.log
   python3 scripts/test_counts.py target/test-output.log
   echo "$(at)done"
@@ -166,7 +166,7 @@ feature_sets() {
   done
   check -p accelkit-telemetry --no-default-features || return 1
   check -p accelkit-cli --no-default-features --features monitor || return 1
-  RUSTDOCFLAGS="-D warnings" cargo doc --locked -q --no-deps -p accelkit-core -p accelkit-telemetry -p accelkit -p accelkit-report \
+  RUSTDOCFLAGS="-D warnings" cargo doc --locked -q --no-deps -p accelkit-core -p accelkit-telemetry -p accelkit -p accelkit-report -p accelkit-exporter \
     || { echo "error: cargo doc failed"; return 1; }
   if cargo tree --locked -q -p accelkit-cli --no-default-features --features monitor -e normal \
       | grep -E '^[^a-z]*(cudarc|wgpu|pjrt) '; then

@@ -11,10 +11,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::{Frame, Terminal};
 
-use accelkit_exporter::fleet::rows::{HostRow, Round};
-use accelkit_exporter::fleet::{Options, Poller};
 use crate::keys::{Input, Key};
 use crate::monitor::{bar, catch_stop_signals, utc, Screen, STOPPED};
+use accelkit_exporter::fleet::rows::{HostRow, Round};
+use accelkit_exporter::fleet::{Options, Poller};
 
 fn pct(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.0} %"))
@@ -87,7 +87,7 @@ fn not_shown(h: &HostRow) -> Option<String> {
         format!(
             "{} more devices in its answer not shown (a row keeps at most {})",
             h.devices_not_shown,
-            super::rows::MAX_DEVICES_PER_HOST
+            accelkit_exporter::fleet::rows::MAX_DEVICES_PER_HOST
         )
     })
 }

@@ -14,7 +14,7 @@ mod pick;
 mod plot;
 mod walkthrough;
 
-use accelkit_exporter::{fleet, input, serve};
+use accelkit_exporter::{fleet, serve};
 
 use std::process::ExitCode;
 

@@ -1,6 +1,8 @@
 //! Output helpers of the command: the shared ones (lines, terminal-safe text, the JSON
 //! envelope) are the exporter's (`accelkit_exporter::out`), the rest are the command's own.
 
+use std::io::Write;
+
 use serde::Serialize;
 
 pub use accelkit_exporter::out::*;

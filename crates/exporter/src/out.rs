@@ -29,7 +29,7 @@ pub fn text(s: &str) -> anyhow::Result<()> {
 
 /// Prints `{"schema_version": 1, "kind": kind, ...body}` as pretty JSON: the JSON encoder's
 /// text alone ([`json_text`]), which is valid JSON whatever bytes a name held and safe on a
-/// terminal; the terminal escaping of [`line`] is for text output only (run over JSON it once
+/// terminal; the terminal escaping of [`line()`] is for text output only (run over JSON it once
 /// turned a DEL in a process name into `\x7f`, which no JSON parser takes).
 pub fn json<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<()> {
     let mut t = json_text(&envelope(kind, body)?, true)?;
@@ -107,7 +107,7 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for Safe<F> {
     }
 }
 
-/// `v` as JSON text through [`Safe`]: compact, or pretty (two-space indents).
+/// `v` as JSON text through `Safe`: compact, or pretty (two-space indents).
 pub fn json_text<T: Serialize + ?Sized>(v: &T, pretty: bool) -> anyhow::Result<String> {
     let mut buf = Vec::with_capacity(256);
     if pretty {

@@ -4,7 +4,7 @@
 //! or a Vulkan device, so watching a device never disturbs the job that uses it (as nvidia-smi,
 //! dcgm-exporter, nvtop and all-smi work).
 //!
-//! One [`Reader`] per vendor, one file each (`nvidia.rs`, `amd.rs`, `intel.rs`, `apple.rs`,
+//! One reader per vendor, one file each (`nvidia.rs`, `amd.rs`, `intel.rs`, `apple.rs`,
 //! `tpu.rs`), and the host (`host.rs`). A [`Telemetry`] runs each reader on its own thread with
 //! a deadline, so one slow or failing source never holds up the others; it finds the devices
 //! again on every sample and keeps a device that disappeared as a row marked down, with the

@@ -19,7 +19,11 @@ impl<R: BenchRow> Baseline<R> {
     /// Reads `path`, which must hold a report of `R`'s benchmark.
     pub(super) fn load(path: Option<PathBuf>) -> anyhow::Result<Option<Baseline<R>>> {
         let Some(path) = path else { return Ok(None) };
-        let text = accelkit_exporter::input::read_file(&path, "the baseline", accelkit_exporter::input::MAX_REPORT_BYTES)?;
+        let text = accelkit_exporter::input::read_file(
+            &path,
+            "the baseline",
+            accelkit_exporter::input::MAX_REPORT_BYTES,
+        )?;
         let not_a_report = |e: serde_json::Error| {
             anyhow::anyhow!("{} is not an accel --json report: {e}", path.display())
         };

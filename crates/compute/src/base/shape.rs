@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::{DType, Error, Result};
+use crate::{Error, Result};
 
 /// The size of each dimension of a tensor. A 0-d tensor (a scalar) has an empty shape.
 #[derive(Clone, PartialEq, Eq, Hash, Default, Serialize)]
@@ -22,7 +22,7 @@ impl Shape {
     }
 
     /// Number of elements (1 for a scalar). Exact for the shape of every tensor (each passed
-    /// [`Shape::check_size`]); for a shape whose count overflows `usize` it saturates at
+    /// `Shape::check_size`); for a shape whose count overflows `usize` it saturates at
     /// `usize::MAX` (see [`Shape::checked_elem_count`]).
     pub fn elem_count(&self) -> usize {
         self.checked_elem_count().unwrap_or(usize::MAX)

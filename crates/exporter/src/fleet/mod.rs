@@ -7,13 +7,13 @@
 //! machines running dcgm-exporter instead of accel appear too): polling suits a handful of
 //! machines, a fleet of hundreds is read from the engine that already collects it.
 
-pub mod client;
+pub(crate) mod client;
 pub mod page;
 pub mod rows;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 use serde_json::Value;
@@ -31,14 +31,20 @@ pub enum Source {
 
 /// The fleet options of `accel monitor`.
 pub struct Options {
+    /// Comma-separated `host:port` of machines running `accel serve` (`--hosts`).
     pub hosts: Option<String>,
+    /// A file of such machines, one per line (`--hostfile`).
     pub hostfile: Option<PathBuf>,
+    /// A Prometheus server to read every machine's series from instead (`--prometheus`).
     pub prometheus: Option<String>,
+    /// Credentials and TLS for those requests, in Prometheus' `http_config` format.
     pub http_config: Option<PathBuf>,
+    /// Seconds each request may take before its machine shows as down.
     pub timeout: f64,
 }
 
 impl Options {
+    /// Whether any source of machines is given (else `accel monitor` shows this machine).
     pub fn is_fleet(&self) -> bool {
         self.hosts.is_some() || self.hostfile.is_some() || self.prometheus.is_some()
     }
@@ -98,6 +104,7 @@ pub struct Poller {
 }
 
 impl Poller {
+    /// A poller of `o`'s machines, read every `interval` seconds; the options' mistakes are errors here.
     pub fn new(o: &Options, interval: f64) -> anyhow::Result<Poller> {
         let source = o.source()?;
         let cfg = HttpConfig::load(o.http_config.as_deref())?;

@@ -3,7 +3,7 @@
 //! (`/` the page, `/events` its new body after every round, `/snapshot` the round as JSON,
 //! `/healthz`), through the same server: the same limits, TLS and basic auth.
 //!
-//! The lines are kept compact ([`Lines`]: two numbers per row and round, for the rows the
+//! The lines are kept compact (`Lines`: two numbers per row and round, for the rows the
 //! page draws), so a fleet of thousands of machines polled for hours stays small.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -28,7 +28,7 @@ fn share(used: &Value, total: &Value) -> Option<f32> {
 /// The last rounds' utilisation and memory (percent) per machine and per device that was up,
 /// keyed as `accelkit::html` reads a fleet's `history`: a machine by its `host`, a device by its
 /// machine's `host`, a space and its `device`.
-pub struct Lines {
+pub(crate) struct Lines {
     keep: usize,
     /// Rounds pushed, up to `keep`.
     len: usize,
@@ -36,6 +36,7 @@ pub struct Lines {
 }
 
 impl Lines {
+    /// Lines that keep the last `keep` rounds (at least one).
     pub fn new(keep: usize) -> Lines {
         Lines {
             keep: keep.max(1),

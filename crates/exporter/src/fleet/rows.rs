@@ -11,14 +11,23 @@ use serde_json::Value;
 /// One device of a host, as the fleet view shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeviceRow {
+    /// The device's id on its machine (`nvidia:0`).
     pub device: String,
+    /// The device's product name.
     pub name: String,
+    /// Whether the device answered in the machine's last sample.
     pub up: bool,
+    /// Why it did not, or its health note.
     pub status: Option<String>,
+    /// Busy percent (the mean over its devices for a machine or the fleet).
     pub utilization_percent: Option<f64>,
+    /// Device memory in use (summed over devices for a machine or the fleet).
     pub memory_used_bytes: Option<u64>,
+    /// Device memory in all (summed likewise).
     pub memory_total_bytes: Option<u64>,
+    /// Temperature in °C.
     pub temperature_c: Option<f64>,
+    /// Power draw in watts (summed over devices for a machine or the fleet).
     pub power_w: Option<f64>,
 }
 
@@ -62,17 +71,25 @@ pub struct HostRow {
     pub error: Option<String>,
     /// The machine's own name (its exporter's `Hostname`).
     pub hostname: Option<String>,
+    /// The machine's CPU use in percent.
     pub cpu_percent: Option<f64>,
+    /// Devices counted.
     pub devices: usize,
+    /// Devices that answered.
     pub devices_up: usize,
     /// Mean utilisation of the devices that report one.
     pub utilization_percent: Option<f64>,
+    /// Device memory in use (summed over devices for a machine or the fleet).
     pub memory_used_bytes: Option<u64>,
+    /// Device memory in all (summed likewise).
     pub memory_total_bytes: Option<u64>,
+    /// The hottest device's temperature in °C.
     pub temperature_max_c: Option<f64>,
+    /// Power draw in watts (summed over devices for a machine or the fleet).
     pub power_w: Option<f64>,
     /// When the numbers were collected on the machine (Unix seconds).
     pub sampled_unix_s: Option<f64>,
+    /// Its devices, at most `MAX_DEVICES_PER_HOST`.
     pub device_rows: Vec<DeviceRow>,
     /// Devices its answer listed past [`MAX_DEVICES_PER_HOST`] (or that were no device
     /// object), counted but not shown.
@@ -82,23 +99,34 @@ pub struct HostRow {
 /// The fleet's totals.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Totals {
+    /// Machines counted.
     pub hosts: usize,
+    /// Machines that answered.
     pub hosts_up: usize,
+    /// Devices counted.
     pub devices: usize,
+    /// Devices that answered.
     pub devices_up: usize,
+    /// Busy percent (the mean over its devices for a machine or the fleet).
     pub utilization_percent: Option<f64>,
+    /// Device memory in use (summed over devices for a machine or the fleet).
     pub memory_used_bytes: u64,
+    /// Device memory in all (summed likewise).
     pub memory_total_bytes: u64,
+    /// Power draw in watts (summed over devices for a machine or the fleet).
     pub power_w: f64,
 }
 
 /// One round over the fleet.
 #[derive(Debug, Clone, Serialize)]
 pub struct Round {
+    /// When the round was taken (Unix seconds).
     pub time_unix_s: f64,
     /// `hosts` or `prometheus`.
     pub source: &'static str,
+    /// A row per machine.
     pub hosts: Vec<HostRow>,
+    /// The fleet's sums.
     pub totals: Totals,
 }
 

@@ -9,12 +9,12 @@
 
 mod client_certs;
 mod conns;
-pub mod http;
-pub mod live;
+pub(crate) mod http;
+pub(crate) mod live;
 mod options;
 mod series;
 mod tls;
-pub mod webconfig;
+pub(crate) mod webconfig;
 
 use std::collections::BTreeMap;
 
@@ -30,7 +30,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-pub use options::{bind, parse_listen, parse_process_label, Options, ProcessLabel};
+pub(crate) use options::bind;
+pub use options::{parse_listen, parse_process_label, Options, ProcessLabel};
 
 type Labels = Vec<(String, String)>;
 type FloatFamily = Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>;
@@ -64,7 +65,7 @@ impl Metrics<'_> {
 /// prometheus-client writes values as given, and values here come from outside (a process
 /// can name itself `a"b`, a driver's error text can hold a newline): one unescaped quote would
 /// make Prometheus reject the whole scrape.
-pub fn escape_label(v: &str) -> String {
+pub(crate) fn escape_label(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
     for c in v.chars() {
         match c {
@@ -158,7 +159,7 @@ fn health_of(s: &Snapshot) -> String {
 /// collector last succeeded, and the requests refused for their credentials (when basic
 /// authentication is on).
 #[derive(Default)]
-pub struct Context {
+pub(crate) struct Context {
     /// Seconds the collection took.
     pub collect_seconds: f64,
     /// When each collector last answered in time.
@@ -171,6 +172,7 @@ pub struct Context {
     pub seq: u64,
     /// The last samples for the live page's lines, and who watches it.
     pub history: live::History,
+    /// How many live pages are open (the page is rendered only while one is).
     pub watchers: live::Watchers,
 }
 
@@ -187,7 +189,7 @@ impl Context {
 }
 
 /// The exposition text of one snapshot.
-pub fn render(s: &Snapshot, host: &str, cx: &Context) -> String {
+pub(crate) fn render(s: &Snapshot, host: &str, cx: &Context) -> String {
     let mut registry = Registry::default();
     let mut m = Metrics {
         registry: &mut registry,
@@ -601,6 +603,8 @@ fn publish(snap: &accelkit::load::Snapshot, host: &str, cx: &mut Context) -> htt
     }
 }
 
+/// `accel serve`: collects every `o.interval` seconds and serves `/metrics`, `/snapshot`, `/`
+/// and `/events` on `listen` (`host:port`, or `:port` for every address) until stopped.
 pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
     let addrs = parse_listen(listen).map_err(|e| anyhow::anyhow!(e))?;
     // The web config first: a mistake in it is an error before anything listens.

@@ -31,13 +31,21 @@ pub struct Options {
 /// A workload label of `--collector.process.labels`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProcessLabel {
+    /// The Kubernetes namespace of the process's pod.
     Namespace,
+    /// The pod's name.
     Pod,
+    /// The container's name.
     Container,
+    /// The container runtime's id of the container.
     ContainerId,
+    /// The pod's UID.
     PodUid,
+    /// The pod's QoS class (Guaranteed, Burstable, BestEffort).
     QosClass,
+    /// The Slurm job and step.
     HpcJob,
+    /// The systemd unit.
     Unit,
 }
 
