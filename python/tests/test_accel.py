@@ -411,7 +411,7 @@ def test_watch_starts_nothing_until_used_then_shows_every_sample():
     # Its page is the last sample with a line per row over all of them.
     assert w._repr_html_().count("<svg") >= 2
     with pytest.raises(accel.AccelError):
-        accelkit._accel.Recorder(0.1, 0)  # keeping no sample at all is refused
+        accel._accel.Recorder(0.1, 0)  # keeping no sample at all is refused
 
 
 def test_record_live_shows_the_samples_while_it_records(capsys):
