@@ -162,42 +162,35 @@ pub fn probe_helper_main(task: &str, rest: &[std::ffi::OsString]) -> ! {
         .map(|w| std::path::PathBuf::from(&w[1]))
         .collect();
     backend::xla::skip_in_helper(skip);
-    let kind = |k: BackendKind| {
-        vec![(
-            "available",
-            backend::registry::probe(k).is_available().to_string(),
-        )]
-    };
-    let answer = match task {
-        "cuda" => kind(BackendKind::Cuda),
-        "wgpu" => {
-            // The adapters' facts too: the parent lists them without enumerating again.
-            let mut a = kind(BackendKind::Wgpu);
-            a.extend(backend::wgpu::helper_answer());
-            a
-        }
-        "xla" => {
-            let mut a = kind(BackendKind::Xla);
-            for p in backend::xla::stalled_plugins() {
-                a.push(("stalled", p.to_string_lossy().into_owned()));
-            }
-            // The facts too: the parent lists devices without starting a client.
-            a.extend(backend::xla::helper_answer());
-            a
-        }
+    use accelkit_core::probe_child::finish;
+    let available = |k: BackendKind| backend::registry::probe(k).is_available();
+    // Each task's answer is its own serde type; the parent reads it back as that type.
+    match task {
+        "cuda" => finish(
+            &backend::off::Available {
+                available: available(BackendKind::Cuda),
+            },
+            0,
+        ),
+        // The adapters' facts too: the parent lists them without enumerating again.
+        "wgpu" => finish(
+            &backend::wgpu::helper_answer(available(BackendKind::Wgpu)),
+            0,
+        ),
+        // The plugins' and devices' facts too: the parent lists devices without a client.
+        "xla" => finish(&backend::xla::helper_answer(available(BackendKind::Xla)), 0),
         "nvml" => {
             telemetry::nvidia::start_for_helper();
-            Vec::new()
+            finish(&(), 0)
         }
         other => {
             eprintln!(
                 "error: unknown probe helper task {other:?} (tasks: {})",
                 accelkit_core::probe_child::TASKS.join(", ")
             );
-            accelkit_core::probe_child::finish(&[], 2)
+            finish(&(), 2)
         }
-    };
-    accelkit_core::probe_child::finish(&answer, 0)
+    }
 }
 
 /// One device per piece of hardware among `devices` (XLA's CPU plugin offers several devices

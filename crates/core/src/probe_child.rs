@@ -27,6 +27,10 @@ pub const ARG: &str = "__probe-helper";
 /// The prefix of a step line on the child's stderr.
 const STEP: &str = "accel-step: ";
 
+/// The prefix of the answer line on the child's stdout (a library may print lines of its
+/// own there: they are not the answer).
+const ANSWER: &str = "accel-answer: ";
+
 static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
 /// Facts this process already found, passed to every helper as environment variables so the
 /// helper does not ask again (the `python3` on PATH, which may take seconds).
@@ -43,9 +47,6 @@ pub fn enable(program: PathBuf, child_env: ChildEnv) {
     let _ = PROGRAM.set(program);
 }
 
-/// A helper's answer as `key<TAB>value` pairs, in order.
-pub type Lines = Vec<(String, String)>;
-
 /// Where a helper's answer may be kept between runs, so that a command started again with
 /// nothing changed does not start the helper again.
 #[derive(Clone, Copy)]
@@ -53,9 +54,9 @@ pub struct Keeper {
     /// Everything `task`'s answer depends on, one line each (`None`: never kept).
     pub key: fn(&str) -> Option<Vec<String>>,
     /// The answer kept for `task` under this key, if any may be trusted.
-    pub read: fn(&str, &[String]) -> Option<Lines>,
+    pub read: fn(&str, &[String]) -> Option<Answer>,
     /// Keeps a finished helper's answer (or decides not to).
-    pub write: fn(&str, &[String], &Lines),
+    pub write: fn(&str, &[String], &Answer),
 }
 
 static KEEPER: OnceLock<Keeper> = OnceLock::new();
@@ -109,20 +110,18 @@ pub struct Refusal {
     pub step: String,
 }
 
-/// What a child that finished said: `key<TAB>value` lines on its stdout.
-#[derive(Debug, Clone, Default)]
-pub struct Answer {
-    /// The pairs, in order.
-    pub lines: Lines,
-}
+/// What a child that finished said: one JSON document, the task's own answer type as serde
+/// writes it ([`finish`]); the task's module reads it back with [`Answer::parse`]. `Null`
+/// when the child printed no answer.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Answer(pub serde_json::Value);
 
 impl Answer {
-    /// Every value of `key`.
-    pub fn values<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.lines
-            .iter()
-            .filter(move |(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+    /// The answer as the task's type; `None` when it is not one (a helper of another build,
+    /// or none printed): the caller then probes in this process.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        T::deserialize(&self.0).ok()
     }
 }
 
@@ -156,13 +155,13 @@ fn kept_or_run(program: &PathBuf, task: &str) -> Verdict {
     let keeper = KEEPER.get().filter(|_| limit().is_ok());
     let key = keeper.and_then(|k| (k.key)(task).map(|key| (k, key)));
     if let Some((k, key)) = key.as_ref().filter(|_| !FRESH.load(Ordering::SeqCst)) {
-        if let Some(lines) = (k.read)(task, key) {
-            return Ok(Some(Answer { lines }));
+        if let Some(answer) = (k.read)(task, key) {
+            return Ok(Some(answer));
         }
     }
     let verdict = run(program, task, &[]);
     if let (Some((k, key)), Ok(Some(answer))) = (&key, &verdict) {
-        (k.write)(task, key, &answer.lines);
+        (k.write)(task, key, answer);
     }
     verdict
 }
@@ -297,12 +296,7 @@ fn run(program: &PathBuf, task: &str, extra: &[std::ffi::OsString]) -> Verdict {
             step: at,
         });
     }
-    let lines = out
-        .lines()
-        .filter_map(|l| l.split_once('\t'))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    Ok(Some(Answer { lines }))
+    Ok(Some(parse_answer(&out)))
 }
 
 fn kill_group(child: &mut std::process::Child) {
@@ -339,13 +333,25 @@ fn describe_exit(s: std::process::ExitStatus) -> String {
     }
 }
 
-/// The child's side: prints `answer` as `key<TAB>value` lines and leaves with `code` at once,
-/// without running any library's exit handlers (a plugin thread that still hangs must not
-/// hold the exit).
-pub fn finish(answer: &[(&str, String)], code: i32) -> ! {
+/// The answer in a child's stdout: the last answer line's JSON (`Null` when there is none or
+/// it does not parse).
+fn parse_answer(out: &str) -> Answer {
+    let doc = out
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(ANSWER))
+        .and_then(|j| serde_json::from_str(j).ok())
+        .unwrap_or_default();
+    Answer(doc)
+}
+
+/// The child's side: prints `answer` as one JSON line (serde's own encoding of the task's
+/// answer type) and leaves with `code` at once, without running any library's exit handlers
+/// (a plugin thread that still hangs must not hold the exit).
+pub fn finish(answer: &impl serde::Serialize, code: i32) -> ! {
     let mut o = std::io::stdout().lock();
-    for (k, v) in answer {
-        let _ = writeln!(o, "{k}\t{}", v.replace(['\n', '\t'], " "));
+    if let Ok(j) = serde_json::to_string(answer) {
+        let _ = writeln!(o, "{ANSWER}{j}");
     }
     let _ = o.flush();
     #[cfg(target_os = "linux")]
@@ -355,4 +361,33 @@ pub fn finish(answer: &[(&str, String)], code: i32) -> ! {
     }
     #[cfg(not(target_os = "linux"))]
     std::process::exit(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_answer_is_the_last_answer_line_whatever_else_was_printed() {
+        #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+        struct A {
+            available: bool,
+            names: Vec<String>,
+        }
+        let a = A {
+            available: true,
+            names: vec!["tab\there".into(), "line\nbreak".into()],
+        };
+        let out = format!(
+            "a plugin's own line\n{ANSWER}{{\"stale\": 1}}\n{ANSWER}{}\nmore noise\n",
+            serde_json::to_string(&a).unwrap()
+        );
+        assert_eq!(parse_answer(&out).parse::<A>(), Some(a));
+        assert_eq!(parse_answer("no answer\n"), Answer(serde_json::Value::Null));
+        assert_eq!(
+            parse_answer(&format!("{ANSWER}{{broken")).0,
+            serde_json::Value::Null
+        );
+        assert_eq!(parse_answer("").parse::<A>(), None);
+    }
 }

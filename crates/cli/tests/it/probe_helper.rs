@@ -390,15 +390,12 @@ fn planted_is_taken(
 /// not: a listing that shows the new name was taken from the file, not from a helper.
 fn plant_name(kept: &Path, name: &str) {
     let mut v: Value = serde_json::from_str(&std::fs::read_to_string(kept).unwrap()).unwrap();
-    let line = v["value"]
+    let facts = v["value"]["adapters"]
         .as_array_mut()
         .unwrap()
-        .iter_mut()
-        .find(|l| l[0] == "adapter")
+        .first_mut()
         .expect("the kept answer lists an adapter");
-    let mut facts: Value = serde_json::from_str(line[1].as_str().unwrap()).unwrap();
     facts["name"] = name.into();
-    line[1] = facts.to_string().into();
     std::fs::write(kept, v.to_string()).unwrap();
 }
 
@@ -513,12 +510,8 @@ fn plugin_version(run: &Path, path: &Path) -> String {
 /// Sets `field` of every plugin in the kept XLA answer to `value`.
 fn plant_plugin_field(kept: &Path, field: &str, value: &str) {
     let mut v: Value = serde_json::from_str(&std::fs::read_to_string(kept).unwrap()).unwrap();
-    for line in v["value"].as_array_mut().unwrap() {
-        if line[0] == "xla_plugin" {
-            let mut p: Value = serde_json::from_str(line[1].as_str().unwrap()).unwrap();
-            p[field] = value.into();
-            line[1] = p.to_string().into();
-        }
+    for p in v["value"]["plugins"].as_array_mut().unwrap() {
+        p[field] = value.into();
     }
     std::fs::write(kept, v.to_string()).unwrap();
 }

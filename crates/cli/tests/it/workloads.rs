@@ -442,8 +442,11 @@ fn every_series_the_alert_rules_use_is_one_the_exporter_serves() {
     let (_, _, body) = Client::new(addr).get("/metrics").unwrap();
     let source = ["mod.rs", "series.rs"]
         .map(|f| {
-            std::fs::read_to_string(format!("{}/../exporter/src/serve/{f}", env!("CARGO_MANIFEST_DIR")))
-                .unwrap()
+            std::fs::read_to_string(format!(
+                "{}/../exporter/src/serve/{f}",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .unwrap()
         })
         .concat();
     for n in &names {

@@ -2,7 +2,7 @@
 //! Nothing here panics when the hardware or a library is missing: the probe reports why.
 
 pub use crate::backend::cuda::FreeFailures;
-pub use crate::backend::native::libs::Library;
+pub use crate::backend::native::libs::{LibName, Library};
 pub use crate::backend::native::major::MajorChoice;
 pub use crate::telemetry::nvidia::{GpuLoad, GpuProcess};
 

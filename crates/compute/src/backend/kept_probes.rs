@@ -24,7 +24,7 @@
 //! kept: a GPU's state (another process, a reset, MIG) must be read as it is now.
 
 use crate::backend::native::kept::{self, env_lines, stamp};
-use crate::base::probe_child::Lines;
+use crate::base::probe_child::Answer;
 use std::path::{Path, PathBuf};
 
 /// The most a kept answer may hold.
@@ -243,31 +243,38 @@ fn manifest_library(manifest: &Path) -> Option<PathBuf> {
     p.is_absolute().then_some(p)
 }
 
-fn read(task: &str, key: &[String]) -> Option<Lines> {
+fn read(task: &str, key: &[String]) -> Option<Answer> {
     let dir = kept::folder()?;
-    let lines: Lines = kept::read(&dir, &file(task), key, MAX_BYTES)?;
-    keepable(task, &lines).then_some(lines)
+    let answer: Answer = kept::read(&dir, &file(task), key, MAX_BYTES)?;
+    keepable(task, &answer).then_some(answer)
 }
 
-fn write(task: &str, key: &[String], lines: &Lines) {
-    if let Some(dir) = kept::folder().filter(|_| keepable(task, lines)) {
-        kept::write(&dir, &file(task), key, &lines, MAX_BYTES);
+fn write(task: &str, key: &[String], answer: &Answer) {
+    if let Some(dir) = kept::folder().filter(|_| keepable(task, answer)) {
+        kept::write(&dir, &file(task), key, answer, MAX_BYTES);
     }
 }
 
 /// Whether an answer may be kept: it says whether the backend is available, and every
 /// adapter in it is a CPU one (lavapipe) or every XLA plugin a CPU plugin that started, none
-/// stalled (no adapter or plugin found is kept too).
-fn keepable(task: &str, lines: &[(String, String)]) -> bool {
-    let has = |k: &str| lines.iter().any(|(n, _)| n == k);
-    if !has("available") {
+/// stalled (no adapter or plugin found is kept too). It reads the fields of the backends'
+/// answer types (`wgpu::HelperAnswer`, `xla::HelperAnswer`) from the document, so a build
+/// without a backend reads them too.
+fn keepable(task: &str, answer: &Answer) -> bool {
+    let d = &answer.0;
+    if !d["available"].is_boolean() {
         return false;
     }
+    let all = |k: &str, ok: fn(&serde_json::Value) -> bool| {
+        d.get(k)
+            .is_none_or(|v| v.as_array().is_some_and(|v| v.iter().all(ok)))
+    };
     match task {
-        "wgpu" => all_facts(lines, "adapter", |a| a["device_type"] == "Cpu"),
+        "wgpu" => all("adapters", |a| a["device_type"] == "Cpu"),
         "xla" => {
-            !has("stalled")
-                && all_facts(lines, "xla_plugin", |p| {
+            d.get("stalled")
+                .is_none_or(|s| s.as_array().is_some_and(|s| s.is_empty()))
+                && all("plugins", |p| {
                     p["platform"] == "cpu" && p["problem"].is_null() && p["stalled"] == false
                 })
         }
@@ -275,23 +282,10 @@ fn keepable(task: &str, lines: &[(String, String)]) -> bool {
     }
 }
 
-/// Whether every `name` line of the answer is JSON that passes `ok` (true when there is none).
-fn all_facts(lines: &[(String, String)], name: &str, ok: fn(&serde_json::Value) -> bool) -> bool {
-    lines
-        .iter()
-        .filter(|(n, _)| n == name)
-        .all(|(_, v)| serde_json::from_str::<serde_json::Value>(v).is_ok_and(|f| ok(&f)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::keepable;
-
-    fn lines(v: &[(&str, &str)]) -> Vec<(String, String)> {
-        v.iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect()
-    }
+    use crate::base::probe_child::Answer;
 
     #[test]
     fn only_cpu_adapters_and_cpu_plugins_that_started_are_kept() {
@@ -300,70 +294,66 @@ mod tests {
         let bad = r#"{"path":"/p/x.so","platform":null,"problem":"dlopen failed","stalled":false}"#;
         let lavapipe = r#"{"name":"llvmpipe","device_type":"Cpu"}"#;
         let gpu = r#"{"name":"NVIDIA H200","device_type":"DiscreteGpu"}"#;
-        /// (task, answer, kept?, why)
-        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], bool, &'a str);
-        let cases: &[Case] = &[
+        let xla = |available: bool, plugins: &[&str], stalled: &str| {
+            format!(
+                r#"{{"available":{available},"stalled":[{stalled}],"plugins":[{}],"devices":[]}}"#,
+                plugins.join(",")
+            )
+        };
+        let wgpu = |available: bool, adapters: &[&str]| {
+            format!(
+                r#"{{"available":{available},"adapters":[{}],"problem":null}}"#,
+                adapters.join(",")
+            )
+        };
+        // (task, answer, kept?, why)
+        let cases: Vec<(&str, String, bool, &str)> = vec![
+            ("xla", xla(true, &[cpu], ""), true, "CPU plugin"),
             (
                 "xla",
-                &[("available", "true"), ("xla_plugin", cpu)],
-                true,
-                "CPU plugin",
-            ),
-            (
-                "xla",
-                &[
-                    ("available", "true"),
-                    ("xla_plugin", cpu),
-                    ("xla_plugin", tpu),
-                ],
+                xla(true, &[cpu, tpu], ""),
                 false,
                 "a TPU plugin beside it",
             ),
+            ("xla", xla(false, &[bad], ""), false, "a broken plugin"),
             (
                 "xla",
-                &[("available", "false"), ("xla_plugin", bad)],
-                false,
-                "a broken plugin",
-            ),
-            (
-                "xla",
-                &[
-                    ("available", "true"),
-                    ("xla_plugin", cpu),
-                    ("stalled", "/p/y.so"),
-                ],
+                xla(true, &[cpu], r#""/p/y.so""#),
                 false,
                 "a stalled plugin",
             ),
-            ("xla", &[("available", "false")], true, "no plugin found"),
-            ("xla", &[("xla_plugin", cpu)], false, "no availability line"),
-            ("wgpu", &[("available", "false")], true, "no adapter found"),
+            ("xla", xla(false, &[], ""), true, "no plugin found"),
             (
-                "wgpu",
-                &[("available", "true"), ("adapter", lavapipe)],
-                true,
-                "lavapipe",
+                "xla",
+                format!(r#"{{"plugins":[{cpu}]}}"#),
+                false,
+                "no availability",
             ),
+            ("wgpu", wgpu(false, &[]), true, "no adapter found"),
+            ("wgpu", wgpu(true, &[lavapipe]), true, "lavapipe"),
             (
                 "wgpu",
-                &[
-                    ("available", "true"),
-                    ("adapter", lavapipe),
-                    ("adapter", gpu),
-                ],
+                wgpu(true, &[lavapipe, gpu]),
                 false,
                 "a GPU beside lavapipe",
             ),
-            ("wgpu", &[], false, "an empty answer"),
+            ("wgpu", "null".to_string(), false, "an empty answer"),
+            (
+                "wgpu",
+                r#"{"available":true,"adapters":7}"#.into(),
+                false,
+                "another shape",
+            ),
             (
                 "cuda",
-                &[("available", "true")],
+                r#"{"available":true}"#.into(),
                 false,
                 "CUDA is never kept",
             ),
         ];
         for (task, answer, kept, why) in cases {
-            assert_eq!(keepable(task, &lines(answer)), *kept, "{task}: {why}");
+            let a = Answer(serde_json::from_str(&answer).unwrap());
+            assert_eq!(keepable(task, &a), kept, "{task}: {why}");
         }
     }
 }

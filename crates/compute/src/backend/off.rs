@@ -138,3 +138,10 @@ macro_rules! compiled_out {
 
 #[allow(unused_imports)]
 pub(crate) use compiled_out;
+
+/// A probe helper's answer that says only whether the backend is available (CUDA's, and a
+/// backend's compiled out of this build).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Available {
+    pub available: bool,
+}

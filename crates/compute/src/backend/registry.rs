@@ -136,12 +136,11 @@ pub(crate) fn devices_of(kind: BackendKind) -> Vec<Device> {
     probe(kind).devices().iter().map(|d| d.device).collect()
 }
 
-fn available_list() -> String {
+fn available_list() -> Vec<Device> {
     probe_all()
         .iter()
-        .flat_map(|p| p.devices().iter().map(|d| d.device.to_string()))
-        .collect::<Vec<_>>()
-        .join(", ")
+        .flat_map(|p| p.devices().iter().map(|d| d.device))
+        .collect()
 }
 
 /// The error for a device that does not exist here: the backend's reason and fix, and the

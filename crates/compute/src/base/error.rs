@@ -22,7 +22,8 @@ pub enum Error {
 
     /// A device that parses but does not exist or cannot be used on this machine.
     #[error(
-        "device {device} is not available: {reason} (available devices: {available}){}",
+        "device {device} is not available: {reason} (available devices: {}){}",
+        device_list(available),
         hint_suffix(hint)
     )]
     DeviceUnavailable {
@@ -32,8 +33,8 @@ pub enum Error {
         reason: String,
         /// What to do about it, if anything.
         hint: String,
-        /// The devices that do exist, comma separated.
-        available: String,
+        /// The devices that do exist (none listed when the device exists but failed).
+        available: Vec<Device>,
     },
 
     /// A backend left out of this build by a cargo feature.
@@ -175,6 +176,11 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+fn device_list(devices: &[Device]) -> String {
+    let names: Vec<String> = devices.iter().map(Device::to_string).collect();
+    names.join(", ")
 }
 
 fn hint_suffix(hint: &str) -> String {

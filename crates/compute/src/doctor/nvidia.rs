@@ -112,7 +112,7 @@ pub(super) fn cuda_checks(env: &SearchEnv, m: &Machine) -> Vec<Check> {
             "",
         )
     });
-    v.push(match find_lib("cuda") {
+    v.push(match find_lib(libs::LibName::Cuda) {
         Some(l) if l.is_loaded() => check(
             "cuda.libcuda",
             "libcuda loadable, and its CUDA version",
@@ -210,7 +210,7 @@ pub(super) fn cuda_checks(env: &SearchEnv, m: &Machine) -> Vec<Check> {
     v
 }
 
-fn find_lib(name: &str) -> Option<&'static libs::Library> {
+fn find_lib(name: libs::LibName) -> Option<&'static libs::Library> {
     crate::cuda::libraries().iter().find(|l| l.name == name)
 }
 
@@ -221,7 +221,14 @@ fn library_check(gpu: bool) -> Check {
     const TITLE: &str = "NVRTC, cuBLAS, cuDNN, NVML";
     let mut found = Vec::new();
     let mut missing: Vec<&'static libs::Library> = Vec::new();
-    for name in ["nvrtc", "cublas", "cublaslt", "cudnn", "nvml"] {
+    use libs::LibName;
+    for name in [
+        LibName::Nvrtc,
+        LibName::Cublas,
+        LibName::CublasLt,
+        LibName::Cudnn,
+        LibName::Nvml,
+    ] {
         match find_lib(name) {
             Some(l) if l.is_loaded() => found.push(format!(
                 "{name} {} ({})",
@@ -290,12 +297,16 @@ fn library_check(gpu: bool) -> Check {
             libs::cuda_major().major
         ));
     }
-    if missing.iter().any(|l| l.name == "nvml") {
+    if missing
+        .iter()
+        .any(|l| l.name == crate::backend::native::libs::LibName::Nvml)
+    {
         fix.push("NVML comes with the NVIDIA driver: reinstall the driver".to_string());
     }
-    let needed = missing
-        .iter()
-        .any(|l| l.name == "nvrtc" || l.name == "cublas");
+    let needed = missing.iter().any(|l| {
+        l.name == crate::backend::native::libs::LibName::Nvrtc
+            || l.name == crate::backend::native::libs::LibName::Cublas
+    });
     check(
         ID,
         TITLE,
@@ -312,7 +323,7 @@ fn lib_dir_check(env: &SearchEnv) -> Option<Check> {
         libs::wanted(13)
             .iter()
             .chain(libs::wanted(12))
-            .filter(|w| w.name != "cudnn")
+            .filter(|w| w.name != crate::backend::native::libs::LibName::Cudnn)
     };
     let have: Vec<&str> = all()
         .filter(|w| Path::new(dir).join(w.file).exists())

@@ -10,7 +10,10 @@ use crate::{Availability, BackendKind};
 /// Paths are shown as the machine knows them: under `roots.rootfs` when a test moved it.
 pub(super) fn driver_facts(probe: &Probe, roots: &super::facts::Roots) -> Driver {
     let mut d = Driver::default();
-    if let Some(l) = crate::cuda::libraries().iter().find(|l| l.name == "cuda") {
+    if let Some(l) = crate::cuda::libraries()
+        .iter()
+        .find(|l| l.name == crate::backend::native::libs::LibName::Cuda)
+    {
         if l.is_loaded() {
             let p = l
                 .path
@@ -53,7 +56,11 @@ pub(super) fn driver_facts(probe: &Probe, roots: &super::facts::Roots) -> Driver
             d.unavailable_hint = Some(hint.clone());
         }
     }
-    if d.libcuda.is_some() || crate::cuda::libraries().iter().any(|l| l.name == "nvml") {
+    if d.libcuda.is_some()
+        || crate::cuda::libraries()
+            .iter()
+            .any(|l| l.name == crate::backend::native::libs::LibName::Nvml)
+    {
         match crate::telemetry::nvidia::nvml_state() {
             Ok(v) => d.nvml_version = v,
             Err(e) => d.nvml_error = Some(e.to_string()),

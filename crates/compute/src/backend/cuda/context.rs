@@ -329,7 +329,7 @@ impl CudaContext {
                     let m = crate::backend::native::libs::cuda_major().major;
                     let w = crate::backend::native::libs::wanted(m)
                         .iter()
-                        .find(|w| w.name == "nvrtc");
+                        .find(|w| w.name == crate::backend::native::libs::LibName::Nvrtc);
                     format!(
                         "accel compiles its kernels with NVRTC (this process uses CUDA {m}): \
                          `pip install {}` or set ACCEL_CUDA_LIB_DIR to a folder holding {}",
@@ -337,7 +337,7 @@ impl CudaContext {
                         w.map_or("libnvrtc.so", |w| w.file)
                     )
                 },
-                available: String::new(),
+                available: Vec::new(),
             })?;
         self.bind()?;
         let mut module: sys::CUmodule = std::ptr::null_mut();
@@ -450,7 +450,8 @@ impl CudaContext {
         if let Some(h) = *b {
             return Ok(h as cudarc::cublas::sys::cublasHandle_t);
         }
-        let lib = crate::backend::native::libs::library("cublas");
+        let lib =
+            crate::backend::native::libs::library(crate::backend::native::libs::LibName::Cublas);
         if !lib.is_some_and(|l| l.is_loaded()) {
             let l = lib.cloned();
             return Err(Error::DeviceUnavailable {
@@ -460,7 +461,7 @@ impl CudaContext {
                     .and_then(|l| l.problem.clone())
                     .unwrap_or_else(|| "cuBLAS was not found".into()),
                 hint: l.and_then(|l| l.hint).unwrap_or_default(),
-                available: String::new(),
+                available: Vec::new(),
             });
         }
         self.bind()?;
@@ -475,15 +476,17 @@ impl CudaContext {
                 .map(|s| *s)
         };
         if let Some(addr) = bound {
-            crate::backend::native::libs::check_bound("cublas", addr).map_err(|e| {
-                Error::DeviceUnavailable {
-                    device: self.device(),
-                    reason: e,
-                    hint: "remove the other copy from the loader path, or point \
+            crate::backend::native::libs::check_bound(
+                crate::backend::native::libs::LibName::Cublas,
+                addr,
+            )
+            .map_err(|e| Error::DeviceUnavailable {
+                device: self.device(),
+                reason: e,
+                hint: "remove the other copy from the loader path, or point \
                            ACCEL_CUDA_LIB_DIR at the one to use"
-                        .to_string(),
-                    available: String::new(),
-                }
+                    .to_string(),
+                available: Vec::new(),
             })?;
         }
         let h = cudarc::cublas::result::create_handle()

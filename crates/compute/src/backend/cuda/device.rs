@@ -155,7 +155,10 @@ fn probe_driver() -> Probe {
     let un =
         |reason: String, hint: String| Probe::unavailable(BackendKind::Cuda, true, reason, hint);
     let libs = libs::libraries();
-    let cuda = libs.iter().find(|l| l.name == "cuda").expect("listed");
+    let cuda = libs
+        .iter()
+        .find(|l| l.name == crate::backend::native::libs::LibName::Cuda)
+        .expect("listed");
     let hosted = crate::system::Hosted::detect();
     if !cuda.is_loaded() {
         // In Colab or Kaggle the fix is the service's menu, not a driver install.
@@ -255,7 +258,7 @@ fn probe_driver() -> Probe {
     }
     crate::base::probe_child::step("NVML: start and read the driver version");
     let driver = nvml::driver_version();
-    let lib_note = |name: &str| -> String {
+    let lib_note = |name: crate::backend::native::libs::LibName| -> String {
         match libs.iter().find(|l| l.name == name) {
             Some(l) if l.is_loaded() => l.version.clone().unwrap_or_else(|| "found".into()),
             Some(l) => format!("missing ({})", l.problem.clone().unwrap_or_default()),
@@ -363,7 +366,8 @@ fn probe_driver() -> Probe {
             "cuda_libraries".to_string(),
             format!("CUDA {} ({})", choice.major, choice.why),
         ));
-        for lib in ["nvrtc", "cublas", "cudnn"] {
+        use crate::backend::native::libs::LibName;
+        for lib in [LibName::Nvrtc, LibName::Cublas, LibName::Cudnn] {
             details.push((lib.to_string(), lib_note(lib)));
         }
         let ccu = (cc.0.max(0) as u32, cc.1.max(0) as u32);

@@ -31,9 +31,10 @@ pub fn cache_dir() -> Option<std::path::PathBuf> {
 
 fn cache_path(family: Family, arch: &str) -> Option<std::path::PathBuf> {
     let src = family.source();
-    let nvrtc_version = crate::backend::native::libs::library("nvrtc")
-        .and_then(|l| l.version.clone())
-        .unwrap_or_default();
+    let nvrtc_version =
+        crate::backend::native::libs::library(crate::backend::native::libs::LibName::Nvrtc)
+            .and_then(|l| l.version.clone())
+            .unwrap_or_default();
     let key = fnv1a(&[src.as_bytes(), arch.as_bytes(), nvrtc_version.as_bytes()]);
     cache_dir().map(|d| {
         d.join("cuda")

@@ -633,11 +633,13 @@ pub fn compile(src: &str, name: &str, arch: &str) -> Result<Vec<u8>, String> {
     use cudarc::nvrtc::{result, sys};
     use std::ffi::{CStr, CString};
 
-    let nvrtc = crate::backend::native::libs::library("nvrtc").filter(|l| l.is_loaded());
+    let nvrtc = crate::backend::native::libs::library(crate::backend::native::libs::LibName::Nvrtc)
+        .filter(|l| l.is_loaded());
     let Some(lib) = nvrtc else {
-        let why = crate::backend::native::libs::library("nvrtc")
-            .and_then(|l| l.problem.clone())
-            .unwrap_or_default();
+        let why =
+            crate::backend::native::libs::library(crate::backend::native::libs::LibName::Nvrtc)
+                .and_then(|l| l.problem.clone())
+                .unwrap_or_default();
         return Err(format!("NVRTC is not available: {why}"));
     };
     if let (Some(v), Some(cc)) = (&lib.version, parse_arch(arch)) {
@@ -653,7 +655,10 @@ pub fn compile(src: &str, name: &str, arch: &str) -> Result<Vec<u8>, String> {
             .map(|s| *s)
     };
     if let Some(addr) = bound {
-        crate::backend::native::libs::check_bound("nvrtc", addr)?;
+        crate::backend::native::libs::check_bound(
+            crate::backend::native::libs::LibName::Nvrtc,
+            addr,
+        )?;
     }
     let csrc = CString::new(src).map_err(|_| "kernel source holds a NUL byte".to_string())?;
     let cname = CString::new(format!("{name}.cu")).map_err(|e| e.to_string())?;

@@ -34,7 +34,11 @@ pub fn other_majors(dir: &Path, file: &str) -> Vec<String> {
 /// The version a library's file names (`libcublas.so.12.4.5.8`, behind the SONAME's link)
 /// or, for a Python wheel's copy, the wheel's own (`nvidia_cublas-13.4.1.3.dist-info` in
 /// the site-packages folder above it), matching the file's CUDA major.
-pub(crate) fn version_on_disk(path: &Path, name: &str, major: Option<u32>) -> Option<String> {
+pub(crate) fn version_on_disk(
+    path: &Path,
+    name: super::libs::LibName,
+    major: Option<u32>,
+) -> Option<String> {
     let real = std::fs::canonicalize(path).ok()?;
     let file = real.file_name()?.to_string_lossy().into_owned();
     if let Some((_, v)) = file.split_once(".so.") {
@@ -46,9 +50,9 @@ pub(crate) fn version_on_disk(path: &Path, name: &str, major: Option<u32>) -> Op
         }
     }
     let dist = match name {
-        "nvrtc" => "nvidia_cuda_nvrtc",
-        "cublas" | "cublaslt" => "nvidia_cublas",
-        "cudnn" => "nvidia_cudnn",
+        super::libs::LibName::Nvrtc => "nvidia_cuda_nvrtc",
+        super::libs::LibName::Cublas | super::libs::LibName::CublasLt => "nvidia_cublas",
+        super::libs::LibName::Cudnn => "nvidia_cudnn",
         _ => return None,
     };
     let sp = path.ancestors().take(6).find(|a| {
@@ -96,12 +100,22 @@ mod tests {
         }
         std::fs::write(lib.join("libcublas.so.13"), b"").unwrap();
         assert_eq!(
-            version_on_disk(&lib.join("libcublas.so.13"), "cublas", Some(13)).as_deref(),
+            version_on_disk(
+                &lib.join("libcublas.so.13"),
+                crate::backend::native::libs::LibName::Cublas,
+                Some(13)
+            )
+            .as_deref(),
             Some("13.4.1.3")
         );
         std::fs::write(lib.join("libcublas.so.12"), b"").unwrap();
         assert_eq!(
-            version_on_disk(&lib.join("libcublas.so.12"), "cublas", Some(12)).as_deref(),
+            version_on_disk(
+                &lib.join("libcublas.so.12"),
+                crate::backend::native::libs::LibName::Cublas,
+                Some(12)
+            )
+            .as_deref(),
             Some("12.9.1.4")
         );
         // A toolkit's file names its version behind the SONAME's link.
@@ -110,13 +124,22 @@ mod tests {
         std::fs::write(tk.join("libcublas.so.12.4.5.8"), b"").unwrap();
         std::os::unix::fs::symlink("libcublas.so.12.4.5.8", tk.join("libcublas.so.12")).unwrap();
         assert_eq!(
-            version_on_disk(&tk.join("libcublas.so.12"), "cublas", Some(12)).as_deref(),
+            version_on_disk(
+                &tk.join("libcublas.so.12"),
+                crate::backend::native::libs::LibName::Cublas,
+                Some(12)
+            )
+            .as_deref(),
             Some("12.4.5.8")
         );
         // Neither: no version.
         std::fs::write(tk.join("libnvrtc.so.12"), b"").unwrap();
         assert_eq!(
-            version_on_disk(&tk.join("libnvrtc.so.12"), "nvrtc", Some(12)),
+            version_on_disk(
+                &tk.join("libnvrtc.so.12"),
+                crate::backend::native::libs::LibName::Nvrtc,
+                Some(12)
+            ),
             None
         );
         std::fs::remove_dir_all(&root).unwrap();

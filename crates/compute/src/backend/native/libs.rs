@@ -25,11 +25,49 @@ pub(crate) use super::major::{
 use super::pyenv::glob_dirs;
 pub(crate) use super::pyenv::{cuda_wheels, python_environments, CudaWheel, SearchEnv};
 
+/// The libraries accel looks for, by what they are; written as their short names (`cublaslt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LibName {
+    /// The driver's CUDA library (`libcuda.so.1`).
+    Cuda,
+    /// The driver's management library (`libnvidia-ml.so.1`).
+    Nvml,
+    /// The run-time CUDA C compiler.
+    Nvrtc,
+    /// cuBLASLt.
+    CublasLt,
+    /// cuBLAS.
+    Cublas,
+    /// cuDNN (reported only).
+    Cudnn,
+}
+
+impl LibName {
+    /// The short name (`cublas`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LibName::Cuda => "cuda",
+            LibName::Nvml => "nvml",
+            LibName::Nvrtc => "nvrtc",
+            LibName::CublasLt => "cublaslt",
+            LibName::Cublas => "cublas",
+            LibName::Cudnn => "cudnn",
+        }
+    }
+}
+
+impl std::fmt::Display for LibName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One library accel looks for.
 #[derive(Debug, Clone, Copy)]
 pub struct Wanted {
-    /// Short name: `cuda`, `nvml`, `cublas`...
-    pub name: &'static str,
+    /// Which library.
+    pub name: LibName,
     /// The file to load, with its major-version suffix.
     pub file: &'static str,
     /// The folder under a wheel's `nvidia/` that holds it (`cu13` for CUDA 13, `cuda_nvrtc`,
@@ -44,7 +82,7 @@ pub struct Wanted {
     pub major: Option<u32>,
 }
 
-const fn driver_lib(name: &'static str, file: &'static str, role: &'static str) -> Wanted {
+const fn driver_lib(name: LibName, file: &'static str, role: &'static str) -> Wanted {
     Wanted {
         name,
         file,
@@ -55,9 +93,13 @@ const fn driver_lib(name: &'static str, file: &'static str, role: &'static str) 
     }
 }
 
-const LIBCUDA: Wanted = driver_lib("cuda", "libcuda.so.1", "the NVIDIA driver's CUDA library");
+const LIBCUDA: Wanted = driver_lib(
+    LibName::Cuda,
+    "libcuda.so.1",
+    "the NVIDIA driver's CUDA library",
+);
 const LIBNVML: Wanted = driver_lib(
-    "nvml",
+    LibName::Nvml,
     "libnvidia-ml.so.1",
     "the driver's management library (load, temperature, power)",
 );
@@ -69,7 +111,7 @@ const WANTED_13: &[Wanted] = &[
     LIBCUDA,
     LIBNVML,
     Wanted {
-        name: "nvrtc",
+        name: LibName::Nvrtc,
         file: "libnvrtc.so.13",
         wheel_dir: "cu13",
         role: NVRTC_ROLE,
@@ -77,7 +119,7 @@ const WANTED_13: &[Wanted] = &[
         major: Some(13),
     },
     Wanted {
-        name: "cublaslt",
+        name: LibName::CublasLt,
         file: "libcublasLt.so.13",
         wheel_dir: "cu13",
         role: "cuBLASLt, which cuBLAS uses",
@@ -85,7 +127,7 @@ const WANTED_13: &[Wanted] = &[
         major: Some(13),
     },
     Wanted {
-        name: "cublas",
+        name: LibName::Cublas,
         file: "libcublas.so.13",
         wheel_dir: "cu13",
         role: "cuBLAS, for matrix multiplication",
@@ -93,7 +135,7 @@ const WANTED_13: &[Wanted] = &[
         major: Some(13),
     },
     Wanted {
-        name: "cudnn",
+        name: LibName::Cudnn,
         file: "libcudnn.so.9",
         wheel_dir: "cudnn",
         role: CUDNN_ROLE,
@@ -107,7 +149,7 @@ const WANTED_12: &[Wanted] = &[
     LIBCUDA,
     LIBNVML,
     Wanted {
-        name: "nvrtc",
+        name: LibName::Nvrtc,
         file: "libnvrtc.so.12",
         wheel_dir: "cuda_nvrtc",
         role: NVRTC_ROLE,
@@ -115,7 +157,7 @@ const WANTED_12: &[Wanted] = &[
         major: Some(12),
     },
     Wanted {
-        name: "cublaslt",
+        name: LibName::CublasLt,
         file: "libcublasLt.so.12",
         wheel_dir: "cublas",
         role: "cuBLASLt, which cuBLAS uses",
@@ -123,7 +165,7 @@ const WANTED_12: &[Wanted] = &[
         major: Some(12),
     },
     Wanted {
-        name: "cublas",
+        name: LibName::Cublas,
         file: "libcublas.so.12",
         wheel_dir: "cublas",
         role: "cuBLAS, for matrix multiplication",
@@ -131,7 +173,7 @@ const WANTED_12: &[Wanted] = &[
         major: Some(12),
     },
     Wanted {
-        name: "cudnn",
+        name: LibName::Cudnn,
         file: "libcudnn.so.9",
         wheel_dir: "cudnn",
         role: CUDNN_ROLE,
@@ -158,8 +200,8 @@ pub fn wanted_now() -> &'static [Wanted] {
 #[derive(Debug, Clone, Serialize)]
 #[non_exhaustive]
 pub struct Library {
-    /// Short name (`cublas`).
-    pub name: &'static str,
+    /// Which library.
+    pub name: LibName,
     /// The file looked for (`libcublas.so.13`).
     pub file: &'static str,
     /// The CUDA major of that file (None: the driver's libraries and cuDNN).
@@ -315,7 +357,7 @@ pub(crate) fn preload(path: &std::path::Path) -> Result<(), String> {
 /// Checks that the code at `addr` (a function cudarc resolved in the library it opened by
 /// its own list of names, which tries `.so.13` before `.so.12`) lies in the file this process
 /// chose for `name`: never the other CUDA major, never a second copy.
-pub fn check_bound(name: &str, addr: *const std::ffi::c_void) -> Result<(), String> {
+pub fn check_bound(name: LibName, addr: *const std::ffi::c_void) -> Result<(), String> {
     let Some(lib) = library(name).filter(|l| l.is_loaded()) else {
         return Err(format!("{name} is not loaded"));
     };
@@ -343,21 +385,20 @@ pub fn check_bound(name: &str, addr: *const std::ffi::c_void) -> Result<(), Stri
 }
 
 /// A symbol every library exports, to find its path and version.
-fn probe_symbol(name: &str) -> &'static str {
+fn probe_symbol(name: LibName) -> &'static str {
     match name {
-        "cuda" => "cuDriverGetVersion",
-        "nvml" => "nvmlInit_v2",
-        "nvrtc" => "nvrtcVersion",
-        "cublaslt" => "cublasLtGetVersion",
-        "cublas" => "cublasGetProperty",
-        "cudnn" => "cudnnGetVersion",
-        _ => "",
+        LibName::Cuda => "cuDriverGetVersion",
+        LibName::Nvml => "nvmlInit_v2",
+        LibName::Nvrtc => "nvrtcVersion",
+        LibName::CublasLt => "cublasLtGetVersion",
+        LibName::Cublas => "cublasGetProperty",
+        LibName::Cudnn => "cudnnGetVersion",
     }
 }
 
 /// The version a loaded library reports about itself.
 #[cfg(target_os = "linux")]
-fn version_of(name: &str, h: &dl::Handle) -> Option<String> {
+fn version_of(name: LibName, h: &dl::Handle) -> Option<String> {
     use std::ffi::c_int;
     let p = h.sym(probe_symbol(name))?;
     // SAFETY: `p` is the non-null address of `probe_symbol(name)` in library `name`, loaded
@@ -370,24 +411,24 @@ fn version_of(name: &str, h: &dl::Handle) -> Option<String> {
     // are locals.
     unsafe {
         match name {
-            "cuda" => {
+            LibName::Cuda => {
                 let f: extern "C" fn(*mut c_int) -> c_int = std::mem::transmute(p);
                 let mut v = 0;
                 (f(&mut v) == 0).then(|| format!("{}.{}", v / 1000, (v % 1000) / 10))
             }
-            "nvrtc" => {
+            LibName::Nvrtc => {
                 let f: extern "C" fn(*mut c_int, *mut c_int) -> c_int = std::mem::transmute(p);
                 let (mut a, mut b) = (0, 0);
                 (f(&mut a, &mut b) == 0).then(|| format!("{a}.{b}"))
             }
-            "cublaslt" | "cudnn" => {
+            LibName::CublasLt | LibName::Cudnn => {
                 let f: extern "C" fn() -> usize = std::mem::transmute(p);
                 let v = f();
                 // cuBLASLt: major*10000 + minor*100 + patch; cuDNN 9: major*10000 + minor*100 +
                 // patch.
                 Some(format!("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100))
             }
-            "cublas" => {
+            LibName::Cublas => {
                 let f: extern "C" fn(c_int, *mut c_int) -> c_int = std::mem::transmute(p);
                 let mut v = [0; 3];
                 for (i, x) in v.iter_mut().enumerate() {
@@ -397,11 +438,10 @@ fn version_of(name: &str, h: &dl::Handle) -> Option<String> {
                 }
                 Some(format!("{}.{}.{}", v[0], v[1], v[2]))
             }
-            "nvml" => {
+            LibName::Nvml => {
                 // The driver version needs nvmlInit; read it from NVML later.
                 None
             }
-            _ => None,
         }
     }
 }
@@ -444,7 +484,7 @@ pub fn load_library(w: &Wanted, dirs: &[SearchDir]) -> Library {
     let mut tried: Vec<String> = Vec::new();
     let mut errors: Vec<String> = Vec::new();
     let mut attempt = |path: &str, source: &str, dir: Option<&Path>| -> Option<dl::Handle> {
-        if let (Some(d), "nvrtc", Some(m)) = (dir, w.name, w.major) {
+        if let (Some(d), LibName::Nvrtc, Some(m)) = (dir, w.name, w.major) {
             preload_nvrtc_builtins(d, m);
         }
         crate::base::probe_child::step(format!("dlopen {path}"));
@@ -544,10 +584,12 @@ pub fn load_library(w: &Wanted, _dirs: &[SearchDir]) -> Library {
 
 fn hint_for(w: &Wanted) -> String {
     match w.name {
-        "cuda" | "nvml" => "install the NVIDIA driver (525 or newer for CUDA 12, 580 or \
+        LibName::Cuda | LibName::Nvml => {
+            "install the NVIDIA driver (525 or newer for CUDA 12, 580 or \
              newer for CUDA 13), e.g. `apt install nvidia-driver` or your distribution's \
              package; in a container, start it with `--gpus all`"
-            .to_string(),
+                .to_string()
+        }
         _ => format!(
             "`pip install {}` (in any Python environment: accel searches them), or install \
              the CUDA {} toolkit, or point ACCEL_CUDA_LIB_DIR at the folder holding {}",
@@ -563,7 +605,7 @@ pub fn inventory(dirs: &[SearchDir]) -> Vec<(u32, Have)> {
     CUDA_MAJORS
         .iter()
         .map(|&m| {
-            let at = |name: &str| {
+            let at = |name: LibName| {
                 wanted(m)
                     .iter()
                     .find(|w| w.name == name)
@@ -572,8 +614,8 @@ pub fn inventory(dirs: &[SearchDir]) -> Vec<(u32, Have)> {
             (
                 m,
                 Have {
-                    nvrtc: at("nvrtc"),
-                    cublas: at("cublas") && at("cublaslt"),
+                    nvrtc: at(LibName::Nvrtc),
+                    cublas: at(LibName::Cublas) && at(LibName::CublasLt),
                 },
             )
         })
@@ -596,7 +638,7 @@ pub fn driver_cuda_version() -> Option<u32> {
         .get()?
         .0
         .iter()
-        .find(|l| l.name == "cuda" && l.is_loaded())
+        .find(|l| l.name == LibName::Cuda && l.is_loaded())
         .and_then(driver_number)
 }
 
@@ -680,12 +722,12 @@ fn state() -> &'static (Vec<Library>, MajorChoice) {
         // The driver's libraries first: its CUDA version bounds the major.
         let mut libs: Vec<Library> = WANTED_13
             .iter()
-            .filter(|w| w.major.is_none() && w.name != "cudnn")
+            .filter(|w| w.major.is_none() && w.name != LibName::Cudnn)
             .map(|w| load_one(w, &mut dirs))
             .collect();
         let driver = libs
             .iter()
-            .find(|l| l.name == "cuda" && l.is_loaded())
+            .find(|l| l.name == LibName::Cuda && l.is_loaded())
             .and_then(driver_number);
         // What each major has: in the quick folders, then everywhere when no major the driver
         // supports is complete there.
@@ -706,7 +748,7 @@ fn state() -> &'static (Vec<Library>, MajorChoice) {
         let load = driver.is_some() || LOAD_WITHOUT_DRIVER.load(Relaxed);
         for w in wanted(choice.major)
             .iter()
-            .filter(|w| w.major.is_some() || w.name == "cudnn")
+            .filter(|w| w.major.is_some() || w.name == LibName::Cudnn)
         {
             let found = (!load)
                 .then(|| {
@@ -734,7 +776,7 @@ pub const GUARDED_DRIVER_SYMBOLS: &[&str] = &["cuEventElapsedTime_v2"];
 pub fn driver_symbol(symbol: &str) -> Option<*mut std::ffi::c_void> {
     #[cfg(target_os = "linux")]
     {
-        let cuda = library("cuda").filter(|l| l.is_loaded())?;
+        let cuda = library(LibName::Cuda).filter(|l| l.is_loaded())?;
         let path = cuda.path.as_ref()?;
         // Opening a loaded library again returns the same handle (its count goes up; it is
         // never closed, as every library here).
@@ -760,7 +802,7 @@ pub fn cuda_major() -> &'static MajorChoice {
 /// The library called `name` (`cublas`), loaded: one the search only found (no driver:
 /// `found_only`) is loaded now, from the file found, once per process (NVRTC compiles
 /// kernels without a GPU).
-pub fn library(name: &str) -> Option<&'static Library> {
+pub fn library(name: LibName) -> Option<&'static Library> {
     let lib = libraries().iter().find(|l| l.name == name)?;
     if lib.loaded || !lib.is_found() {
         return Some(lib);

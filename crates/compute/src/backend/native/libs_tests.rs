@@ -8,7 +8,7 @@ fn each_majors_files_and_wheel_folders() {
     assert!(files(13).contains(&"libcublasLt.so.13"));
     // cuBLASLt loads before cuBLAS, the driver's libraries first, in both.
     for m in CUDA_MAJORS {
-        let names: Vec<&str> = wanted(m).iter().map(|w| w.name).collect();
+        let names: Vec<&str> = wanted(m).iter().map(|w| w.name.as_str()).collect();
         assert_eq!(
             names,
             ["cuda", "nvml", "nvrtc", "cublaslt", "cublas", "cudnn"]

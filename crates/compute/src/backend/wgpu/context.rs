@@ -151,7 +151,7 @@ impl WgpuContext {
                 device: Device::Wgpu(self.ordinal),
                 reason: e.clone(),
                 hint: "check the GPU driver".to_string(),
-                available: String::new(),
+                available: Vec::new(),
             })
     }
 

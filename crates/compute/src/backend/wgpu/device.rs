@@ -51,25 +51,23 @@ impl AdapterFacts {
     }
 }
 
-/// The key of the helper's answer lines that carry one adapter's facts each (JSON).
-const ADAPTER_KEY: &str = "adapter";
-/// The key of the helper's answer line that says why there is no adapter.
-const PROBLEM_KEY: &str = "problem";
+/// The probe helper's answer for `wgpu`: whether a usable adapter exists, every adapter's
+/// facts in enumeration order, or why there is none.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct HelperAnswer {
+    pub available: bool,
+    pub adapters: Vec<AdapterFacts>,
+    pub problem: Option<String>,
+}
 
-/// The probe helper's answer for `wgpu` (in the helper): every adapter's facts, in
-/// enumeration order, or why there is none.
-pub(crate) fn helper_answer() -> Vec<(&'static str, String)> {
+/// The probe helper's answer for `wgpu` (in the helper).
+pub(crate) fn helper_answer(available: bool) -> HelperAnswer {
     let r = registry();
-    let mut a: Vec<(&'static str, String)> = r
-        .gpus
-        .iter()
-        .filter_map(|g| serde_json::to_string(&AdapterFacts::of(g)).ok())
-        .map(|j| (ADAPTER_KEY, j))
-        .collect();
-    if let Some(p) = &r.problem {
-        a.push((PROBLEM_KEY, p.clone()));
+    HelperAnswer {
+        available,
+        adapters: r.gpus.iter().map(|g| AdapterFacts::of(g)).collect(),
+        problem: r.problem.clone(),
     }
-    a
 }
 
 /// Every adapter's facts and the problem when there is none: from the probe helper's answer
@@ -81,16 +79,11 @@ fn adapters() -> &'static (Vec<AdapterFacts>, Option<String>) {
         match crate::base::probe_child::canary("wgpu") {
             Err(r) => return (Vec::new(), Some(r.reason)),
             Ok(Some(answer)) => {
-                let lines: Vec<&str> = answer.values(ADAPTER_KEY).collect();
-                let facts: Vec<AdapterFacts> = lines
-                    .iter()
-                    .filter_map(|l| serde_json::from_str(l).ok())
-                    .collect();
-                let problem = answer.values(PROBLEM_KEY).next().map(str::to_string);
-                let said = answer.values("available").next();
                 // A helper of another build may answer in another shape: enumerate here.
-                if facts.len() == lines.len() && said == Some(&(!facts.is_empty()).to_string()) {
-                    return (facts, problem);
+                if let Some(a) = answer.parse::<HelperAnswer>() {
+                    if a.available != a.adapters.is_empty() {
+                        return (a.adapters, a.problem);
+                    }
                 }
             }
             Ok(None) => {}

@@ -8,7 +8,7 @@ pub(crate) fn adapter_infos() -> Vec<crate::base::probe::DeviceInfo> {
     Vec::new()
 }
 
-/// The probe helper's answer lines for `wgpu` (none in this build).
-pub(crate) fn helper_answer() -> Vec<(&'static str, String)> {
-    Vec::new()
+/// The probe helper's answer for `wgpu` in this build: whether it is available (never).
+pub(crate) fn helper_answer(available: bool) -> crate::backend::off::Available {
+    crate::backend::off::Available { available }
 }

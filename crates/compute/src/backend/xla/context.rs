@@ -222,9 +222,12 @@ fn ask_helpers(
         };
         match verdict {
             Ok(Some(answer)) => {
-                let new: Vec<std::path::PathBuf> = answer
-                    .values("stalled")
-                    .map(std::path::PathBuf::from)
+                let stalled = answer
+                    .parse::<super::listing::HelperAnswer>()
+                    .map(|a| a.stalled)
+                    .unwrap_or_default();
+                let new: Vec<std::path::PathBuf> = stalled
+                    .into_iter()
                     .filter(|p| !aside.iter().any(|(q, _)| q == p))
                     .collect();
                 if new.is_empty() {

@@ -5,6 +5,8 @@
 //! `accel devices`). A process that computes on a device still starts its client then
 //! (`context::runtime`), after the helper vetted the plugin.
 
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 
 use super::context::{runtime, Runtime};
@@ -29,9 +31,6 @@ pub(crate) struct Listing {
     pub plugins: Vec<Plugin>,
     pub devices: Vec<DeviceFacts>,
 }
-
-const PLUGIN_KEY: &str = "xla_plugin";
-const DEVICE_KEY: &str = "xla_device";
 
 impl Listing {
     fn of(rt: &Runtime) -> Listing {
@@ -66,15 +65,28 @@ impl Listing {
     }
 }
 
-/// In the probe helper: every plugin's and device's facts, one JSON line each.
-pub(crate) fn helper_answer() -> Vec<(&'static str, String)> {
-    // The helper's own listing (no helper above it): `stalled_plugins` read it already.
+/// The probe helper's answer for `xla`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct HelperAnswer {
+    /// Whether a device was found.
+    pub available: bool,
+    /// The plugins whose load did not finish in time.
+    pub stalled: Vec<PathBuf>,
+    /// Every plugin found, loaded or not.
+    pub plugins: Vec<Plugin>,
+    /// Every device, in `xla:N` order.
+    pub devices: Vec<DeviceFacts>,
+}
+
+/// In the probe helper: the answer from the helper's own listing (no helper above it).
+pub(crate) fn helper_answer(available: bool) -> HelperAnswer {
     let l = listing();
-    let plugins = l.plugins.iter().map(|p| (PLUGIN_KEY, p));
-    let plugins = plugins.filter_map(|(k, p)| Some((k, serde_json::to_string(p).ok()?)));
-    let devices = l.devices.iter().map(|d| (DEVICE_KEY, d));
-    let devices = devices.filter_map(|(k, d)| Some((k, serde_json::to_string(d).ok()?)));
-    plugins.chain(devices).collect()
+    HelperAnswer {
+        available,
+        stalled: super::stalled_plugins(),
+        plugins: l.plugins.clone(),
+        devices: l.devices.clone(),
+    }
 }
 
 /// The listing: the helper's where a helper ran, set nothing aside and every line reads
@@ -87,24 +99,13 @@ pub(crate) fn listing() -> &'static Listing {
 
 fn from_helper() -> Option<Listing> {
     let answer = crate::base::probe_child::canary("xla").ok()??;
-    if answer.values("stalled").next().is_some() {
+    // A helper of another build answers in another shape: list here.
+    let a = answer.parse::<HelperAnswer>()?;
+    if !a.stalled.is_empty() || a.available == a.devices.is_empty() {
         return None;
     }
-    let plugin_lines: Vec<&str> = answer.values(PLUGIN_KEY).collect();
-    let device_lines: Vec<&str> = answer.values(DEVICE_KEY).collect();
-    let plugins: Vec<Plugin> = plugin_lines
-        .iter()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    let devices: Vec<DeviceFacts> = device_lines
-        .iter()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    let said = answer.values("available").next();
-    let whole = plugins.len() == plugin_lines.len()
-        && devices.len() == device_lines.len()
-        && said == Some(&(!devices.is_empty()).to_string());
-    // A helper of an older build answers without facts: that is not "no plugin".
-    let empty_but_found = plugin_lines.is_empty() && said == Some("true");
-    (whole && !empty_but_found).then_some(Listing { plugins, devices })
+    Some(Listing {
+        plugins: a.plugins,
+        devices: a.devices,
+    })
 }

@@ -48,8 +48,6 @@ pub use plugins::{plugin_candidates, plugin_preloads, Plugin};
 #[cfg(all(feature = "xla", target_os = "linux"))]
 pub(crate) use storage::XlaStorage;
 
-use std::path::PathBuf;
-
 /// Every plugin found, loaded or not (`accel devices` lists them).
 pub(crate) fn plugins() -> Vec<Plugin> {
     #[cfg(all(feature = "xla", target_os = "linux"))]
@@ -64,7 +62,8 @@ pub(crate) fn plugins() -> Vec<Plugin> {
 
 /// The plugins whose load did not finish in time, for the probe helper's answer (the parent
 /// then leaves them alone).
-pub(crate) fn stalled_plugins() -> Vec<PathBuf> {
+#[cfg(all(feature = "xla", target_os = "linux"))]
+pub(crate) fn stalled_plugins() -> Vec<std::path::PathBuf> {
     plugins()
         .into_iter()
         .filter(|p| p.stalled)
@@ -72,16 +71,16 @@ pub(crate) fn stalled_plugins() -> Vec<PathBuf> {
         .collect()
 }
 
-/// In the probe helper: every plugin's and device's facts, for the parent's listing.
-pub(crate) fn helper_answer() -> Vec<(&'static str, String)> {
-    #[cfg(all(feature = "xla", target_os = "linux"))]
-    {
-        listing::helper_answer()
-    }
-    #[cfg(not(all(feature = "xla", target_os = "linux")))]
-    {
-        Vec::new()
-    }
+/// In the probe helper: whether XLA is available, the plugins whose load did not finish in
+/// time (the parent then leaves them alone), and every plugin's and device's facts for the
+/// parent's listing.
+#[cfg(all(feature = "xla", target_os = "linux"))]
+pub(crate) use listing::helper_answer;
+
+/// In the probe helper, in a build without XLA: whether it is available (never).
+#[cfg(not(all(feature = "xla", target_os = "linux")))]
+pub(crate) fn helper_answer(available: bool) -> crate::backend::off::Available {
+    crate::backend::off::Available { available }
 }
 
 /// How many programs accel has compiled for XLA devices in this process (a second identical

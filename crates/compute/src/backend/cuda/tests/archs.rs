@@ -19,9 +19,10 @@ const NAME: &str =
 /// The child's half: compile every family for every architecture with this process's NVRTC.
 fn child(dir: &Path) {
     let major = libs::cuda_major().major;
-    let nvrtc = libs::library("nvrtc").filter(|l| l.is_loaded());
+    let nvrtc =
+        libs::library(crate::backend::native::libs::LibName::Nvrtc).filter(|l| l.is_loaded());
     let Some(lib) = nvrtc else {
-        let why = libs::library("nvrtc")
+        let why = libs::library(crate::backend::native::libs::LibName::Nvrtc)
             .and_then(|l| l.problem.clone())
             .unwrap_or_default();
         std::fs::write(dir.join("missing"), why).unwrap();

@@ -13,9 +13,9 @@ use crate::tensor::Tensor;
 /// The NVRTC library this process loaded, or None with a `skipped:` line (a failure when
 /// ACCEL_TEST_REQUIRE names nvrtc or cuda).
 fn nvrtc() -> Option<&'static libs::Library> {
-    let lib = libs::library("nvrtc").filter(|l| l.is_loaded());
+    let lib = libs::library(crate::backend::native::libs::LibName::Nvrtc).filter(|l| l.is_loaded());
     if lib.is_none() {
-        let why = libs::library("nvrtc")
+        let why = libs::library(crate::backend::native::libs::LibName::Nvrtc)
             .and_then(|l| l.problem.clone())
             .unwrap_or_default();
         assert!(
@@ -111,7 +111,10 @@ fn discovery_finds_the_wheels_beside_a_pip_installed_accel() {
     // dist-packages).
     let Some(lib) = nvrtc() else { return };
     let real = lib.path.clone().expect("a loaded library has a path");
-    let w = libs::wanted(13).iter().find(|w| w.name == "nvrtc").unwrap();
+    let w = libs::wanted(13)
+        .iter()
+        .find(|w| w.name == crate::backend::native::libs::LibName::Nvrtc)
+        .unwrap();
     let root = tmpdir("own-prefix");
     let wheel = root.join("lib/python3.12/dist-packages/nvidia/cu13/lib");
     place(&real, &wheel, "libnvrtc.so.13");
@@ -128,7 +131,10 @@ fn discovery_finds_the_wheels_beside_a_pip_installed_accel() {
 fn discovery_finds_libraries_laid_out_like_a_wheel_and_like_a_toolkit() {
     let Some(lib) = nvrtc() else { return };
     let real = lib.path.clone().expect("a loaded library has a path");
-    let w = libs::wanted(13).iter().find(|w| w.name == "nvrtc").unwrap();
+    let w = libs::wanted(13)
+        .iter()
+        .find(|w| w.name == crate::backend::native::libs::LibName::Nvrtc)
+        .unwrap();
     let root = tmpdir("discovery");
 
     // CUDA 13 wheel layout inside a virtual environment.
@@ -193,7 +199,7 @@ fn discovery_finds_libraries_laid_out_like_a_wheel_and_like_a_toolkit() {
 
     // A library that exists nowhere is a problem with a hint, not a panic.
     let missing = libs::Wanted {
-        name: "nothing",
+        name: libs::LibName::Cudnn,
         file: "libaccel-does-not-exist.so.13",
         wheel_dir: "nothing",
         role: "test",
@@ -217,12 +223,12 @@ fn a_library_cudarc_bound_elsewhere_is_refused() {
     // The real NVRTC, found through one of its own functions: the chosen file.
     let real = libs::wanted(libs::cuda_major().major)
         .iter()
-        .find(|w| w.name == "nvrtc")
+        .find(|w| w.name == crate::backend::native::libs::LibName::Nvrtc)
         .unwrap();
     assert_eq!(lib.file, real.file);
     assert!(kernels::compile(&Family::Fill.source(), "fill", "sm_80").is_ok());
     // An address in another object (libc's malloc) is another copy: refused, naming both.
-    let e = libs::check_bound("nvrtc", libc_malloc()).unwrap_err();
+    let e = libs::check_bound(libs::LibName::Nvrtc, libc_malloc()).unwrap_err();
     assert!(e.contains("cudarc bound") && e.contains(lib.file), "{e}");
 }
 
@@ -236,7 +242,7 @@ fn libc_malloc() -> *const std::ffi::c_void {
 #[test]
 fn probe_reports_a_missing_driver_as_data() {
     let probe = crate::cuda::probe();
-    let cuda = libs::library("cuda").unwrap();
+    let cuda = libs::library(crate::backend::native::libs::LibName::Cuda).unwrap();
     if cuda.is_loaded() {
         println!("skipped: this machine has an NVIDIA driver; the GPU tests cover it");
         return;
