@@ -98,6 +98,21 @@ if [ "$QUICK" != 1 ] && ! command -v chromium > /dev/null; then
         >> target/chromium-install.log 2>&1 ) &
   chromium_pid=$!
 fi
+# JAX on the CPU, in its own environment (beside accel's plugin in .venv-test it would be one
+# more PJRT plugin there), for the GPU check rehearsal's JAX side-by-side step: installed
+# beside the build, waited for before the rehearsal.
+jax_pid=
+if [ "$QUICK" != 1 ] && { [ ! -x .venv-jax/bin/python ] || ! .venv-jax/bin/python -c 'import jax' 2>/dev/null; }; then
+  mkdir -p target
+  ( python3 -m venv .venv-jax && .venv-jax/bin/pip install -q --disable-pip-version-check "jax[cpu]" ) \
+    > target/jax-install.log 2>&1 &
+  jax_pid=$!
+fi
+# A build folder without a release build (a fresh clone, CI) builds faster without
+# incremental compilation; a warm one keeps it (`[profile.release] incremental = true`).
+if [ ! -d target/release/deps ]; then
+  export CARGO_INCREMENTAL=0
+fi
 # Compiled kernels are cached per user; the tests use a fresh cache so NVRTC really runs.
 export ACCEL_CACHE_DIR="${ACCEL_CACHE_DIR:-$PWD/target/accel-cache}"
 rm -rf "$ACCEL_CACHE_DIR"
@@ -130,6 +145,13 @@ fi
   || { echo "error: deploy/kubernetes/daemonset.yaml does not validate" >&2; exit 1; }
 echo "$(at)== the Python module's typed records match the schemas (scripts/record_types.py)"
 python3 scripts/record_types.py --check
+echo "$(at)== every lock file is current: the builds below are --locked, a run leaves git status clean"
+if command -v cargo > /dev/null && cargo +nightly --version > /dev/null 2>&1; then
+  (cd fuzz && cargo +nightly metadata --locked --format-version 1 > /dev/null) \
+    || { echo "error: fuzz/Cargo.lock is not current: run (cd fuzz && cargo +nightly update -w)" >&2; exit 1; }
+fi
+cargo metadata --locked --format-version 1 > /dev/null \
+  || { echo "error: Cargo.lock is not current" >&2; exit 1; }
 echo "$(at)== every path cited in comments and docs exists (scripts/cited_paths.py)"
 python3 scripts/cited_paths.py
 echo "$(at)== the public API is what docs/public-api.txt lists, with no Result<_, String> and no"
@@ -231,7 +253,7 @@ wheel_pid=$!
 ( cd crates/cli && exec "$load_exe" serve_load:: --nocapture ) > target/serve-load.log 2>&1 &
 load_pid=$!
 # A failing suite ends the command: the jobs beside it end with it.
-trap 'kill "$features_pid" "$archs_pid" "$fuzz_pid" "$load_pid" "$wheel_pid" 2> /dev/null || true' EXIT
+trap 'kill "$features_pid" "$archs_pid" "$fuzz_pid" "$load_pid" "$wheel_pid" ${rehearsal_pid:-} ${jax_pid:-} 2> /dev/null || true' EXIT
 cargo test --locked --workspace --release --all-targets -- --nocapture --skip "$CUBIN_TEST" \
   --skip serve_load:: 2>&1 | tee target/test-output.log
 echo "$(at)   the suites done; the doc tests"
@@ -242,6 +264,22 @@ tee -a target/test-output.log < target/serve-load.log
 [ "$load_rc" -eq 0 ] || { echo "error: serve_load failed (exit $load_rc)" >&2; exit 1; }
 grep -q '^test result: ok. 5 passed' target/serve-load.log \
   || { echo "error: serve_load's five tests did not all run" >&2; exit 1; }
+# The tail: the GPU check rehearsal and the fuzz runs (both need only what is built) side by
+# side, while the CUBIN compile finishes at nice 19; then the wheel's checks alone (its Python
+# tests measure CPU use and start-up times).
+if [ -n "$jax_pid" ] && ! wait "$jax_pid"; then
+  cat target/jax-install.log; echo "error: installing JAX (CPU) into .venv-jax failed" >&2; exit 1
+fi
+( JAX_PY="$PWD/.venv-jax/bin/python" exec scripts/gpu_check.sh rehearse ) > target/rehearsal.log 2>&1 &
+rehearsal_pid=$!
+fuzz_rc=0; wait "$fuzz_pid" || fuzz_rc=$?
+[ "$fuzz_rc" -eq 0 ] || { cat target/fuzz-build.log; echo "error: the fuzz build failed" >&2; exit 1; }
+# The short run, the same inputs each time for the same code (ACCEL_FUZZ_SECONDS=N draws new
+# ones for N seconds per target instead); `scripts/fuzz.sh 600` is the long one
+# (RELIABILITY.md).
+fuzz_run_rc=0
+scripts/fuzz.sh "${ACCEL_FUZZ_SECONDS:-short}" > target/fuzz-run.log 2>&1 || fuzz_run_rc=$?
+
 archs_rc=0; wait "$archs_pid" || archs_rc=$?
 echo "$(at)== $CUBIN_TEST (beside the suites)"
 tee -a target/test-output.log < target/cuda-archs.log
@@ -254,15 +292,14 @@ echo "$(at)== every feature set builds without warnings, and the docs (beside th
 cat target/feature-sets.log
 [ "$features_rc" -eq 0 ] || { echo "error: a feature set or the docs failed (above)" >&2; exit 1; }
 
+echo "$(at)== fuzzing: every cargo-fuzz target, a fixed number of runs from seed 1, with AddressSanitizer"
+cat target/fuzz-run.log
+[ "$fuzz_run_rc" -eq 0 ] || { echo "error: fuzzing failed (above)" >&2; exit 1; }
+
+rehearsal_rc=0; wait "$rehearsal_pid" || rehearsal_rc=$?
 echo "$(at)== GPU check rehearsal: both calls of scripts/gpu_check.sh against this machine"
-# JAX on the CPU, in its own environment (beside accel's plugin in .venv-test it would be
-# one more PJRT plugin there), so the JAX side-by-side step runs for real.
-if [ ! -x .venv-jax/bin/python ] || ! .venv-jax/bin/python -c 'import jax' 2>/dev/null; then
-  echo "== installing JAX (CPU) into .venv-jax"
-  python3 -m venv .venv-jax
-  .venv-jax/bin/pip install -q --disable-pip-version-check "jax[cpu]"
-fi
-JAX_PY="$PWD/.venv-jax/bin/python" scripts/gpu_check.sh rehearse | grep -E '^(bundle|rehearsal|result|FAIL|SKIP)'
+grep -E '^(bundle|rehearsal|result|FAIL|SKIP)' target/rehearsal.log || true
+[ "$rehearsal_rc" -eq 0 ] || { tail -40 target/rehearsal.log; echo "error: the GPU check rehearsal failed" >&2; exit 1; }
 
 echo "$(at)== the pip wheel: built, installed into fresh venvs, run from them (scripts/wheel_check.sh)"
 wheel_rc=0; wait "$wheel_pid" || wheel_rc=$?
@@ -272,14 +309,6 @@ if [ -n "$chromium_pid" ] && ! wait "$chromium_pid"; then
   cat target/chromium-install.log; echo "error: installing chromium failed" >&2; exit 1
 fi
 WHEEL_BUILT=1 scripts/wheel_check.sh
-
-echo "$(at)== fuzzing: every cargo-fuzz target, a fixed number of runs from seed 1, with AddressSanitizer"
-# The short run, the same inputs each time for the same code (ACCEL_FUZZ_SECONDS=N draws new
-# ones for N seconds per target instead); `scripts/fuzz.sh 600` is the long one
-# (RELIABILITY.md).
-fuzz_rc=0; wait "$fuzz_pid" || fuzz_rc=$?
-[ "$fuzz_rc" -eq 0 ] || { cat target/fuzz-build.log; echo "error: the fuzz build failed" >&2; exit 1; }
-scripts/fuzz.sh "${ACCEL_FUZZ_SECONDS:-short}"
 
 echo "$(at)== tests per backend"
 python3 scripts/test_counts.py target/test-output.log

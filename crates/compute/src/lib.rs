@@ -1,4 +1,4 @@
-//! # accel
+//! # accelkit
 //!
 //! Find the compute accelerators a machine has, pick the best with a fallback, put tensors on
 //! them, copy between devices, multiply matrices, time it correctly, and see memory and load —
@@ -31,8 +31,8 @@
 //!
 //! ## Layers
 //!
-//! Each layer uses only those below it (the test command checks this, and that no two source
-//! files import each other); ARCHITECTURE.md in the repository has the file-by-file map.
+//! Each layer uses only those below it (the test command checks this, and that no two folders
+//! import each other); ARCHITECTURE.md in the repository has the file-by-file map.
 //!
 //! ```text
 //!  nn · bench · load · doctor              built from tensors and telemetry
@@ -43,7 +43,7 @@
 //!  base                                    Device, DType, Shape, Error, caps, probe results
 //! ```
 //!
-//! The PJRT C API under the XLA backend is its own crate, `pjrt`.
+//! The PJRT C API under the XLA backend is a sealed module of it (`backend::xla::pjrt`).
 //!
 //! ## PyTorch -> accel
 //!

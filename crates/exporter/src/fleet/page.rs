@@ -26,7 +26,7 @@ fn share(used: &Value, total: &Value) -> Option<f32> {
 }
 
 /// The last rounds' utilisation and memory (percent) per machine and per device that was up,
-/// keyed as `accelkit::html` reads a fleet's `history`: a machine by its `host`, a device by its
+/// keyed as `accelkit_report` reads a fleet's `history`: a machine by its `host`, a device by its
 /// machine's `host`, a space and its `device`.
 pub(crate) struct Lines {
     keep: usize,

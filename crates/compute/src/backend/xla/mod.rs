@@ -1,7 +1,8 @@
 //! XLA devices through PJRT plugins: Google TPUs (`libtpu`), GPUs (JAX's CUDA plugin) and the
 //! CPU (PyTorch's `torch_xla`).
 //!
-//! The PJRT C API itself is the `pjrt` crate (C structs, then a safe layer); here:
+//! The PJRT C API itself is `pjrt/` (C structs, then a safe layer; it imports nothing else
+//! of the crate); here:
 //!
 //! - `device`: the probe and the device side of the contract (`impl Backend for Xla`).
 //! - `context`: the plugins loaded (once, with a time limit), their clients and devices.
