@@ -201,17 +201,6 @@ feature_sets() {
 mkdir -p target
 ( renice -n 19 -p "$BASHPID" > /dev/null; feature_sets ) > target/feature-sets.log 2>&1 &
 features_pid=$!
-# Two more builds that need only the sources, from the start at the lowest priority, on the
-# cycles the release build and the suites leave idle (on a fresh clone they finished last when
-# they started after the release build): the fuzz targets' ASan build (nightly; the fuzzing
-# section finds them built), and the pip wheel's extension module in a build folder of its own
-# (`cargo build -p accelkit-py` resolves features as maturin does, so maturin then compiles
-# little; its lock would hold up the doc tests and the rehearsal in the main folder).
-FUZZ_BUILD_ONLY=1 nice -n 19 scripts/fuzz.sh > target/fuzz-build.log 2>&1 &
-fuzz_pid=$!
-( CARGO_TARGET_DIR=target/wheel-build exec nice -n 19 cargo build --locked --release -q -p accelkit-py ) \
-  > target/wheel-prebuild.log 2>&1 &
-prewheel_pid=$!
 
 echo "$(at)== tests"
 # Release mode: the kernels run at real sizes, and the build is shared with `cargo run --release`.
@@ -246,10 +235,16 @@ archs_exe=$(exe compute/accelkit) load_exe=$(exe cli/it)
 ( cd crates/compute && exec nice -n 19 "$archs_exe" --exact "backend::cuda::tests::archs::$CUBIN_TEST" --nocapture ) \
   > target/cuda-archs.log 2>&1 &
 archs_pid=$!
-# The pip wheel: maturin, in the build folder prepared since the start, once that build is
-# done, with this build's `accel` inside; the wheel check below then finds it built.
-( while kill -0 "$prewheel_pid" 2> /dev/null; do sleep 1; done
-  CARGO_TARGET_DIR=target/wheel-build ACCEL_BIN=target/release/accel exec nice -n 19 scripts/wheel.sh ) \
+FUZZ_BUILD_ONLY=1 nice -n 19 scripts/fuzz.sh > target/fuzz-build.log 2>&1 &
+fuzz_pid=$!
+# The pip wheel's extension module: maturin builds accelkit-py alone, which resolves features
+# differently from this test build, so accel and accelkit-telemetry (and pyo3) compile once more.
+# In a build folder of its own (its lock would hold up the doc tests and the rehearsal here),
+# seeded with hard links to this one's artifacts so only what differs compiles, beside the
+# suites at nice 19; the wheel check below then finds the wheel built.
+rm -rf target/wheel-build && mkdir -p target/wheel-build/release
+for d in deps build .fingerprint; do cp -al "target/release/$d" target/wheel-build/release/; done
+( CARGO_TARGET_DIR=target/wheel-build ACCEL_BIN=target/release/accel exec nice -n 19 scripts/wheel.sh ) \
   > target/wheel-build.log 2>&1 &
 wheel_pid=$!
 # The exporter under load and its soak minute (a minute and a half, mostly waiting on its own
@@ -258,7 +253,7 @@ wheel_pid=$!
 ( cd crates/cli && exec "$load_exe" serve_load:: --nocapture ) > target/serve-load.log 2>&1 &
 load_pid=$!
 # A failing suite ends the command: the jobs beside it end with it.
-trap 'kill "$features_pid" "$archs_pid" "$fuzz_pid" "$load_pid" "$wheel_pid" "$prewheel_pid" ${rehearsal_pid:-} ${jax_pid:-} 2> /dev/null || true' EXIT
+trap 'kill "$features_pid" "$archs_pid" "$fuzz_pid" "$load_pid" "$wheel_pid" ${rehearsal_pid:-} ${jax_pid:-} 2> /dev/null || true' EXIT
 cargo test --locked --workspace --release --all-targets -- --nocapture --skip "$CUBIN_TEST" \
   --skip serve_load:: 2>&1 | tee target/test-output.log
 echo "$(at)   the suites done; the doc tests"
@@ -308,7 +303,8 @@ grep -E '^(bundle|rehearsal|result|FAIL|SKIP)' target/rehearsal.log || true
 
 echo "$(at)== the pip wheel: built, installed into fresh venvs, run from them (scripts/wheel_check.sh)"
 wheel_rc=0; wait "$wheel_pid" || wheel_rc=$?
-[ "$wheel_rc" -eq 0 ] || { cat target/wheel-prebuild.log target/wheel-build.log; echo "error: the wheel build failed" >&2; exit 1; }
+[ "$wheel_rc" -eq 0 ] || { cat target/wheel-build.log; echo "error: the wheel build failed" >&2; exit 1; }
+rm -rf target/wheel-build
 if [ -n "$chromium_pid" ] && ! wait "$chromium_pid"; then
   cat target/chromium-install.log; echo "error: installing chromium failed" >&2; exit 1
 fi
