@@ -31,6 +31,8 @@ pub mod kernels;
 pub(crate) mod context;
 #[cfg(feature = "cuda")]
 mod device;
+#[cfg(feature = "cuda")]
+mod driver_error;
 pub(crate) mod gpu_peak;
 #[cfg(feature = "cuda")]
 mod locked;

@@ -16,3 +16,5 @@ mod pycache;
 pub mod pyenv;
 pub(crate) mod settings;
 pub mod trust;
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+mod wanted;
