@@ -29,8 +29,10 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     cargo +nightly install cargo-fuzz --locked || exit 2
 fi
 
-# target:extra cargo-fuzz flags. hlo_text needs accel's xla backend code (no extra deps).
-ALL="device_name: tensor_construct: tensor_views: hlo_text:--features=hlo"
+# target:extra cargo-fuzz flags. hlo_text needs accel's xla backend code (no extra deps); the
+# others are built with it too, so that accelkit compiles once under ASan, not twice (the
+# flags are part of a build's identity). Nothing they call probes for a PJRT plugin.
+ALL="device_name:--features=hlo tensor_construct:--features=hlo tensor_views:--features=hlo hlo_text:--features=hlo"
 TARGETS="${FUZZ_TARGETS:-$(for t in $ALL; do printf '%s ' "${t%%:*}"; done)}"
 
 flags_of() {

@@ -152,6 +152,10 @@ if command -v cargo > /dev/null && cargo +nightly --version > /dev/null 2>&1; th
 fi
 cargo metadata --locked --format-version 1 > /dev/null \
   || { echo "error: Cargo.lock is not current" >&2; exit 1; }
+if cargo +nightly --version > /dev/null 2>&1; then
+  echo "$(at)== maturin's build of the Python module reuses the test build's crates (scripts/feature_drift.py)"
+  python3 scripts/feature_drift.py
+fi
 echo "$(at)== every path cited in comments and docs exists (scripts/cited_paths.py)"
 python3 scripts/cited_paths.py
 echo "$(at)== the public API is what docs/public-api.txt lists, with no Result<_, String> and no"
@@ -237,9 +241,9 @@ archs_exe=$(exe compute/accelkit) load_exe=$(exe cli/it)
 archs_pid=$!
 FUZZ_BUILD_ONLY=1 nice -n 19 scripts/fuzz.sh > target/fuzz-build.log 2>&1 &
 fuzz_pid=$!
-# The pip wheel's extension module: maturin builds accelkit-py alone, which resolves features
-# differently from this test build, so accel and accelkit-telemetry (and pyo3) compile once more.
-# In a build folder of its own (its lock would hold up the doc tests and the rehearsal here),
+# The pip wheel's extension module: maturin builds accelkit-py alone, with the features this
+# build resolved (crates/py/Cargo.toml names them; scripts/feature_drift.py checked), so only
+# pyo3 and the module itself compile (maturin's environment differs). In a build folder of its own (its lock would hold up the doc tests and the rehearsal here),
 # seeded with hard links to this one's artifacts so only what differs compiles, beside the
 # suites at nice 19; the wheel check below then finds the wheel built.
 rm -rf target/wheel-build && mkdir -p target/wheel-build/release
