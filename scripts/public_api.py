@@ -30,7 +30,8 @@ OUT = os.path.join(ROOT, "docs", "public-api.txt")
 # Dependencies whose types must not appear in a public signature.
 # Type names re-exported by a `pub use` (their definitions and impls are listed wherever
 # they live in the crate).
-REEXPORTED = set()
+REEXPORTED = {}
+CRATE_SRC = [None]  # the src folder of the crate being listed
 FOREIGN = ["nvml_wrapper", "cudarc", "wgpu::", "sysinfo", "pyo3", "libc::"]
 
 ITEM = re.compile(
@@ -61,7 +62,7 @@ def header(text, start):
     return text[start:], len(text)
 
 
-def items(text, base, path_of_mod, out, problems, where):
+def items(text, base, path_of_mod, out, problems, where, resolve=None):
     """Lists the pub items at depth 0 of `text` (a module's body), recursing into modules."""
     pos = 0
     while True:
@@ -99,10 +100,11 @@ def items(text, base, path_of_mod, out, problems, where):
             continue
         out.add(f"{base} {h}")
         if kind == "use":
+            source = source_file(h, resolve or path_of_mod)
             for leaf in re.findall(r"(\w+)\s*(?:as\s+(\w+))?\s*[,}]|(\w+)\s*(?:as\s+(\w+))?$", h):
                 name = leaf[0] or leaf[2]
                 if name and name != "self" and name[0].isupper():
-                    REEXPORTED.add(name)
+                    REEXPORTED.setdefault(name, set()).add(source)
         check(h, problems, where)
         if kind == "struct" and end < len(text) and text[end] == "{":
             name = re.search(r"struct\s+(\w+)", h).group(1)
@@ -119,6 +121,29 @@ def items(text, base, path_of_mod, out, problems, where):
                 child = path_of_mod(name)
                 if child:
                     module(child, f"{base}::{name}", out, problems)
+
+
+def source_file(use, path_of_mod):
+    """The file a `pub use a::b::{X, Y}` (or `a::b::X`) takes its items from, when the path
+    leads through this crate's module files; else None (any file may define them)."""
+    path = re.sub(r"^pub\s+use\s+", "", use)
+    path = re.split(r"::\s*\{", path)[0] if "{" in path else path.rsplit("::", 1)[0]
+    segments = [x.strip() for x in path.split("::") if x.strip()]
+    if segments and segments[0] == "crate":
+        segments, found = segments[1:], os.path.join(CRATE_SRC[0], "lib.rs")
+    elif not segments or segments[0] in ("super", "self"):
+        return None
+    else:
+        found = path_of_mod(segments[0])
+        segments = segments[1:]
+    for seg in segments:
+        if not found:
+            return None
+        folder = (os.path.dirname(found) if os.path.basename(found) in ("mod.rs", "lib.rs")
+                  else found[:-3])
+        found = next((c for c in (os.path.join(folder, seg + ".rs"),
+                                  os.path.join(folder, seg, "mod.rs")) if os.path.exists(c)), None)
+    return found
 
 
 def inner_hidden(path):
@@ -152,18 +177,38 @@ def module(path, base, out, problems):
     items(text, base, path_of_mod, out, problems, os.path.relpath(path, ROOT))
 
 
+def within(path, source):
+    """Whether `path` is the module file `source` (None: not known) or a file of its folder."""
+    if source is None or path == source:
+        return True
+    folder = (os.path.dirname(source) if os.path.basename(source) in ("mod.rs", "lib.rs")
+              else source[:-3])
+    return path.startswith(folder + os.sep)
+
+
 def reexported(path, base, out, problems):
     """The definitions and inherent impls of REEXPORTED types in one file of the crate."""
     with open(path, encoding="utf-8") as fh:
         text = strip_comments_and_strings(fh.read())
     found = set()
     where = os.path.relpath(path, ROOT)
-    items(text, base + "::<re-exported>", lambda _n: None, found, [], where)
+    # (Its own `pub use` lines join REEXPORTED: a type re-exported in steps, `pub use a::X` of
+    # a `pub use b::X`, is found at the end of the chain.)
+    folder = os.path.dirname(path) if os.path.basename(path) in ("mod.rs", "lib.rs") else path[:-3]
+
+    def path_of_mod(name):
+        return next((c for c in (os.path.join(folder, name + ".rs"),
+                                 os.path.join(folder, name, "mod.rs")) if os.path.exists(c)), None)
+
+    items(text, base + "::<re-exported>", lambda _n: None, found, [], where, path_of_mod)
     for line in found:
         m = re.match(r"\S+ (?:pub (?:struct|enum|trait|type) (\w+)|impl .* for (\w+))", line)
         own = re.match(r"\S+::<re-exported>::(\w+)", line)
         name = (m and (m.group(1) or m.group(2))) or (own and own.group(1))
-        if name in REEXPORTED:
+        # A definition counts in the file its `pub use` names (another file may define a
+        # private type of the same name); an impl of it may be in any file.
+        defined = m and m.group(1)
+        if name in REEXPORTED and (not defined or any(within(path, f) for f in REEXPORTED[name])):
             out.add(line.replace("::<re-exported>", ""))
             check(line, problems, where)
 
@@ -174,11 +219,16 @@ def surface():
         out = set()
         REEXPORTED.clear()
         src = os.path.join(ROOT, "crates", crate, "src")
+        CRATE_SRC[0] = src
         module(os.path.join(src, "lib.rs"), name, out, problems)
-        for root, _dirs, files in os.walk(src):
-            for fn in sorted(files):
-                if fn.endswith(".rs") and fn != "tests.rs":
-                    reexported(os.path.join(root, fn), name, out, problems)
+        files = [os.path.join(root, fn) for root, _dirs, names in sorted(os.walk(src))
+                 for fn in sorted(names) if fn.endswith(".rs") and fn != "tests.rs"]
+        # Twice: the first pass only gathers every file's `pub use` chains, so that the second
+        # finds a definition whatever the order of the files.
+        for f in files:
+            reexported(f, name, set(), [])
+        for f in files:
+            reexported(f, name, out, problems)
         lines += sorted(out)
     return lines, problems
 
