@@ -132,6 +132,7 @@ layers --no-floors --src crates/telemetry/src
 layers --no-floors --src crates/core/src
 layers --no-floors --src crates/report/src
 layers --no-floors --src crates/exporter/src
+layers --no-floors --src crates/py/src
 echo "$(at)== the alert rules (deploy/prometheus): promtool check rules, promtool test rules"
 if command -v promtool > /dev/null; then
   (cd deploy/prometheus && promtool check rules alerts.yml > /dev/null && promtool test rules alerts_test.yml) \

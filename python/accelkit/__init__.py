@@ -23,11 +23,17 @@ if TYPE_CHECKING:
     from typing import Any, List, Optional
 
 from . import _accel
-from ._accel import AccelError, Tensor
+from ._errors import AccelError, AccelIndexError, AccelTypeError, AccelValueError
+from ._tensor import (
+    Size, Tensor, arange, as_tensor, bfloat16, device, double, dtype, float, float16, float32,
+    float64, from_dlpack, full, half, int, int32, int64, long, manual_seed, matmul, ones,
+    ones_like, rand, randn, synchronize, tensor, zeros, zeros_like)
 from ._objects import Probes, Readings, Record, load
 from ._record import Measurement, Recording, measure, record
 from ._watch import Watch, watch
-from . import bench, cuda, mps, xla
+from . import accelerator, backends, bench, cuda, mps, nn, xla
+
+Device = device
 
 if TYPE_CHECKING:  # typed views of the records, for editors (generated from schemas/)
     from ._types import Diagnosis, Snapshot
@@ -55,27 +61,14 @@ def _use_the_installed_command_as_probe_helper() -> None:
 _use_the_installed_command_as_probe_helper()
 
 __all__ = [
-    "AccelError", "Device", "Measurement", "Readings", "Record", "Recording", "Tensor", "Watch",
-    "bench", "best", "cuda", "devices", "doctor", "from_dlpack", "measure", "mps", "pick",
-    "probes", "record", "snapshot", "tensor", "watch", "xla",
+    "AccelError", "AccelIndexError", "AccelTypeError", "AccelValueError", "Device",
+    "Measurement", "Readings", "Record", "Recording", "Size", "Tensor", "Watch", "accelerator",
+    "arange", "as_tensor", "backends", "bench", "best", "bfloat16", "cuda", "device", "devices",
+    "doctor", "double", "dtype", "float", "float16", "float32", "float64", "from_dlpack", "full",
+    "half", "int", "int32", "int64", "long", "manual_seed", "matmul", "measure", "mps", "nn",
+    "ones", "ones_like", "pick", "probes", "rand", "randn", "record", "snapshot",
+    "synchronize", "tensor", "watch", "xla", "zeros", "zeros_like",
 ]
-
-
-class Device(str):
-    """A device name (`cuda:0`, `mps`, `xla:1`, `wgpu:0`, `cpu`), a `str` with PyTorch's
-    `.type` and `.index`."""
-
-    @property
-    def type(self) -> str:
-        return self.split(":")[0]
-
-    @property
-    def index(self) -> Optional[int]:
-        last = self.split(":")[-1]
-        return int(last) if ":" in self and last.isdigit() else None
-
-    def __repr__(self) -> str:
-        return f"device({str(self)!r})"
 
 
 def best() -> Device:
@@ -115,36 +108,6 @@ def pick(min_free: Optional[int] = None, max_util: Optional[float] = None, count
     """The `count` least-loaded devices with at least `min_free` bytes free and at most
     `max_util` percent busy (GPUtil's `getAvailable`); AccelError when too few qualify."""
     return Readings(load(_accel.pick_json(min_free, max_util, count, vendor), "Reading"))
-
-
-_DTYPES = {"float16": "f16", "float32": "f32", "float64": "f64", "int32": "i32",
-           "int64": "i64", "bfloat16": "bf16"}
-
-
-def tensor(data: Any, device: str = "cpu", dtype: Optional[str] = None) -> Tensor:
-    """A tensor on `device` from a NumPy array (or anything `numpy.asarray` takes): a copy,
-    in the array's dtype (or `dtype`)."""
-    import numpy as np
-
-    # Not ascontiguousarray: it makes a 0-d array 1-d. tobytes() is C order whatever the
-    # strides; the dtype's name leaves out its byte order (a big-endian float32 is float32,
-    # swapped to little-endian here).
-    a = np.asarray(data)
-    name = a.dtype.name
-    if name not in _DTYPES:
-        raise AccelError(f"numpy dtype {a.dtype} has no accel dtype; use float16/32/64 or "
-                         "int32/64")
-    t = Tensor.from_bytes(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes(),
-                          _DTYPES[name], list(a.shape), str(device))
-    return t.to_dtype(dtype) if dtype else t
-
-
-def from_dlpack(x: Any, device: str = "cpu") -> Tensor:
-    """A tensor from any DLPack exporter on the CPU (NumPy, JAX, PyTorch): a copy, through
-    NumPy's DLPack import."""
-    import numpy as np
-
-    return tensor(np.from_dlpack(x), device)
 
 
 # Import-time helpers, not API: `dir(accel)` and tab completion list only the module's names.

@@ -24,9 +24,17 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 #[command(
     name = "accel",
     version,
-    about = "Find, use and measure compute accelerators (CUDA, Apple GPU, XLA/TPU, CPU)"
+    about = "Find, use and measure compute accelerators (CUDA, Apple GPU, XLA/TPU, CPU)",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
+    /// The walkthrough (no command) on this device instead of the best one: `cuda:1`,
+    /// `xla:0`, `wgpu:0` (a software adapter too), `mps`
+    #[arg(long, value_name = "DEVICE", value_parser = bench::parse_device)]
+    device: Option<accelkit::Device>,
+    /// The walkthrough's matrix size N (N x N by N x N, f32)
+    #[arg(long, value_name = "N", default_value_t = 2000, value_parser = bench::parse_matrix_size)]
+    size: usize,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -343,7 +351,7 @@ fn parse_interval(s: &str) -> Result<f64, String> {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        None => walkthrough::run(),
+        None => walkthrough::run(cli.device, cli.size),
         Some(Command::Devices { json, html }) => devices::run(json, html),
         Some(Command::Doctor {
             json,

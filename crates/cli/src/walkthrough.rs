@@ -1,18 +1,18 @@
 //! `accel` with no arguments: the seeds' walkthrough in one go. Which devices exist and which
-//! is chosen; the CPU-vs-accelerator matmul (N=2000, 3 warm-ups, 10 synchronised iterations);
-//! then memory.
+//! is chosen; the CPU-vs-accelerator matmul (N=2000, 3 warm-ups, 10 synchronised iterations)
+//! of the same operands on both, and how far apart their results are; then memory.
+//! `--device D` runs it on D instead of the best device, `--size N` at another size.
 
 use accelkit::bench::{self, Iterations};
 use accelkit::load::Sampler;
-use accelkit::{DType, Device};
+use accelkit::{Device, Tensor};
 
 use crate::{bench as cli_bench, devices, mem, out};
 
-const N: usize = 2000;
 const WARMUP: usize = 3;
 const ITERS: usize = 10;
 
-pub fn run() -> anyhow::Result<()> {
+pub fn run(chosen: Option<Device>, n: usize) -> anyhow::Result<()> {
     out::line(format!(
         "accel {} — devices, matmul timing and memory\n",
         env!("CARGO_PKG_VERSION")
@@ -22,25 +22,33 @@ pub fn run() -> anyhow::Result<()> {
     for l in devices::text(&accelkit::devices()) {
         out::line(format!("  {l}"))?;
     }
-    let best = Device::best();
-    out::line(format!(
-        "  chosen: {best}  (Device::best(): cuda, then mps, then xla, then wgpu, then cpu)\n"
-    ))?;
+    let best = match chosen {
+        Some(d) => {
+            // Before any work: an unknown or unusable device is an error with its fix.
+            d.check()?;
+            out::line(format!("  chosen: {d}  (--device)\n"))?;
+            d
+        }
+        None => {
+            let best = Device::best();
+            out::line(format!(
+                "  chosen: {best}  (Device::best(): cuda, then mps, then xla, then wgpu, then cpu)\n"
+            ))?;
+            best
+        }
+    };
 
     out::line(format!(
-        "2. Matmul {N}x{N} f32: {WARMUP} warm-ups, {ITERS} timed iterations, synchronised after each"
+        "2. Matmul {n}x{n} f32: {WARMUP} warm-ups, {ITERS} timed iterations, synchronised after each"
     ))?;
     out::line(format!("  {}", cli_bench::header()))?;
+    // One pair of operands for every device, so that their results can be compared.
+    let a = Tensor::randn(0.0, 1.0, (n, n), &Device::Cpu)?;
+    let b = Tensor::randn(0.0, 1.0, (n, n), &Device::Cpu)?;
     // The host's CPU use while the CPU multiplies, as psutil.cpu_percent(interval=...) around
     // the work would measure it (telemetry only: this loads no compute library).
     let mut meter = Sampler::new()?;
-    let (cpu, c_cpu) = bench::matmul(
-        &Device::Cpu,
-        N,
-        DType::F32,
-        WARMUP,
-        Iterations::Fixed(ITERS),
-    )?;
+    let (cpu, c_cpu) = bench::matmul_with(&Device::Cpu, &a, &b, WARMUP, Iterations::Fixed(ITERS))?;
     out::line(format!("  {}", cli_bench::row(&cpu)))?;
     let during = meter.sample();
     out::line(format!(
@@ -50,15 +58,19 @@ pub fn run() -> anyhow::Result<()> {
         during.host.cpu_interval_s
     ))?;
     let mut runs = vec![cpu.clone()];
-    if best.is_accelerator() {
-        let (acc, c_acc) = bench::matmul(&best, N, DType::F32, WARMUP, Iterations::Fixed(ITERS))?;
+    if best != Device::Cpu {
+        let (acc, c_acc) = bench::matmul_with(&best, &a, &b, WARMUP, Iterations::Fixed(ITERS))?;
         out::line(format!("  {}", cli_bench::row(&acc)))?;
         let diff = max_rel_diff(&c_cpu.to_vec_f64()?, &c_acc.to_vec_f64()?);
         out::line(format!(
-            "  speedup {best} vs cpu: {:.2}x (median times); max relative difference of the results: {diff:.2e}",
+            "  speedup {best} vs cpu: {:.2}x (median times); max relative difference of the two results (same operands): {diff:.2e}",
             cpu.stats.median_s / acc.stats.median_s
         ))?;
         runs.push(acc);
+    } else if chosen.is_some() {
+        out::line(
+            "  the CPU was chosen (--device cpu): there is no second device to compare with",
+        )?;
     } else {
         out::line("  no accelerator is available (reasons above): the CPU is the only device, so there is no speedup to report")?;
     }

@@ -311,6 +311,47 @@ pub fn matmul_batched(
     };
     let a_host = Tensor::randn(0.0, 1.0, shape.as_slice(), &Device::Cpu)?.to_dtype(dtype)?;
     let b_host = Tensor::randn(0.0, 1.0, shape.as_slice(), &Device::Cpu)?.to_dtype(dtype)?;
+    matmul_with(device, &a_host, &b_host, warmup, iters)
+}
+
+/// Times `a @ b` on `device` for operands the caller chose: N x N each, or `batch` x N x N
+/// each (a batched product), of one dtype, on any device (they are copied to `device` first,
+/// untimed). Multiplying the same operands on two devices makes their results comparable
+/// (`accel` with no arguments compares the CPU's with the accelerator's this way).
+pub fn matmul_with(
+    device: &Device,
+    a: &Tensor,
+    b: &Tensor,
+    warmup: usize,
+    iters: Iterations,
+) -> Result<(MatmulRun, Tensor)> {
+    let (a_host, b_host) = (a, b);
+    let dims = a_host.dims();
+    let square = match *dims {
+        [n, m] if n == m => Some((1, n)),
+        [b, n, m] if n == m => Some((b, n)),
+        _ => None,
+    };
+    let Some((batch, size)) = square.filter(|_| b_host.dims() == dims) else {
+        return Err(crate::Error::shape(
+            "bench::matmul_with",
+            a_host.shape(),
+            b_host.shape(),
+            "the benchmark multiplies two N x N (or two batch x N x N) tensors of one shape",
+        ));
+    };
+    if a_host.dtype() != b_host.dtype() {
+        return Err(crate::Error::DTypeMismatch {
+            op: "bench::matmul_with",
+            lhs: a_host.dtype(),
+            rhs: b_host.dtype(),
+        });
+    }
+    let dtype = a_host.dtype();
+    let (a_host, b_host) = (
+        &a_host.to_device(&Device::Cpu)?,
+        &b_host.to_device(&Device::Cpu)?,
+    );
     let a = a_host.to_device(device)?;
     let b = b_host.to_device(device)?;
     let Measured {
@@ -330,7 +371,7 @@ pub fn matmul_batched(
         let v: Vec<f64> = t.to_vec_f64()?.into_iter().take(size * size).collect();
         Tensor::from_vec(v, (size, size), &Device::Cpu)
     };
-    let max_rel_error = sampled_error(&first(&a_host)?, &first(&b_host)?, &first(&c)?, 64)?;
+    let max_rel_error = sampled_error(&first(a_host)?, &first(b_host)?, &first(&c)?, 64)?;
     Ok((
         MatmulRun {
             device: *device,

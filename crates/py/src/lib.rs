@@ -1,8 +1,9 @@
 //! `accelkit._accel`: the native half of the Python module. Each function returns plain values
 //! or a JSON document that `python/accelkit/` turns into objects, so this file holds no
-//! Python-facing types beyond `Tensor` and `Recorder`. Every long call releases the GIL
-//! (`Python::detach`), so Python threads and a recording go on while it runs. Importing it
-//! probes nothing: each backend is probed the first time a call asks about it.
+//! Python-facing type beyond `Recorder` (`tensor` holds `Tensor` and its functions, `errors`
+//! the exceptions). Every long call releases the GIL (`Python::detach`), so Python threads and
+//! a recording go on while it runs. Importing it probes nothing: each backend is probed the
+//! first time a call asks about it.
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,69 +14,15 @@ use accelkit::bench::Iterations;
 use accelkit::load::{Sampler, Snapshot};
 use accelkit::{BackendKind, DType, Device};
 use accelkit_telemetry::{Criteria, Vendor};
-use pyo3::create_exception;
-use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyAny, PyBytes, PyDict, PyTuple};
 
-create_exception!(
-    _accel,
-    AccelError,
-    PyRuntimeError,
-    "An accel error: what went wrong, and how to fix it where accel knows."
-);
+mod errors;
+mod tensor;
 
-/// An accel error as a Python exception carrying its message (reason and fix).
-fn err(e: impl std::fmt::Display) -> PyErr {
-    AccelError::new_err(pythonic(&e.to_string()))
-}
-
-/// The library's messages with their Rust spelling in Python's: `.to_device(&cpu)` is
-/// `.to("cpu")` here, `DType::F32` is `"f32"`.
-fn pythonic(msg: &str) -> String {
-    let mut out = String::with_capacity(msg.len());
-    let mut rest = msg;
-    loop {
-        let to = rest.find(".to_device(&");
-        let dt = rest.find("DType::");
-        match (to, dt) {
-            (Some(i), _) if dt.is_none_or(|j| i < j) => {
-                let after = &rest[i + ".to_device(&".len()..];
-                match after.find(')') {
-                    Some(k) => {
-                        out.push_str(&rest[..i]);
-                        out.push_str(&format!(".to(\"{}\")", &after[..k]));
-                        rest = &after[k + 1..];
-                    }
-                    None => {
-                        out.push_str(rest);
-                        return out;
-                    }
-                }
-            }
-            (_, Some(j)) => {
-                let after = &rest[j + "DType::".len()..];
-                let n = after
-                    .find(|c: char| !c.is_ascii_alphanumeric())
-                    .unwrap_or(after.len());
-                out.push_str(&rest[..j]);
-                out.push_str(&format!("\"{}\"", after[..n].to_ascii_lowercase()));
-                rest = &after[n..];
-            }
-            _ => {
-                out.push_str(rest);
-                return out;
-            }
-        }
-    }
-}
+use errors::{device, err, AccelError};
 
 fn json(v: &impl serde::Serialize) -> PyResult<String> {
     serde_json::to_string(v).map_err(err)
-}
-
-fn device(name: &str) -> PyResult<Device> {
-    Device::from_str(name).map_err(err)
 }
 
 fn kind(name: &str) -> PyResult<BackendKind> {
@@ -340,160 +287,6 @@ impl Recorder {
     }
 }
 
-/// NumPy's type string for a dtype (`<f4`), where NumPy has the type.
-fn typestr(d: DType) -> Option<&'static str> {
-    Some(match d {
-        DType::F16 => "<f2",
-        DType::F32 => "<f4",
-        DType::F64 => "<f8",
-        DType::I32 => "<i4",
-        DType::I64 => "<i8",
-        DType::BF16 => return None,
-    })
-}
-
-/// A tensor on some device (`accel.Tensor`).
-#[pyclass(module = "accelkit._accel", frozen)]
-struct Tensor(accelkit::Tensor);
-
-#[pymethods]
-impl Tensor {
-    /// A tensor of `shape` and `dtype` on `device` from row-major bytes (a copy).
-    #[staticmethod]
-    fn from_bytes(
-        py: Python<'_>,
-        data: &[u8],
-        dtype: &str,
-        shape: Vec<usize>,
-        device: &str,
-    ) -> PyResult<Tensor> {
-        let dt = DType::from_str(dtype).map_err(err)?;
-        let d = self::device(device)?;
-        // `data` borrows the caller's `bytes` object, which is immutable and alive for the
-        // whole call, so it is read in place with the GIL released (it was copied first).
-        py.detach(|| accelkit::Tensor::from_le_bytes(data, dt, shape, &d))
-            .map(Tensor)
-            .map_err(err)
-    }
-
-    #[getter]
-    fn device(&self) -> String {
-        self.0.device().to_string()
-    }
-
-    #[getter]
-    fn dtype(&self) -> String {
-        self.0.dtype().to_string()
-    }
-
-    #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.0.dims())
-    }
-
-    /// A copy on `device` (`x.to(device)`); the same tensor when it is already there.
-    fn to(&self, py: Python<'_>, device: &str) -> PyResult<Tensor> {
-        let d = self::device(device)?;
-        py.detach(|| self.0.to_device(&d)).map(Tensor).map_err(err)
-    }
-
-    /// A copy in `dtype`.
-    fn to_dtype(&self, py: Python<'_>, dtype: &str) -> PyResult<Tensor> {
-        let dt = DType::from_str(dtype).map_err(err)?;
-        py.detach(|| self.0.to_dtype(dt)).map(Tensor).map_err(err)
-    }
-
-    /// The matrix product (`a @ b`); both on one device, of one dtype.
-    fn matmul(&self, py: Python<'_>, other: &Tensor) -> PyResult<Tensor> {
-        py.detach(|| self.0.matmul(&other.0))
-            .map(Tensor)
-            .map_err(err)
-    }
-
-    fn __matmul__(&self, py: Python<'_>, other: &Tensor) -> PyResult<Tensor> {
-        self.matmul(py, other)
-    }
-
-    /// Waits for the tensor's device (`torch.cuda.synchronize()`).
-    fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
-        let d = self.0.device();
-        py.detach(|| d.synchronize()).map_err(err)
-    }
-
-    /// The elements as little-endian bytes, row-major (a copy, from any device).
-    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let host = py
-            .detach(|| self.0.cpu().and_then(|t| t.contiguous()))
-            .map_err(err)?;
-        let bytes = host.host_bytes().map_err(err)?;
-        Ok(PyBytes::new(py, bytes))
-    }
-
-    /// NumPy's array interface (version 3) over this CPU tensor's own memory, read-only:
-    /// `np.asarray(t)` shares it (and keeps `t` alive) instead of copying.
-    #[getter]
-    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let ts = typestr(self.0.dtype()).ok_or_else(|| {
-            PyTypeError::new_err("NumPy has no bfloat16: convert first with t.to_dtype('f32')")
-        })?;
-        let bytes = self.0.host_bytes().map_err(err)?;
-        let d = PyDict::new(py);
-        d.set_item("version", 3)?;
-        d.set_item("shape", PyTuple::new(py, self.0.dims())?)?;
-        d.set_item("typestr", ts)?;
-        // (address, read-only): NumPy must not write into accel's immutable buffer.
-        d.set_item("data", (bytes.as_ptr() as usize, true))?;
-        Ok(d)
-    }
-
-    /// DLPack export of a CPU tensor through NumPy's exporter: zero-copy and read-only for a
-    /// consumer that asks for DLPack 1.0 (`max_version=(1, 0)` or later: NumPy 2.1+), which
-    /// carries the read-only flag; a copy for older consumers (JAX), which cannot be told that
-    /// accel's buffer must not be written.
-    #[pyo3(signature = (**kwargs))]
-    fn __dlpack__<'py>(
-        slf: &Bound<'py, Self>,
-        kwargs: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let np = slf.py().import("numpy")?;
-        let versioned = match kwargs
-            .map(|k| k.get_item("max_version"))
-            .transpose()?
-            .flatten()
-        {
-            Some(v) if !v.is_none() => v.get_item(0)?.extract::<i64>()? >= 1,
-            _ => false,
-        };
-        let view = np.call_method1("asarray", (slf,))?;
-        let arr = if versioned {
-            view
-        } else {
-            view.call_method0("copy")?
-        };
-        arr.call_method("__dlpack__", (), kwargs)
-    }
-
-    /// (device type, device id) of DLPack: (1, 0), the CPU, for a CPU tensor; others must be
-    /// copied with `.to("cpu")` first.
-    fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
-        match self.0.device() {
-            Device::Cpu => Ok((1, 0)),
-            d => Err(err(format!(
-                "DLPack export is for CPU tensors; this one is on {d}: copy it with .to(\"cpu\")"
-            ))),
-        }
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "accel.Tensor(shape={:?}, dtype={}, device={})",
-            self.0.dims(),
-            self.0.dtype(),
-            self.0.device()
-        )
-    }
-}
-
 /// Runs each backend's risky first steps (driver init, plugin loads, Vulkan enumeration) in a
 /// child `program` (the `accel` command installed beside this module) killed at a deadline,
 /// as the command does: a hanging driver then cannot hang the notebook.
@@ -524,7 +317,7 @@ fn _accel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // XDG_RUNTIME_DIR (kept::folder), and the Python environment is named by
     // set_python_prefix, not through VIRTUAL_ENV.
     m.add("AccelError", m.py().get_type::<AccelError>())?;
-    m.add_class::<Tensor>()?;
+    m.add_class::<tensor::Tensor>()?;
     m.add_class::<Recorder>()?;
     for f in [
         wrap_pyfunction!(version, m)?,
@@ -539,6 +332,12 @@ fn _accel(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(snapshot_json, m)?,
         wrap_pyfunction!(pick_json, m)?,
         wrap_pyfunction!(bench_matmul_json, m)?,
+        wrap_pyfunction!(tensor::create, m)?,
+        wrap_pyfunction!(tensor::manual_seed, m)?,
+        wrap_pyfunction!(tensor::synchronize, m)?,
+        wrap_pyfunction!(tensor::memory_stats, m)?,
+        wrap_pyfunction!(tensor::empty_cache, m)?,
+        wrap_pyfunction!(tensor::reset_peak, m)?,
     ] {
         m.add_function(f)?;
     }

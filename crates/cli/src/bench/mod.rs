@@ -153,7 +153,7 @@ fn in_range(s: &str, lo: usize, hi: usize, what: &str) -> Result<usize, String> 
 }
 
 /// A matrix size N: up to 2^20, so that 2 N^3 (the FLOP count) fits in 64 bits.
-fn parse_matrix_size(s: &str) -> Result<usize, String> {
+pub(crate) fn parse_matrix_size(s: &str) -> Result<usize, String> {
     in_range(s, 1, 1 << 20, "a matrix size")
 }
 
@@ -211,7 +211,7 @@ fn parse_bytes(s: &str) -> Result<usize, String> {
     }
 }
 
-fn parse_device(s: &str) -> Result<Device, String> {
+pub(crate) fn parse_device(s: &str) -> Result<Device, String> {
     s.parse().map_err(|e: accelkit::Error| e.to_string())
 }
 

@@ -15,5 +15,6 @@ mod schemas;
 mod serve;
 mod serve_common;
 mod serve_load;
+mod walkthrough;
 mod webconfig_toolkit;
 mod workloads;
