@@ -240,7 +240,14 @@ archs_exe=$(exe compute/accelkit) load_exe=$(exe cli/it)
 ( cd crates/compute && exec nice -n 19 "$archs_exe" --exact "backend::cuda::tests::archs::$CUBIN_TEST" --nocapture ) \
   > target/cuda-archs.log 2>&1 &
 archs_pid=$!
-FUZZ_BUILD_ONLY=1 nice -n 19 scripts/fuzz.sh > target/fuzz-build.log 2>&1 &
+# The fuzz targets' ASan build and then their short run, one job at nice 19 from here on: the
+# run needs only what the build made, and it used to wait for the suites and then hold up the
+# wheel's checks. The short run: the same inputs each time for the same code
+# (ACCEL_FUZZ_SECONDS=N draws new ones for N seconds per target instead); `scripts/fuzz.sh
+# 600` is the long one (RELIABILITY.md). Exit 10: the build failed; 11: a target crashed.
+( FUZZ_BUILD_ONLY=1 nice -n 19 scripts/fuzz.sh > target/fuzz-build.log 2>&1 || exit 10
+  exec nice -n 19 scripts/fuzz.sh "${ACCEL_FUZZ_SECONDS:-short}" > target/fuzz-run.log 2>&1 \
+    || exit 11 ) &
 fuzz_pid=$!
 # The pip wheel's extension module: maturin builds accelkit-py alone, with the features this
 # build resolved (crates/py/Cargo.toml names them; scripts/feature_drift.py checked), so only
@@ -269,21 +276,24 @@ tee -a target/test-output.log < target/serve-load.log
 [ "$load_rc" -eq 0 ] || { echo "error: serve_load failed (exit $load_rc)" >&2; exit 1; }
 grep -q '^test result: ok. 5 passed' target/serve-load.log \
   || { echo "error: serve_load's five tests did not all run" >&2; exit 1; }
-# The tail: the GPU check rehearsal and the fuzz runs (both need only what is built) side by
-# side, while the CUBIN compile finishes at nice 19; then the wheel's checks alone (its Python
-# tests measure CPU use and start-up times).
+# The tail: the wheel's checks (its Python tests measure CPU use and start-up times, so at
+# normal priority) while the GPU check rehearsal, the fuzz job and the CUBIN compile finish
+# beside them at nice 19.
 if [ -n "$jax_pid" ] && ! wait "$jax_pid"; then
   cat target/jax-install.log; echo "error: installing JAX (CPU) into .venv-jax failed" >&2; exit 1
 fi
-( JAX_PY="$PWD/.venv-jax/bin/python" exec scripts/gpu_check.sh rehearse ) > target/rehearsal.log 2>&1 &
+( JAX_PY="$PWD/.venv-jax/bin/python" exec nice -n 19 scripts/gpu_check.sh rehearse ) \
+  > target/rehearsal.log 2>&1 &
 rehearsal_pid=$!
-fuzz_rc=0; wait "$fuzz_pid" || fuzz_rc=$?
-[ "$fuzz_rc" -eq 0 ] || { cat target/fuzz-build.log; echo "error: the fuzz build failed" >&2; exit 1; }
-# The short run, the same inputs each time for the same code (ACCEL_FUZZ_SECONDS=N draws new
-# ones for N seconds per target instead); `scripts/fuzz.sh 600` is the long one
-# (RELIABILITY.md).
-fuzz_run_rc=0
-scripts/fuzz.sh "${ACCEL_FUZZ_SECONDS:-short}" > target/fuzz-run.log 2>&1 || fuzz_run_rc=$?
+
+echo "$(at)== the pip wheel: built, installed into fresh venvs, run from them (scripts/wheel_check.sh)"
+wheel_rc=0; wait "$wheel_pid" || wheel_rc=$?
+[ "$wheel_rc" -eq 0 ] || { cat target/wheel-build.log; echo "error: the wheel build failed" >&2; exit 1; }
+rm -rf target/wheel-build
+if [ -n "$chromium_pid" ] && ! wait "$chromium_pid"; then
+  cat target/chromium-install.log; echo "error: installing chromium failed" >&2; exit 1
+fi
+WHEEL_BUILT=1 scripts/wheel_check.sh
 
 archs_rc=0; wait "$archs_pid" || archs_rc=$?
 echo "$(at)== $CUBIN_TEST (beside the suites)"
@@ -297,23 +307,16 @@ echo "$(at)== every feature set builds without warnings, and the docs (beside th
 cat target/feature-sets.log
 [ "$features_rc" -eq 0 ] || { echo "error: a feature set or the docs failed (above)" >&2; exit 1; }
 
+fuzz_rc=0; wait "$fuzz_pid" || fuzz_rc=$?
+[ "$fuzz_rc" -ne 10 ] || { cat target/fuzz-build.log; echo "error: the fuzz build failed" >&2; exit 1; }
 echo "$(at)== fuzzing: every cargo-fuzz target, a fixed number of runs from seed 1, with AddressSanitizer"
 cat target/fuzz-run.log
-[ "$fuzz_run_rc" -eq 0 ] || { echo "error: fuzzing failed (above)" >&2; exit 1; }
+[ "$fuzz_rc" -eq 0 ] || { echo "error: fuzzing failed (above; exit $fuzz_rc)" >&2; exit 1; }
 
 rehearsal_rc=0; wait "$rehearsal_pid" || rehearsal_rc=$?
 echo "$(at)== GPU check rehearsal: both calls of scripts/gpu_check.sh against this machine"
 grep -E '^(bundle|rehearsal|result|FAIL|SKIP)' target/rehearsal.log || true
 [ "$rehearsal_rc" -eq 0 ] || { tail -40 target/rehearsal.log; echo "error: the GPU check rehearsal failed" >&2; exit 1; }
-
-echo "$(at)== the pip wheel: built, installed into fresh venvs, run from them (scripts/wheel_check.sh)"
-wheel_rc=0; wait "$wheel_pid" || wheel_rc=$?
-[ "$wheel_rc" -eq 0 ] || { cat target/wheel-build.log; echo "error: the wheel build failed" >&2; exit 1; }
-rm -rf target/wheel-build
-if [ -n "$chromium_pid" ] && ! wait "$chromium_pid"; then
-  cat target/chromium-install.log; echo "error: installing chromium failed" >&2; exit 1
-fi
-WHEEL_BUILT=1 scripts/wheel_check.sh
 
 echo "$(at)== tests per backend"
 python3 scripts/test_counts.py target/test-output.log
