@@ -86,7 +86,7 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
 fi
 # NVRTC (12 and 13), cuobjdump, CUDA 12.0's cuda.h, the CUDA 12 wheels, the XLA plugin, lavapipe
 # and grpcio must be found: missing ones fail the run, not skip.
-export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,cuobjdump,cuda_h,cuda12,xla,wgpu,prometheus,tmux,grpc,chromium,standin"
+export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,cuobjdump,cuda_h,cuda12,xla,wgpu,prometheus,tmux,grpc,chromium,standin,examples"
 # Debian's chromium photographs the notebook the wheel check runs: installed beside the build
 # (its unpack needs no clock the build needs), waited for before the wheel check.
 chromium_pid=
@@ -215,6 +215,9 @@ mkdir -p target
 # `cargo run --release` builds; `cargo build --locked -p accelkit-cli` alone would resolve features
 # differently and build every crate a second time).
 cargo test --locked --workspace --release --all-targets --no-run -q
+# The seeds' examples as programs (the test build makes each a test harness, which does not run
+# its main): the same features, so only the six examples link (2 s); tests/it/examples.rs runs them.
+cargo build --locked --workspace --release --examples -q
 echo "$(at)== accel devices (what this machine offers the tests)"
 target/release/accel devices
 # Two jobs that need the CPU but no clock run beside the suites at the lowest priority, on the

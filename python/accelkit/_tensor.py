@@ -572,6 +572,10 @@ def tensor(data: Any, dtype: Optional[Any] = None, device: Optional[Any] = None,
     dtype for an array)."""
     if requires_grad:
         raise AccelValueError("accel has no autograd: requires_grad=True is not supported")
+    if device is None and (isinstance(dtype, globals()["device"]) or (
+            isinstance(dtype, str) and not _looks_like_dtype(dtype))):
+        # accel before 0.2 took the device second (`accel.tensor(a, "cpu")`): still read so.
+        dtype, device = None, dtype
     dev = _device_name(device)
     want = None if dtype is None else _as_dtype(dtype)
     if isinstance(data, Tensor):

@@ -5,6 +5,10 @@
 use accelkit::Device;
 
 fn main() -> accelkit::Result<()> {
+    // As the `accel` command does: settings that keep accelerator libraries quiet on a server
+    // (Vulkan's window-system code complains without XDG_RUNTIME_DIR). SAFETY: the first thing
+    // in main, before any thread has started.
+    unsafe { accelkit::prepare_environment() };
     println!("cuda available: {}", accelkit::cuda::is_available());
     println!("cuda device count: {}", accelkit::cuda::device_count());
     if let Some(d) = accelkit::cuda::devices().first() {

@@ -4,6 +4,10 @@
 use accelkit::{Device, Tensor};
 
 fn main() -> accelkit::Result<()> {
+    // As the `accel` command does: settings that keep accelerator libraries quiet on a server
+    // (Vulkan's window-system code complains without XDG_RUNTIME_DIR). SAFETY: the first thing
+    // in main, before any thread has started.
+    unsafe { accelkit::prepare_environment() };
     let device = Device::best();
     let a = Tensor::new(&[[1i64, 1], [2, 2]], &device)?;
     let b = Tensor::new(&[[5i64, 6], [7, 8]], &Device::Cpu)?;

@@ -7,6 +7,10 @@ use accelkit::memory::{self, human_bytes};
 use accelkit::{Device, Tensor};
 
 fn main() -> accelkit::Result<()> {
+    // As the `accel` command does: settings that keep accelerator libraries quiet on a server
+    // (Vulkan's window-system code complains without XDG_RUNTIME_DIR). SAFETY: the first thing
+    // in main, before any thread has started.
+    unsafe { accelkit::prepare_environment() };
     println!(
         "CPU use: {:.1}%",
         accelkit::system::cpu_percent(Duration::from_secs(1))?

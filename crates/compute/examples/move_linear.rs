@@ -5,6 +5,10 @@ use accelkit::nn::{Linear, Module};
 use accelkit::{DType, Device, Tensor};
 
 fn main() -> accelkit::Result<()> {
+    // As the `accel` command does: settings that keep accelerator libraries quiet on a server
+    // (Vulkan's window-system code complains without XDG_RUNTIME_DIR). SAFETY: the first thing
+    // in main, before any thread has started.
+    unsafe { accelkit::prepare_environment() };
     let mut linear = Linear::new(4, 2, true, &Device::Cpu)?;
     println!(
         "parameters: {}, device: {}",

@@ -4,6 +4,10 @@
 use accelkit::{Device, Tensor};
 
 fn main() -> accelkit::Result<()> {
+    // As the `accel` command does: settings that keep accelerator libraries quiet on a server
+    // (Vulkan's window-system code complains without XDG_RUNTIME_DIR). SAFETY: the first thing
+    // in main, before any thread has started.
+    unsafe { accelkit::prepare_environment() };
     let data = [[1i64, 2], [3, 4]];
     let x = Tensor::new(&data, &Device::Cpu)?;
     println!("initial: is_cuda = {}", x.is_cuda());

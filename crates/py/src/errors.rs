@@ -74,8 +74,8 @@ pub(crate) fn py_err(py: Python<'_>, e: Error) -> PyErr {
             "AccelError",
             format!(
                 "Expected all tensors to be on the same device, but found at least two \
-                 devices, {lhs} and {rhs}! ({op}: copy one to the other's device first, \
-                 e.g. b.to(\"{lhs}\"))"
+                 devices, {lhs} and {rhs}! ({op}: copy one to the other's device first: \
+                 a.to(\"{rhs}\") or b.to(\"{lhs}\"))"
             ),
         ),
         Error::ShapeMismatch { op, lhs, rhs, .. }

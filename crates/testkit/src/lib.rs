@@ -12,8 +12,9 @@
 /// 12 wheels in `$VIRTUAL_ENV/cu12`); `avx512` (the CPU kernels' AVX-512 paths); the tools the
 /// command's tests drive (`prometheus` for `accel serve`, `tmux` for `accel monitor`, `grpc` for
 /// the TPU metrics service, `chromium` for the notebook photograph, `standin` for the C compiler
-/// that builds the doctor corpus's stand-in driver, `cgroup` for a CPU quota group).
-pub const KNOWN: [&str; 16] = [
+/// that builds the doctor corpus's stand-in driver, `cgroup` for a CPU quota group, `examples` for
+/// the seeds' examples as `cargo test --all-targets` builds them).
+pub const KNOWN: [&str; 17] = [
     "cpu",
     "cuda",
     "nvrtc",
@@ -30,6 +31,7 @@ pub const KNOWN: [&str; 16] = [
     "chromium",
     "standin",
     "cgroup",
+    "examples",
 ];
 
 /// The names in `ACCEL_TEST_REQUIRE` (comma-separated, any case). Panics on a name that is not

@@ -137,3 +137,29 @@ fn a_device_the_walkthrough_cannot_use_is_one_clear_error() {
         );
     }
 }
+
+#[test]
+fn bench_matmul_on_the_stand_in_accelerators_agrees_with_an_f64_reference() {
+    let test = "bench_matmul_on_the_stand_in_accelerators_agrees_with_an_f64_reference";
+    for (backend, device) in [("wgpu", "wgpu:0"), ("xla", "xla:0")] {
+        if let Some(why) = unavailable(backend) {
+            accelkit_testkit::skip(backend, &why, test);
+            continue;
+        }
+        let o = accel(&[
+            "bench", "matmul", "--device", device, "--size", "128", "--warmup", "1", "--iters",
+            "3", "--json",
+        ]);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "bench on {device}: {err}\n{out}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("bench --json is JSON");
+        let r = &v["results"][0];
+        assert_eq!(r["device"], device, "{out}");
+        let e = r["max_rel_error"].as_f64().expect("a max_rel_error");
+        assert!(
+            e < 1e-4,
+            "{device}: max_rel_error {e} against the f64 reference"
+        );
+        assert!(!err.contains("XDG_RUNTIME_DIR"), "{err}");
+    }
+}

@@ -9,6 +9,7 @@ mod conformance;
 mod cuda;
 mod device;
 mod display;
+mod examples;
 mod matmul;
 mod memory;
 mod nn;
