@@ -17,30 +17,30 @@ import accelkit as accel
 from test_accel import skip
 
 
-@pytest.mark.parametrize("make, printed", [
-    (lambda: accel.tensor([1.0, 2.0, 3.0]), "tensor([1., 2., 3.])"),
-    (lambda: accel.tensor([[1, 2], [3, 4]]), "tensor([[1, 2],\n        [3, 4]])"),
-    (lambda: accel.matmul(accel.tensor([[1, 1], [2, 2]]), accel.tensor([[5, 6], [7, 8]])),
+PRINTED = [
+    (lambda m: m.tensor([1.0, 2.0, 3.0]), "tensor([1., 2., 3.])"),
+    (lambda m: m.tensor([[1, 2], [3, 4]]), "tensor([[1, 2],\n        [3, 4]])"),
+    (lambda m: m.matmul(m.tensor([[1, 1], [2, 2]]), m.tensor([[5, 6], [7, 8]])),
      "tensor([[12, 14],\n        [24, 28]])"),
-    (lambda: accel.tensor([0.1234567, 2.5]), "tensor([0.1235, 2.5000])"),
-    (lambda: accel.tensor([-1.5, 20.25]), "tensor([-1.5000, 20.2500])"),
-    (lambda: accel.tensor([1e-5, 1.0]), "tensor([1.0000e-05, 1.0000e+00])"),
-    (lambda: accel.tensor([1.0, 2000.0]), "tensor([1.0000e+00, 2.0000e+03])"),
-    (lambda: accel.tensor([1.5, 2.0], dtype=accel.float64),
+    (lambda m: m.tensor([0.1234567, 2.5]), "tensor([0.1235, 2.5000])"),
+    (lambda m: m.tensor([-1.5, 20.25]), "tensor([-1.5000, 20.2500])"),
+    (lambda m: m.tensor([1e-5, 1.0]), "tensor([1.0000e-05, 1.0000e+00])"),
+    (lambda m: m.tensor([1.0, 2000.0]), "tensor([1.0000e+00, 2.0000e+03])"),
+    (lambda m: m.tensor([1.5, 2.0], dtype=m.float64),
      "tensor([1.5000, 2.0000], dtype=accel.float64)"),
-    (lambda: accel.tensor([1, 2], dtype=accel.int32), "tensor([1, 2], dtype=accel.int32)"),
-    (lambda: accel.tensor(3.5), "tensor(3.5000)"),
-    (lambda: accel.tensor(5), "tensor(5)"),
-    (lambda: accel.tensor([]), "tensor([])"),
-    (lambda: accel.zeros(2, 3), "tensor([[0., 0., 0.],\n        [0., 0., 0.]])"),
-    (lambda: accel.ones(2, dtype=accel.int64), "tensor([1, 1])"),
-    (lambda: accel.full((2,), 7), "tensor([7, 7])"),
-    (lambda: accel.arange(10), "tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])"),
-    (lambda: accel.arange(30),
+    (lambda m: m.tensor([1, 2], dtype=m.int32), "tensor([1, 2], dtype=accel.int32)"),
+    (lambda m: m.tensor(3.5), "tensor(3.5000)"),
+    (lambda m: m.tensor(5), "tensor(5)"),
+    (lambda m: m.tensor([]), "tensor([])"),
+    (lambda m: m.zeros(2, 3), "tensor([[0., 0., 0.],\n        [0., 0., 0.]])"),
+    (lambda m: m.ones(2, dtype=m.int64), "tensor([1, 1])"),
+    (lambda m: m.full((2,), 7), "tensor([7, 7])"),
+    (lambda m: m.arange(10), "tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])"),
+    (lambda m: m.arange(30),
      "tensor([ 0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14, 15, 16, 17,\n"
      "        18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29])"),
-    (lambda: accel.arange(2000), "tensor([   0,    1,    2,  ..., 1997, 1998, 1999])"),
-    (lambda: accel.zeros(100, 100),
+    (lambda m: m.arange(2000), "tensor([   0,    1,    2,  ..., 1997, 1998, 1999])"),
+    (lambda m: m.zeros(100, 100),
      "tensor([[0., 0., 0.,  ..., 0., 0., 0.],\n"
      "        [0., 0., 0.,  ..., 0., 0., 0.],\n"
      "        [0., 0., 0.,  ..., 0., 0., 0.],\n"
@@ -48,26 +48,55 @@ from test_accel import skip
      "        [0., 0., 0.,  ..., 0., 0., 0.],\n"
      "        [0., 0., 0.,  ..., 0., 0., 0.],\n"
      "        [0., 0., 0.,  ..., 0., 0., 0.]])"),
-    (lambda: accel.ones(2, 1, 2),
+    (lambda m: m.ones(2, 1, 2),
      "tensor([[[1., 1.]],\n\n        [[1., 1.]]])"),
-    (lambda: accel.tensor([[1, 2], [3, 4]]) / 2, "tensor([[0.5000, 1.0000],\n        [1.5000, 2.0000]])"),
-    (lambda: accel.tensor([[1, 2], [3, 4]]) + 1, "tensor([[2, 3],\n        [4, 5]])"),
-    (lambda: accel.tensor([1, 2]) + 0.5, "tensor([1.5000, 2.5000])"),
-    (lambda: 10 - accel.tensor([1, 2]), "tensor([9, 8])"),
-    (lambda: 1 / accel.tensor([2.0, 4.0]), "tensor([0.5000, 0.2500])"),
-    (lambda: -accel.tensor([1.0, -2.0]), "tensor([-1.,  2.])"),
-    (lambda: accel.tensor([1.0, 2.0]) * accel.tensor([[1.0], [3.0]]),
+    (lambda m: m.tensor([[1, 2], [3, 4]]) / 2, "tensor([[0.5000, 1.0000],\n        [1.5000, 2.0000]])"),
+    (lambda m: m.tensor([[1, 2], [3, 4]]) + 1, "tensor([[2, 3],\n        [4, 5]])"),
+    (lambda m: m.tensor([1, 2]) + 0.5, "tensor([1.5000, 2.5000])"),
+    (lambda m: 10 - m.tensor([1, 2]), "tensor([9, 8])"),
+    (lambda m: 1 / m.tensor([2.0, 4.0]), "tensor([0.5000, 0.2500])"),
+    (lambda m: -m.tensor([1.0, -2.0]), "tensor([-1.,  2.])"),
+    (lambda m: m.tensor([1.0, 2.0]) * m.tensor([[1.0], [3.0]]),
      "tensor([[1., 2.],\n        [3., 6.]])"),
-    (lambda: accel.tensor([1.0, 2.0], dtype=accel.float64) + accel.tensor([1.0, 1.0]),
+    (lambda m: m.tensor([1.0, 2.0], dtype=m.float64) + m.tensor([1.0, 1.0]),
      "tensor([2., 3.], dtype=accel.float64)"),
-    (lambda: accel.tensor([[1.0, 2.0], [3.0, 4.0]]).sum(), "tensor(10.)"),
-    (lambda: accel.tensor([[1.0, 2.0], [3.0, 4.0]]).mean(0), "tensor([2., 3.])"),
-    (lambda: accel.tensor([[1.0, 2.0], [3.0, 4.0]]).t(), "tensor([[1., 3.],\n        [2., 4.]])"),
-    (lambda: accel.arange(6).reshape(2, -1), "tensor([[0, 1, 2],\n        [3, 4, 5]])"),
-])
+    (lambda m: m.tensor([[1.0, 2.0], [3.0, 4.0]]).sum(), "tensor(10.)"),
+    (lambda m: m.tensor([[1.0, 2.0], [3.0, 4.0]]).mean(0), "tensor([2., 3.])"),
+    (lambda m: m.tensor([[1.0, 2.0], [3.0, 4.0]]).t(), "tensor([[1., 3.],\n        [2., 4.]])"),
+    (lambda m: m.arange(6).reshape(2, -1), "tensor([[0, 1, 2],\n        [3, 4, 5]])"),
+]
+
+
+@pytest.mark.parametrize("make, printed", PRINTED)
 def test_printed_as_pytorch_prints(make, printed):
-    assert str(make()) == printed
-    assert repr(make()) == printed
+    assert str(make(accel)) == printed
+    assert repr(make(accel)) == printed
+
+
+def torch_or_skip():
+    """PyTorch, where it is installed (the test command does not install it: its Linux wheels
+    bring CUDA's, gigabytes); skipped with the reason, or failing under ACCEL_TEST_REQUIRE=torch."""
+    try:
+        import torch
+    except ImportError as e:
+        skip("torch", f"PyTorch is not installed ({e}): the texts above are PyTorch 2.x's, "
+                      "transcribed")
+    return torch
+
+
+def test_pytorch_itself_prints_the_same():
+    torch = torch_or_skip()
+    for make, printed in PRINTED:
+        assert str(make(torch)) == printed.replace("accel.", "torch.")
+
+
+def test_the_seeds_device_script_prints_the_same_under_pytorch():
+    torch_or_skip()
+    if accel.cuda.is_available():
+        skip("standin", "this machine has a GPU: the script's .cuda() lines differ")
+    under_torch = run_seed(SEED_DEVICES.replace("import accelkit as torch", "import torch"))
+    assert under_torch.returncode == 0, under_torch.stderr
+    assert run_seed(SEED_DEVICES).stdout == under_torch.stdout
 
 
 def test_what_a_tensor_says_about_itself():
