@@ -49,6 +49,10 @@ if ! cargo +nightly metadata --locked --format-version 1 > /dev/null; then
 fi
 
 failed=0
+# Every target is built first; then each runs, FUZZ_JOBS at a time (default 1; the test
+# command runs two, one per core, after the suites). Each run's lines go to a file of its own
+# and are shown in the targets' order.
+built=""
 summary=""
 for name in $TARGETS; do
     flags="$(flags_of "$name")"
@@ -60,20 +64,32 @@ for name in $TARGETS; do
         tail -30 "$log"
         summary+="$(printf '%-18s BUILD FAILED' "$name")"$'\n'
         failed=1
-        continue
+    else
+        built+="$name "
     fi
-    # FUZZ_BUILD_ONLY=1: build every target and stop (the test command builds them beside its
-    # suites; the run that follows finds them built).
-    [ "${FUZZ_BUILD_ONLY:-0}" = 1 ] && { rm -f "$log"; continue; }
+    rm -f "$log"
+done
+# FUZZ_BUILD_ONLY=1: build every target and stop (the test command builds them beside its
+# suites; the run that follows finds them built).
+if [ "${FUZZ_BUILD_ONLY:-0}" = 1 ]; then
+    printf '%s' "$summary"
+    exit $failed
+fi
+
+# One target's run: its report lines into $out/NAME.lines, its summary row into $out/NAME.row,
+# the fuzzer's exit status into $out/NAME.rc.
+run_one() {
+    local name=$1 out=$2 flags limit dirs scratch="" log start rc secs execs verdict artifact
+    flags="$(flags_of "$name")"
+    log="$out/$name.log"
     if [ "$SECONDS_PER_TARGET" = short ]; then
         limit=(-runs="${SHORT_RUNS[$name]}" -seed=1)
-        echo "== $name: ${SHORT_RUNS[$name]} runs from seed 1"
+        echo "== $name: ${SHORT_RUNS[$name]} runs from seed 1" > "$out/$name.lines"
     else
         limit=(-max_total_time="$SECONDS_PER_TARGET")
-        echo "== $name: fuzzing for ${SECONDS_PER_TARGET}s"
+        echo "== $name: fuzzing for ${SECONDS_PER_TARGET}s" > "$out/$name.lines"
     fi
     start=$(date +%s)
-    # shellcheck disable=SC2086
     # New inputs go to a scratch folder unless FUZZ_KEEP=1 (then into the kept corpus, to
     # be pruned with `cargo fuzz cmin` before committing); the kept corpus is read as seeds.
     if [ "${FUZZ_KEEP:-0}" = 1 ]; then
@@ -82,6 +98,7 @@ for name in $TARGETS; do
         scratch="$(mktemp -d)"
         dirs=("$scratch" "corpus/$name")
     fi
+    # shellcheck disable=SC2086
     cargo +nightly fuzz run -s address $flags "$name" "${dirs[@]}" -- \
         "${limit[@]}" -rss_limit_mb=4096 -timeout=30 \
         -print_final_stats=1 >"$log" 2>&1
@@ -92,16 +109,33 @@ for name in $TARGETS; do
     if [ $rc -eq 0 ]; then
         verdict="no crash"
     else
-        failed=1
         artifact="$(grep -Eo 'Test unit written to [^ ]+' "$log" | tail -1 | sed 's/Test unit written to //')"
         verdict="CRASH (exit $rc) ${artifact:-see log}"
-        grep -E -m1 -A1 'panicked at|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)' "$log" | sed 's/^/    /'
-        echo "    reproduce: (cd fuzz && cargo +nightly fuzz run $flags $name ${artifact:-ARTIFACT})"
+        grep -E -m1 -A1 'panicked at|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)' "$log" \
+            | sed 's/^/    /' >> "$out/$name.lines"
+        echo "    reproduce: (cd fuzz && cargo +nightly fuzz run $flags $name ${artifact:-ARTIFACT})" \
+            >> "$out/$name.lines"
     fi
-    summary+="$(printf '%-18s %10s execs %5ss  %s' "$name" "${execs:-?}" "$secs" "$verdict")"$'\n'
-    rm -f "$log"
-    [ -n "${scratch:-}" ] && rm -rf "$scratch"
+    printf '%-18s %10s execs %5ss  %s\n' "$name" "${execs:-?}" "$secs" "$verdict" > "$out/$name.row"
+    [ -n "$scratch" ] && rm -rf "$scratch"
+    echo "$rc" > "$out/$name.rc"
+}
+
+out="$(mktemp -d)"
+jobs_max="${FUZZ_JOBS:-1}"
+for name in $built; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do
+        wait -n
+    done
+    run_one "$name" "$out" &
 done
+wait
+for name in $built; do
+    cat "$out/$name.lines"
+    summary+="$(cat "$out/$name.row")"$'\n'
+    [ "$(cat "$out/$name.rc" 2>/dev/null)" = 0 ] || failed=1
+done
+rm -rf "$out"
 
 echo
 echo "target                  executions   time  result"

@@ -243,13 +243,14 @@ archs_exe=$(exe compute/accelkit) load_exe=$(exe cli/it)
 ( cd crates/compute && exec nice -n 19 "$archs_exe" --exact "backend::cuda::tests::archs::$CUBIN_TEST" --nocapture ) \
   > target/cuda-archs.log 2>&1 &
 archs_pid=$!
-# The fuzz targets' ASan build and then their short run, one job at nice 19 from here on: the
-# run needs only what the build made, and it used to wait for the suites and then hold up the
-# wheel's checks. The short run: the same inputs each time for the same code
+# The fuzz targets' ASan build and then their short run, one job from here on: the run needs
+# only what the build made, and it used to wait for the suites and then hold up the wheel's
+# checks. The build at nice 10, ahead of the other jobs beside the suites (nice 19) and behind
+# the suites: on a fresh clone it is the last to finish; the runs at nice 19, two at a time. The short run: the same inputs each time for the same code
 # (ACCEL_FUZZ_SECONDS=N draws new ones for N seconds per target instead); `scripts/fuzz.sh
 # 600` is the long one (RELIABILITY.md). Exit 10: the build failed; 11: a target crashed.
-( FUZZ_BUILD_ONLY=1 nice -n 19 scripts/fuzz.sh > target/fuzz-build.log 2>&1 || exit 10
-  exec nice -n 19 scripts/fuzz.sh "${ACCEL_FUZZ_SECONDS:-short}" > target/fuzz-run.log 2>&1 \
+( FUZZ_BUILD_ONLY=1 nice -n 10 scripts/fuzz.sh > target/fuzz-build.log 2>&1 || exit 10
+  FUZZ_JOBS=2 exec nice -n 19 scripts/fuzz.sh "${ACCEL_FUZZ_SECONDS:-short}" > target/fuzz-run.log 2>&1 \
     || exit 11 ) &
 fuzz_pid=$!
 # The pip wheel's extension module: maturin builds accelkit-py alone, with the features this

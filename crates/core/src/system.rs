@@ -193,9 +193,38 @@ fn simd_features() -> Vec<String> {
             "avx512bf16",
             "avx512fp16"
         );
+        out.extend(amx_features().iter().map(|s| s.to_string()));
     }
     #[cfg(target_arch = "aarch64")]
     out.push("neon".to_string());
+    out
+}
+
+/// AMX's parts this CPU has, from CPUID (std's feature detection has no stable names for them
+/// yet): leaf 7 EDX bits 22 (AMX-BF16), 24 (AMX-TILE) and 25 (AMX-INT8), and sub-leaf 1 EAX
+/// bit 21 (AMX-FP16). What the hardware has: whether the OS lets a process use the tile
+/// registers is asked separately (`arch_prctl(ARCH_REQ_XCOMP_PERM)` on Linux).
+#[cfg(target_arch = "x86_64")]
+fn amx_features() -> Vec<&'static str> {
+    use std::arch::x86_64::{__cpuid, __cpuid_count};
+    // SAFETY: CPUID exists on every x86-64 CPU; leaf 7 is read only where leaf 0 says it is
+    // there (a leaf past the maximum returns another leaf's data).
+    #[allow(unused_unsafe)]
+    let (l7, l71) = unsafe {
+        if __cpuid(0).eax < 7 {
+            return Vec::new();
+        }
+        (__cpuid_count(7, 0), __cpuid_count(7, 1))
+    };
+    let mut out = Vec::new();
+    for (bit, name) in [(24, "amx-tile"), (22, "amx-bf16"), (25, "amx-int8")] {
+        if l7.edx >> bit & 1 == 1 {
+            out.push(name);
+        }
+    }
+    if l7.eax >= 1 && l71.eax >> 21 & 1 == 1 {
+        out.push("amx-fp16");
+    }
     out
 }
 

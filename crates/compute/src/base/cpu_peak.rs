@@ -73,10 +73,28 @@ pub struct CpuCore {
     pub f32_flops: f64,
     /// f64 flops per cycle per core.
     pub f64_flops: f64,
-    /// bf16 flops per cycle per core: twice f32 where AVX512_BF16's pair dot products
-    /// (`vdpbf16ps`) run at the f32 FMA's rate, else the f32 rate (converted to f32).
+    /// bf16 flops per cycle per core on the vector units: twice f32 where AVX512_BF16's pair
+    /// dot products (`vdpbf16ps`) run at the f32 FMA's rate, else the f32 rate (converted to
+    /// f32).
     pub bf16_flops: f64,
+    /// f16 flops per cycle per core on the vector units: twice f32 where AVX512-FP16 multiplies
+    /// and adds in f16 (32 lanes a 512-bit FMA), else the f32 rate (converted to f32).
+    pub f16_flops: f64,
+    /// bf16 flops per cycle per core on the AMX tile unit (TMUL), where the CPU has AMX-BF16
+    /// (Xeon from Sapphire Rapids on): 1024. Source: Intel's Optimization Reference Manual,
+    /// AMX chapter: one `tdpbf16ps` (a 16x16 f32 tile += 16x32 by 32x16 bf16, 8192
+    /// multiply-adds) issues every 16 cycles.
+    pub amx_bf16_flops: Option<f64>,
+    /// f16 flops per cycle per core on the tile unit with AMX-FP16 (`tdpfp16ps`, Granite Rapids
+    /// on): the bf16 rate.
+    pub amx_f16_flops: Option<f64>,
+    /// int8 operations (a multiply-add is two) per cycle per core with AMX-INT8: 2048
+    /// (`tdpbssd`: 16x16 i32 += 16x64 by 64x16 int8, 16384 multiply-adds every 16 cycles).
+    pub amx_int8_ops: Option<f64>,
 }
+
+/// bf16 flops per cycle per core of AMX's tile unit ([`CpuCore::amx_bf16_flops`]).
+const AMX_BF16_FLOPS: f64 = 1024.0;
 
 /// The microarchitecture table: FMA units and their width per core, by vendor, family and
 /// model (CPUID), for the cores accel's kernels use. `None` for CPUs not in it: their peak is
@@ -90,11 +108,16 @@ pub struct CpuCore {
 pub fn cpu_core(info: &crate::base::system::CpuInfo) -> Option<CpuCore> {
     let has = |f: &str| info.simd.iter().any(|s| s == f);
     let bf16_dot = has("avx512bf16");
+    let (fp16, amx_bf16) = (has("avx512fp16"), has("amx-bf16"));
     let core = |row, f32_flops: f64, dot: bool| CpuCore {
         row,
         f32_flops,
         f64_flops: f32_flops / 2.0,
         bf16_flops: if dot { 2.0 * f32_flops } else { f32_flops },
+        f16_flops: if fp16 { 2.0 * f32_flops } else { f32_flops },
+        amx_bf16_flops: amx_bf16.then_some(AMX_BF16_FLOPS),
+        amx_f16_flops: (amx_bf16 && has("amx-fp16")).then_some(AMX_BF16_FLOPS),
+        amx_int8_ops: has("amx-int8").then_some(2.0 * AMX_BF16_FLOPS),
     };
     let (f, m) = (info.family, info.model);
     match info.vendor.as_str() {
@@ -152,8 +175,12 @@ pub fn cpu_core(info: &crate::base::system::CpuInfo) -> Option<CpuCore> {
     }
 }
 
-/// A CPU's peak: cores used x clock x flops per cycle per core from the microarchitecture
-/// table ([`cpu_core`]). Cores used are the compute threads, at most the physical cores (SMT
+/// A CPU's peak for `dtype`: cores used x clock x flops per cycle per core of the fastest
+/// unit the CPU has for that dtype ([`cpu_core`]: the FMA units, or AMX's tile unit for bf16
+/// and f16 where it has one), so that no program on it, accel's or another library's, can
+/// reach more than 100%. Where accel's own kernel runs on a slower unit (its bf16 kernel on the
+/// vector units of an AMX machine, its f16 kernel in f32), the formula says so and gives that
+/// unit's figure. Cores used are the compute threads, at most the physical cores (SMT
 /// siblings share FMA units). Integer matmul has no FMA peak and gives `None`, as do CPUs not
 /// in the table and a CPU without a known clock. The clock is `info.frequency_mhz`: pass the
 /// one measured with [`measured_cpu_clock_mhz`] (`bench::peak` does) rather than the nominal
@@ -161,21 +188,55 @@ pub fn cpu_core(info: &crate::base::system::CpuInfo) -> Option<CpuCore> {
 pub fn cpu_peak(info: &crate::base::system::CpuInfo, threads: usize, dtype: DType) -> Option<Peak> {
     let mhz = info.frequency_mhz? as f64;
     let core = cpu_core(info)?;
-    let (per_cycle, what) = match dtype {
-        DType::F64 => (core.f64_flops, "f64"),
-        DType::F32 | DType::F16 => (core.f32_flops, "f32"),
-        DType::BF16 => (core.bf16_flops, "bf16"),
+    // (the machine's best: flops/cycle, dtype, unit), and accel's kernel's where it differs.
+    let vector = |flops: f64, what: &'static str| (flops, what, core.row.to_string());
+    let amx = |flops: f64, what: &'static str| {
+        (
+            flops,
+            what,
+            format!(
+                "AMX tiles, 16 cycles a tile product; vector units: {}",
+                core.row
+            ),
+        )
+    };
+    let ((per_cycle, what, unit), kernel) = match dtype {
+        DType::F64 => (vector(core.f64_flops, "f64"), None),
+        DType::F32 => (vector(core.f32_flops, "f32"), None),
+        DType::F16 => {
+            let best = match core.amx_f16_flops {
+                Some(a) if a > core.f16_flops => amx(a, "f16"),
+                _ => vector(core.f16_flops, "f16"),
+            };
+            // accel's f16 kernel converts to f32 and multiplies there.
+            let kernel =
+                (best.0 > core.f32_flops).then_some((core.f32_flops, "f16 kernel computes in f32"));
+            (best, kernel)
+        }
+        DType::BF16 => match core.amx_bf16_flops {
+            Some(a) if a > core.bf16_flops => (
+                amx(a, "bf16"),
+                Some((core.bf16_flops, "bf16 kernel runs on the vector units")),
+            ),
+            _ => (vector(core.bf16_flops, "bf16"), None),
+        },
         DType::I32 | DType::I64 => return None,
     };
     let cores = threads.min(info.physical_cores).max(1) as f64;
-    let g = cores * mhz / 1000.0 * per_cycle;
+    let ghz = mhz / 1000.0;
+    let g = cores * ghz * per_cycle;
+    let mut formula = format!(
+        "{cores} cores x {ghz:.3} GHz x {per_cycle} {what} flops/cycle ({unit}) = {g:.1} GFLOP/s"
+    );
+    if let Some((k, why)) = kernel {
+        formula.push_str(&format!(
+            "; accel's {why}: {k} flops/cycle = {:.1} GFLOP/s",
+            cores * ghz * k
+        ));
+    }
     Some(Peak {
         gflop_per_s: g,
-        formula: format!(
-            "{cores} cores x {:.3} GHz x {per_cycle} {what} flops/cycle ({}) = {g:.1} GFLOP/s",
-            mhz / 1000.0,
-            core.row,
-        ),
+        formula,
     })
 }
 

@@ -165,6 +165,72 @@ fn peak_formulas_of_known_chips() {
         "{}",
         p.formula
     );
+    // The same Xeon with AMX (Sapphire/Emerald Rapids: AMX-BF16 and AMX-INT8): bf16's peak
+    // is the tile unit's, 1024 flops per cycle per core (2 x 2.9 x 1024 = 5939.2), so that
+    // PyTorch's oneDNN on the tiles (842 GFLOP/s measured on such a 2-vCPU machine, 114% of
+    // the vector units' 737 before) stays under 100%; the formula names both units and what
+    // accel's bf16 kernel can reach on the vector units (2 x 2.9 x 128 = 742.4).
+    let amx = chip(
+        "GenuineIntel",
+        6,
+        0xcf,
+        2900,
+        2,
+        &[
+            "avx2",
+            "fma",
+            "avx512f",
+            "avx512bf16",
+            "avx512fp16",
+            "amx-tile",
+            "amx-bf16",
+            "amx-int8",
+        ],
+    );
+    let p = bench::cpu_peak(&amx, 2, DType::BF16).unwrap();
+    assert!(close(p.gflop_per_s, 5939.2), "{}", p.formula);
+    assert!(842.0 / p.gflop_per_s < 1.0);
+    assert!(
+        p.formula.contains("1024 bf16 flops/cycle (AMX tiles"),
+        "{}",
+        p.formula
+    );
+    assert!(
+        p.formula.ends_with(
+            "accel's bf16 kernel runs on the vector units: 128 flops/cycle = 742.4 GFLOP/s"
+        ),
+        "{}",
+        p.formula
+    );
+    // f32 and f64 are the FMA units' whatever the tiles do.
+    assert!(close(
+        bench::cpu_peak(&amx, 2, DType::F32).unwrap().gflop_per_s,
+        371.2
+    ));
+    // f16 without AMX-FP16: AVX512-FP16's native f16 FMAs, twice f32 (742.4); accel's f16
+    // kernel computes in f32 (371.2), which the formula says.
+    let p = bench::cpu_peak(&amx, 2, DType::F16).unwrap();
+    assert!(close(p.gflop_per_s, 742.4), "{}", p.formula);
+    assert!(
+        p.formula
+            .contains("f16 kernel computes in f32: 64 flops/cycle = 371.2"),
+        "{}",
+        p.formula
+    );
+    // Granite Rapids adds AMX-FP16: f16's peak is the tiles' too.
+    let mut gnr = amx.clone();
+    gnr.simd.push("amx-fp16".into());
+    assert!(close(
+        bench::cpu_peak(&gnr, 2, DType::F16).unwrap().gflop_per_s,
+        5939.2
+    ));
+    // Without AMX or AVX512-FP16 (Zen 4), f16 is converted to f32: f32's rate, one unit.
+    let p = bench::cpu_peak(&zen4, 2, DType::F16).unwrap();
+    assert!(
+        close(p.gflop_per_s, 166.4) && !p.formula.contains("accel's"),
+        "{}",
+        p.formula
+    );
     // Unknown CPUs, integers and a missing clock: no peak, rather than a guess.
     assert!(bench::cpu_peak(&amd(0x1b, 0x00, 3000, &["avx2", "fma"]), 2, DType::F32).is_none());
     assert!(bench::cpu_peak(&chip("", 0, 0, 3000, 2, &["avx2", "fma"]), 2, DType::F32).is_none());
