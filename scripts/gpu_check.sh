@@ -303,6 +303,11 @@ print("xla:0")')
 step_bench() {
   local dev=cuda:0 big=4096 dts="f32 bf16 f16 f64"
   if [ "$REHEARSE" = 1 ]; then dev=xla:0 big=256 dts="f32"; fi
+  # The main job (`cargo run --release`) on the device: the CPU and it multiply the same
+  # operands, and it prints how far apart the two results are.
+  local n=2000
+  [ "$REHEARSE" = 1 ] && n=256
+  run_cmd bench.txt "walkthrough $dev" "$ACCEL" --device "$dev" --size "$n"
   # Fixed iteration counts: adaptive timing of fast cases would run to its 10,000-sample cap.
   for dt in $dts; do
     run_cmd bench.txt "matmul $dt $dev" "$ACCEL" bench matmul --device "$dev" --device cpu \
