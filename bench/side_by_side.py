@@ -16,8 +16,9 @@ With `--runs` R, the table shows the median figure over runs and the ratio accel
     python3 bench/side_by_side.py [--runs 5] [--rounds 5] [--quick] [--filter 'f32 N=2000']
 
 `accel py` is accel's Python module in a fresh process (`import accelkit`, the seeds' way),
-where the wheel is installed in this Python. Needs numpy and torch in the Python that runs it (bench/run.sh sets up a venv with both) and
-the release binary (cargo build --release).
+where the wheel is installed in this Python. Needs numpy, and PyTorch for its contenders (left
+out with a note where it is not installed; bench/run.sh sets up a venv with both), in the
+Python that runs it, and the release binary (cargo build --release).
 """
 import argparse
 import json
@@ -194,6 +195,15 @@ def spread(xs):
     return f"{min(xs):5.2f} {statistics.median(xs):5.2f} {max(xs):5.2f}"
 
 
+def have_torch():
+    """PyTorch where it is installed, else None: a contender by default only where it exists."""
+    try:
+        import torch
+        return torch
+    except ImportError:
+        return None
+
+
 def header():
     cpu = {}
     with open("/proc/cpuinfo") as f:
@@ -208,9 +218,10 @@ def header():
             print(f"  note: {v}={os.environ[v]} is set: OpenBLAS may not use its best kernels "
                   f"(bench/run.sh unsets it)")
     import numpy as np
-    import torch
-    print(f"numpy {np.__version__}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
-          f"{os.cpu_count()} cpus", flush=True)
+    torch = have_torch()
+    tv = f"torch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else \
+        "torch not installed (its contenders left out)"
+    print(f"numpy {np.__version__}, {tv}, {os.cpu_count()} cpus", flush=True)
     try:
         from threadpoolctl import threadpool_info
         for lib in threadpool_info():
@@ -245,6 +256,8 @@ def main():
     unknown = [c for c in chosen if c not in CONTENDERS]
     if unknown:
         sys.exit(f"unknown contender(s) {unknown}: choose from {CONTENDERS}")
+    if have_torch() is None:
+        chosen = [c for c in chosen if not c.startswith("torch")]
     todo = [(label, work, unit, key, {k: f for k, f in fns.items() if k in chosen})
             for label, work, unit, key, fns in todo]
     print(f"runs {args.runs} x rounds {args.rounds}; figures: median over runs of each run's median "
