@@ -6,6 +6,7 @@ PyTorch's names, type promotion and printing. Nothing here imports NumPy until a
 from __future__ import annotations
 
 import builtins
+import itertools
 import math
 import struct
 
@@ -374,6 +375,62 @@ class Tensor:
         dev = self.device
         for r in rows:
             yield tensor(r, dtype=self.dtype, device=dev)
+
+    # -- indexing (a copy: accel's tensors are immutable, so a copy reads as PyTorch's view)
+
+    def __getitem__(self, key: Any) -> "Tensor":
+        """`x[0]`, `x[:, 1]`, `x[..., -1]`, `x[0, 1:3, ::2]`: integers and slices (step above
+        0), each dimension at most once; an integer removes its dimension."""
+        shape = list(self._t.shape)
+        key = key if isinstance(key, tuple) else (key,)
+        if not shape:
+            raise AccelIndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python "
+                                  "to convert a 0-dim tensor to a number")
+        if sum(k is Ellipsis for k in key) > 1:
+            raise AccelIndexError("an index can only have a single ellipsis ('...')")
+        if any(k is Ellipsis for k in key):
+            at = key.index(Ellipsis)
+            fill = len(shape) - (len(key) - 1)
+            key = key[:at] + (slice(None),) * max(fill, 0) + key[at + 1:]
+        if len(key) > len(shape):
+            raise AccelIndexError(f"too many indices for tensor of dimension {len(shape)}")
+        picks, out_shape = [], []
+        for d, n in enumerate(shape):
+            k = key[d] if d < len(key) else slice(None)
+            if isinstance(k, Tensor) and k.numel() == 1 and not k.dtype.is_floating_point:
+                k = k.item()
+            if isinstance(k, bool) or not isinstance(k, (_pyint, slice)):
+                raise AccelTypeError(f"accel indexes with integers, slices and '...', not "
+                                     f"{type(k).__name__}")
+            if isinstance(k, slice):
+                if k.step is not None and k.step <= 0:
+                    raise AccelValueError("step must be greater than zero")
+                r = range(*k.indices(n))
+                picks.append(r)
+                out_shape.append(len(r))
+            else:
+                i = k + n if k < 0 else k
+                if not 0 <= i < n:
+                    raise AccelIndexError(f"index {k} is out of bounds for dimension {d} with "
+                                          f"size {n}")
+                picks.append(range(i, i + 1))
+        raw, size = self._t.tobytes(), self.dtype.itemsize
+        strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+        last, chunks = picks[-1], []
+        for idx in itertools.product(*picks[:-1]):
+            base = sum(i * s for i, s in zip(idx, strides))
+            if last.step == 1:
+                if len(last):
+                    chunks.append(raw[(base + last.start) * size:(base + last[-1] + 1) * size])
+            else:
+                chunks += [raw[(base + j) * size:(base + j + 1) * size] for j in last]
+        t = _accel.Tensor.from_bytes(b"".join(chunks), self._t.dtype, out_shape, "cpu")
+        return _wrap(t if self._t.device == "cpu" else t.to(self._t.device))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise AccelTypeError("accel's tensors are immutable: 'Tensor' object does not support "
+                             "item assignment; make a new tensor instead (arithmetic such as "
+                             "x * mask, or accel.tensor(...))")
 
     # -- arithmetic
 

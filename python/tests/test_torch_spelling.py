@@ -64,6 +64,10 @@ PRINTED = [
     (lambda m: m.tensor([[1.0, 2.0], [3.0, 4.0]]).mean(0), "tensor([2., 3.])"),
     (lambda m: m.tensor([[1.0, 2.0], [3.0, 4.0]]).t(), "tensor([[1., 3.],\n        [2., 4.]])"),
     (lambda m: m.arange(6).reshape(2, -1), "tensor([[0, 1, 2],\n        [3, 4, 5]])"),
+    (lambda m: m.arange(24).reshape(2, 3, 4)[1], "tensor([[12, 13, 14, 15],\n        [16, 17, 18, 19],\n        [20, 21, 22, 23]])"),
+    (lambda m: m.arange(24).reshape(2, 3, 4)[0, 1:3, ::2], "tensor([[ 4,  6],\n        [ 8, 10]])"),
+    (lambda m: m.tensor([[1.0, 2.0], [3.0, 4.0]])[:, 1], "tensor([2., 4.])"),
+    (lambda m: m.tensor([[1.0, 2.0], [3.0, 4.0]])[-1, -1], "tensor(4.)"),
 ]
 
 
@@ -116,6 +120,35 @@ def test_what_a_tensor_says_about_itself():
     assert accel.tensor([1.5, 2.5], dtype=accel.bfloat16).tolist() == [1.5, 2.5]
     assert accel.tensor([1.5, 2.5], dtype=accel.float16).tolist() == [1.5, 2.5]
     assert [r.tolist() for r in x] == [[1, 2], [3, 4]]
+
+
+def test_indexing_reads_as_numpy_and_pytorch_index():
+    a = np.arange(2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5)
+    x = accel.tensor(a)
+    for key in [0, -1, (1, 2), (0, slice(1, 3)), (slice(None), 1), (Ellipsis, -1),
+                (0, slice(None), slice(None, None, 2)), (slice(5, 9),), (1, 2, 4),
+                (Ellipsis,), (slice(None), slice(None), slice(1, 4, 2))]:
+        got = x[key]
+        values = np.array(got.tolist(), dtype=np.float32).reshape(got.shape)
+        assert got.shape == a[key].shape and np.array_equal(values, a[key]), key
+        assert got.dtype is accel.float32
+    for d in accel.devices():
+        if d.type in ("xla", "wgpu"):
+            y = x.to(d)[1, :, 2]
+            assert y.device == d and y.cpu().tolist() == a[1, :, 2].tolist()
+            break
+    with pytest.raises(IndexError, match="index 2 is out of bounds for dimension 0 with size 2") as e:
+        x[2]
+    assert isinstance(e.value, accel.AccelError)
+    with pytest.raises(IndexError, match="too many indices for tensor of dimension 3"):
+        x[0, 0, 0, 0]
+    with pytest.raises(IndexError, match="invalid index of a 0-dim tensor"):
+        accel.tensor(1.0)[0]
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        x[::-1]
+    with pytest.raises(TypeError, match="does not support item assignment") as e:
+        x[0] = 1
+    assert isinstance(e.value, accel.AccelError)
 
 
 def test_devices_are_objects_equal_to_their_names():
