@@ -130,10 +130,13 @@ class device:
         return (device, (self.type, self.index))
 
 
+_Device = device  # the class, where a parameter named `device` hides it
+
+
 def _index_of(name: str) -> Optional[int]:
     """The index the library gives a device name (None for one without, `cpu`), or its error."""
-    t = _accel.Tensor.from_bytes(b"", "f32", [0], name)
-    return _pyint(t.device.split(":")[1]) if ":" in t.device else None
+    parsed = _accel.parse_device(name)
+    return _pyint(parsed.split(":")[1]) if ":" in parsed else None
 
 
 def _device_name(d: Any) -> str:
@@ -320,7 +323,7 @@ class Tensor:
         """The Rust tensor, made contiguous (a copy) where it is a strided view (`x.t()`),
         since its memory is handed out as one row-major block."""
         t = self._t
-        return t if _contiguous(t) else t.unary("contiguous")
+        return t if t.is_contiguous else t.unary("contiguous")
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         import numpy as np
@@ -332,7 +335,7 @@ class Tensor:
     def __array_interface__(self) -> dict:
         # Only over this tensor's own memory: a strided view has none in row-major order,
         # and NumPy then asks __array__ for a copy instead.
-        if not _contiguous(self._t):
+        if not self._t.is_contiguous:
             raise AttributeError("__array_interface__ (a strided view: see __array__)")
         return self._t.__array_interface__
 
@@ -359,8 +362,8 @@ class Tensor:
 
     def __bool__(self) -> bool:
         if self.numel() != 1:
-            raise AccelValueError(f"Boolean value of Tensor with more than one value is "
-                                  f"ambiguous")
+            raise AccelValueError("Boolean value of Tensor with more than one value is "
+                                  "ambiguous")
         return bool(self.item())
 
     def __format__(self, spec: str) -> str:
@@ -554,10 +557,6 @@ class Tensor:
     __str__ = __repr__
 
 
-def _contiguous(t: Any) -> bool:
-    return t.is_contiguous
-
-
 def _looks_like_dtype(s: str) -> bool:
     s = s.replace("torch.", "").replace("accel.", "")
     return s in _BY_NAME or s in _BY_CODE
@@ -629,7 +628,7 @@ def tensor(data: Any, dtype: Optional[Any] = None, device: Optional[Any] = None,
     dtype for an array)."""
     if requires_grad:
         raise AccelValueError("accel has no autograd: requires_grad=True is not supported")
-    if device is None and (isinstance(dtype, globals()["device"]) or (
+    if device is None and (isinstance(dtype, _Device) or (
             isinstance(dtype, str) and not _looks_like_dtype(dtype))):
         # accel before 0.2 took the device second (`accel.tensor(a, "cpu")`): still read so.
         dtype, device = None, dtype

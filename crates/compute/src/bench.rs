@@ -325,33 +325,30 @@ pub fn matmul_with(
     warmup: usize,
     iters: Iterations,
 ) -> Result<(MatmulRun, Tensor)> {
-    let (a_host, b_host) = (a, b);
-    let dims = a_host.dims();
+    let dims = a.dims();
     let square = match *dims {
         [n, m] if n == m => Some((1, n)),
         [b, n, m] if n == m => Some((b, n)),
         _ => None,
     };
-    let Some((batch, size)) = square.filter(|_| b_host.dims() == dims) else {
+    let Some((batch, size)) = square.filter(|_| b.dims() == dims) else {
         return Err(crate::Error::shape(
             "bench::matmul_with",
-            a_host.shape(),
-            b_host.shape(),
+            a.shape(),
+            b.shape(),
             "the benchmark multiplies two N x N (or two batch x N x N) tensors of one shape",
         ));
     };
-    if a_host.dtype() != b_host.dtype() {
+    if a.dtype() != b.dtype() {
         return Err(crate::Error::DTypeMismatch {
             op: "bench::matmul_with",
-            lhs: a_host.dtype(),
-            rhs: b_host.dtype(),
+            lhs: a.dtype(),
+            rhs: b.dtype(),
         });
     }
-    let dtype = a_host.dtype();
-    let (a_host, b_host) = (
-        &a_host.to_device(&Device::Cpu)?,
-        &b_host.to_device(&Device::Cpu)?,
-    );
+    let dtype = a.dtype();
+    // Host copies for the error check (the same tensors when they are on the CPU).
+    let (a_host, b_host) = (&a.to_device(&Device::Cpu)?, &b.to_device(&Device::Cpu)?);
     let a = a_host.to_device(device)?;
     let b = b_host.to_device(device)?;
     let Measured {

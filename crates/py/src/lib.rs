@@ -68,6 +68,13 @@ fn devices_of(py: Python<'_>, backend: &str) -> PyResult<Vec<String>> {
     }))
 }
 
+/// The library's spelling of a device name (`xla:cpu:1` is `xla:N`), or the error naming what
+/// is accepted; the device need not exist.
+#[pyfunction]
+fn parse_device(name: &str) -> PyResult<String> {
+    device(name).map(|d| d.to_string())
+}
+
 /// The device's name (`torch.cuda.get_device_name`), or why it is not available.
 #[pyfunction]
 fn device_name(py: Python<'_>, name: &str) -> PyResult<String> {
@@ -328,6 +335,7 @@ fn _accel(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(best, m)?,
         wrap_pyfunction!(devices_of, m)?,
         wrap_pyfunction!(device_name, m)?,
+        wrap_pyfunction!(parse_device, m)?,
         wrap_pyfunction!(doctor_json, m)?,
         wrap_pyfunction!(snapshot_json, m)?,
         wrap_pyfunction!(pick_json, m)?,
