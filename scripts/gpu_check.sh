@@ -8,7 +8,10 @@
 #                                         # the Vulkan loader's packages in .gl/ (carry both)
 #   scripts/gpu_check.sh run call1        # there (~4 min): setup devices tests-cuda tests-other-major
 #                                         # tests-xla tests-rest
-#   scripts/gpu_check.sh run call2        # there (~4 min): setup torch jax bench bench-other-major wgpu
+#   scripts/gpu_check.sh run call2        # there (~4 min): setup torch bench python jax wgpu
+#                                         # bench-other-major
+#   scripts/gpu_check.sh run all          # there: both calls' steps in one, by priority (more than
+#                                         # 8 files: pack $OUT into one archive to bring back)
 #   scripts/gpu_check.sh run STEP...      # any steps by name, in the order given
 #   scripts/gpu_check.sh rehearse         # here: build, then both calls from the bundle against
 #                                         # what this machine has (XLA's CPU plugin, lavapipe, no
@@ -23,7 +26,7 @@
 #   call1: devices.json (stdout only), devices.txt (listing, stderr, accel mem, telemetry beside
 #          nvidia-smi, nvidia-smi),
 #          tests-cuda.txt, tests-other-major.txt, tests-xla.txt, tests-rest.txt
-#   call2: torch.txt, jax.txt, bench.txt (both CUDA majors), wgpu.txt
+#   call2: torch.txt, jax.txt, bench.txt (both CUDA majors), python.txt, wgpu.txt
 # CUDA's steps run twice: with the CUDA major accel picks by itself, then with the other one
 # (ACCEL_CUDA_MAJOR=12 or 13), where this machine has that major's NVRTC and cuBLAS wheels;
 # each run says which major it used and why.
@@ -70,6 +73,10 @@ for line in sys.stdin:
   tar -C "$GPU_OUT/pack" -cf - bin tests accel_path \
     | xz -T1 --lzma2=preset=2,dict=192MiB > "$GPU_OUT/bundle.tar.xz" || return 1
   rm -rf "$GPU_OUT/pack"
+  # The pip wheel (the Python module and the same `accel`), for the seeds' Python beside
+  # PyTorch there: built for a real run; a rehearsal takes the one the test command built, if any.
+  if [ "$REHEARSE" != 1 ]; then ACCEL_BIN=target/release/accel scripts/wheel.sh > target/gpu-wheel.log 2>&1 || return 1; fi
+  cp target/wheels/accelkit-*.whl "$GPU_OUT/" 2> /dev/null || echo "no wheel: the python step will skip"
   local mib=$(( $(stat -c %s "$GPU_OUT/bundle.tar.xz") / 1048576 ))
   echo "bundle: $GPU_OUT/bundle.tar.xz, ${mib} MiB"
   if [ "$mib" -ge 32 ]; then echo "error: the bundle is ${mib} MiB (limit 32)" >&2; return 1; fi
@@ -93,13 +100,16 @@ log() { echo "$*" | tee -a "$OUT_DIR/summary.txt"; }
 run_cmd() {
   local file=$1 label=$2; shift 2
   local left=$(( DEADLINE - $(now) ))
+  # CMD_CAP: at most this many seconds for one command, so one slow command cannot take the
+  # time of every step after it.
+  if [ -n "${CMD_CAP:-}" ] && [ "$CMD_CAP" -lt "$left" ]; then left=$CMD_CAP; fi
   COMMANDS=$((COMMANDS + 1))
   if [ "$left" -lt 3 ]; then
     log "  SKIP $label: the deadline has passed"; SKIPS=$((SKIPS + 1)); return 0
   fi
   echo "--- $label" >> "$OUT_DIR/$file"
   local t0; t0=$(now)
-  timeout "$left" "$@" >> "$OUT_DIR/$file" 2>&1
+  timeout -k 5 "$left" "$@" >> "$OUT_DIR/$file" 2>&1
   local rc=$?
   if [ "$rc" -eq 0 ]; then
     log "  ok   $label ($(( $(now) - t0 ))s)"
@@ -147,7 +157,7 @@ step_setup() {
 step_devices() {
   # stdout only: the JSON stays parseable; stderr goes to the text file.
   COMMANDS=$((COMMANDS + 1))
-  if timeout 60 "$ACCEL" devices --json > "$OUT_DIR/devices.json" 2>> "$OUT_DIR/devices.txt"; then
+  if timeout -k 5 60 "$ACCEL" devices --json > "$OUT_DIR/devices.json" 2>> "$OUT_DIR/devices.txt"; then
     log "  ok   accel devices --json"
   else
     log "  FAIL accel devices --json"; STEP_FAILS=$((STEP_FAILS + 1)); COMMAND_FAILS=$((COMMAND_FAILS + 1))
@@ -161,7 +171,7 @@ step_devices() {
     run_cmd devices.txt "nvidia-smi" nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem,pcie.link.gen.max,pcie.link.width.max --format=csv
     # Health beside accel's reading of it (retired_memory, memory_repair_pending/failed,
     # pcie_replay_errors in mem --json): the row remapper, retired pages and PCIe replays.
-    run_cmd devices.txt "nvidia-smi health" nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT,PCIE
+    run_cmd devices.txt "nvidia-smi -q (health)" nvidia-smi -q
     run_cmd devices.txt "accel mem --json (health)" "$ACCEL" mem --json
   fi
   run_cmd devices.txt "accel (the walkthrough)" "$ACCEL"
@@ -184,12 +194,13 @@ run_tests() {
         skip+=(--skip cli_random:: --skip hostile:: --skip serve_load::)
         [ "$REHEARSE" = 1 ] && skip+=(--skip serve:: --skip fleet::) ;;
       compute-accelkit)
-        # NVRTC's compile of every kernel for every architecture needs no GPU (the test
-        # command runs it with both majors' NVRTC): once here, with the major accel picks by
-        # itself; in a rehearsal the test command has just run it (90 s on 2 cores).
-        if [ "$file" = tests-other-major.txt ] || [ "$REHEARSE" = 1 ]; then
-          skip+=(--skip backend::cuda::tests::archs::cuda_every_kernel)
-        fi ;;
+        # NVRTC's compile of every kernel for every architecture needs no GPU and both CUDA
+        # majors' NVRTC (the GPU machine has CUDA 13's alone): the test command runs it.
+        skip+=(--skip backend::cuda::tests::archs::cuda_every_kernel)
+        # The unit tests of the PJRT bindings run XLA's CPU plugin, which the test command
+        # installs and the GPU machine has not; the GPU plugin's turn is compute-it's xla::.
+        [ "$file" = tests-xla.txt ] && skip+=(--skip backend::xla::pjrt::tests::
+          --skip backend::xla::context::tests::a_client_option_the_plugin_rejects) ;;
       compute-it)
         # The library's long suites in a rehearsal: listed, not run; the test command has just
         # run them on this machine with the same plugin and Vulkan device (50 s here).
@@ -205,7 +216,7 @@ run_tests() {
 step_tests_cuda() {
   # Every test function for CUDA (NAME::cuda, the cuda module): a missing GPU is a failure
   # (not in a rehearsal, which has none).
-  run_tests tests-cuda.txt "$([ "$REHEARSE" = 1 ] && echo nvrtc || echo cuda)" cuda
+  CMD_CAP=150 run_tests tests-cuda.txt "$([ "$REHEARSE" = 1 ] && echo nvrtc || echo cuda)" cuda
 }
 
 # The CUDA major accel picks by itself here (doctor's cuda.major check), and the other one.
@@ -262,13 +273,13 @@ step_tests_xla() {
   # autotuning off: hundreds of small programs are compiled once each.
   local saved="${XLA_FLAGS:-}"
   export XLA_FLAGS="--xla_gpu_autotune_level=0 $saved"
-  run_tests tests-xla.txt xla xla
+  CMD_CAP=90 run_tests tests-xla.txt xla xla
   export XLA_FLAGS="$saved"
 }
 
 step_tests_rest() {
   # Everything else: CPU, wgpu (the GPU through Vulkan when the loader was carried), the CLI.
-  run_tests tests-rest.txt "" --skip cuda --skip xla
+  CMD_CAP=150 run_tests tests-rest.txt "" --skip cuda --skip xla
 }
 
 step_torch() {
@@ -276,7 +287,7 @@ step_torch() {
     if [ "$REHEARSE" = 1 ]; then log "  skip: no PyTorch with CUDA here (rehearsal)"; return 0; fi
     log "  FAIL no PyTorch with CUDA in $PY"; STEP_FAILS=$((STEP_FAILS + 1)); return 0
   fi
-  run_cmd torch.txt "accel beside PyTorch" env PYTHONUNBUFFERED=1 "$PY" bench/gpu_side_by_side.py \
+  CMD_CAP=170 run_cmd torch.txt "accel beside PyTorch" env PYTHONUNBUFFERED=1 "$PY" bench/gpu_side_by_side.py \
     --accel "$ACCEL" --rounds "$ROUNDS" $([ "$REHEARSE" = 1 ] && echo --quick)
 }
 
@@ -328,6 +339,27 @@ step_bench() {
   fi
 }
 
+step_python() {
+  # The wheel installed apart (pip's --target, no index), then the seeds' two scripts under
+  # PyTorch and under accel in fresh processes, and the Python tests that compare with PyTorch.
+  local whl; whl=$(ls "$GPU_OUT"/accelkit-*.whl 2> /dev/null | head -1)
+  if [ -z "$whl" ]; then log "  skip: no wheel in the bundle"; return 0; fi
+  if ! "$PY" -c 'import numpy, pytest' 2> /dev/null; then
+    if [ "$REHEARSE" = 1 ]; then log "  skip: no numpy and pytest in $PY (rehearsal)"; return 0; fi
+    log "  FAIL no numpy and pytest in $PY"; STEP_FAILS=$((STEP_FAILS + 1)); return 0
+  fi
+  local site="$PWD/$GPU_OUT/site"
+  run_cmd python.txt "pip install the wheel" "$PY" -m pip install -q --no-index --no-deps \
+    --no-compile --upgrade --target "$site" "$whl"
+  local n=2000 require=torch
+  if [ "$REHEARSE" = 1 ]; then n=256 require=; fi
+  run_cmd python.txt "the seeds beside PyTorch" env PYTHONPATH="$site" PYTHONUNBUFFERED=1 \
+    "$PY" bench/seeds_side_by_side.py --n "$n"
+  run_cmd python.txt "python tests beside PyTorch" env PYTHONPATH="$site" PATH="$site/bin:$PATH" \
+    ACCEL_TEST_REQUIRE="$require" "$PY" -m pytest -q -p no:cacheprovider \
+    python/tests/test_torch_spelling.py
+}
+
 step_wgpu() {
   # The NVIDIA adapter through Vulkan (a software one in a rehearsal), beside cuBLAS.
   local vendor=0x10de
@@ -356,7 +388,7 @@ run() {
   mkdir -p "$OUT_DIR"
   DEADLINE=$(( $(now) + BUDGET ))
   ACCEL="$GPU_OUT/bin/accel"
-  PY=/opt/torch/.venv/bin/python
+  PY=${GPU_CHECK_PY:-/opt/torch/.venv/bin/python}
   [ -x "$PY" ] || PY=python3
   ROUNDS=2 JAX_N=8192 JAX_DTYPE=bf16
   if [ "$REHEARSE" = 1 ]; then ROUNDS=1 JAX_N=256 JAX_DTYPE=f32; fi
@@ -368,7 +400,11 @@ run() {
   for a in "$@"; do
     case "$a" in
       call1) steps+=(setup devices tests_cuda tests_other_major tests_xla tests_rest) ;;
-      call2) steps+=(setup torch jax bench bench_other_major wgpu) ;;
+      call2) steps+=(setup torch bench python jax wgpu bench_other_major) ;;
+      # One call for the whole lease, the steps in the order of what they prove: CUDA's
+      # tests, then PyTorch beside accel, then the rest while the budget lasts.
+      all) steps+=(setup devices tests_cuda torch bench python tests_xla jax wgpu tests_rest
+                   tests_other_major bench_other_major) ;;
       *) steps+=("${a//-/_}") ;;
     esac
   done
@@ -387,7 +423,8 @@ run() {
       jax) step jax 60 ;;
       bench) step bench 60 ;;
       wgpu) step wgpu 30 ;;
-      *) log "unknown step '$s' (steps: setup devices tests-cuda tests-other-major tests-xla tests-rest torch jax bench bench-other-major wgpu)"; return 2 ;;
+      python) step python 40 ;;
+      *) log "unknown step '$s' (steps: setup devices tests-cuda tests-other-major tests-xla tests-rest torch jax bench bench-other-major python wgpu)"; return 2 ;;
     esac
   done
   log "result: $STEPS_FAILED step(s) failed, $COMMAND_FAILS of $COMMANDS command(s) failed, $SKIPS skipped; $(( BUDGET - (DEADLINE - $(now)) ))s of ${BUDGET}s used"

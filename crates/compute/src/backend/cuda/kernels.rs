@@ -285,6 +285,16 @@ __device__ __forceinline__ void offs(const Ix& p, long long i, long long& o0, lo
   }
 }
 #define GRID_LOOP(i, n) for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
+// Float to integer as Rust's `as` and the CPU backend convert: toward zero, saturating, NaN to
+// 0. A plain C cast leaves NaN and out-of-range values to the hardware (`cvt.rzi` gave INT_MIN
+// for NaN on an H100).
+__device__ __forceinline__ int d2i(double x) {
+  return x != x ? 0 : x >= 2147483647.0 ? 2147483647 : x <= -2147483648.0 ? (-2147483647 - 1) : (int)x;
+}
+__device__ __forceinline__ long long d2ll(double x) {
+  return x != x ? 0 : x >= 9223372036854775807.0 ? 9223372036854775807LL
+       : x <= -9223372036854775808.0 ? (-9223372036854775807LL - 1) : (long long)x;
+}
 template <typename T> __device__ __forceinline__ T fmaxnan(T a, T b) { return (a != a || a > b) ? a : b; }
 "#;
 
@@ -381,13 +391,19 @@ fn cast(s: &mut String) {
             let conv = if src == dst {
                 // A copy: move the bits, convert nothing.
                 "a[oa]".to_string()
+            } else if !src.is_float() && !dst.is_float() {
+                // Integer narrowing keeps the low bits (two's complement), as PyTorch and C
+                // do; widening keeps the value.
+                format!("({td})(a[oa])")
             } else {
-                // Through double, as the CPU backend converts (saturating, NaN to 0); to a
-                // half type straight from double, rounding once.
+                // Through double, as the CPU backend converts; to a half type straight from
+                // double, rounding once; to an integer saturating, NaN to 0.
                 let x = format!("(double)(({as_}){lds}(a[oa]))");
                 match dst {
                     DType::F16 => format!("d2h({x})"),
                     DType::BF16 => format!("d2b({x})"),
+                    DType::I32 => format!("d2i({x})"),
+                    DType::I64 => format!("d2ll({x})"),
                     _ => format!("({ad})({x})"),
                 }
             };

@@ -340,7 +340,13 @@ impl BackendStorage for WgpuStorage {
         let t = self.gpu.ty("unary op", self.dtype)?;
         let e = match op {
             UnaryOp::Neg => "-x".to_string(),
-            UnaryOp::Relu => format!("select(x, {t}(0), x < {t}(0))"),
+            UnaryOp::Relu if self.dtype == DType::I32 => "max(x, 0)".to_string(),
+            // Negative on the bits (sign set, not -0, not NaN): NVIDIA's Vulkan compiler made
+            // `select(x, 0, x < 0)` a max, which returns 0 for NaN where PyTorch keeps NaN.
+            UnaryOp::Relu => format!(
+                "select(x, {t}(0), bitcast<u32>(f32(x)) > 0x80000000u && \
+                 bitcast<u32>(f32(x)) <= 0xff800000u)"
+            ),
             UnaryOp::Exp if self.dtype == DType::F16 => "to_f16(exp(f32(x)))".to_string(),
             UnaryOp::Exp => "exp(x)".to_string(),
         };

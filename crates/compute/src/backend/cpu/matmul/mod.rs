@@ -412,6 +412,12 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
                     let per = nc.div_ceil(threads).div_ceil(nr) * nr;
                     (0..m, ((t * per).min(nc), ((t + 1) * per).min(nc)))
                 };
+                // Shares rounded up to whole tiles can run out before the last threads: with
+                // 16 threads, m = 1024 and 14-row tiles, thread 15 has no rows (and a zero
+                // block height would never advance).
+                if rows.is_empty() || cols.0 == cols.1 {
+                    return;
+                }
                 // Equal blocks (in whole tiles) rather than full ones and a thin rest: a
                 // block of a few rows costs a whole pass over the B panel for little work.
                 let blocks = rows.len().div_ceil(mcb).max(1);

@@ -70,13 +70,14 @@ fn check<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum + Into<f64>>(
     back: impl Fn(S) -> f64,
     tol: f64,
 ) {
-    check_shapes(kern, &SHAPES, to, back, tol)
+    check_shapes(kern, &SHAPES, &[1, 2], to, back, tol)
 }
 
-/// As `check`, on the given (m, n, k) shapes.
+/// As `check`, on the given (m, n, k) shapes and thread counts.
 fn check_shapes<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum + Into<f64>>(
     kern: &CpuKernel<P, D>,
     shapes: &[(usize, usize, usize)],
+    thread_counts: &[usize],
     to: impl Fn(f64) -> S,
     back: impl Fn(S) -> f64,
     tol: f64,
@@ -93,7 +94,7 @@ fn check_shapes<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum + Into
             let (ars, acs) = if ta { (1, m) } else { (k, 1) };
             let (brs, bcs) = if tb { (1, k) } else { (n, 1) };
             let want = naive(m, n, k, (&af, ars, acs), (&bf, brs, bcs));
-            for threads in [1, 2] {
+            for &threads in thread_counts {
                 let mut c = vec![D::default(); m * n];
                 let ar = view(&a, ars, acs);
                 let br = view(&b, brs, bcs);
@@ -250,14 +251,21 @@ fn avx512_kernels_over_deep_slices_match_the_naive_loop() {
     if std::is_x86_feature_detected!("avx512f") {
         let k = avx512_f32(DEEP);
         assert_eq!(k.kc, 200);
-        check_shapes(&k, &DEEP_SHAPES, |x| x as f32, |x| x as f64, 1e-6);
+        check_shapes(&k, &DEEP_SHAPES, &[1, 2], |x| x as f32, |x| x as f64, 1e-6);
         let k = avx512_f64(DEEP);
         assert_eq!(k.kc, 200);
-        check_shapes(&k, &DEEP_SHAPES, |x| x, |x| x, 1e-15);
+        check_shapes(&k, &DEEP_SHAPES, &[1, 2], |x| x, |x| x, 1e-15);
         if std::is_x86_feature_detected!("avx512bf16") {
             let k = avx512_bf16(DEEP);
             assert_eq!(k.kc, 400);
-            check_shapes(&k, &DEEP_SHAPES, bf16::from_f64, |x: bf16| x.to_f64(), 1e-6);
+            check_shapes(
+                &k,
+                &DEEP_SHAPES,
+                &[1, 2],
+                bf16::from_f64,
+                |x: bf16| x.to_f64(),
+                1e-6,
+            );
         } else {
             assert!(
                 !avx512_required(),
@@ -289,24 +297,67 @@ fn two_threads_over_many_slices_match_the_naive_loop() {
         TINY,
         Rule::L1Panel,
     );
-    check_shapes(&k32, &PARALLEL_SHAPES, |x| x as f32, |x| x as f64, 1e-6);
+    check_shapes(
+        &k32,
+        &PARALLEL_SHAPES,
+        &[1, 2],
+        |x| x as f32,
+        |x| x as f64,
+        1e-6,
+    );
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx512f") {
         let k = avx512_f32(TINY);
-        check_shapes(&k, &PARALLEL_SHAPES, |x| x as f32, |x| x as f64, 1e-6);
+        check_shapes(
+            &k,
+            &PARALLEL_SHAPES,
+            &[1, 2],
+            |x| x as f32,
+            |x| x as f64,
+            1e-6,
+        );
         let k = avx512_f64(TINY);
-        check_shapes(&k, &PARALLEL_SHAPES, |x| x, |x| x, 1e-15);
+        check_shapes(&k, &PARALLEL_SHAPES, &[1, 2], |x| x, |x| x, 1e-15);
         if std::is_x86_feature_detected!("avx512bf16") {
             let k = avx512_bf16(TINY);
             check_shapes(
                 &k,
                 &PARALLEL_SHAPES,
+                &[1, 2],
                 bf16::from_f64,
                 |x: bf16| x.to_f64(),
                 1e-6,
             );
         }
     }
+}
+
+/// On many cores C's rows are shared in whole tiles, and the shares can run out before the
+/// last threads: with 16 threads and 6-row tiles, m = 400 gives shares of 30 rows and nothing
+/// for threads 14 and 15. Found on a 16-core Xeon, where `accel bench matmul --size 1024`
+/// stopped with "assertion failed: step != 0" (14-row AVX-512 tiles); the columns' split is
+/// checked the same way (n = 100 over 12 threads of 16 columns).
+#[test]
+fn more_threads_than_tiles_leave_the_last_threads_idle() {
+    let shapes = [(400, 210, 200), (60, 100, 2800)];
+    for &(m, n, k) in &shapes {
+        assert!(m * n * k >= PARALLEL_MIN_FLOPS);
+    }
+    let k32 = CpuKernel::blocked(
+        "portable",
+        (6, 16),
+        generic_kernel::<f32, 6, 16>,
+        TINY,
+        Rule::L1Panel,
+    );
+    check_shapes(
+        &k32,
+        &shapes,
+        &[7, 12, 16],
+        |x| x as f32,
+        |x| x as f64,
+        1e-6,
+    );
 }
 
 #[test]
