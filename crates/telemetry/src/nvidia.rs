@@ -8,6 +8,7 @@
 //!
 //! Found where the driver puts it: the loader's path, then the driver's usual folders (no
 //! Python environment, no working directory: NVML ships with the driver, never in a wheel).
+//! Under a `--path.sysfs` other than `/sys`, only the GPUs that tree holds (`not_of_this_sysfs`).
 //! Unit conversions are plain functions, tested here without a GPU.
 
 use super::reading::{Reader, Reading, Roots, Vendor};
@@ -106,6 +107,9 @@ pub(crate) struct NvidiaReader {
     xid_watch: u64,
     /// Why NVML is not running, and when that was found.
     problem: Option<(Error, std::time::Instant, bool)>,
+    /// GPUs the last read left out as not of the `--path.sysfs` tree ([`not_of_this_sysfs`]),
+    /// for the note.
+    elsewhere: usize,
 }
 
 impl Default for NvidiaReader {
@@ -125,6 +129,7 @@ impl NvidiaReader {
             #[cfg(feature = "nvml")]
             xid_watch: 0,
             problem: None,
+            elsewhere: 0,
         }
     }
 }
@@ -174,6 +179,30 @@ fn start_nvml() -> Result<Option<nvml_wrapper::Nvml>, Error> {
         Some(e) => Err(e),
         None => Ok(None),
     }
+}
+
+/// The NVIDIA PCI vendor id.
+const NVIDIA_VENDOR: u16 = 0x10de;
+
+/// Leaves out of `rows` the GPUs that `roots.sysfs` does not hold, and returns how many.
+/// NVML answers for the machine accel runs on, whatever the roots; where `--path.sysfs` names
+/// another tree than `/sys` (the host's, mounted in a container; a fixture tree in tests),
+/// the GPUs shown are those of that tree: an NVML GPU is kept where the tree has an NVIDIA
+/// PCI device at its address (the host's own sysfs does). Under `/sys` every GPU is kept, as
+/// is a row without a PCI address (a GPU NVML cannot open).
+pub(crate) fn not_of_this_sysfs(rows: &mut Vec<Reading>, roots: &Roots) -> usize {
+    if roots.sysfs == std::path::Path::new("/sys") {
+        return 0;
+    }
+    let before = rows.len();
+    rows.retain(|r| match r.pci_bus_id.as_deref() {
+        Some(id) if !id.is_empty() && !id.contains('/') && id != "." && id != ".." => {
+            let vendor = roots.sysfs.join("bus/pci/devices").join(id).join("vendor");
+            super::sysfs::read_hex_u16(&vendor) == Some(NVIDIA_VENDOR)
+        }
+        _ => true,
+    });
+    before - rows.len()
 }
 
 /// Why a GPU that NVML reports lost is down.
@@ -416,6 +445,7 @@ impl Reader for NvidiaReader {
                     }
                     let mut r = Self::read_nvml(n, roots);
                     if let Ok(rows) = &mut r {
+                        self.elsewhere = not_of_this_sysfs(rows, roots);
                         for row in rows.iter_mut().filter(|row| row.mig_index.is_none()) {
                             self.xids.apply(row);
                         }
@@ -445,7 +475,18 @@ impl Reader for NvidiaReader {
     }
 
     fn note(&self) -> Option<String> {
-        self.problem.as_ref().map(|(e, _, _)| e.to_string())
+        self.problem
+            .as_ref()
+            .map(|(e, _, _)| e.to_string())
+            .or_else(|| {
+                (self.elsewhere > 0).then(|| {
+                    format!(
+                        "NVML lists {} GPU(s) that --path.sysfs has no NVIDIA PCI device for: \
+                     another machine's, left out",
+                        self.elsewhere
+                    )
+                })
+            })
     }
 }
 
@@ -654,5 +695,48 @@ mod tests {
         assert_eq!(joules(1_234_567), 1_234.567);
         assert_eq!(normalize_bus_id("00000000:3B:00.0"), "0000:3b:00.0");
         assert_eq!(normalize_bus_id("0000:3b:00.0"), "0000:3b:00.0");
+    }
+
+    #[test]
+    fn under_another_sysfs_only_the_gpus_it_holds_are_kept() {
+        let fixtures =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/telemetry");
+        let gpu = |i: u32, pci: Option<&str>| {
+            let mut r = Reading::new(Vendor::Nvidia, i, "NVIDIA H100 80GB HBM3");
+            r.pci_bus_id = pci.map(str::to_string);
+            r
+        };
+        let rows = || {
+            vec![
+                gpu(0, Some("0000:03:00.0")),
+                gpu(1, Some("0000:3b:00.0")),
+                gpu(2, None),
+            ]
+        };
+        let at = |sysfs: std::path::PathBuf| Roots {
+            sysfs,
+            ..Roots::default()
+        };
+        // The machine's own /sys: NVML's GPUs, whatever /sys holds.
+        let mut r = rows();
+        assert_eq!(not_of_this_sysfs(&mut r, &Roots::default()), 0);
+        assert_eq!(r.len(), 3);
+        // A tree whose 0000:03:00.0 is an AMD GPU, and that has no 0000:3b:00.0: neither is
+        // this tree's (the GPU NVML cannot open, without an address, stays).
+        let mut r = rows();
+        assert_eq!(
+            not_of_this_sysfs(&mut r, &at(fixtures.join("mixed/sys"))),
+            2
+        );
+        assert_eq!(r.iter().map(|r| r.index).collect::<Vec<_>>(), [2]);
+        // The host's sysfs mounted elsewhere: its NVIDIA device at that address is kept.
+        let host = std::env::temp_dir().join(format!("accel-nvml-sysfs-{}", std::process::id()));
+        let dev = host.join("bus/pci/devices/0000:3b:00.0");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("vendor"), "0x10de\n").unwrap();
+        let mut r = rows();
+        assert_eq!(not_of_this_sysfs(&mut r, &at(host.clone())), 1);
+        assert_eq!(r.iter().map(|r| r.index).collect::<Vec<_>>(), [1, 2]);
+        let _ = std::fs::remove_dir_all(&host);
     }
 }

@@ -5,6 +5,7 @@
 //! A test that lacks hardware or a tool calls [`skip`]: it prints the skip line and returns,
 //! or fails when the test command requires that part. Names are checked against [`KNOWN`], so a
 //! typo in `ACCEL_TEST_REQUIRE` fails every test that asks instead of requiring nothing.
+//! A test that expects what this machine has (its NVIDIA GPUs) asks [`nvidia_gpus`].
 
 /// The names `ACCEL_TEST_REQUIRE` accepts: the backends (`cpu`, `cuda`, `mps`, `xla`, `wgpu`);
 /// CUDA's pieces that work without a GPU (`nvrtc`, the compiler; `cuobjdump`, NVIDIA's reader
@@ -67,6 +68,40 @@ pub fn skip(what: &str, reason: &str, test: &str) {
         "ACCEL_TEST_REQUIRE names {what}, but {reason} ({test})"
     );
     println!("skipped: {what}: {reason} ({test})");
+}
+
+/// The PCI addresses (`0000:3b:00.0`, sorted) of this machine's NVIDIA GPUs, which NVML (and
+/// so `accel monitor`, `mem`, `serve` and `pick`) shows: the kernel driver's list
+/// (`/proc/driver/nvidia/gpus/<address>`), else `nvidia-smi`'s where that folder is hidden.
+/// Empty on a machine without an NVIDIA driver. A test that expects no accelerator on the
+/// machine it runs on expects these rows instead.
+pub fn nvidia_gpus() -> Vec<String> {
+    let mut v: Vec<String> = match std::fs::read_dir("/proc/driver/nvidia/gpus") {
+        Ok(d) => d
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_ascii_lowercase())
+            .collect(),
+        Err(_) => std::process::Command::new("nvidia-smi")
+            .args(["--query-gpu=pci.bus_id", "--format=csv,noheader"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| {
+                // `00000000:3B:00.0`: the domain in 8 digits, upper case.
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .filter_map(|l| {
+                        let l = l.trim().to_ascii_lowercase();
+                        let (domain, rest) = l.split_once(':')?;
+                        let d = u32::from_str_radix(domain, 16).ok()?;
+                        Some(format!("{d:04x}:{rest}"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    v.sort();
+    v
 }
 
 #[cfg(test)]

@@ -89,7 +89,7 @@ pub enum Workload {
 /// The options every workload takes.
 #[derive(clap::Args)]
 pub struct Common {
-    /// Device to run on (repeatable); default: every available device.
+    /// Device to run on (repeatable); default: every available device that holds the dtype.
     #[arg(long = "device", value_parser = parse_device)]
     devices: Vec<Device>,
     /// Untimed iterations before timing (0 to 100000).
@@ -118,14 +118,14 @@ pub struct Common {
 }
 
 impl Common {
-    /// The plan of benchmark `R`, whose report `--compare` must hold.
-    fn plan<R: BenchRow>(self) -> anyhow::Result<Plan<R>> {
+    /// The plan of benchmark `R` over tensors of `dtype`, whose report `--compare` must hold.
+    fn plan<R: BenchRow>(self, dtype: DType) -> anyhow::Result<Plan<R>> {
         if let Some(p) = &self.plot {
             crate::plot::check_path(p)?;
         }
         Ok(Plan {
             baseline: Baseline::load(self.compare)?,
-            devices: resolve(self.devices)?,
+            devices: resolve(self.devices, dtype)?,
             warmup: self.warmup,
             iters: iterations(self.iters, self.min_time),
             format: Format::of(self.json, self.csv),
@@ -219,11 +219,16 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
     s.parse().map_err(|e: accelkit::Error| e.to_string())
 }
 
-/// The devices asked for, or every available one; each checked before any work starts.
-fn resolve(devices: Vec<Device>) -> anyhow::Result<Vec<Device>> {
+/// The devices asked for, or every available one that holds `dtype` (a wgpu device holds no
+/// f64, bf16 or i64: `--dtype i64` runs on the others instead of failing on it); each checked
+/// before any work starts.
+fn resolve(devices: Vec<Device>, dtype: DType) -> anyhow::Result<Vec<Device>> {
     let devices = if devices.is_empty() {
         // One device per piece of hardware.
         accelkit::distinct_hardware(&accelkit::available_devices())
+            .into_iter()
+            .filter(|d| d.supports(dtype))
+            .collect()
     } else {
         devices
     };
@@ -243,7 +248,7 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
             tf32,
             common,
         } => {
-            let plan = common.plan::<MatmulRun>()?;
+            let plan = common.plan::<MatmulRun>(dtype)?;
             accelkit::cuda::set_allow_tf32(tf32);
             run::matmul(&plan, &sizes, dtype, batch as usize)?;
             if explain && plan.format == Format::Text {
@@ -270,7 +275,7 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
             explain,
             common,
         } => {
-            let plan = common.plan::<ElementwiseRun>()?;
+            let plan = common.plan::<ElementwiseRun>(dtype)?;
             run::elementwise(&plan, op, &sizes, dtype)?;
             explain_peaks(&plan, explain, "memory bandwidth", |d| {
                 bench::memory_peak(d)
@@ -288,7 +293,8 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
                 "pinned" => vec![HostBuffer::Pinned],
                 _ => vec![HostBuffer::Pageable, HostBuffer::Pinned],
             };
-            let plan = common.plan::<CopyRun>()?;
+            // Copies move f32 tensors.
+            let plan = common.plan::<CopyRun>(DType::F32)?;
             run::copy(&plan, direction, &sizes, &host)?;
             let what = format!("{direction:?} copies").to_lowercase();
             explain_peaks(&plan, explain, &what, |d| bench::copy_peak(d, direction))

@@ -640,7 +640,13 @@ fn monitor_json_shows_the_fixture_gpus_with_their_values() {
 
 #[test]
 fn pick_without_a_gpu_says_why_and_refuses_bad_values() {
-    let o = accel(&["pick", "--min-free", "8GiB"]);
+    // A machine without a GPU, whatever this one has: NVML's GPUs are this machine's, and
+    // under another --path.sysfs only those it holds are shown (nvidia::not_of_this_sysfs).
+    let none = format!(
+        "{}/../telemetry/tests/fixtures/telemetry/none/sys",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let o = accel(&["pick", "--min-free", "8GiB", "--path.sysfs", &none]);
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     let e = stderr(&o);
     assert!(e.starts_with("error: no nvidia GPU on this machine"), "{e}");

@@ -217,10 +217,19 @@ fn wheels_built_for_another_cuda_major_are_named() {
     let found = c["found"].as_str().unwrap();
     assert!(found.contains("PyTorch 2.7.0+cu128 (CUDA 12.8)"), "{c}");
     assert!(found.contains("JAX's CUDA 12 plugin"), "{c}");
-    // With no CUDA library of either major to decide it, accel takes PyTorch's major.
+    // With no CUDA library of either major to decide it, accel takes PyTorch's major. Where
+    // this machine has a whole major of its own, found outside VIRTUAL_ENV (a GPU machine's
+    // CUDA toolkit on the loader path, its PyTorch in /opt/*/.venv: `choose_major` then says
+    // its "NVRTC and cuBLAS were found"), that major is used, and a CUDA 13 names PyTorch's
+    // CUDA 12 as another major.
     let m = find(&v, "cuda.major");
-    if !m["found"].as_str().unwrap().contains("of CUDA") {
-        assert!(m["found"].as_str().unwrap().starts_with("CUDA 12"), "{m}");
+    let mf = m["found"].as_str().unwrap();
+    if mf.contains("were found") || mf.contains("were both found") {
+        if mf.starts_with("CUDA 13") {
+            assert_eq!(c["status"], "warn", "{c}");
+        }
+    } else if !mf.contains("of CUDA") {
+        assert!(mf.starts_with("CUDA 12"), "{m}");
         assert_eq!(c["status"], "pass", "{c}");
     }
     // With CUDA 13's NVRTC beside them (the real one, from the test environment), accel
@@ -302,8 +311,18 @@ fn the_cuda_12_wheels_are_found_with_their_versions() {
 #[test]
 fn cuda_visible_devices_empty_hides_every_gpu() {
     let (o, v) = doctor(&[("CUDA_VISIBLE_DEVICES", "")], &[]);
-    assert!(o.status.success());
     well_formed(&v);
+    if find(&v, "cuda.gpu_present")["status"] == "pass" {
+        // An NVIDIA GPU here: hiding it is the CUDA section's cause of failure (exit 1).
+        let cuda = &v["sections"][1];
+        assert_eq!(cuda["cause"], "cuda.visible_devices", "{cuda:#}");
+        assert_eq!(cuda["checks"][0]["status"], "fail", "{cuda:#}");
+        assert_eq!(o.status.code(), Some(1));
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains("cuda.visible_devices"), "{e}");
+    } else {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
     let c = find(&v, "cuda.visible_devices");
     assert_eq!(c["status"], "warn", "{c}");
     assert!(
@@ -655,12 +674,17 @@ fn a_python3_that_hangs_is_killed_and_named() {
         dir.path().display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    // The doctor's own time on this machine, with a python3 that answers (a GPU machine's
+    // CUDA context, libraries and plugins take seconds; no time at all here).
+    let t = std::time::Instant::now();
+    let _ = doctor(&[], &["VIRTUAL_ENV", "CONDA_PREFIX"]);
+    let own = t.elapsed().as_secs_f64();
     let t = std::time::Instant::now();
     let (o, v) = doctor(&[("PATH", &path)], &["VIRTUAL_ENV", "CONDA_PREFIX"]);
     let took = t.elapsed().as_secs_f64();
     assert!(
-        took < 5.0,
-        "doctor took {took:.1} s behind a hanging python3"
+        took < 5.0 + own,
+        "doctor took {took:.1} s behind a hanging python3 ({own:.1} s with one that answers)"
     );
     assert!(o.status.code().is_some_and(|c| c <= 1));
     let c = find(&v, "env.untrusted_folders");

@@ -310,8 +310,49 @@ fn whoami_can_reach(p: &Path) -> bool {
     })
 }
 
+/// This machine's own `libcuda.so.1`, where it has an NVIDIA driver: the doctor finds the
+/// driver's libraries through the loader and in the driver's folders as usual, not under
+/// `--path.rootfs` (`doctor::diagnose_at`), so a case without a stand-in would get this one,
+/// and with it this machine's GPU.
+fn own_libcuda() -> Option<PathBuf> {
+    let dirs = [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+        "/usr/lib/wsl/lib",
+        "/usr/local/nvidia/lib64",
+    ];
+    dirs.iter()
+        .map(|d| Path::new(d).join("libcuda.so.1"))
+        .find(|p| p.exists())
+        .or_else(|| {
+            // The loader's cache: `libcuda.so.1 (libc6,x86-64) => /path/libcuda.so.1`.
+            let o = Command::new("ldconfig").arg("-p").output().ok()?;
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| l.trim_start().starts_with("libcuda.so.1 "))
+                .find_map(|l| l.split("=> ").nth(1).map(|p| PathBuf::from(p.trim())))
+        })
+}
+
 #[test]
 fn the_corpus_of_reported_failures_is_named_cause_first() {
+    // The corpus's machines have their stand-in's driver or none, which a machine with an
+    // NVIDIA driver of its own cannot rebuild: the cases without a stand-in would load this
+    // machine's driver, and every case's doctor would start its GPU (88 runs: minutes).
+    if let Some(lib) = own_libcuda() {
+        accelkit_testkit::skip(
+            "standin",
+            &format!(
+                "this machine's own NVIDIA driver ({}) would be loaded by the cases without a \
+                 stand-in, since the doctor finds driver libraries outside --path.rootfs",
+                lib.display()
+            ),
+            "the_corpus_of_reported_failures_is_named_cause_first",
+        );
+        return;
+    }
     // SAFETY: getuid takes no arguments and cannot fail.
     let root = unsafe { libc::getuid() } == 0;
     let exe = Path::new(env!("CARGO_BIN_EXE_accel"));
@@ -387,6 +428,10 @@ fn a_libcuda_without_every_entry_point_is_named_not_a_crash() {
     let mut t = Tree::new("partial-libcuda");
     cases::gpu_host(&mut t, 0x1eb8);
     t.standin.as_mut().unwrap().partial = true;
+    // No Vulkan driver: a GPU machine's own (found as usual, not under --path.rootfs) would be
+    // its best device, wgpu:0; this tree's GPU has only the partial libcuda.
+    let no_icd = t.path("no-vulkan-driver.json").display().to_string();
+    t.var("VK_DRIVER_FILES", &no_icd);
     let Some(v) = doctor(&t) else {
         no_standin();
         return;

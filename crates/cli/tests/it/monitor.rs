@@ -176,10 +176,18 @@ fn monitor_in_tmux() {
         "{s}"
     );
     // The monitor lists hardware its monitoring interfaces show: XLA's CPU plugin (the CPU
-    // again) and lavapipe are not listed, even where the tests have them.
-    let s = t.wait_for("the no-accelerator line", 10, |s| {
-        s.contains("no accelerator found by any monitoring interface")
-    });
+    // again) and lavapipe are not listed, even where the tests have them; this machine's
+    // NVIDIA GPUs are, each in its panel.
+    let gpus = accelkit_testkit::nvidia_gpus();
+    let s = if gpus.is_empty() {
+        t.wait_for("the no-accelerator line", 10, |s| {
+            s.contains("no accelerator found by any monitoring interface")
+        })
+    } else {
+        t.wait_for("a panel per NVIDIA GPU", 10, |s| {
+            (0..gpus.len()).all(|i| s.contains(&format!(" nvidia:{i}  ")))
+        })
+    };
     assert!(!s.contains(" xla:") && !s.contains(" wgpu:"), "{s}");
     // A few samples later the history has grown: the view is live.
     t.wait_for("a history of 5 samples", 10, |s| {
@@ -265,6 +273,7 @@ fn monitor_json_streams_one_document_per_sample() {
     assert!(!o.stdout.contains(&0x1b), "escape codes in JSON");
     let lines: Vec<String> = stdout(&o).lines().map(String::from).collect();
     assert_eq!(lines.len(), 2, "{lines:?}");
+    let gpus = accelkit_testkit::nvidia_gpus();
     let mut times = Vec::new();
     for l in &lines {
         let v: serde_json::Value =
@@ -276,12 +285,16 @@ fn monitor_json_streams_one_document_per_sample() {
             .as_array()
             .unwrap()
             .is_empty());
-        // No accelerator hardware here: no device rows, and each vendor's reader answered.
-        assert_eq!(
-            v["devices"].as_array().expect("a devices array").len(),
-            0,
-            "{l}"
-        );
+        // The hardware here: a row per NVIDIA GPU its driver lists (none on a machine without
+        // one), nothing else, and each vendor's reader answered.
+        let rows: Vec<String> = v["devices"]
+            .as_array()
+            .expect("a devices array")
+            .iter()
+            .map(|d| format!("{} {}", d["vendor"], d["pci_bus_id"]))
+            .collect();
+        let want: Vec<String> = gpus.iter().map(|g| format!("\"nvidia\" \"{g}\"")).collect();
+        assert_eq!(rows, want, "{l}");
         let collectors = v["collectors"].as_array().expect("collectors");
         for c in ["nvidia", "amd", "intel", "tpu"] {
             assert!(
@@ -338,9 +351,17 @@ fn monitor_through_a_pipe_prints_plain_lines() {
     assert!(s.contains("\nhost CPU:  "), "{s}");
     assert!(s.contains("\nhost RAM:  "), "{s}");
     // Hardware only, from monitoring interfaces: XLA's CPU plugin (the CPU again) is not a
-    // row; the line says what each vendor's reader found instead.
+    // row; without an NVIDIA GPU here the line says what each vendor's reader found instead.
     assert!(!s.contains("xla:"), "{s}");
-    assert!(s.contains("\naccelerators: none found (nvidia: "), "{s}");
+    let gpus = accelkit_testkit::nvidia_gpus();
+    if gpus.is_empty() {
+        assert!(s.contains("\naccelerators: none found (nvidia: "), "{s}");
+    } else {
+        for i in 0..gpus.len() {
+            assert!(s.contains(&format!("\nnvidia:{i} (")), "{s}");
+        }
+        assert!(!s.contains("accelerators: none found"), "{s}");
+    }
     let o = accel(&["monitor", "--count", "2", "--interval", "0.2"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o).matches("--- t = ").count(), 2, "{}", stdout(&o));

@@ -186,6 +186,20 @@ fn a_plugin_past_its_load_limit_is_set_aside_and_the_others_still_load() {
         return;
     }
     for q in others {
+        // A GPU plugin (JAX's CUDA plugin, on a GPU machine; a "cuda" in its path, as
+        // `xla::context::runtime` tells one) initialises CUDA as it starts, which can take
+        // longer than the 1 s limit by itself: it is set aside the same way, and says so.
+        let gpu = q["path"].as_str().is_some_and(|p| p.contains("cuda"));
+        if gpu && !q["problem"].is_null() {
+            assert!(
+                q["problem"]
+                    .as_str()
+                    .unwrap()
+                    .contains("did not start within 1.0 s in the probe helper"),
+                "{q}"
+            );
+            continue;
+        }
         assert!(q["problem"].is_null(), "{q}");
         assert!(q["devices"].as_u64().unwrap() > 0, "{q}");
     }

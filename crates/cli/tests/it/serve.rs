@@ -69,15 +69,29 @@ fn metrics_healthz_and_promtool() {
         sample(&text, "accel_host_cpu_core_percent").is_some(),
         "{text}"
     );
-    // Every vendor's reader answered; this machine has no accelerator its monitoring
-    // interfaces show (XLA's CPU plugin and lavapipe are not hardware): no device series.
+    // Every vendor's reader answered; the only accelerators its monitoring interfaces show
+    // are this machine's NVIDIA GPUs, none on a machine without one (XLA's CPU plugin and
+    // lavapipe are not hardware): a device series for each, and no other.
     for v in ["nvidia", "amd", "intel", "tpu"] {
         assert!(
             text.contains(&format!("accel_collector_success{{collector=\"{v}\"")),
             "{v}: {text}"
         );
     }
-    assert!(!text.contains("accel_device_up{"), "{text}");
+    let up: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("accel_device_up{"))
+        .collect();
+    let gpus = accelkit_testkit::nvidia_gpus();
+    assert_eq!(up.len(), gpus.len(), "{text}");
+    for (i, g) in gpus.iter().enumerate() {
+        assert!(
+            up.iter()
+                .any(|l| l.contains(&format!("device=\"nvidia:{i}\""))
+                    && l.contains(&format!("pci_bus_id=\"{g}\""))),
+            "nvidia:{i} at {g}: {up:?}"
+        );
+    }
     assert_eq!(c.get("/healthz").unwrap().0, 200);
     assert_eq!(c.get("/nope").unwrap().0, 404);
     if tool("promtool") {
@@ -296,17 +310,25 @@ fn serve_and_monitor_load_no_compute_library() {
                 .spawn()
                 .unwrap(),
         );
+        // Until it maps one: a GPU plugin (JAX's CUDA plugin on a GPU machine) starts in a
+        // probe helper first, then here, each start initialising CUDA.
         let t = Instant::now();
         let mut seen = Vec::new();
-        while t.elapsed() < Duration::from_secs(20) && seen.is_empty() {
+        let mut exited = None;
+        while t.elapsed() < Duration::from_secs(60) && seen.is_empty() && exited.is_none() {
             std::thread::sleep(Duration::from_millis(200));
             seen = compute_libraries(probe.0.id());
+            exited = probe.0.try_wait().ok().flatten();
         }
         let _ = probe.0.kill();
         if accelkit::xla::devices().is_empty() {
             println!("skipped: xla: no PJRT plugin to show the maps check a positive case");
         } else {
-            assert!(!seen.is_empty(), "a process using xla:0 maps no plugin?");
+            assert!(
+                !seen.is_empty(),
+                "a process using xla:0 maps no plugin after {:.0} s? (exited: {exited:?})",
+                t.elapsed().as_secs_f64()
+            );
         }
     }
 }
