@@ -8,7 +8,7 @@ to what users get shows in review as a diff of that file.
 From each crate's lib.rs it follows `pub mod` (not `pub(crate)`, not `#[doc(hidden)]`, not
 `#[cfg(test)]`) and lists, module by module, every `pub` item with its signature up to its
 body: functions, types, traits, constants, re-exports (`pub use`), the `pub fn`s of inherent
-impls (`Type::f`), trait impls (`impl Trait for Type`) and the `pub` fields of structs. It also
+impls (`Type::f`), trait impls (`impl Trait for Type`) of public types and the `pub` fields of structs. It also
 fails when a public signature returns `Result<_, String>` (errors are typed) or names a
 dependency's module from the list in FOREIGN. It reads text (scripts/layers.py's lexer), it
 does not compile: items made by macros and the contents of re-exported modules are not
@@ -53,6 +53,8 @@ def header(text, start):
     depth = 0
     for k in range(start, len(text)):
         c = text[k]
+        if text.startswith("<<", k) or text.startswith("<<", k - 1):
+            continue  # a shift in a constant (`64 << 20`), not two generics opening
         if c in "(<[":
             depth += 1
         elif c in ")>]":
@@ -229,8 +231,30 @@ def surface():
             reexported(f, name, set(), [])
         for f in files:
             reexported(f, name, out, problems)
-        lines += sorted(out)
+        hidden_types = private_types(files)
+        lines += sorted(line for line in out if impl_target(line) not in hidden_types)
     return lines, problems
+
+
+TYPE_DEF = re.compile(r"^\s*(pub(?:\([^)]*\))?\s+)?(?:struct|enum|union|type|trait)\s+(\w+)", re.M)
+
+
+def private_types(files):
+    """Type names the crate defines only without plain `pub` (`struct Safe`, `pub(crate) struct
+    NvidiaReader`): their impls and methods are not the crate's API, whatever module they sit in."""
+    public, private = set(), set()
+    for f in files:
+        for m in TYPE_DEF.finditer(open(f).read()):
+            (public if (m.group(1) or "").strip() == "pub" else private).add(m.group(2))
+    return private - public
+
+
+def impl_target(line):
+    """The type a listed trait impl (`... impl Trait for Type`) or inherent item
+    (`path::Type pub fn ...`) belongs to; None for other items."""
+    m = re.match(r"\S+ impl .* for (\w+)", line) or \
+        re.match(r"\S+::([A-Z]\w*) pub (?:unsafe )?(?:const )?fn ", line)
+    return m.group(1) if m else None
 
 
 def main(argv):

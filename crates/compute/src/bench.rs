@@ -110,7 +110,7 @@ impl Stats {
     }
 
     /// IQR relative to the median: how noisy the measurement was.
-    pub fn relative_iqr(&self) -> f64 {
+    pub(crate) fn relative_iqr(&self) -> f64 {
         if self.median_s > 0.0 {
             self.iqr_s / self.median_s
         } else {

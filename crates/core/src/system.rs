@@ -299,7 +299,7 @@ impl Hosted {
     }
 
     /// How to get a TPU runtime there.
-    pub fn tpu_fix(self) -> &'static str {
+    pub(crate) fn tpu_fix(self) -> &'static str {
         match self {
             Hosted::Colab => "Runtime → Change runtime type → a TPU (v5e-1 or v2-8)",
             Hosted::Kaggle => "Settings → Accelerator → TPU VM v3-8",

@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// The largest config, certificate or host list read (a web config with a thousand users is
 /// ~70 KiB; a certificate chain a few KiB).
-pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// The largest benchmark report read as a baseline.
 pub const MAX_REPORT_BYTES: u64 = 64 << 20;
@@ -20,7 +20,7 @@ pub fn read_file(path: &Path, what: &str, limit: u64) -> anyhow::Result<String> 
 }
 
 /// [`read_file`] with the config limit.
-pub fn read_config(path: &Path, what: &str) -> anyhow::Result<String> {
+pub(crate) fn read_config(path: &Path, what: &str) -> anyhow::Result<String> {
     read_file(path, what, MAX_CONFIG_BYTES)
 }
 
@@ -28,7 +28,7 @@ pub fn read_config(path: &Path, what: &str) -> anyhow::Result<String> {
 /// parsed, so brackets in strings count too, which only makes the answer larger). A web
 /// config nests 3 deep; the YAML parser takes seconds to refuse 100,000 levels, so a file
 /// nested deeper than [`MAX_NESTING`] is refused before it is parsed.
-pub fn nesting_depth(text: &str) -> usize {
+pub(crate) fn nesting_depth(text: &str) -> usize {
     let (mut depth, mut max) = (0usize, 0usize);
     for b in text.bytes() {
         match b {
@@ -44,10 +44,10 @@ pub fn nesting_depth(text: &str) -> usize {
 }
 
 /// The deepest nesting a config may have.
-pub const MAX_NESTING: usize = 64;
+pub(crate) const MAX_NESTING: usize = 64;
 
 /// Parses a YAML config after checking its nesting.
-pub fn yaml<T: serde::de::DeserializeOwned>(
+pub(crate) fn yaml<T: serde::de::DeserializeOwned>(
     text: &str,
     path: &Path,
     what: &str,

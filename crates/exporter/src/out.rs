@@ -7,7 +7,7 @@ use std::io::Write;
 use serde::Serialize;
 
 /// The version of every JSON document accel prints; bumped when a key changes meaning.
-pub const SCHEMA_VERSION: u32 = 3;
+pub(crate) const SCHEMA_VERSION: u32 = 3;
 
 /// Writes `s` and a newline to stdout, flushing so long runs show progress. Control
 /// characters other than line feeds and tabs are escaped ([`printable_lines`]): no text read
@@ -28,7 +28,7 @@ pub fn text(s: &str) -> anyhow::Result<()> {
 }
 
 /// Prints `{"schema_version": 1, "kind": kind, ...body}` as pretty JSON: the JSON encoder's
-/// text alone ([`json_text`]), which is valid JSON whatever bytes a name held and safe on a
+/// text alone (`json_text`), which is valid JSON whatever bytes a name held and safe on a
 /// terminal; the terminal escaping of [`line()`] is for text output only (run over JSON it once
 /// turned a DEL in a process name into `\x7f`, which no JSON parser takes).
 pub fn json<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<()> {
@@ -41,7 +41,7 @@ pub fn json<T: Serialize>(kind: &str, body: &T) -> anyhow::Result<()> {
 /// JSON string: DEL, the C1 controls (U+0080 to U+009F: CSI is U+009B), the bidirectional
 /// overrides, embeddings and isolates (U+202E shows a name backwards), and the line and
 /// paragraph separators. serde_json writes them as they are; [`json_text`] writes `\uXXXX`.
-pub fn json_escapes(c: char) -> bool {
+pub(crate) fn json_escapes(c: char) -> bool {
     matches!(c,
         '\u{7f}'..='\u{9f}'
         | '\u{61c}'
@@ -108,7 +108,7 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for Safe<F> {
 }
 
 /// `v` as JSON text through `Safe`: compact, or pretty (two-space indents).
-pub fn json_text<T: Serialize + ?Sized>(v: &T, pretty: bool) -> anyhow::Result<String> {
+pub(crate) fn json_text<T: Serialize + ?Sized>(v: &T, pretty: bool) -> anyhow::Result<String> {
     let mut buf = Vec::with_capacity(256);
     if pretty {
         let f = Safe(serde_json::ser::PrettyFormatter::new());

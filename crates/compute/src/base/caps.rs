@@ -61,7 +61,7 @@ impl DeviceCaps {
 
     /// Whether the device computes on the host's CPU (the CPU itself, or through XLA's CPU
     /// platform or a software adapter).
-    pub fn runs_on_host(&self) -> bool {
+    pub(crate) fn runs_on_host(&self) -> bool {
         self.hardware != Hardware::Accelerator
     }
 }

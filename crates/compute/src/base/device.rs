@@ -48,7 +48,7 @@ impl BackendKind {
 
     /// The search order of [`Device::best`], from the seeds: CUDA, then Apple's GPU, then
     /// XLA, then any other GPU, then the CPU.
-    pub const BEST_ORDER: [BackendKind; 5] = [
+    pub(crate) const BEST_ORDER: [BackendKind; 5] = [
         BackendKind::Cuda,
         BackendKind::Mps,
         BackendKind::Xla,

@@ -61,12 +61,12 @@ pub struct Library {
 
 impl Library {
     /// Found and loaded.
-    pub fn is_loaded(&self) -> bool {
+    pub(crate) fn is_loaded(&self) -> bool {
         self.loaded && self.path.is_some() && self.problem.is_none()
     }
 
     /// Found, loaded or not.
-    pub fn is_found(&self) -> bool {
+    pub(crate) fn is_found(&self) -> bool {
         self.path.is_some() && self.problem.is_none()
     }
 }
