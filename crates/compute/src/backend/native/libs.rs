@@ -276,7 +276,7 @@ fn version_of(name: LibName, h: &dl::Handle) -> Option<String> {
                 Some(format!("{}.{}.{}", v[0], v[1], v[2]))
             }
             LibName::Nvml => {
-                // The driver version needs nvmlInit; read it from NVML later.
+                // The version needs nvmlInit: the caller reads it from the file's name.
                 None
             }
         }
@@ -371,6 +371,14 @@ pub fn load_library(w: &Wanted, dirs: &[SearchDir]) -> Library {
             lib.loaded = true;
             lib.path = h.path_of(probe_symbol(w.name));
             lib.version = version_of(w.name, &h);
+            if lib.version.is_none() && w.name == LibName::Nvml {
+                // NVML says its version only after nvmlInit; its file is named for the driver
+                // (`libnvidia-ml.so.580.159.04`: "nvml ?" in the H100 run's listing).
+                lib.version = lib
+                    .path
+                    .as_deref()
+                    .and_then(|p| super::found::version_on_disk(p, w.name, w.major));
+            }
             if lib.path.is_none() {
                 lib.path = Some(PathBuf::from(w.file));
             }
