@@ -278,8 +278,6 @@ __device__ __forceinline__ unsigned short d2b(double d) {
   return f2b(f);
 }
 __device__ __forceinline__ void offs(const Ix& p, long long i, long long& o0, long long& o1) {
-  // One merged dimension (every dense view): i < dims[0], so no 64-bit division.
-  if (p.rank == 1) { o0 = i * p.s0[0]; o1 = i * p.s1[0]; return; }
   o0 = 0; o1 = 0;
   for (int d = p.rank - 1; d >= 0; --d) {
     long long c = i % p.dims[d]; i /= p.dims[d];
