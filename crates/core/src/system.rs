@@ -22,6 +22,18 @@ impl std::error::Error for SystemError {}
 
 type Result<T> = std::result::Result<T, SystemError>;
 
+/// Folders the NVIDIA driver installs `libcuda.so.1` and `libnvidia-ml.so.1` into, searched
+/// after the loader's own path: Debian/Ubuntu (x86-64, arm64), Fedora/RHEL, other
+/// distributions, WSL, and the NVIDIA container toolkit.
+pub const NVIDIA_DRIVER_DIRS: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/lib/wsl/lib",
+    "/usr/local/nvidia/lib64",
+];
+
 fn system(refresh: RefreshKind) -> Result<System> {
     System::new_with_specifics(refresh).map_err(|e| SystemError {
         detail: e.to_string(),

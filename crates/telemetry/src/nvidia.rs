@@ -21,17 +21,6 @@ const NO_NVML: Error = Error::NotInstalled {
     driver: "NVIDIA",
 };
 
-/// Folders the NVIDIA driver installs `libnvidia-ml.so.1` into, after the loader's own path:
-/// Debian/Ubuntu, Fedora/RHEL, other distributions, WSL, and the NVIDIA container toolkit.
-pub(crate) const DRIVER_DIRS: &[&str] = &[
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib/aarch64-linux-gnu",
-    "/usr/lib64",
-    "/usr/lib",
-    "/usr/lib/wsl/lib",
-    "/usr/local/nvidia/lib64",
-];
-
 /// NVML's clocks-event ("throttle") reason bits (nvml.h, `nvmlClocksEventReason*`) and the
 /// names accel shows for them.
 pub(crate) const THROTTLE_REASONS: &[(u64, &str)] = &[
@@ -138,7 +127,7 @@ impl NvidiaReader {
 #[cfg(feature = "nvml")]
 fn nvml_candidates() -> Vec<std::ffi::OsString> {
     let mut v = vec![std::ffi::OsString::from("libnvidia-ml.so.1")];
-    for d in DRIVER_DIRS {
+    for d in accelkit_core::system::NVIDIA_DRIVER_DIRS {
         let p = std::path::Path::new(d).join("libnvidia-ml.so.1");
         if p.is_file() {
             v.push(p.into_os_string());

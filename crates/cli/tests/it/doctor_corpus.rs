@@ -315,15 +315,8 @@ fn whoami_can_reach(p: &Path) -> bool {
 /// `--path.rootfs` (`doctor::diagnose_at`), so a case without a stand-in would get this one,
 /// and with it this machine's GPU.
 fn own_libcuda() -> Option<PathBuf> {
-    let dirs = [
-        "/usr/lib/x86_64-linux-gnu",
-        "/usr/lib/aarch64-linux-gnu",
-        "/usr/lib64",
-        "/usr/lib",
-        "/usr/lib/wsl/lib",
-        "/usr/local/nvidia/lib64",
-    ];
-    dirs.iter()
+    accelkit_core::system::NVIDIA_DRIVER_DIRS
+        .iter()
         .map(|d| Path::new(d).join("libcuda.so.1"))
         .find(|p| p.exists())
         .or_else(|| {

@@ -500,14 +500,7 @@ fn has_nvidia_ko(dir: &Path, depth: u32, budget: &mut u32) -> bool {
 /// them (WSL's included), with the versions their names carry.
 fn driver_files(roots: &Roots) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for dir in [
-        "/usr/lib/x86_64-linux-gnu",
-        "/usr/lib/aarch64-linux-gnu",
-        "/usr/lib64",
-        "/usr/lib",
-        "/usr/local/nvidia/lib64",
-        "/usr/lib/wsl/lib",
-    ] {
+    for &dir in accelkit_core::system::NVIDIA_DRIVER_DIRS {
         let mut names: Vec<String> = std::fs::read_dir(roots.at(dir))
             .into_iter()
             .flatten()

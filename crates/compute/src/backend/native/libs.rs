@@ -151,13 +151,7 @@ pub fn search_dirs(env: &SearchEnv) -> Vec<SearchDir> {
         }
     }
     if env.system_dirs {
-        for p in [
-            "/usr/lib/x86_64-linux-gnu",
-            "/usr/lib64",
-            "/usr/lib",
-            "/usr/lib/wsl/lib",
-            "/usr/local/nvidia/lib64",
-        ] {
+        for &p in accelkit_core::system::NVIDIA_DRIVER_DIRS {
             push(&mut dirs, PathBuf::from(p), "system");
         }
     }

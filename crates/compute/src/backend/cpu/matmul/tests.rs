@@ -144,6 +144,17 @@ fn avx512_required() -> bool {
         .any(|s| s.trim().eq_ignore_ascii_case("avx512"))
 }
 
+/// The portable f32 kernel (6 x 16, any CPU) with the blocking `caches` give it.
+fn portable_f32(caches: Caches) -> CpuKernel<f32, f32> {
+    CpuKernel::blocked(
+        "portable",
+        (6, 16),
+        generic_kernel::<f32, 6, 16>,
+        caches,
+        Rule::L1Panel,
+    )
+}
+
 /// The AVX-512 kernels with the blocking `caches` give them (the CPU must have the
 /// features: callers check).
 #[cfg(target_arch = "x86_64")]
@@ -179,13 +190,7 @@ fn avx512_bf16(caches: Caches) -> CpuKernel<Bf16Pair, f32> {
 
 #[test]
 fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
-    let k = CpuKernel::blocked(
-        "portable",
-        (6, 16),
-        generic_kernel::<f32, 6, 16>,
-        TINY,
-        Rule::L1Panel,
-    );
+    let k = portable_f32(TINY);
     assert!(
         k.kc < 64 * 4 && k.mc < 200,
         "TINY gives several blocks: {} {}",
@@ -290,13 +295,7 @@ const PARALLEL_SHAPES: [(usize, usize, usize); 1] = [(260, 300, 231)];
 fn two_threads_over_many_slices_match_the_naive_loop() {
     let (m, n, k) = PARALLEL_SHAPES[0];
     assert!(m * n * k >= PARALLEL_MIN_FLOPS);
-    let k32 = CpuKernel::blocked(
-        "portable",
-        (6, 16),
-        generic_kernel::<f32, 6, 16>,
-        TINY,
-        Rule::L1Panel,
-    );
+    let k32 = portable_f32(TINY);
     check_shapes(
         &k32,
         &PARALLEL_SHAPES,
@@ -343,13 +342,7 @@ fn more_threads_than_tiles_leave_the_last_threads_idle() {
     for &(m, n, k) in &shapes {
         assert!(m * n * k >= PARALLEL_MIN_FLOPS);
     }
-    let k32 = CpuKernel::blocked(
-        "portable",
-        (6, 16),
-        generic_kernel::<f32, 6, 16>,
-        TINY,
-        Rule::L1Panel,
-    );
+    let k32 = portable_f32(TINY);
     check_shapes(
         &k32,
         &shapes,
