@@ -187,12 +187,14 @@ run_tests() {
     name=$(basename "$t") skip=()
     case "$name" in
       cli-it)
-        # 1,500 random command lines exercise the host and the parser, not the GPU; the
+        # 500 random command lines exercise the host and the parser, not the GPU; the
         # hostile-input, load and soak suites of the exporter touch no GPU API and take a
         # minute and a half: never here. The exporter's and the fleet view's tests (a real
-        # Prometheus, TLS, tmux) just ran in the test command: a rehearsal leaves them out.
+        # Prometheus, TLS, tmux), the doctor's corpus, the web configs (bcrypt) and the
+        # dashboards' queries just ran in the test command: a rehearsal leaves them out.
         skip+=(--skip cli_random:: --skip hostile:: --skip serve_load::)
-        [ "$REHEARSE" = 1 ] && skip+=(--skip serve:: --skip fleet::) ;;
+        [ "$REHEARSE" = 1 ] && skip+=(--skip serve:: --skip fleet:: --skip doctor_corpus::
+          --skip webconfig_toolkit:: --skip workloads::) ;;
       compute-accelkit)
         # NVRTC's compile of every kernel for every architecture needs no GPU and both CUDA
         # majors' NVRTC (the GPU machine has CUDA 13's alone): the test command runs it.

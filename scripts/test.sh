@@ -36,6 +36,34 @@ VENV=.venv-test
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
+export VIRTUAL_ENV="$PWD/$VENV"
+# Vulkan's window-system code complains on stderr without a runtime folder; the accel command
+# makes one itself (accelkit::prepare_environment), the multi-threaded tests cannot.
+if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
+  XDG_RUNTIME_DIR="$(mktemp -d)"
+  export XDG_RUNTIME_DIR
+fi
+# A build folder without a release build (a fresh clone, CI) builds faster without
+# incremental compilation; a warm one keeps it (`[profile.release] incremental = true`).
+if [ ! -d target/release/deps ]; then
+  export CARGO_INCREMENTAL=0
+fi
+# The release build of the workspace starts first, in the background: it needs none of what
+# is installed or checked below, which is mostly downloads and short scripts (a minute on a
+# fresh machine that the build's cores would otherwise wait through). Waited for at "== tests".
+# One release build: the tests, and the `accel` binary they run (what `cargo run --release`
+# builds; `cargo build --locked -p accelkit-cli` alone would resolve features differently and
+# build every crate a second time). Then the seeds' examples as programs (the test build makes
+# each a test harness, which does not run its main): the same features, so only the six
+# examples link (2 s); tests/it/examples.rs runs them.
+build_pid=
+if [ "$QUICK" != 1 ]; then
+  mkdir -p target
+  ( cargo test --locked --workspace --release --all-targets --no-run -q \
+      && cargo build --locked --workspace --release --examples -q ) > target/build.log 2>&1 &
+  build_pid=$!
+  trap 'kill "$build_pid" 2> /dev/null || true' EXIT
+fi
 if ! ls "$VENV"/lib/python3*/site-packages/nvidia/cu13/lib/libnvrtc.so.13 >/dev/null 2>&1 \
     || ! ls "$VENV"/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 >/dev/null 2>&1 \
     || ! ls "$VENV"/lib/python3*/site-packages/nvidia/cu13/bin/cuobjdump >/dev/null 2>&1; then
@@ -77,13 +105,6 @@ if ! ldconfig -p | grep libvulkan_lvp >/dev/null || ! command -v prometheus >/de
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     mesa-vulkan-drivers libvulkan1 prometheus tmux >/dev/null
 fi
-export VIRTUAL_ENV="$PWD/$VENV"
-# Vulkan's window-system code complains on stderr without a runtime folder; the accel command
-# makes one itself (accelkit::prepare_environment), the multi-threaded tests cannot.
-if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
-  XDG_RUNTIME_DIR="$(mktemp -d)"
-  export XDG_RUNTIME_DIR
-fi
 # NVRTC (12 and 13), cuobjdump, CUDA 12.0's cuda.h, the CUDA 12 wheels, the XLA plugin, lavapipe
 # and grpcio must be found: missing ones fail the run, not skip.
 export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,cuobjdump,cuda_h,cuda12,xla,wgpu,prometheus,tmux,grpc,chromium,standin,examples"
@@ -107,11 +128,6 @@ if [ "$QUICK" != 1 ] && { [ ! -x .venv-jax/bin/python ] || ! .venv-jax/bin/pytho
   ( python3 -m venv .venv-jax && .venv-jax/bin/pip install -q --disable-pip-version-check "jax[cpu]" ) \
     > target/jax-install.log 2>&1 &
   jax_pid=$!
-fi
-# A build folder without a release build (a fresh clone, CI) builds faster without
-# incremental compilation; a warm one keeps it (`[profile.release] incremental = true`).
-if [ ! -d target/release/deps ]; then
-  export CARGO_INCREMENTAL=0
 fi
 # Compiled kernels are cached per user; the tests use a fresh cache so NVRTC really runs.
 export ACCEL_CACHE_DIR="${ACCEL_CACHE_DIR:-$PWD/target/accel-cache}"
@@ -211,13 +227,11 @@ echo "$(at)== tests"
 # Release mode: the kernels run at real sizes, and the build is shared with `cargo run --release`.
 # --nocapture lets each test binary's `skipped:` lines through (tests print nothing else).
 mkdir -p target
-# One release build of the workspace: the tests, and the `accel` binary they run (what
-# `cargo run --release` builds; `cargo build --locked -p accelkit-cli` alone would resolve features
-# differently and build every crate a second time).
-cargo test --locked --workspace --release --all-targets --no-run -q
-# The seeds' examples as programs (the test build makes each a test harness, which does not run
-# its main): the same features, so only the six examples link (2 s); tests/it/examples.rs runs them.
-cargo build --locked --workspace --release --examples -q
+# The release build started at the top.
+if ! wait "$build_pid"; then
+  cat target/build.log; echo "error: the release build failed (above)" >&2; exit 1
+fi
+cat target/build.log  # its warnings, if any
 echo "$(at)== accel devices (what this machine offers the tests)"
 target/release/accel devices
 # Two jobs that need the CPU but no clock run beside the suites at the lowest priority, on the

@@ -5,8 +5,6 @@ mod bench;
 mod devices;
 mod doctor;
 mod energy;
-mod fleet_view;
-mod keys;
 mod mem;
 mod monitor;
 mod out;
@@ -459,7 +457,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             } else if fleet.is_fleet() && html {
                 fleet::page::print(&fleet, interval, count.unwrap_or(1))
             } else if fleet.is_fleet() {
-                fleet_view::run(&fleet, interval, count, json)
+                fleet::view::run(&fleet, interval, count, json)
             } else {
                 monitor::run(interval, count, json, html, roots.roots())
             }

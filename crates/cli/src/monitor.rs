@@ -8,21 +8,20 @@
 use std::collections::VecDeque;
 use std::fmt::Display;
 use std::io::IsTerminal;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use accelkit::load::{DeviceLoad, Sampler, Snapshot};
 use accelkit::memory::human_bytes;
 use ratatui::backend::CrosstermBackend;
-use ratatui::crossterm::{cursor, execute, terminal};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use ratatui::{Frame, Terminal};
 
-use crate::keys::{Input, Key};
 use crate::out;
+use accelkit_core::units::utc;
+use accelkit_exporter::term::{bar, catch_stop_signals, resized, Input, Key, Screen, STOPPED};
 
 /// Below this size the view cannot be drawn legibly; a one-line message says so instead.
 const MIN_WIDTH: u16 = 60;
@@ -225,87 +224,12 @@ fn processes(d: &DeviceLoad) -> Vec<String> {
         .collect()
 }
 
-pub(crate) use accelkit_core::units::utc;
-
-/// Whether the terminal is in raw mode on the alternate screen, for [`restore`].
-static ACTIVE: AtomicBool = AtomicBool::new(false);
-
-/// Raw mode, the alternate screen and a hidden cursor while it lives; all undone when it is
-/// dropped (quit, error) and, through the panic hook, on a panic (whose hook exits without
-/// unwinding, so no Drop would run).
-pub(crate) struct Screen;
-
-impl Screen {
-    pub(crate) fn enter() -> anyhow::Result<Screen> {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            restore();
-            previous(info)
-        }));
-        ACTIVE.store(true, Ordering::SeqCst);
-        // Made before the first change, so that a failure half-way undoes the other half.
-        let screen = Screen;
-        terminal::enable_raw_mode()?;
-        execute!(
-            std::io::stdout(),
-            terminal::EnterAlternateScreen,
-            cursor::Hide
-        )?;
-        Ok(screen)
-    }
-}
-
-impl Drop for Screen {
-    fn drop(&mut self) {
-        restore();
-    }
-}
-
-/// Leaves the alternate screen, turns raw mode off and shows the cursor; once.
-fn restore() {
-    if ACTIVE.swap(false, Ordering::SeqCst) {
-        let _ = terminal::disable_raw_mode();
-        // Cleared first: a terminal resized meanwhile may copy alternate-screen lines back
-        // (tmux does).
-        let _ = execute!(
-            std::io::stdout(),
-            terminal::Clear(terminal::ClearType::All),
-            terminal::LeaveAlternateScreen,
-            cursor::Show
-        );
-    }
-}
-
 /// What the screen shows: the latest samples (newest last).
 struct View {
     host: String,
     every: Duration,
     samples: u64,
     history: VecDeque<Snapshot>,
-}
-
-/// Set by SIGTERM, SIGHUP, SIGINT or SIGQUIT (a `kill`, a closed terminal): the view stops at its next poll
-/// and the terminal is restored, as on `q`.
-pub(crate) static STOPPED: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
-
-#[cfg(unix)]
-extern "C" fn on_signal(_: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    STOPPED.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Routes SIGTERM, SIGHUP, SIGINT and SIGQUIT to [`STOPPED`] for as long as the view is up.
-pub(crate) fn catch_stop_signals() {
-    #[cfg(unix)]
-    for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT, libc::SIGQUIT] {
-        // SAFETY: `on_signal` is an `extern "C" fn(c_int)` that only stores to an atomic,
-        // which is async-signal-safe; replacing the default disposition of these signals
-        // affects only this process, which then quits through its normal path.
-        unsafe {
-            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
-        }
-    }
 }
 
 fn tui(s: &mut Sampler, every: Duration, count: Option<u64>) -> anyhow::Result<()> {
@@ -341,7 +265,7 @@ fn tui(s: &mut Sampler, every: Duration, count: Option<u64>) -> anyhow::Result<(
         let wait = next
             .saturating_duration_since(Instant::now())
             .min(Duration::from_millis(100));
-        match crate::keys::wait(wait)? {
+        match accelkit_exporter::term::wait(wait)? {
             Input::Key(Key::Quit | Key::Esc) | Input::Gone => return Ok(()),
             _ => {}
         }
@@ -349,15 +273,6 @@ fn tui(s: &mut Sampler, every: Duration, count: Option<u64>) -> anyhow::Result<(
             term.draw(|f| draw(f, &view))?;
         }
     }
-}
-
-/// Follows the terminal's size; true when it changed (the view must be drawn again).
-pub(crate) fn resized(
-    term: &mut Terminal<CrosstermBackend<std::io::Stdout>>,
-) -> anyhow::Result<bool> {
-    let before = term.get_frame().area();
-    term.autoresize()?;
-    Ok(term.get_frame().area() != before)
 }
 
 fn draw(f: &mut Frame, v: &View) {
@@ -449,27 +364,6 @@ fn row(area: Rect, y: u16, h: u16) -> Rect {
 
 fn ratio(part: u64, whole: u64) -> Option<f64> {
     (whole > 0).then(|| part as f64 / whole as f64)
-}
-
-/// A `width`-cell bar, coloured by how full it is; dots where the value is unknown.
-pub(crate) fn bar(frac: Option<f64>, width: u16) -> Span<'static> {
-    let w = usize::from(width);
-    let Some(frac) = frac.filter(|f| f.is_finite()) else {
-        return Span::styled("·".repeat(w), Style::new().fg(Color::DarkGray));
-    };
-    let frac = frac.clamp(0.0, 1.0);
-    let full = (frac * w as f64).round() as usize;
-    let color = if frac < 0.6 {
-        Color::Green
-    } else if frac < 0.85 {
-        Color::Yellow
-    } else {
-        Color::Red
-    };
-    Span::styled(
-        format!("{}{}", "█".repeat(full), "░".repeat(w - full)),
-        Style::new().fg(color),
-    )
 }
 
 /// One cell per core in as many rows as fit `max_rows`; past that, one character per core.

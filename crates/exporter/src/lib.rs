@@ -16,3 +16,4 @@ pub mod fleet;
 pub mod input;
 pub mod out;
 pub mod serve;
+pub mod term;

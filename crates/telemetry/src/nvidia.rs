@@ -479,45 +479,25 @@ impl Reader for NvidiaReader {
     }
 }
 
-/// One process using a GPU.
-#[derive(Debug, Clone, serde::Serialize)]
+/// What the CUDA backend asks NVML about a GPU it describes, without opening a context:
+/// NVML's index, memory (the free memory before any context of ours exists), and what the
+/// GPU is capable of. Fields the GPU does not report are None.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct GpuProcess {
-    /// Process id.
-    pub pid: u32,
-    /// GPU memory it holds, where the driver reports it.
-    pub used_bytes: Option<u64>,
-}
-
-/// A GPU's load as NVML reports it; fields the GPU does not report are None. Units are in
-/// the field names.
-#[derive(Debug, Clone, serde::Serialize)]
-#[allow(missing_docs)]
-#[non_exhaustive]
-pub struct GpuLoad {
+pub struct GpuLimits {
     /// nvidia-smi's index (PCI order; CUDA's ordinal may differ).
     pub nvml_index: Option<u32>,
-    pub name: Option<String>,
-    pub uuid: Option<String>,
-    pub pci_bus_id: Option<String>,
-    pub utilization_gpu_percent: Option<u32>,
-    pub utilization_memory_percent: Option<u32>,
-    pub memory_used_bytes: Option<u64>,
+    /// Free device memory now.
     pub memory_free_bytes: Option<u64>,
+    /// Device memory in all.
     pub memory_total_bytes: Option<u64>,
-    pub temperature_c: Option<u32>,
-    pub power_w: Option<f64>,
-    pub power_limit_w: Option<f64>,
-    pub clock_sm_mhz: Option<u32>,
-    pub clock_memory_mhz: Option<u32>,
+    /// The SM clock's maximum.
     pub max_clock_sm_mhz: Option<u32>,
+    /// The memory clock's maximum.
     pub max_clock_memory_mhz: Option<u32>,
     /// The PCIe link the GPU is capable of (generation, lanes); the link may train lower
     /// at idle to save power.
     pub pcie_max_link: Option<(u32, u32)>,
-    /// The PCIe link now (generation, lanes).
-    pub pcie_link: Option<(u32, u32)>,
-    pub processes: Vec<GpuProcess>,
 }
 
 /// The probe helper's `nvml` task: start NVML (and stop, by exiting).
@@ -527,7 +507,7 @@ pub fn start_for_helper() {
     let _ = start_nvml();
 }
 
-/// NVML for one-off questions (the CUDA backend's probe, `accelkit::cuda::utilization`), started
+/// NVML for one-off questions (the CUDA backend's probe, [`reading`], [`limits`]), started
 /// once per process. A [`NvidiaReader`] keeps its own, restarted while it fails.
 #[cfg(feature = "nvml")]
 fn shared() -> Result<&'static nvml_wrapper::Nvml, Error> {
@@ -577,13 +557,14 @@ pub fn mig_enabled() -> bool {
     false
 }
 
+/// The GPU with this UUID (`GPU-...`) or, failing that, this PCI bus id.
 #[cfg(feature = "nvml")]
-/// The load of the GPU with this UUID (`GPU-...`) or, failing that, this PCI bus id.
-pub fn gpu_load(uuid: Option<&str>, pci_bus_id: Option<&str>) -> Result<GpuLoad, Error> {
-    use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
-    use nvml_wrapper::enums::device::UsedGpuMemory;
-    let n = shared()?;
-    let dev = match (uuid, pci_bus_id) {
+fn device_of(
+    n: &'static nvml_wrapper::Nvml,
+    uuid: Option<&str>,
+    pci_bus_id: Option<&str>,
+) -> Result<nvml_wrapper::Device<'static>, Error> {
+    match (uuid, pci_bus_id) {
         (Some(u), _) if n.device_by_uuid(u).is_ok() => n.device_by_uuid(u),
         (_, Some(p)) => n.device_by_pci_bus_id(p),
         (Some(u), None) => n.device_by_uuid(u),
@@ -591,47 +572,35 @@ pub fn gpu_load(uuid: Option<&str>, pci_bus_id: Option<&str>) -> Result<GpuLoad,
     }
     .map_err(|e| Error::UnknownDevice {
         detail: e.to_string(),
-    })?;
+    })
+}
+
+/// The reading of the GPU with this UUID (`GPU-...`) or, failing that, this PCI bus id: the
+/// same [`Reading`] `accel monitor` shows for it (utilisation, memory, temperature, power,
+/// clocks, health, processes), for one-off questions (`accelkit::cuda::utilization`).
+#[cfg(feature = "nvml")]
+pub fn reading(uuid: Option<&str>, pci_bus_id: Option<&str>) -> Result<Reading, Error> {
+    let dev = device_of(shared()?, uuid, pci_bus_id)?;
+    let index = dev.index().unwrap_or(0);
+    Ok(read_device(&dev, index, &Roots::default()))
+}
+
+/// [`GpuLimits`] of the GPU with this UUID or, failing that, this PCI bus id.
+#[cfg(feature = "nvml")]
+pub fn limits(uuid: Option<&str>, pci_bus_id: Option<&str>) -> Result<GpuLimits, Error> {
+    use nvml_wrapper::enum_wrappers::device::Clock;
+    let dev = device_of(shared()?, uuid, pci_bus_id)?;
     let mem = dev.memory_info().ok();
-    let util = dev.utilization_rates().ok();
-    let processes = dev
-        .running_compute_processes()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|p| GpuProcess {
-            pid: p.pid,
-            used_bytes: match p.used_gpu_memory {
-                UsedGpuMemory::Used(b) => Some(b),
-                UsedGpuMemory::Unavailable => None,
-            },
-        })
-        .collect();
-    Ok(GpuLoad {
+    Ok(GpuLimits {
         nvml_index: dev.index().ok(),
-        name: dev.name().ok(),
-        uuid: dev.uuid().ok(),
-        pci_bus_id: dev.pci_info().ok().map(|p| p.bus_id),
-        utilization_gpu_percent: util.as_ref().map(|u| u.gpu),
-        utilization_memory_percent: util.as_ref().map(|u| u.memory),
-        memory_used_bytes: mem.as_ref().map(|m| m.used),
         memory_free_bytes: mem.as_ref().map(|m| m.free),
         memory_total_bytes: mem.as_ref().map(|m| m.total),
-        temperature_c: dev.temperature(TemperatureSensor::Gpu).ok(),
-        power_w: dev.power_usage().ok().map(|mw| mw as f64 / 1e3),
-        power_limit_w: dev.power_management_limit().ok().map(|mw| mw as f64 / 1e3),
-        clock_sm_mhz: dev.clock_info(Clock::SM).ok(),
-        clock_memory_mhz: dev.clock_info(Clock::Memory).ok(),
         max_clock_sm_mhz: dev.max_clock_info(Clock::SM).ok(),
         max_clock_memory_mhz: dev.max_clock_info(Clock::Memory).ok(),
         pcie_max_link: dev
             .max_pcie_link_gen()
             .ok()
             .zip(dev.max_pcie_link_width().ok()),
-        pcie_link: dev
-            .current_pcie_link_gen()
-            .ok()
-            .zip(dev.current_pcie_link_width().ok()),
-        processes,
     })
 }
 

@@ -4,7 +4,6 @@
 pub use crate::backend::cuda::FreeFailures;
 pub use crate::backend::native::libs::{LibName, Library};
 pub use crate::backend::native::major::MajorChoice;
-pub use crate::telemetry::nvidia::{GpuLoad, GpuProcess};
 
 use crate::backend::native::libs;
 
@@ -92,12 +91,12 @@ pub fn jax_cuda_extra(driver: Option<u32>) -> &'static str {
 }
 
 /// The load of CUDA GPU `ordinal` through NVML (GPUtil's `getGPUs()`): utilisation, memory,
-/// temperature, power, clocks and processes.
-pub fn utilization(ordinal: usize) -> Result<GpuLoad> {
+/// temperature, power, clocks, health and processes, as `accel monitor` reads every GPU.
+pub fn utilization(ordinal: usize) -> Result<crate::telemetry::Reading> {
     let caps = Device::Cuda(ordinal).caps()?;
     #[cfg(feature = "cuda")]
     {
-        crate::telemetry::nvidia::gpu_load(caps.uuid.as_deref(), caps.pci_bus_id.as_deref())
+        crate::telemetry::nvidia::reading(caps.uuid.as_deref(), caps.pci_bus_id.as_deref())
             .map_err(|e| crate::Error::backend(BackendKind::Cuda, "NVML", e))
     }
     #[cfg(not(feature = "cuda"))]

@@ -9,7 +9,8 @@
 
 pub(crate) mod client;
 pub mod page;
-pub mod rows;
+pub(crate) mod rows;
+pub mod view;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,7 +23,7 @@ use client::{HttpConfig, Target};
 use rows::{from_snapshot_bytes, now_unix, totals, DeviceRow, HostRow, Round};
 
 /// Where the rows come from.
-pub enum Source {
+pub(crate) enum Source {
     /// Each machine's `accel serve`.
     Hosts(Vec<Target>),
     /// A Prometheus server.
@@ -89,7 +90,7 @@ impl Options {
 }
 
 /// Polls the source round after round, remembering since when each host is in its state.
-pub struct Poller {
+pub(crate) struct Poller {
     source: Source,
     cfg: HttpConfig,
     timeout: Duration,
@@ -105,7 +106,7 @@ pub struct Poller {
 
 impl Poller {
     /// A poller of `o`'s machines, read every `interval` seconds; the options' mistakes are errors here.
-    pub fn new(o: &Options, interval: f64) -> anyhow::Result<Poller> {
+    pub(crate) fn new(o: &Options, interval: f64) -> anyhow::Result<Poller> {
         let source = o.source()?;
         let cfg = HttpConfig::load(o.http_config.as_deref())?;
         Ok(Poller {
@@ -125,7 +126,7 @@ impl Poller {
     }
 
     /// One round: every host at once, each within the timeout.
-    pub fn round(&mut self) -> anyhow::Result<Round> {
+    pub(crate) fn round(&mut self) -> anyhow::Result<Round> {
         let now = now_unix();
         let (source, mut hosts) = match &self.source {
             Source::Hosts(targets) => {

@@ -44,7 +44,7 @@ impl Backend for Cuda {
             None => {
                 let ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
                 let (_, uuid, pci) = ids.iter().find(|(o, _, _)| *o == ordinal)?;
-                let l = nvml::gpu_load(Some(uuid), Some(pci)).ok()?;
+                let l = nvml::limits(Some(uuid), Some(pci)).ok()?;
                 Some((l.memory_free_bytes?, l.memory_total_bytes?))
             }
         }
@@ -314,7 +314,7 @@ fn probe_driver() -> Probe {
             attr(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
             attr(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
         );
-        let load = nvml::gpu_load(Some(&uuid), Some(&pci)).ok();
+        let load = nvml::limits(Some(&uuid), Some(&pci)).ok();
         let sm_count = attr(dev, A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).max(0) as u32;
         let bus_width = attr(dev, A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH).max(0) as u32;
         let mut details = vec![

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use accelkit::memory::human_bytes;
+use accelkit_core::units::human_bytes;
 use ratatui::backend::CrosstermBackend;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -11,10 +11,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::{Frame, Terminal};
 
-use crate::keys::{Input, Key};
-use crate::monitor::{bar, catch_stop_signals, utc, Screen, STOPPED};
-use accelkit_exporter::fleet::rows::{HostRow, Round};
-use accelkit_exporter::fleet::{Options, Poller};
+use super::rows::{HostRow, Round, MAX_DEVICES_PER_HOST};
+use super::{Options, Poller};
+use crate::term::{bar, catch_stop_signals, resized, Input, Key, Screen, STOPPED};
+use accelkit_core::units::utc;
 
 fn pct(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.0} %"))
@@ -86,14 +86,13 @@ fn not_shown(h: &HostRow) -> Option<String> {
     (h.devices_not_shown > 0).then(|| {
         format!(
             "{} more devices in its answer not shown (a row keeps at most {})",
-            h.devices_not_shown,
-            accelkit_exporter::fleet::rows::MAX_DEVICES_PER_HOST
+            h.devices_not_shown, MAX_DEVICES_PER_HOST
         )
     })
 }
 
 /// Plain text of one round (piped output).
-pub fn text(r: &Round) -> Vec<String> {
+fn text(r: &Round) -> Vec<String> {
     let mut v = vec![
         format!("--- {} ({})", utc(r.time_unix_s), r.source),
         header(),
@@ -120,7 +119,7 @@ struct State {
 }
 
 /// The full-screen view; `next_round` polls every host once (it runs on its own thread).
-pub fn tui(
+fn tui(
     mut next_round: impl FnMut() -> anyhow::Result<Round> + Send,
     every: Duration,
     count: Option<u64>,
@@ -172,7 +171,7 @@ pub fn tui(
                 break Ok(());
             }
             let n = st.round.as_ref().map_or(0, |r| r.hosts.len());
-            let key = match crate::keys::wait(Duration::from_millis(50))? {
+            let key = match crate::term::wait(Duration::from_millis(50))? {
                 Input::Gone => break Ok(()),
                 Input::Key(k) => Some(k),
                 Input::Nothing => None,
@@ -185,7 +184,7 @@ pub fn tui(
                 Some(Key::Enter) if n > 0 => st.open = true,
                 _ => {}
             }
-            if key.is_some() || crate::monitor::resized(&mut term)? {
+            if key.is_some() || resized(&mut term)? {
                 term.draw(|f| draw(f, &st))?;
             }
         };

@@ -13,15 +13,20 @@ pub enum Key {
     Quit,
     /// Escape alone.
     Esc,
+    /// Up arrow or `k`.
     Up,
+    /// Down arrow or `j`.
     Down,
+    /// Enter.
     Enter,
+    /// Any other key.
     Other,
 }
 
 /// What waiting for a key gave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Input {
+    /// A key.
     Key(Key),
     /// Nothing within the time.
     Nothing,
@@ -30,7 +35,7 @@ pub enum Input {
 }
 
 /// The first key in bytes read from a raw-mode terminal.
-pub fn parse(b: &[u8]) -> Key {
+pub(crate) fn parse(b: &[u8]) -> Key {
     match b {
         [] => Key::Other,
         [b'q' | b'Q' | 0x03, ..] => Key::Quit,
