@@ -80,58 +80,8 @@ enum Command {
     /// Serve the machine's load as Prometheus metrics (dcgm-exporter's names for NVIDIA GPUs,
     /// accel_* for every device, the host and the backends), collected in the background.
     Serve {
-        /// Address to listen on (dcgm-exporter's port by default; 0.0.0.0:9400 for a fleet).
-        /// `:9400` listens on every interface, as node_exporter's `--web.listen-address`.
-        #[arg(long, default_value = "127.0.0.1:9400", value_name = "ADDR", value_parser = parse_listen)]
-        listen: String,
-        /// Seconds between collections (above 0, at most 86400).
-        #[arg(long, default_value = "5", value_name = "SECONDS", value_parser = parse_interval)]
-        interval: f64,
-        /// Prometheus's web configuration file, as node_exporter reads it: TLS
-        /// (tls_server_config), basic authentication (basic_auth_users, bcrypt hashes),
-        /// response headers, a rate limit; loaded again when it or a certificate changes, and
-        /// on SIGHUP.
-        #[arg(long = "web.config.file", value_name = "FILE")]
-        web_config: Option<std::path::PathBuf>,
-        /// Requests served at once; more are answered 503 (node_exporter's default, 40). Live
-        /// pages' `/events` streams are counted apart: at most half of N (at least one) open
-        /// at once, each ended when its client stops reading
-        #[arg(long = "web.max-requests", value_name = "N", default_value = "40", value_parser = clap::value_parser!(u64).range(1..=100_000))]
-        max_requests: u64,
-        /// Answer only requests whose Host header names one of these (names or addresses,
-        /// without the port, separated by ','); others get 421. A web page on this machine
-        /// then cannot read `/` or `/snapshot` through DNS rebinding. Default: any host
-        #[arg(
-            long = "web.allowed-hosts",
-            value_name = "HOSTS",
-            value_delimiter = ','
-        )]
-        allowed_hosts: Vec<String>,
-        /// Seconds a request's head may take to arrive, from its first byte (a client slower
-        /// than that is disconnected).
-        #[arg(long = "web.header-timeout", value_name = "SECONDS", default_value = "10", value_parser = parse_interval)]
-        header_timeout: f64,
-        /// Seconds a keep-alive connection may sit silent between requests before it is
-        /// closed (Prometheus scrapes again well within the default).
-        #[arg(long = "web.idle-timeout", value_name = "SECONDS", default_value = "120", value_parser = parse_interval)]
-        idle_timeout: f64,
-        /// Open connections at once; at the cap the oldest connection not in a request is
-        /// closed for a new one (default: the descriptor limit less a reserve of 64).
-        #[arg(long = "web.max-connections", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-        max_connections: Option<u64>,
-        /// Labels naming each process's workload on the per-process series, and an
-        /// accel_device_workload_info series per device and workload: from the processes'
-        /// cgroups container_id, pod_uid, qos_class, hpc_job (Slurm's job and step), unit
-        /// (systemd's); from the kubelet's pod-resources API namespace, pod, container (a
-        /// process's when one container holds its device), which also add one
-        /// accel_device_owner_info series per device and container holding it and the
-        /// kubelet's three collector series (only then is the kubelet asked). Off by
-        /// default: each distinct value is a new series (with hpc_job, every job leaves its
-        /// own series behind until they go stale), so on a shared machine the series count
-        /// grows with the number of workloads run: per device, one info series per workload
-        /// and owner, and each process series once per workload it ran in.
-        #[arg(long = "collector.process.labels", value_name = "LABELS", value_delimiter = ',', value_parser = serve::parse_process_label)]
-        process_labels: Vec<serve::ProcessLabel>,
+        #[command(flatten)]
+        args: serve::Args,
         #[command(flatten)]
         roots: RootArgs,
     },
@@ -212,24 +162,8 @@ enum Command {
         /// (TLS, basic auth, headers, a rate limit).
         #[arg(long = "web.config.file", value_name = "FILE", requires = "serve")]
         web_config: Option<std::path::PathBuf>,
-        /// A fleet view: poll these machines' `accel serve` (HOST:PORT or https://HOST:PORT,
-        /// comma-separated), one row each.
-        #[arg(long, value_name = "HOST:PORT,...", conflicts_with = "prometheus")]
-        hosts: Option<String>,
-        /// A fleet view of the machines listed in FILE (one HOST:PORT per line, # comments).
-        #[arg(long, value_name = "FILE", conflicts_with = "prometheus")]
-        hostfile: Option<std::path::PathBuf>,
-        /// A fleet view read from a Prometheus server's HTTP API (accel's and dcgm-exporter's
-        /// series), e.g. http://prometheus:9090.
-        #[arg(long, value_name = "URL")]
-        prometheus: Option<String>,
-        /// Credentials and CA for the fleet view, in Prometheus's http_config shape
-        /// (basic_auth with password_file, tls_config with ca_file).
-        #[arg(long = "http-config", value_name = "FILE")]
-        http_config: Option<std::path::PathBuf>,
-        /// Seconds each host (or Prometheus) has to answer in the fleet view.
-        #[arg(long, value_name = "SECONDS", default_value = "2", value_parser = parse_interval)]
-        timeout: f64,
+        #[command(flatten)]
+        fleet: fleet::Options,
         #[command(flatten)]
         roots: RootArgs,
     },
@@ -313,11 +247,6 @@ fn parse_percent(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `--listen`: checked as clap parses it, so a malformed address is a usage error (exit 2).
-fn parse_listen(s: &str) -> Result<String, String> {
-    serve::parse_listen(s).map(|_| s.to_string())
-}
-
 /// `HOST:PORT` (a name or an address; `[V6]:PORT`): a usage error otherwise.
 fn parse_host_port(s: &str) -> Result<String, String> {
     let bad = || format!("'{s}' is not HOST:PORT (such as localhost:8431 or 10.0.0.2:8431)");
@@ -375,31 +304,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             interval,
             roots,
         }) => mem::run(json, watch, count, energy, interval, roots.roots()),
-        Some(Command::Serve {
-            listen,
-            interval,
-            web_config,
-            max_requests,
-            allowed_hosts,
-            header_timeout,
-            idle_timeout,
-            max_connections,
-            process_labels,
-            roots,
-        }) => serve::run(
-            &listen,
-            serve::Options {
-                interval,
-                roots: roots.roots(),
-                web_config,
-                max_requests: max_requests as usize,
-                allowed_hosts,
-                header_timeout: Some(std::time::Duration::from_secs_f64(header_timeout)),
-                idle_timeout: Some(std::time::Duration::from_secs_f64(idle_timeout)),
-                max_connections: max_connections.map(|n| n as usize),
-                process_labels,
-            },
-        ),
+        Some(Command::Serve { args, roots }) => serve::run(args, roots.roots()),
         Some(Command::Pick {
             min_free,
             max_util,
@@ -435,20 +340,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             html,
             serve,
             web_config,
-            hosts,
-            hostfile,
-            prometheus,
-            http_config,
-            timeout,
+            fleet,
             roots,
         }) => {
-            let fleet = fleet::Options {
-                hosts,
-                hostfile,
-                prometheus,
-                http_config,
-                timeout,
-            };
             if let Some(addr) = serve {
                 if !fleet.is_fleet() {
                     anyhow::bail!("--serve serves the fleet view (--hosts, --hostfile or --prometheus); one machine's live page is accel serve's /");

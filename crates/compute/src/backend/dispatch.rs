@@ -62,7 +62,7 @@ macro_rules! same_backend {
             (Storage::Cuda($x), Storage::Cuda($y)) => $body.map(Storage::from),
             (Storage::Xla($x), Storage::Xla($y)) => $body.map(Storage::from),
             (Storage::Wgpu($x), Storage::Wgpu($y)) => $body.map(Storage::from),
-            _ => Err(Error::System(format!(
+            _ => Err(Error::internal(format!(
                 "{}: operands on different backends reached the kernel",
                 $op
             ))),
@@ -287,9 +287,7 @@ impl DeviceEvent {
             (DeviceEvent::Cuda(s), DeviceEvent::Cuda(e)) => cuda::Cuda::seconds_between(s, e),
             (DeviceEvent::Xla(s), DeviceEvent::Xla(e)) => xla::Xla::seconds_between(s, e),
             (DeviceEvent::Wgpu(s), DeviceEvent::Wgpu(e)) => wgpu::Wgpu::seconds_between(s, e),
-            _ => Err(Error::System(
-                "timing events of two different devices".into(),
-            )),
+            _ => Err(Error::internal("timing events of two different devices")),
         }
     }
 }

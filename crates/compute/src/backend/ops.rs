@@ -128,8 +128,8 @@ impl MatmulSpec {
         if ok(self.a, self.m, self.k, a_len) && ok(self.b, self.k, self.n, b_len) {
             Ok(())
         } else {
-            Err(Error::System(format!(
-                "internal error: matmul operands {self:?} reach past their storage of {a_len} and {b_len} elements; please report this"
+            Err(Error::internal(format!(
+                "matmul operands {self:?} reach past their storage of {a_len} and {b_len} elements"
             )))
         }
     }

@@ -162,10 +162,25 @@ pub enum Error {
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
 
-    /// Any other failure that is not the caller's: an operating-system call, or an internal
-    /// error (the message says so and asks for a report).
-    #[error("{0}")]
-    System(String),
+    /// A broken invariant inside accel, not the caller's doing: the message asks for a report.
+    #[error("internal error: {what}; please report this")]
+    Internal {
+        /// What was found broken, with the values that show it.
+        what: String,
+    },
+
+    /// A wait on a device that did not end in time.
+    #[error("{what} did not finish within {seconds} s")]
+    Timeout {
+        /// What was waited for.
+        what: &'static str,
+        /// How long.
+        seconds: u64,
+    },
+
+    /// The host's own facts (its CPU, its memory) could not be read.
+    #[error(transparent)]
+    Host(#[from] accelkit_core::system::SystemError),
 
     /// An I/O or operating-system error while probing.
     #[error("{context}: {source}")]
@@ -251,6 +266,11 @@ impl Error {
         }
     }
 
+    /// A broken invariant: [`Error::Internal`].
+    pub(crate) fn internal(what: impl Into<String>) -> Self {
+        Error::Internal { what: what.into() }
+    }
+
     pub(crate) fn invalid(op: &'static str, msg: impl Into<String>) -> Self {
         Error::InvalidArgument {
             op,
@@ -278,11 +298,5 @@ impl Error {
             dtype,
             hint: hint.into(),
         }
-    }
-}
-
-impl From<accelkit_core::system::SystemError> for Error {
-    fn from(e: accelkit_core::system::SystemError) -> Error {
-        Error::System(e.to_string())
     }
 }

@@ -314,8 +314,8 @@ impl Layout {
     /// and `Tensor::from_storage` establish it for every tensor.
     pub fn check_in_bounds(&self, len: usize) -> Result<()> {
         if self.shape.0.len() != self.strides.len() {
-            return Err(Error::System(format!(
-                "internal error: a layout of shape {} has {} strides",
+            return Err(Error::internal(format!(
+                "a layout of shape {} has {} strides",
                 self.shape,
                 self.strides.len()
             )));
@@ -325,8 +325,8 @@ impl Layout {
             if self.offset <= len {
                 return Ok(());
             }
-            return Err(Error::System(format!(
-                "internal error: an empty view at offset {} of a storage of {len} elements",
+            return Err(Error::internal(format!(
+                "an empty view at offset {} of a storage of {len} elements",
                 self.offset
             )));
         }
@@ -340,9 +340,9 @@ impl Layout {
             });
         match last {
             Some(l) if l < len => Ok(()),
-            _ => Err(Error::System(format!(
-                "internal error: a view of shape {} (strides {:?}, offset {}) reaches past its \
-                 storage of {len} elements; please report this",
+            _ => Err(Error::internal(format!(
+                "a view of shape {} (strides {:?}, offset {}) reaches past its storage of {len} \
+                 elements",
                 self.shape, self.strides, self.offset
             ))),
         }

@@ -157,8 +157,8 @@ impl Tensor {
         shape.check_size(storage.dtype(), "tensor")?;
         let layout = Layout::contiguous(shape);
         if storage.len() != layout.shape.elem_count() {
-            return Err(Error::System(format!(
-                "internal error: a backend returned {} elements for shape {}; please report this",
+            return Err(Error::internal(format!(
+                "a backend returned {} elements for shape {}",
                 storage.len(),
                 layout.shape
             )));
@@ -314,9 +314,8 @@ impl Tensor {
         // Every value lies between start and end, so it fits T.
         let vals = (0..n)
             .map(|i| {
-                T::from_i128(s + st * i as i128).ok_or_else(|| {
-                    Error::System("internal error: an arange value outside its range".into())
-                })
+                T::from_i128(s + st * i as i128)
+                    .ok_or_else(|| Error::internal("an arange value outside its range"))
             })
             .collect::<Result<Vec<T>>>()?;
         Tensor::from_cpu(T::to_storage(vals), shape, device)

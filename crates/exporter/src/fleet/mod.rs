@@ -19,6 +19,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail};
 use serde_json::Value;
 
+use crate::serve::parse_seconds;
 use client::{HttpConfig, Target};
 use rows::{from_snapshot_bytes, now_unix, totals, DeviceRow, HostRow, Round};
 
@@ -30,18 +31,28 @@ pub(crate) enum Source {
     Prometheus(Target),
 }
 
-/// The fleet options of `accel monitor`.
+/// The fleet options of `accel monitor` (its flags, for the command to flatten into its
+/// parser): where the machines are, and how to reach them.
+#[derive(clap::Args, Clone, Debug)]
 pub struct Options {
-    /// Comma-separated `host:port` of machines running `accel serve` (`--hosts`).
-    pub hosts: Option<String>,
-    /// A file of such machines, one per line (`--hostfile`).
-    pub hostfile: Option<PathBuf>,
-    /// A Prometheus server to read every machine's series from instead (`--prometheus`).
-    pub prometheus: Option<String>,
-    /// Credentials and TLS for those requests, in Prometheus' `http_config` format.
-    pub http_config: Option<PathBuf>,
-    /// Seconds each request may take before its machine shows as down.
-    pub timeout: f64,
+    /// A fleet view: poll these machines' `accel serve` (HOST:PORT or https://HOST:PORT,
+    /// comma-separated), one row each.
+    #[arg(long, value_name = "HOST:PORT,...", conflicts_with = "prometheus")]
+    hosts: Option<String>,
+    /// A fleet view of the machines listed in FILE (one HOST:PORT per line, # comments).
+    #[arg(long, value_name = "FILE", conflicts_with = "prometheus")]
+    hostfile: Option<PathBuf>,
+    /// A fleet view read from a Prometheus server's HTTP API (accel's and dcgm-exporter's
+    /// series), e.g. http://prometheus:9090.
+    #[arg(long, value_name = "URL")]
+    prometheus: Option<String>,
+    /// Credentials and CA for the fleet view, in Prometheus's http_config shape
+    /// (basic_auth with password_file, tls_config with ca_file).
+    #[arg(long = "http-config", value_name = "FILE")]
+    http_config: Option<PathBuf>,
+    /// Seconds each host (or Prometheus) has to answer in the fleet view.
+    #[arg(long, value_name = "SECONDS", default_value = "2", value_parser = parse_seconds)]
+    timeout: f64,
 }
 
 impl Options {

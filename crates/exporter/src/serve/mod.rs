@@ -31,7 +31,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 pub(crate) use options::bind;
-pub use options::{parse_listen, parse_process_label, Options, ProcessLabel};
+pub use options::Args;
+pub(crate) use options::{parse_listen, parse_seconds, ProcessLabel};
 
 type Labels = Vec<(String, String)>;
 type FloatFamily = Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>;
@@ -603,9 +604,12 @@ fn publish(snap: &accelkit::load::Snapshot, host: &str, cx: &mut Context) -> htt
     }
 }
 
-/// `accel serve`: collects every `o.interval` seconds and serves `/metrics`, `/snapshot`, `/`
-/// and `/events` on `listen` (`host:port`, or `:port` for every address) until stopped.
-pub fn run(listen: &str, o: Options) -> anyhow::Result<()> {
+/// `accel serve`: collects every `--interval` seconds the telemetry under `roots` and serves
+/// `/metrics`, `/snapshot`, `/` and `/events` on `--listen` (`host:port`, or `:port` for every
+/// address) until stopped.
+pub fn run(args: Args, roots: accelkit_telemetry::Roots) -> anyhow::Result<()> {
+    let (listen, o) = args.split(roots);
+    let listen = listen.as_str();
     let addrs = parse_listen(listen).map_err(|e| anyhow::anyhow!(e))?;
     // The web config first: a mistake in it is an error before anything listens.
     let web = match &o.web_config {

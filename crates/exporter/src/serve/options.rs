@@ -7,7 +7,7 @@ use std::time::Duration;
 use accelkit_telemetry::Roots;
 
 /// The exporter's options beyond where to listen.
-pub struct Options {
+pub(crate) struct Options {
     /// Seconds between collections.
     pub interval: f64,
     /// Where telemetry reads.
@@ -28,9 +28,102 @@ pub struct Options {
     pub process_labels: Vec<ProcessLabel>,
 }
 
+/// `accel serve`'s command line (node_exporter's and exporter-toolkit's flag names), for the
+/// command to flatten into its parser, as exporter-toolkit's `kingpinflag` adds the web flags
+/// to an exporter's: each flag, its help and its check beside what it sets.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Args {
+    /// Address to listen on (dcgm-exporter's port by default; 0.0.0.0:9400 for a fleet).
+    /// `:9400` listens on every interface, as node_exporter's `--web.listen-address`.
+    #[arg(long, default_value = "127.0.0.1:9400", value_name = "ADDR", value_parser = listen_flag)]
+    listen: String,
+    /// Seconds between collections (above 0, at most 86400).
+    #[arg(long, default_value = "5", value_name = "SECONDS", value_parser = parse_seconds)]
+    interval: f64,
+    /// Prometheus's web configuration file, as node_exporter reads it: TLS
+    /// (tls_server_config), basic authentication (basic_auth_users, bcrypt hashes),
+    /// response headers, a rate limit; loaded again when it or a certificate changes, and
+    /// on SIGHUP.
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    web_config: Option<std::path::PathBuf>,
+    /// Requests served at once; more are answered 503 (node_exporter's default, 40). Live
+    /// pages' `/events` streams are counted apart: at most half of N (at least one) open
+    /// at once, each ended when its client stops reading
+    #[arg(long = "web.max-requests", value_name = "N", default_value = "40", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    max_requests: u64,
+    /// Answer only requests whose Host header names one of these (names or addresses,
+    /// without the port, separated by ','); others get 421. A web page on this machine
+    /// then cannot read `/` or `/snapshot` through DNS rebinding. Default: any host
+    #[arg(
+        long = "web.allowed-hosts",
+        value_name = "HOSTS",
+        value_delimiter = ','
+    )]
+    allowed_hosts: Vec<String>,
+    /// Seconds a request's head may take to arrive, from its first byte (a client slower
+    /// than that is disconnected).
+    #[arg(long = "web.header-timeout", value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    header_timeout: f64,
+    /// Seconds a keep-alive connection may sit silent between requests before it is
+    /// closed (Prometheus scrapes again well within the default).
+    #[arg(long = "web.idle-timeout", value_name = "SECONDS", default_value = "120", value_parser = parse_seconds)]
+    idle_timeout: f64,
+    /// Open connections at once; at the cap the oldest connection not in a request is
+    /// closed for a new one (default: the descriptor limit less a reserve of 64).
+    #[arg(long = "web.max-connections", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: Option<u64>,
+    /// Labels naming each process's workload on the per-process series, and an
+    /// accel_device_workload_info series per device and workload: from the processes'
+    /// cgroups container_id, pod_uid, qos_class, hpc_job (Slurm's job and step), unit
+    /// (systemd's); from the kubelet's pod-resources API namespace, pod, container (a
+    /// process's when one container holds its device), which also add one
+    /// accel_device_owner_info series per device and container holding it and the
+    /// kubelet's three collector series (only then is the kubelet asked). Off by
+    /// default: each distinct value is a new series (with hpc_job, every job leaves its
+    /// own series behind until they go stale), so on a shared machine the series count
+    /// grows with the number of workloads run: per device, one info series per workload
+    /// and owner, and each process series once per workload it ran in.
+    #[arg(long = "collector.process.labels", value_name = "LABELS", value_delimiter = ',', value_parser = parse_process_label)]
+    process_labels: Vec<ProcessLabel>,
+}
+
+impl Args {
+    /// Where to listen, and the options these flags set, reading telemetry under `roots`.
+    pub(crate) fn split(self, roots: Roots) -> (String, Options) {
+        let o = Options {
+            interval: self.interval,
+            roots,
+            web_config: self.web_config,
+            max_requests: self.max_requests as usize,
+            allowed_hosts: self.allowed_hosts,
+            header_timeout: Some(Duration::from_secs_f64(self.header_timeout)),
+            idle_timeout: Some(Duration::from_secs_f64(self.idle_timeout)),
+            max_connections: self.max_connections.map(|n| n as usize),
+            process_labels: self.process_labels,
+        };
+        (self.listen, o)
+    }
+}
+
+/// Seconds above 0 and at most a day: `--interval`, the web timeouts, the fleet's `--timeout`.
+pub(crate) fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 86400.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a number of seconds above 0 and at most 86400 (a day)"
+        )),
+    }
+}
+
+/// `--listen`: checked as clap parses it, so a malformed address is a usage error (exit 2);
+/// kept as written.
+fn listen_flag(s: &str) -> Result<String, String> {
+    parse_listen(s).map(|_| s.to_string())
+}
+
 /// A workload label of `--collector.process.labels`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProcessLabel {
+pub(crate) enum ProcessLabel {
     /// The Kubernetes namespace of the process's pod.
     Namespace,
     /// The pod's name.
@@ -99,7 +192,7 @@ impl ProcessLabel {
 }
 
 /// One name of `--collector.process.labels`.
-pub fn parse_process_label(s: &str) -> Result<ProcessLabel, String> {
+pub(crate) fn parse_process_label(s: &str) -> Result<ProcessLabel, String> {
     if let Some((_, l)) = ProcessLabel::ALL.iter().find(|(n, _)| *n == s.trim()) {
         return Ok(*l);
     }
@@ -113,7 +206,7 @@ pub fn parse_process_label(s: &str) -> Result<ProcessLabel, String> {
 
 /// The address `--listen` names: `HOST:PORT`, `[V6]:PORT`, or node_exporter's `:PORT` for
 /// every interface (IPv6 and IPv4 where the host has IPv6).
-pub fn parse_listen(listen: &str) -> Result<Vec<SocketAddr>, String> {
+pub(crate) fn parse_listen(listen: &str) -> Result<Vec<SocketAddr>, String> {
     let bad = || {
         format!(
             "'{listen}' is not an address to listen on (such as 127.0.0.1:9400, 0.0.0.0:9400, [::]:9400 or :9400 for every interface)"

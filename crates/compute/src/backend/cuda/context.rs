@@ -336,7 +336,7 @@ impl CudaContext {
             return Ok(f as sys::CUfunction);
         }
         let module = self.module(family)?;
-        let c = CString::new(name).map_err(|e| Error::System(e.to_string()))?;
+        let c = CString::new(name).map_err(|e| Error::internal(format!("a kernel name: {e}")))?;
         let mut f: sys::CUfunction = std::ptr::null_mut();
         ck(
             // SAFETY: `module` was loaded by `self.module` in this context and is never

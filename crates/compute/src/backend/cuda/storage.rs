@@ -391,8 +391,8 @@ impl BackendStorage for CudaStorage {
     fn to_host(&self, l: &Layout, dst: &mut [u8]) -> Result<()> {
         let want = l.shape.elem_count() * self.dtype.size_in_bytes();
         if dst.len() != want {
-            return Err(Error::System(format!(
-                "internal error: a {}-byte host buffer for a {want}-byte copy from the GPU",
+            return Err(Error::internal(format!(
+                "a {}-byte host buffer for a {want}-byte copy from the GPU",
                 dst.len()
             )));
         }
@@ -547,8 +547,8 @@ impl BackendStorage for CudaStorage {
         let opn = if max { "max" } else { "sum" };
         let mean = i32::from(op == ReduceOp::Mean);
         if out_dtype != kernels::reduce_out(opn, self.dtype) {
-            return Err(Error::System(format!(
-                "internal error: no {opn} kernel from {} to {out_dtype}",
+            return Err(Error::internal(format!(
+                "no {opn} kernel from {} to {out_dtype}",
                 self.dtype
             )));
         }

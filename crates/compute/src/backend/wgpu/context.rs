@@ -123,7 +123,7 @@ pub(crate) fn gpu(i: usize) -> Result<Arc<WgpuContext>> {
         .gpus
         .get(i)
         .cloned()
-        .ok_or_else(|| Error::System(format!("wgpu:{i} vanished")))
+        .ok_or_else(|| Error::internal(format!("wgpu:{i} is not among the adapters found")))
 }
 
 impl WgpuContext {
@@ -244,10 +244,11 @@ impl WgpuContext {
             cache: None,
         });
         if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(Error::System(format!(
-                "wgpu:{} could not build a kernel: {e}",
-                self.ordinal
-            )));
+            return Err(Error::backend(
+                BackendKind::Wgpu,
+                format!("wgpu:{} could not build a kernel", self.ordinal),
+                e,
+            ));
         }
         let p = Arc::new(p);
         cache

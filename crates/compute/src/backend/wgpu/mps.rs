@@ -27,9 +27,7 @@ fn metal_adapter() -> Option<DeviceInfo> {
 fn adapter() -> Result<usize> {
     static ADAPTER: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     let found = *ADAPTER.get_or_init(|| metal_adapter().map(|d| d.device.ordinal()));
-    found.ok_or_else(|| {
-        Error::System("internal error: mps was asked for, but there is no Metal adapter".into())
-    })
+    found.ok_or_else(|| Error::internal("mps was asked for, but there is no Metal adapter"))
 }
 
 impl Backend for Mps {

@@ -309,7 +309,7 @@ pub(crate) fn device(i: usize) -> Result<Arc<XlaDevice>> {
         .devices
         .get(i)
         .cloned()
-        .ok_or_else(|| Error::System(format!("xla:{i} vanished")))
+        .ok_or_else(|| Error::internal(format!("xla:{i} is not among the plugin's devices")))
 }
 
 /// (free, total) bytes of an XLA device, where its plugin reports them.

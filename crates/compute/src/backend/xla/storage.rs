@@ -117,7 +117,10 @@ impl TimingPoint {
             Some((m, _event)) => m
                 .wait(std::time::Duration::from_secs(60))
                 .map(|t| t.max(self.recorded))
-                .ok_or_else(|| Error::System("an XLA ready event did not fire within 60 s".into())),
+                .ok_or(Error::Timeout {
+                    what: "the XLA work before a timing event",
+                    seconds: 60,
+                }),
         }
     }
 
@@ -221,8 +224,8 @@ impl XlaStorage {
     fn operand(&self, p: &mut Program, l: &Layout) -> Result<Val> {
         let a = p.arg(self.len, self.dtype);
         p.view(&a, l).ok_or_else(|| {
-            Error::System(format!(
-                "internal: a view of shape {:?} with strides {:?} reached an XLA program",
+            Error::internal(format!(
+                "a view of shape {:?} with strides {:?} reached an XLA program",
                 l.shape.dims(),
                 l.strides
             ))
@@ -317,8 +320,8 @@ impl BackendStorage for XlaStorage {
         let x = self.operand(&mut p, l)?;
         let r = p.reduce_op(op, &x, dim);
         if r.dtype != out_dtype {
-            return Err(Error::System(format!(
-                "internal error: XLA's {op:?} gives {} where {out_dtype} was asked",
+            return Err(Error::internal(format!(
+                "XLA's {op:?} gives {} where {out_dtype} was asked",
                 r.dtype
             )));
         }
