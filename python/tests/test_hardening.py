@@ -38,9 +38,12 @@ def _settles(limit=2.0):
     """Whether every sampler and follower thread is gone within `limit` seconds."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        gc.collect()
         if _recorder_threads() == 0 and _watch_threads() == 0:
             return True
+        # What only a collection frees (a recorder in a cycle) stops its thread then: collected
+        # before each wait, not before the first look (in this process, beside JAX and pandas,
+        # a collection costs tens of milliseconds, and the interrupt test looks hundreds of times).
+        gc.collect()
         time.sleep(0.02)
     return False
 
