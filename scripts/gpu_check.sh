@@ -180,21 +180,25 @@ step_devices() {
 # The test executables with a name filter, a requirement and extra environment.
 run_tests() {
   local file=$1 require=$2; shift 2
-  local t name skip
+  local t name skip only
   # One executable per crate's unit tests (`compute-accelkit`...) and per crate's integration
   # tests (`compute-it`, `cli-it`), a module per subject; what is left out is left out by name.
   for t in "$GPU_OUT"/tests/*; do
-    name=$(basename "$t") skip=()
+    name=$(basename "$t") skip=() only=()
     case "$name" in
       cli-it)
         # 500 random command lines exercise the host and the parser, not the GPU; the
         # hostile-input, load and soak suites of the exporter touch no GPU API and take a
         # minute and a half: never here. The exporter's and the fleet view's tests (a real
         # Prometheus, TLS, tmux), the doctor's corpus, the web configs (bcrypt) and the
-        # dashboards' queries just ran in the test command: a rehearsal leaves them out.
+        # dashboards' queries just ran in the test command. A rehearsal lists the tests and
+        # runs one subject, the schemas (fixture trees and schema files read from the bundle's
+        # layout); the test command has just run every one of them here.
         skip+=(--skip cli_random:: --skip hostile:: --skip serve_load::)
-        [ "$REHEARSE" = 1 ] && skip+=(--skip serve:: --skip fleet:: --skip doctor_corpus::
-          --skip webconfig_toolkit:: --skip workloads::) ;;
+        if [ "$REHEARSE" = 1 ]; then
+          run_cmd "$file" "$name $* --list" "$t" "$@" --list
+          only=(schemas::)
+        fi ;;
       compute-accelkit)
         # NVRTC's compile of every kernel for every architecture needs no GPU and both CUDA
         # majors' NVRTC (the GPU machine has CUDA 13's alone): the test command runs it.
@@ -212,7 +216,7 @@ run_tests() {
           continue
         fi ;;
     esac
-    run_cmd "$file" "$name $* ${skip[*]}" env ACCEL_TEST_REQUIRE="$require" "$t" "$@" "${skip[@]}"
+    run_cmd "$file" "$name $* ${skip[*]} ${only[*]}" env ACCEL_TEST_REQUIRE="$require" "$t" "$@" "${skip[@]}" "${only[@]}"
   done
 }
 
