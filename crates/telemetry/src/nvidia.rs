@@ -582,7 +582,10 @@ fn device_of(
 pub fn reading(uuid: Option<&str>, pci_bus_id: Option<&str>) -> Result<Reading, Error> {
     let dev = device_of(shared()?, uuid, pci_bus_id)?;
     let index = dev.index().unwrap_or(0);
-    Ok(read_device(&dev, index, &Roots::default()))
+    let mut r = read_device(&dev, index, &Roots::default());
+    // As every sample's readings: a value no device can have is marked invalid, not shown.
+    r.check_plausible();
+    Ok(r)
 }
 
 /// [`GpuLimits`] of the GPU with this UUID or, failing that, this PCI bus id.
