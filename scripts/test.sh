@@ -40,7 +40,7 @@ fi
 # on a command whose time is its CPU work. The wheel's own install in scripts/wheel_check.sh
 # stays pip's, as users install it.
 if [ ! -x "$VENV/bin/uv" ]; then
-  "$VENV/bin/pip" install -q --disable-pip-version-check uv
+  "$VENV/bin/pip" install -q --disable-pip-version-check "uv==0.13.*"
 fi
 export UV="$PWD/$VENV/bin/uv"
 uvi() { local py=$1; shift; "$UV" pip install -q --python "$py" "$@"; }

@@ -12,6 +12,7 @@ mod pick;
 mod plot;
 mod walkthrough;
 
+use accelkit_core::units::parse_seconds;
 use accelkit_exporter::{fleet, serve};
 
 use std::process::ExitCode;
@@ -99,7 +100,7 @@ enum Command {
         json: bool,
         /// Report again every SECONDS (above 0, at most 86400), like `nvidia-smi -l` (until
         /// Ctrl-C, or --count).
-        #[arg(long, value_name = "SECONDS", value_parser = parse_interval)]
+        #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
         watch: Option<f64>,
         /// With --watch: stop after this many reports.
         #[arg(long, requires = "watch", value_parser = clap::value_parser!(u64).range(1..))]
@@ -110,7 +111,7 @@ enum Command {
         energy: bool,
         /// Without --watch: seconds the CPU use is measured over (with --watch, it is measured
         /// over each interval).
-        #[arg(long, value_name = "SECONDS", default_value = "0.5", value_parser = parse_interval)]
+        #[arg(long, value_name = "SECONDS", default_value = "0.5", value_parser = parse_seconds)]
         interval: f64,
         #[command(flatten)]
         roots: RootArgs,
@@ -140,7 +141,7 @@ enum Command {
     /// A full-screen live view of the host's CPU and RAM and every device's load (q quits).
     Monitor {
         /// Seconds between samples (above 0, at most 86400).
-        #[arg(long, value_name = "SECONDS", default_value = "1.0", value_parser = parse_interval)]
+        #[arg(long, value_name = "SECONDS", default_value = "1.0", value_parser = parse_seconds)]
         interval: f64,
         /// Stop after this many samples.
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -264,15 +265,6 @@ fn parse_host_port(s: &str) -> Result<String, String> {
     match port.parse::<u16>() {
         Ok(p) if p > 0 && host_ok => Ok(s.to_string()),
         _ => Err(bad()),
-    }
-}
-
-fn parse_interval(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= 86400.0 => Ok(v),
-        _ => Err(format!(
-            "'{s}' is not a number of seconds above 0 and at most 86400 (a day)"
-        )),
     }
 }
 

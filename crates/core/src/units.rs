@@ -32,3 +32,51 @@ pub fn utc(unix_s: f64) -> String {
     let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
     format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02} UTC")
 }
+
+/// A number of seconds above 0 and at most a day (86400): the command's intervals and
+/// timeouts (`--interval`, `--watch`, `--web.header-timeout`, the fleet's `--timeout`).
+pub fn parse_seconds(s: &str) -> Result<f64, NotSeconds> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 86400.0 => Ok(v),
+        _ => Err(NotSeconds {
+            text: s.to_string(),
+        }),
+    }
+}
+
+/// What [`parse_seconds`] refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotSeconds {
+    /// The text as given.
+    pub text: String,
+}
+
+impl std::fmt::Display for NotSeconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "'{}' is not a number of seconds above 0 and at most 86400 (a day)",
+            self.text
+        )
+    }
+}
+
+impl std::error::Error for NotSeconds {}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_seconds;
+
+    #[test]
+    fn seconds_above_zero_up_to_a_day() {
+        assert_eq!(parse_seconds("0.5"), Ok(0.5));
+        assert_eq!(parse_seconds("86400"), Ok(86400.0));
+        for bad in ["0", "-1", "86400.5", "NaN", "inf", "", "5s"] {
+            let e = parse_seconds(bad).unwrap_err();
+            assert_eq!(e.text, bad);
+            assert!(e
+                .to_string()
+                .starts_with(&format!("'{bad}' is not a number of seconds")));
+        }
+    }
+}

@@ -564,10 +564,11 @@ fn device_of(
     uuid: Option<&str>,
     pci_bus_id: Option<&str>,
 ) -> Result<nvml_wrapper::Device<'static>, Error> {
-    match (uuid, pci_bus_id) {
-        (Some(u), _) if n.device_by_uuid(u).is_ok() => n.device_by_uuid(u),
+    let by_uuid = uuid.map(|u| n.device_by_uuid(u));
+    match (by_uuid, pci_bus_id) {
+        (Some(Ok(d)), _) => Ok(d),
         (_, Some(p)) => n.device_by_pci_bus_id(p),
-        (Some(u), None) => n.device_by_uuid(u),
+        (Some(Err(e)), None) => Err(e),
         (None, None) => return Err(Error::NoIdentity),
     }
     .map_err(|e| Error::UnknownDevice {

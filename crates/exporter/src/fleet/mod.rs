@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail};
 use serde_json::Value;
 
-use crate::serve::parse_seconds;
+use accelkit_core::units::parse_seconds;
 use client::{HttpConfig, Target};
 use rows::{from_snapshot_bytes, now_unix, totals, DeviceRow, HostRow, Round};
 

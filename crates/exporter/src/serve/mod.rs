@@ -32,7 +32,7 @@ use prometheus_client::registry::Registry;
 
 pub(crate) use options::bind;
 pub use options::Args;
-pub(crate) use options::{parse_listen, parse_seconds, ProcessLabel};
+pub(crate) use options::{parse_listen, ProcessLabel};
 
 type Labels = Vec<(String, String)>;
 type FloatFamily = Family<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>;

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use accelkit_core::units::parse_seconds;
 use accelkit_telemetry::Roots;
 
 /// The exporter's options beyond where to listen.
@@ -102,16 +103,6 @@ impl Args {
             process_labels: self.process_labels,
         };
         (self.listen, o)
-    }
-}
-
-/// Seconds above 0 and at most a day: `--interval`, the web timeouts, the fleet's `--timeout`.
-pub(crate) fn parse_seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= 86400.0 => Ok(v),
-        _ => Err(format!(
-            "'{s}' is not a number of seconds above 0 and at most 86400 (a day)"
-        )),
     }
 }
 
