@@ -84,7 +84,7 @@ pub use api::{cuda, mps, wgpu, xla};
 pub use base::caps::{DeviceCaps, Hardware, TensorCores};
 pub use base::device::{BackendKind, Device};
 pub use base::dtype::{DType, WithDType};
-pub use base::error::{Error, Result};
+pub use base::error::{Error, Result, Room};
 pub use base::probe::{self, Availability, DeviceInfo, Probe};
 pub use base::shape::Shape;
 pub use half::{bf16, f16};

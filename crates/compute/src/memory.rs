@@ -89,10 +89,7 @@ pub(crate) fn ensure_fits(device: Device, bytes: Option<u64>) -> Result<()> {
         )
     };
     let Some(bytes) = bytes else {
-        return Err(oom(
-            u64::MAX,
-            Room::Said("the size overflows 64 bits; ".to_string()),
-        ));
+        return Err(oom(u64::MAX, Room::Overflow));
     };
     if let Device::Cpu = device {
         // Freed buffers in the cache can be handed out (or returned to the OS) first.
@@ -119,10 +116,9 @@ pub(crate) fn ensure_fits(device: Device, bytes: Option<u64>) -> Result<()> {
         if bytes > m.available_bytes {
             return Err(oom(
                 bytes,
-                Room::Said(format!(
-                    "{device} does not report its free memory, and the host, which stages the data, has {} available; ",
-                    human_bytes(m.available_bytes)
-                )),
+                Room::Staging {
+                    available: m.available_bytes,
+                },
             ));
         }
     }

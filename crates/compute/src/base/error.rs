@@ -1,6 +1,7 @@
 //! One error type for the whole library. Every message is lowercase, names the values that
 //! explain it, and where there is something to do about it, says what.
 
+use crate::base::ledger::human_bytes;
 use crate::{BackendKind, DType, Device, Shape};
 
 /// The result type of every fallible call in `accel`.
@@ -133,16 +134,14 @@ pub enum Error {
 
     // ---- resources -----------------------------------------------------------------------
     /// An allocation that the device cannot satisfy.
-    #[error("out of memory on {device}: tried to allocate {requested} bytes ({requested_h}); {free}this process holds {held} bytes on {device}{}", hint_suffix(hint))]
+    #[error("out of memory on {device}: tried to allocate {requested} bytes ({}); {}this process holds {held} bytes on {device}{}", human_bytes(*requested), room.account(device), hint_suffix(hint))]
     OutOfMemory {
         /// The device.
         device: Device,
-        /// Bytes asked for.
+        /// Bytes asked for (`u64::MAX` when the size overflows: [`Room::Overflow`]).
         requested: u64,
-        /// Human-readable size asked for.
-        requested_h: String,
-        /// "N bytes free of M total; " when known, else empty.
-        free: String,
+        /// How much room there was, as far as it is known.
+        room: Room,
         /// Bytes this process holds on the device.
         held: u64,
         /// What to try.
@@ -206,14 +205,66 @@ fn hint_suffix(hint: &str) -> String {
     }
 }
 
-/// How much room there was when an allocation failed, for [`Error::out_of_memory`].
-pub(crate) enum Room {
-    /// The device's driver says this much is free of its total.
-    Free { free: u64, total: u64 },
-    /// Available and total host RAM.
-    Ram { available: u64, total: u64 },
-    /// A one-line account ending in "; " (or empty when nothing is known).
-    Said(String),
+/// How much room there was when an allocation failed ([`Error::OutOfMemory`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Room {
+    /// The device's driver says this many bytes are free of its total.
+    Free {
+        /// Bytes free.
+        free: u64,
+        /// The device's memory, in bytes.
+        total: u64,
+    },
+    /// Host RAM: bytes available of the total.
+    Ram {
+        /// Bytes available.
+        available: u64,
+        /// The host's RAM, in bytes.
+        total: u64,
+    },
+    /// The device does not report its free memory; the host, which stages the data on its
+    /// way there, has this many bytes available.
+    Staging {
+        /// Host bytes available.
+        available: u64,
+    },
+    /// The adapter binds at most this many bytes per buffer (wgpu).
+    BufferLimit {
+        /// Bytes one buffer may hold.
+        max: u64,
+    },
+    /// The size in bytes overflows 64 bits.
+    Overflow,
+    /// Nothing is known of the room there was.
+    Unknown,
+}
+
+impl Room {
+    /// The room in words, ending in "; " (empty when nothing is known), as the error says it.
+    fn account(&self, device: &Device) -> String {
+        match *self {
+            Room::Free { free, total } => format!(
+                "{} free of {} total on {device}; ",
+                human_bytes(free),
+                human_bytes(total)
+            ),
+            Room::Ram { available, total } => format!(
+                "{} available of {} total RAM; ",
+                human_bytes(available),
+                human_bytes(total)
+            ),
+            Room::Staging { available } => format!(
+                "{device} does not report its free memory, and the host, which stages the data, has {} available; ",
+                human_bytes(available)
+            ),
+            Room::BufferLimit { max } => {
+                format!("the adapter binds at most {} per buffer; ", human_bytes(max))
+            }
+            Room::Overflow => "the size overflows 64 bits; ".to_string(),
+            Room::Unknown => String::new(),
+        }
+    }
 }
 
 impl Error {
@@ -225,25 +276,10 @@ impl Error {
         room: Room,
         hint: impl Into<String>,
     ) -> Self {
-        use crate::base::ledger::human_bytes;
-        let free = match room {
-            Room::Free { free, total } => format!(
-                "{} free of {} total on {device}; ",
-                human_bytes(free),
-                human_bytes(total)
-            ),
-            Room::Ram { available, total } => format!(
-                "{} available of {} total RAM; ",
-                human_bytes(available),
-                human_bytes(total)
-            ),
-            Room::Said(s) => s,
-        };
         Error::OutOfMemory {
             device,
             requested,
-            requested_h: human_bytes(requested),
-            free,
+            room,
             held: crate::base::ledger::allocated(device),
             hint: hint.into(),
         }

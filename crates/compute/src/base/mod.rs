@@ -4,11 +4,14 @@
 //! facts. Nothing here knows a backend.
 
 pub(crate) mod caps;
+pub(crate) mod check;
 pub(crate) mod cpu_peak;
 pub(crate) mod cpuset;
 pub(crate) mod device;
 pub(crate) mod dtype;
 pub(crate) mod error;
+pub(crate) mod facts;
+pub(crate) mod finding;
 pub(crate) mod ledger;
 pub mod probe;
 pub(crate) mod rng;

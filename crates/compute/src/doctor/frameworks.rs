@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::facts::Machine;
-use super::finding::{driver_cuda, finding, Driver, Finding};
 use crate::backend::native::pyenv::plain;
+use crate::base::facts::Machine;
+use crate::base::finding::{driver_cuda, finding, Driver, Finding};
 
 /// A package installed in the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]

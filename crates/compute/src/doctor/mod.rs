@@ -5,21 +5,13 @@
 //! Every check reads files, the environment and the probes' results; the probes themselves
 //! are time-limited (PJRT plugins: `ACCEL_PJRT_TIMEOUT`), so the doctor never hangs.
 
-mod causes;
-mod check;
-mod facts;
-mod finding;
 mod frameworks;
-mod gpu_api;
 mod host;
-mod nvidia;
 mod others;
-mod placement;
 mod verdict;
-mod xla;
 
-pub use check::{Check, Section, Status};
-pub use facts::Roots;
+pub use crate::base::check::{Check, Section, Status};
+pub use crate::base::facts::Roots;
 
 use std::time::Instant;
 
@@ -58,7 +50,7 @@ pub fn diagnose_at(roots: &Roots) -> Diagnosis {
     #[cfg(feature = "cuda")]
     crate::backend::native::libs::load_without_driver();
     let env = SearchEnv::from_process();
-    let machine = facts::Machine::read(roots);
+    let machine = crate::base::facts::Machine::read(roots);
     let python = frameworks::Python::read(&crate::backend::native::libs::python_environments(&env));
     let mut sections = Vec::new();
     for kind in [
@@ -72,10 +64,10 @@ pub fn diagnose_at(roots: &Roots) -> Diagnosis {
         let probe_seconds = t.elapsed().as_secs_f64();
         let available = matches!(probe.availability, crate::Availability::Available { .. });
         let (checks, found, applies) = match kind {
-            BackendKind::Cpu => (host::cpu_checks(), Vec::new(), true),
+            BackendKind::Cpu => (crate::backend::cpu::doctor::cpu_checks(), Vec::new(), true),
             BackendKind::Cuda => {
                 let driver = verdict::driver_facts(probe, roots);
-                let mut found = causes::nvidia(&machine, &driver);
+                let mut found = crate::backend::cuda::causes::nvidia(&machine, &driver);
                 let gpu = machine.nvidia_gpu() || available;
                 if gpu {
                     let fw = frameworks::causes(&machine, &driver, &python);
@@ -104,11 +96,12 @@ pub fn diagnose_at(roots: &Roots) -> Diagnosis {
                     }
                 }
                 let applies = gpu || !found.is_empty() || machine.wsl.is_some();
-                (nvidia::cuda_checks(&env, &machine), found, applies)
+                let checks = crate::backend::cuda::doctor::cuda_checks(&env, &machine, probe);
+                (checks, found, applies)
             }
             BackendKind::Xla => {
-                let checks = xla::xla_checks(probe_seconds);
-                let libtpu = crate::xla::plugins()
+                let checks = crate::backend::xla::doctor::xla_checks(probe_seconds);
+                let libtpu = crate::backend::xla::plugins()
                     .iter()
                     .any(|p| p.path.file_name().is_some_and(|n| n == "libtpu.so"));
                 let found = others::tpu(&machine, &python, libtpu);
@@ -122,7 +115,9 @@ pub fn diagnose_at(roots: &Roots) -> Diagnosis {
                     found.extend(others::apple(&mac));
                 }
                 let applies = available || !found.is_empty();
-                (gpu_api::gpu_api_checks(), found, applies)
+                let mps = || crate::backend::registry::probe(BackendKind::Mps);
+                let checks = crate::backend::wgpu::doctor::gpu_api_checks(probe, mps);
+                (checks, found, applies)
             }
         };
         sections.push(verdict::section(

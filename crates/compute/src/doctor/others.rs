@@ -2,9 +2,9 @@
 //! `PJRT_DEVICE`), the device files of the GPU APIs (DRM render nodes, AMD's `/dev/kfd`), and
 //! Apple's GPU (macOS too old for PyTorch's MPS, an x86 Python under Rosetta, Intel Macs).
 
-use super::facts::{Machine, Node};
-use super::finding::{finding, Finding};
 use super::frameworks::Python;
+use crate::base::facts::{Machine, Node};
+use crate::base::finding::{finding, Finding};
 
 /// Whether libtpu is installed where a framework finds it.
 fn has_libtpu(m: &Machine, py: &Python) -> bool {

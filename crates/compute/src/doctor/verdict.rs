@@ -1,14 +1,14 @@
 //! Each section's verdict: usable, or not because of one named cause, which comes first;
 //! the checks that fail only because of it are marked as its consequences.
 
-use super::check::{check, Check, Section, Status};
-use super::finding::{Driver, Finding};
+use crate::base::check::{check, Check, Section, Status};
+use crate::base::finding::{Driver, Finding};
 use crate::probe::Probe;
 use crate::{Availability, BackendKind};
 
 /// What the CUDA probe and the driver libraries said, for the causes.
 /// Paths are shown as the machine knows them: under `roots.rootfs` when a test moved it.
-pub(super) fn driver_facts(probe: &Probe, roots: &super::facts::Roots) -> Driver {
+pub(super) fn driver_facts(probe: &Probe, roots: &crate::base::facts::Roots) -> Driver {
     let mut d = Driver::default();
     if let Some(l) = crate::cuda::libraries()
         .iter()

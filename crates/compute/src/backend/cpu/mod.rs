@@ -9,6 +9,8 @@
 
 pub(crate) mod alloc;
 mod device;
+// The doctor's CPU checklist.
+pub(crate) mod doctor;
 pub(crate) mod matmul;
 pub(crate) mod num;
 mod storage;

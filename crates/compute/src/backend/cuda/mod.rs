@@ -21,11 +21,16 @@
 // feature's driver code), used by the driver code only.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code, unused_imports))]
 mod archs;
+// The doctor's CUDA checklist and the rules naming why CUDA cannot work (every build: they
+// read files and the libraries' answers, not the driver API).
+pub(crate) mod causes;
+pub(crate) mod doctor;
 mod failures;
 #[cfg_attr(not(feature = "cuda"), allow(dead_code, unused_imports))]
 pub mod kernel_cache;
 #[cfg_attr(not(feature = "cuda"), allow(dead_code, unused_imports))]
 pub mod kernels;
+mod placement;
 
 #[cfg(feature = "cuda")]
 pub(crate) mod context;

@@ -149,7 +149,7 @@ pub(crate) fn pinned_host(device: usize, dtype: DType, n: usize) -> Result<Pinne
         return Err(crate::Error::out_of_memory(
             crate::Device::Cpu,
             bytes as u64,
-            crate::base::error::Room::Said(String::new()),
+            crate::base::error::Room::Unknown,
             "the driver could not page-lock that much host memory (pinned memory cannot be \
              swapped out; the OS limits it): pin less, or copy from pageable memory",
         ));

@@ -179,10 +179,7 @@ impl WgpuContext {
             return Err(Error::out_of_memory(
                 Device::Wgpu(self.ordinal),
                 bytes,
-                Room::Said(format!(
-                    "the adapter binds at most {} per buffer; ",
-                    crate::base::ledger::human_bytes(limit)
-                )),
+                Room::BufferLimit { max: limit },
                 "use smaller tensors on this device",
             ));
         }
@@ -199,7 +196,7 @@ impl WgpuContext {
             return Err(Error::out_of_memory(
                 Device::Wgpu(self.ordinal),
                 bytes,
-                Room::Said(String::new()),
+                Room::Unknown,
                 format!("wgpu: {e}"),
             ));
         }

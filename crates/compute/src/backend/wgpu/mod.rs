@@ -16,10 +16,12 @@
 //! Without the `wgpu` feature, `off` stands in with the same items.
 
 mod choice;
+// The doctor's Vulkan/Metal checklist.
 #[cfg(feature = "wgpu")]
 mod context;
 #[cfg(feature = "wgpu")]
 mod device;
+pub(crate) mod doctor;
 mod mps;
 #[cfg(not(feature = "wgpu"))]
 mod off;

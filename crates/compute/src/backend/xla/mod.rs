@@ -22,6 +22,8 @@
 //! `xla:cuda:0` pick the n-th device of one platform.
 
 mod plugins;
+// The doctor's XLA checklist.
+pub(crate) mod doctor;
 
 #[cfg(all(feature = "xla", target_os = "linux"))]
 mod context;

@@ -54,7 +54,7 @@ fn perr<'a>(dev: &'a XlaDevice, what: &str, bytes: usize) -> impl Fn(PjrtError) 
         if e.is_resource_exhausted() {
             let room = match device_memory(dev) {
                 Some((free, total)) => Room::Free { free, total },
-                None => Room::Said(String::new()),
+                None => Room::Unknown,
             };
             Error::out_of_memory(
                 dev.device,

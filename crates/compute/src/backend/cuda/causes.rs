@@ -5,8 +5,8 @@
 //! what it saw and the one fix; `nvidia` returns every rule that holds, the root cause
 //! first. The rules are pure, so each is tested from a tree of files.
 
-use super::facts::{gpu_node, Machine};
-use super::finding::{branch, cu_error_in, finding, Driver, Finding};
+use crate::base::facts::{gpu_node, Machine};
+use crate::base::finding::{branch, cu_error_in, finding, Driver, Finding};
 
 /// How to install the driver on this distribution.
 fn install_driver(m: &Machine, branch: u32) -> String {
@@ -56,7 +56,7 @@ fn scheduler(m: &Machine) -> Option<(&'static str, &'static str)> {
 }
 
 /// Every NVIDIA cause that holds, the root cause first.
-pub(super) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
+pub(crate) fn nvidia(m: &Machine, d: &Driver) -> Vec<Finding> {
     let mut v = Vec::new();
     let gpu = m.nvidia_gpu();
     let module = m.module_version.clone();

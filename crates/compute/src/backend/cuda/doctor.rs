@@ -4,21 +4,21 @@
 
 use std::path::Path;
 
-use super::check::{check, Check, Status};
-use super::facts::Machine;
 use crate::backend::native::libs::{self, SearchEnv};
-use crate::probe::Availability;
-use crate::BackendKind;
+use crate::base::check::{check, Check, Status};
+use crate::base::facts::Machine;
+use crate::probe::{Availability, Probe};
 
 // ---- NVIDIA ---------------------------------------------------------------------------------
 
-pub(super) fn cuda_checks(env: &SearchEnv, m: &Machine) -> Vec<Check> {
+/// The CUDA checklist, after `probe` (CUDA's, from `backend::registry::probe`).
+pub(crate) fn cuda_checks(env: &SearchEnv, m: &Machine, probe: &Probe) -> Vec<Check> {
     let mut v = Vec::new();
     let pci: Vec<String> = m.pci_gpus.iter().map(|g| g.address.clone()).collect();
     let proc_version = m.module_line.clone();
     let nodes: Vec<String> = m.nvidia_nodes.iter().map(|n| n.path.clone()).collect();
     let no_gpu_here = !m.nvidia_gpu() && !m.dxg;
-    let hosted = crate::system::Hosted::detect();
+    let hosted = crate::base::system::Hosted::detect();
     v.push(if let (true, Some(h)) = (no_gpu_here, hosted) {
         check(
             "cuda.gpu_present",
@@ -147,7 +147,6 @@ pub(super) fn cuda_checks(env: &SearchEnv, m: &Machine) -> Vec<Check> {
     });
     v.push(library_check(true));
     v.push(major_check(true));
-    let probe = crate::backend::registry::probe(BackendKind::Cuda);
     let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
     v.push(match &probe.availability {
         Availability::Available { devices } => {
@@ -156,7 +155,7 @@ pub(super) fn cuda_checks(env: &SearchEnv, m: &Machine) -> Vec<Check> {
                 .iter()
                 .filter_map(|d| {
                     let cc = d.caps.compute_capability?;
-                    crate::backend::cuda::kernels::arch_supported(cc, major)
+                    super::kernels::arch_supported(cc, major)
                         .err()
                         .map(|e| format!("{}: {e}", d.device))
                 })
@@ -211,7 +210,7 @@ pub(super) fn cuda_checks(env: &SearchEnv, m: &Machine) -> Vec<Check> {
 }
 
 fn find_lib(name: libs::LibName) -> Option<&'static libs::Library> {
-    crate::cuda::libraries().iter().find(|l| l.name == name)
+    libraries().iter().find(|l| l.name == name)
 }
 
 /// NVRTC, cuBLAS(Lt), cuDNN and NVML: found, with versions and where, or missing and why.
@@ -239,7 +238,7 @@ fn library_check(gpu: bool) -> Check {
             None => {}
         }
     }
-    if crate::cuda::libraries().is_empty() {
+    if libraries().is_empty() {
         return check(
             ID,
             TITLE,
@@ -459,7 +458,7 @@ fn wheel_checks(env: &SearchEnv) -> Vec<Check> {
 fn major_check(gpu: bool) -> Check {
     const ID: &str = "cuda.major";
     const TITLE: &str = "the CUDA major accel uses (12 or 13)";
-    if crate::cuda::libraries().is_empty() {
+    if libraries().is_empty() {
         return check(
             ID,
             TITLE,
@@ -484,5 +483,15 @@ fn major_check(gpu: bool) -> Check {
             format!("CUDA {}: {}; {p}", c.major, c.why),
             c.hint.clone().unwrap_or_default(),
         ),
+    }
+}
+
+/// The CUDA libraries this process loaded (none in a build without the `cuda` feature, whose
+/// checks say so).
+fn libraries() -> &'static [libs::Library] {
+    if cfg!(feature = "cuda") {
+        libs::libraries()
+    } else {
+        &[]
     }
 }

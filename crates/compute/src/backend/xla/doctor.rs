@@ -1,12 +1,12 @@
 //! XLA: each PJRT plugin with its load time and notes, libtpu's metadata-server trap.
 
-use super::check::{check, Check, Status};
+use crate::base::check::{check, Check, Status};
 
 // ---- XLA ------------------------------------------------------------------------------------
 
-pub(super) fn xla_checks(probe_seconds: f64) -> Vec<Check> {
+pub(crate) fn xla_checks(probe_seconds: f64) -> Vec<Check> {
     let mut v = Vec::new();
-    let plugins = crate::xla::plugins();
+    let plugins = super::plugins();
     if plugins.is_empty() {
         v.push(check(
             "xla.plugins",
@@ -20,7 +20,7 @@ pub(super) fn xla_checks(probe_seconds: f64) -> Vec<Check> {
                 crate::backend::native::libs::jax_cuda_extra(
                     crate::backend::native::libs::driver_cuda_version()
                 ),
-                crate::system::Hosted::tpu_note()
+                crate::base::system::Hosted::tpu_note()
             ),
         ));
     }

@@ -3,18 +3,18 @@
 //! without a GPU, and a container started without the GPUs or without the driver's compute
 //! libraries.
 
-use super::facts::Machine;
-use super::finding::{finding, Driver, Finding};
+use crate::base::facts::Machine;
+use crate::base::finding::{finding, Driver, Finding};
 
-fn hosted(m: &Machine) -> Option<crate::system::Hosted> {
-    crate::system::Hosted::from_vars(|k| {
+fn hosted(m: &Machine) -> Option<crate::base::system::Hosted> {
+    crate::base::system::Hosted::from_vars(|k| {
         m.var(k).is_some_and(|v| !v.is_empty())
             || std::env::var_os(k).is_some_and(|v| !v.is_empty())
     })
 }
 
 /// The placement causes, in order, onto `v`. `gpu`: the machine shows an NVIDIA GPU.
-pub(super) fn placement(m: &Machine, d: &Driver, gpu: bool, v: &mut Vec<Finding>) {
+pub(crate) fn placement(m: &Machine, d: &Driver, gpu: bool, v: &mut Vec<Finding>) {
     // ---- where this runs: WSL, a hosted notebook, a container ----
     if m.wsl == Some(1) {
         v.push(finding(

@@ -1,5 +1,6 @@
 //! One check of the doctor's checklists, and its status. Each backend's checklist lives in
-//! its own file beside this one (`host`, `nvidia`, `xla`, `gpu_api`).
+//! the backend's folder (`backend::cpu::doctor`, `backend::cuda::doctor`,
+//! `backend::xla::doctor`, `backend::wgpu::doctor`); `doctor::diagnose_at` runs them.
 
 use serde::Serialize;
 
@@ -40,7 +41,7 @@ pub struct Check {
     pub consequence_of: Option<&'static str>,
 }
 
-pub(super) fn check(
+pub(crate) fn check(
     id: &'static str,
     title: &'static str,
     status: Status,

@@ -3,8 +3,9 @@
 //! `sysfs` and `procfs` (as node_exporter's `--path.*`). Every read is size-limited and never
 //! waits on a special file (`accelkit_core::files::read_limited`); walks are bounded.
 //!
-//! The causes (`causes`, `frameworks`, `others`) are pure functions of a [`Machine`], so each
-//! can be tested from a tree of files; nothing here loads a driver library.
+//! The causes (`backend::cuda::causes`, and the doctor's `frameworks` and `others`) are pure
+//! functions of a [`Machine`], so each can be tested from a tree of files; nothing here loads
+//! a driver library.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,14 +33,14 @@ impl Default for Roots {
 
 impl Roots {
     /// An absolute path (`/dev/nvidia0`) under the root file system.
-    pub(super) fn at(&self, abs: &str) -> PathBuf {
+    pub(crate) fn at(&self, abs: &str) -> PathBuf {
         self.rootfs.join(abs.trim_start_matches('/'))
     }
 }
 
 /// A device node and whether this user can open it for reading and writing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Node {
+pub(crate) struct Node {
     /// As the user knows it (`/dev/nvidia0`), whatever the root.
     pub path: String,
     pub mode: u32,
@@ -51,7 +52,7 @@ pub(super) struct Node {
 
 /// An NVIDIA GPU on the PCI bus.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct PciGpu {
+pub(crate) struct PciGpu {
     pub address: String,
     pub device: u16,
     /// The kernel driver bound to it (`nvidia`, `nouveau`, `vfio-pci`), if any.
@@ -60,7 +61,7 @@ pub(super) struct PciGpu {
 
 /// A process holding a device open.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Holder {
+pub(crate) struct Holder {
     pub pid: u32,
     pub name: String,
     pub device: String,
@@ -68,7 +69,7 @@ pub(super) struct Holder {
 
 /// The machine as the doctor sees it.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Machine {
+pub(crate) struct Machine {
     pub roots: Option<Roots>,
     pub pci_gpus: Vec<PciGpu>,
     /// PCI functions whose configuration space reads all ones (vendor 0xffff): a device that
@@ -147,7 +148,7 @@ const VAR_PREFIXES: [&str; 3] = ["SLURM_", "RAY_", "COLAB_"];
 
 impl Machine {
     /// Reads the machine under `roots`.
-    pub(super) fn read(roots: &Roots) -> Machine {
+    pub(crate) fn read(roots: &Roots) -> Machine {
         let mut m = Machine {
             roots: Some(roots.clone()),
             ..Machine::default()
@@ -344,19 +345,19 @@ impl Machine {
     }
 
     /// A variable's value, if set.
-    pub(super) fn var(&self, k: &str) -> Option<&str> {
+    pub(crate) fn var(&self, k: &str) -> Option<&str> {
         self.vars.get(k).map(String::as_str)
     }
 
     /// Whether this machine shows an NVIDIA GPU anywhere: the bus, the driver, its nodes.
-    pub(super) fn nvidia_gpu(&self) -> bool {
+    pub(crate) fn nvidia_gpu(&self) -> bool {
         !self.pci_gpus.is_empty()
             || self.module_line.is_some()
             || self.nvidia_nodes.iter().any(|n| gpu_node(&n.path))
     }
 
     /// The GPUs' own device files (`/dev/nvidia0`), not the control or UVM nodes.
-    pub(super) fn gpu_nodes(&self) -> Vec<&Node> {
+    pub(crate) fn gpu_nodes(&self) -> Vec<&Node> {
         self.nvidia_nodes
             .iter()
             .filter(|n| gpu_node(&n.path))
@@ -365,7 +366,7 @@ impl Machine {
 
     /// The command that gives this user a device file's group (`usermod -aG video`), where
     /// the group may open it and is not root's; None otherwise.
-    pub(super) fn join_group(&self, n: &Node) -> Option<String> {
+    pub(crate) fn join_group(&self, n: &Node) -> Option<String> {
         let group = self.group(n.gid);
         (n.mode & 0o060 == 0o060 && n.gid != 0).then(|| {
             format!("`sudo usermod -aG {group} $USER`, then log out and in (or `newgrp {group}`)")
@@ -373,13 +374,13 @@ impl Machine {
     }
 
     /// How many NVIDIA GPUs the machine has, from the best source there is.
-    pub(super) fn gpu_count(&self) -> usize {
+    pub(crate) fn gpu_count(&self) -> usize {
         let nodes = self.gpu_nodes().len();
         self.pci_gpus.len().max(nodes)
     }
 
     /// The name of group `gid`, or the number.
-    pub(super) fn group(&self, gid: u32) -> String {
+    pub(crate) fn group(&self, gid: u32) -> String {
         self.groups
             .get(&gid)
             .cloned()
@@ -388,7 +389,7 @@ impl Machine {
 
     /// Processes holding a device whose path `wanted` accepts, with their names: read from
     /// `/proc/<pid>/fd` (bounded; other users' processes show only to root).
-    pub(super) fn holders(&self, wanted: impl Fn(&str) -> bool) -> Vec<Holder> {
+    pub(crate) fn holders(&self, wanted: impl Fn(&str) -> bool) -> Vec<Holder> {
         let Some(roots) = &self.roots else {
             return Vec::new();
         };
@@ -435,14 +436,14 @@ impl Machine {
 }
 
 /// A GPU's own node (`/dev/nvidia0`), not the control or UVM nodes.
-pub(super) fn gpu_node(path: &str) -> bool {
+pub(crate) fn gpu_node(path: &str) -> bool {
     path.strip_prefix("/dev/nvidia")
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// `580.82.07` from `NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.82.07  Tue ...`
 /// (and the open modules' `NVIDIA UNIX Open Kernel Module for x86_64  580.82.07  Release ...`).
-pub(super) fn module_version(line: &str) -> Option<String> {
+pub(crate) fn module_version(line: &str) -> Option<String> {
     let after = line.split("Kernel Module").nth(1)?;
     after
         .split_whitespace()

@@ -1,13 +1,14 @@
 //! A named cause ([`Finding`]) and what the NVIDIA driver's libraries said in this process
 //! ([`Driver`]), with the version arithmetic the causes share (a driver branch's newest
-//! CUDA). The rules themselves are in `causes`, `placement`, `frameworks` and `others`.
+//! CUDA). The rules themselves are in `backend::cuda::causes` (with its
+//! `placement`) and the doctor's `frameworks` and `others`.
 
 use super::check::Status;
 use super::facts::Machine;
 
 /// One named cause: a stable id for scripts, what was seen, and the fix.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Finding {
+pub(crate) struct Finding {
     /// Stable id (`nvidia.nouveau`), documented in docs/doctor.md.
     pub cause: &'static str,
     /// The cause in a few words.
@@ -17,7 +18,7 @@ pub(super) struct Finding {
     pub fix: String,
 }
 
-pub(super) fn finding(
+pub(crate) fn finding(
     cause: &'static str,
     title: &'static str,
     found: impl Into<String>,
@@ -34,7 +35,7 @@ pub(super) fn finding(
 
 /// What the NVIDIA driver's libraries said in this process.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Driver {
+pub(crate) struct Driver {
     /// libcuda as loaded (canonical path), or the reason it is not.
     pub libcuda: Option<String>,
     pub libcuda_problem: Option<String>,
@@ -57,19 +58,19 @@ pub(super) struct Driver {
 
 impl Driver {
     /// The `CUDA_ERROR_*` name in the probe's reason or the computation's error.
-    pub(super) fn cu_error(&self) -> Option<&str> {
+    pub(crate) fn cu_error(&self) -> Option<&str> {
         self.unavailable
             .as_deref()
             .and_then(cu_error_in)
             .or_else(|| self.compute_error.as_deref().and_then(cu_error_in))
     }
 
-    pub(super) fn cuda_works(&self) -> bool {
+    pub(crate) fn cuda_works(&self) -> bool {
         self.unavailable.is_none() && !self.ccs.is_empty()
     }
 
     /// The user-space driver's version, from libcuda's file or NVML.
-    pub(super) fn user_version(&self) -> Option<&str> {
+    pub(crate) fn user_version(&self) -> Option<&str> {
         self.libcuda_version
             .as_deref()
             .or(self.nvml_version.as_deref())
@@ -77,7 +78,7 @@ impl Driver {
 }
 
 /// `CUDA_ERROR_SYSTEM_NOT_READY` out of a message.
-pub(super) fn cu_error_in(s: &str) -> Option<&str> {
+pub(crate) fn cu_error_in(s: &str) -> Option<&str> {
     let at = s.find("CUDA_ERROR_")?;
     let rest = &s[at..];
     let end = rest
@@ -87,13 +88,13 @@ pub(super) fn cu_error_in(s: &str) -> Option<&str> {
 }
 
 /// The driver branch (`580`) of a version (`580.82.07`).
-pub(super) fn branch(v: &str) -> Option<u32> {
+pub(crate) fn branch(v: &str) -> Option<u32> {
     v.split('.').next()?.parse().ok()
 }
 
 /// The newest CUDA a driver branch supports (12080 for R570), from NVIDIA's table of
 /// toolkit and minimum driver versions (Linux).
-pub(super) fn cuda_of_branch(b: u32) -> Option<u32> {
+pub(crate) fn cuda_of_branch(b: u32) -> Option<u32> {
     const TABLE: [(u32, u32); 21] = [
         (590, 13010),
         (580, 13000),
@@ -122,7 +123,7 @@ pub(super) fn cuda_of_branch(b: u32) -> Option<u32> {
 
 /// The CUDA version this machine's driver supports: `cuDriverGetVersion`, else the kernel
 /// module's branch.
-pub(super) fn driver_cuda(m: &Machine, d: &Driver) -> Option<u32> {
+pub(crate) fn driver_cuda(m: &Machine, d: &Driver) -> Option<u32> {
     d.cuda_version.or_else(|| {
         m.module_version
             .as_deref()

@@ -2,9 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::check::{check, Check, Status};
-use crate::probe::Availability;
-use crate::BackendKind;
+use crate::base::check::{check, Check, Status};
+use crate::probe::{Availability, Probe};
 use crate::Hardware;
 
 // ---- Vulkan / Metal (wgpu, mps) -------------------------------------------------------------
@@ -65,10 +64,12 @@ fn vulkan_loader() -> Option<String> {
     }
 }
 
-pub(super) fn gpu_api_checks() -> Vec<Check> {
+/// The Vulkan/Metal checklist, after wgpu's probe and (on a Mac) mps's, each from
+/// `backend::registry::probe`; `mps` is asked only on macOS.
+pub(crate) fn gpu_api_checks(probe: &Probe, mps: impl FnOnce() -> &'static Probe) -> Vec<Check> {
     let mut v = Vec::new();
     if cfg!(target_os = "macos") {
-        let mps = crate::backend::registry::probe(BackendKind::Mps);
+        let mps = mps();
         v.push(if mps.is_available() {
             check(
                 "mps.metal",
@@ -147,7 +148,6 @@ pub(super) fn gpu_api_checks() -> Vec<Check> {
             )
         });
     }
-    let probe = crate::backend::registry::probe(BackendKind::Wgpu);
     v.push(match &probe.availability {
         Availability::Unavailable { reason, hint } => check(
             "wgpu.adapters",
