@@ -204,6 +204,11 @@ fn check(text: &str, out_len: usize) {
                     }
                 }
                 "stablehlo.convert" => assert_eq!(tys[0].dims, result.dims, "{line}"),
+                "stablehlo.bitcast_convert" => {
+                    assert_eq!(tys[0].dims, result.dims, "{line}");
+                    let bits = |e: &str| e.trim_start_matches(|c: char| c.is_alphabetic()).to_string();
+                    assert_eq!(bits(&tys[0].elem), bits(&result.elem), "a bitcast keeps the width: {line}");
+                }
                 "stablehlo.constant" => {
                     let lit = between(rhs, "dense<", ">");
                     let ok = lit.parse::<f64>().is_ok_and(|v| v.is_finite())
@@ -238,7 +243,7 @@ fn check(text: &str, out_len: usize) {
                     // Elementwise: `stablehlo.add %x, %y : tensor<..>`.
                     let name = op.strip_prefix("stablehlo.").unwrap_or_else(|| panic!("unknown op {op}\n{text}"));
                     assert!(
-                        ["add", "subtract", "multiply", "divide", "maximum", "negate", "exponential"].contains(&name),
+                        ["add", "subtract", "multiply", "divide", "maximum", "negate", "exponential", "abs", "and"].contains(&name),
                         "unknown op {op}\n{text}"
                     );
                     for t in &tys {

@@ -193,6 +193,9 @@ pub fn own_rss_bytes() -> Option<u64> {
 pub struct HostReader {
     last: Option<(CpuTimes, Vec<(u32, CpuTimes)>)>,
     at: Instant,
+    /// The last window's CPU use (whole, per core, its seconds), which a reading sooner than
+    /// [`MIN_INTERVAL`] after it repeats.
+    window: Option<(f32, Vec<f32>, f64)>,
     #[cfg(target_os = "linux")]
     rapl: super::rapl::Rapl,
     #[cfg(not(target_os = "linux"))]
@@ -214,6 +217,7 @@ impl HostReader {
                     (a.unwrap_or_default(), c)
                 }),
                 at: Instant::now(),
+                window: None,
                 rapl: super::rapl::Rapl::default(),
             }
         }
@@ -233,19 +237,31 @@ impl HostReader {
             HostReader {
                 last: None,
                 at: Instant::now(),
+                window: None,
                 sys,
             }
         }
     }
 
-    /// The host now; CPU use is over the time since the previous reading (at least
-    /// [`MIN_INTERVAL`]: a reading sooner than that waits). On Linux, an error when `stat` or
+    /// The host now; CPU use is over the time since the window before (at least
+    /// [`MIN_INTERVAL`]). A reading sooner than that after a window repeats that window's CPU
+    /// use (`cpu_interval_s` says its length) and reads the rest anew, so a recorder sampling
+    /// every 20 ms is not slowed to one sample in 0.2 s, nor its stop held up by a wait; only
+    /// the first reading, with no window yet, waits for one. On Linux, an error when `stat` or
     /// `meminfo` under the procfs root cannot be read (missing, not a regular file, too
     /// large) or parsed; a missing `loadavg` only leaves the load average out.
     pub fn read(&mut self, roots: &Roots) -> Result<HostReading, Error> {
-        std::thread::sleep(MIN_INTERVAL.saturating_sub(self.at.elapsed()));
+        let kept = self
+            .window
+            .clone()
+            .filter(|_| self.at.elapsed() < MIN_INTERVAL);
+        if kept.is_none() {
+            std::thread::sleep(MIN_INTERVAL.saturating_sub(self.at.elapsed()));
+        }
         let cpu_interval_s = self.at.elapsed().as_secs_f64();
-        self.at = Instant::now();
+        if kept.is_none() {
+            self.at = Instant::now();
+        }
         #[cfg(target_os = "linux")]
         {
             let procfs_file = |name: &str| -> Result<String, Error> {
@@ -262,24 +278,20 @@ impl HostReader {
                     roots.procfs.join(name).display()
                 ),
             };
-            let stat = procfs_file("stat")?;
-            let (all, cores) = parse_proc_stat(&stat);
-            let now = Some((all.ok_or_else(|| unparsed("stat"))?, cores));
+            let stat = match kept {
+                Some(_) => None,
+                None => Some(procfs_file("stat")?),
+            };
             let memory =
                 parse_meminfo(&procfs_file("meminfo")?).ok_or_else(|| unparsed("meminfo"))?;
-            let (cpu_percent, cpu_per_core_percent) = match (&self.last, &now) {
-                (Some((a0, c0)), Some((a1, c1))) => (
-                    a1.percent_since(a0),
-                    c1.iter()
-                        .filter_map(|(n, now)| {
-                            let (_, before) = c0.iter().find(|(m, _)| m == n)?;
-                            Some(now.percent_since(before))
-                        })
-                        .collect(),
-                ),
-                _ => (0.0, Vec::new()),
+            let (cpu_percent, cpu_per_core_percent, cpu_interval_s) = match (kept, stat) {
+                (Some(w), _) => w,
+                (None, stat) => {
+                    let (p, cores, s) =
+                        self.new_window(stat.as_deref().unwrap_or_default(), cpu_interval_s);
+                    p.map(|p| (p, cores, s)).ok_or_else(|| unparsed("stat"))?
+                }
             };
-            self.last = now;
             let energy = self.rapl.read(&roots.sysfs);
             Ok(HostReading {
                 cpu_percent,
@@ -315,12 +327,24 @@ impl HostReader {
                     ..HostReading::default()
                 });
             };
-            s.refresh_cpu_usage();
+            let (cpu_percent, cpu_per_core_percent, cpu_interval_s) = match kept {
+                Some(w) => w,
+                None => {
+                    s.refresh_cpu_usage();
+                    let w = (
+                        s.global_cpu_usage(),
+                        s.cpus().iter().map(|c| c.usage()).collect(),
+                        cpu_interval_s,
+                    );
+                    self.window = Some(w.clone());
+                    w
+                }
+            };
             s.refresh_memory();
             let l = sysinfo::System::load_average();
             Ok(HostReading {
-                cpu_percent: s.global_cpu_usage(),
-                cpu_per_core_percent: s.cpus().iter().map(|c| c.usage()).collect(),
+                cpu_percent,
+                cpu_per_core_percent,
                 cpu_interval_s,
                 memory: HostMemory::of(s),
                 load_average: Some([l.one, l.five, l.fifteen]),
@@ -328,6 +352,33 @@ impl HostReader {
                 ..HostReading::default()
             })
         }
+    }
+
+    /// The CPU use since the last window, from `stat` (the procfs file's text) read now, over
+    /// `seconds`; it becomes the window later readings repeat. `None` for the whole when
+    /// `stat` is not in the kernel's format.
+    #[cfg(target_os = "linux")]
+    fn new_window(&mut self, stat: &str, seconds: f64) -> (Option<f32>, Vec<f32>, f64) {
+        let (all, cores) = parse_proc_stat(stat);
+        let Some(all) = all else {
+            return (None, Vec::new(), seconds);
+        };
+        let (whole, per_core) = match &self.last {
+            Some((a0, c0)) => (
+                all.percent_since(a0),
+                cores
+                    .iter()
+                    .filter_map(|(n, now)| {
+                        let (_, before) = c0.iter().find(|(m, _)| m == n)?;
+                        Some(now.percent_since(before))
+                    })
+                    .collect(),
+            ),
+            None => (0.0, Vec::new()),
+        };
+        self.last = Some((all, cores));
+        self.window = Some((whole, per_core.clone(), seconds));
+        (Some(whole), per_core, seconds)
     }
 }
 
@@ -362,6 +413,57 @@ cpu1 90 0 30 500 30 0 0 0 0 0\n";
         // An offline CPU is not listed: numbers skip.
         let (_, c) = parse_proc_stat("cpu  1 0 1 1\ncpu0 1 0 1 1\ncpu2 1 0 1 1\ncpufreq 9\n");
         assert_eq!(c.iter().map(|x| x.0).collect::<Vec<_>>(), [0, 2]);
+    }
+
+    /// A reading sooner than MIN_INTERVAL after a window repeats it without waiting; the first
+    /// waits for one, and one after MIN_INTERVAL measures a new window from the last.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_reading_within_the_interval_repeats_the_window_without_waiting() {
+        let dir = std::env::temp_dir().join(format!("accel-host-window-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let meminfo = "MemTotal: 1000 kB\nMemAvailable: 500 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n";
+        std::fs::write(dir.join("meminfo"), meminfo).unwrap();
+        std::fs::write(dir.join("stat"), STAT0).unwrap();
+        let roots = Roots {
+            procfs: dir.clone(),
+            ..Roots::default()
+        };
+        let mut r = HostReader::new(&roots);
+        std::fs::write(dir.join("stat"), STAT1).unwrap();
+        let t = Instant::now();
+        let first = r.read(&roots).unwrap();
+        assert!(
+            t.elapsed() >= MIN_INTERVAL,
+            "the first reading waits for a window"
+        );
+        assert!(
+            (first.cpu_percent - 66.666_67).abs() < 1e-3,
+            "{}",
+            first.cpu_percent
+        );
+        assert!(first.cpu_interval_s >= MIN_INTERVAL.as_secs_f64());
+        // The counters move (all busy), but within the interval the window is repeated.
+        let busy = "cpu  350 0 100 900 50 0 0 0 0 0\ncpu0 210 0 70 400 20 0 0 0 0 0\n\
+cpu1 140 0 30 500 30 0 0 0 0 0\n";
+        std::fs::write(dir.join("stat"), busy).unwrap();
+        let t = Instant::now();
+        let soon = r.read(&roots).unwrap();
+        assert!(t.elapsed() < MIN_INTERVAL / 2, "took {:?}", t.elapsed());
+        assert_eq!(soon.cpu_percent, first.cpu_percent);
+        assert_eq!(soon.cpu_per_core_percent, first.cpu_per_core_percent);
+        assert_eq!(soon.cpu_interval_s, first.cpu_interval_s);
+        assert_eq!(
+            soon.memory.available_bytes,
+            500 * 1024,
+            "the rest is read anew"
+        );
+        // After the interval: a new window, from STAT1 to `busy` (100 busy jiffies of 100).
+        std::thread::sleep(MIN_INTERVAL);
+        let later = r.read(&roots).unwrap();
+        assert_eq!(later.cpu_percent, 100.0);
+        assert!(later.cpu_interval_s >= MIN_INTERVAL.as_secs_f64());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -286,8 +286,9 @@ impl Telemetry {
             .map(|(_, w)| w.ask(&self.roots))
             .collect();
         let mut collectors = Vec::new();
-        // The host first: it sleeps until MIN_INTERVAL has passed since its last reading, while
-        // the vendors read in parallel. A host read that is stuck or late leaves the last good
+        // The host first: its first reading sleeps until MIN_INTERVAL has passed (later ones
+        // sooner than that repeat the last window's CPU use), while the vendors read in
+        // parallel. A host read that is stuck or late leaves the last good
         // reading in the sample and its collector failed.
         let (host, took) = match host_owed {
             Some(since) => (Err(Error::Stuck { since }), Duration::ZERO),

@@ -144,6 +144,46 @@ device_test!(
     }
 );
 
+// Found by the property tests on XLA's CPU plugin: its f64 -> f16 conversion goes through f32,
+// rounding twice, so a value just below a tie of two f16 neighbours (rounded to the tie in f32,
+// then to the even one) came out one f16 step too high. One rounding is what the CPU backend
+// and PyTorch give.
+device_test!(casts_from_f64_to_half_types_round_once, |d: &Device| {
+    if !d.supports(DType::F64) {
+        common::skip_part(d, "casts from f64 (no f64 on this device)");
+        return Ok(());
+    }
+    // f16 neighbours 0.10064697265625 (significand 625, odd) and 0.1007080078125 (626).
+    let mid = (0.10064697265625f64 + 0.1007080078125) / 2.0;
+    // bf16 neighbours 1.0 (even) and 1.0078125 (odd), their tie 1 + 2^-8.
+    let tie = 1.0 + 2f64.powi(-8);
+    let x = Tensor::new(
+        &[
+            mid - 2f64.powi(-40),
+            mid + 2f64.powi(-40),
+            -tie - 2f64.powi(-40),
+        ],
+        d,
+    )?;
+    if d.supports(DType::F16) {
+        let h = x.to_dtype(DType::F16)?.to_vec_f64()?;
+        assert_eq!(
+            &h[..2],
+            &[0.10064697265625, 0.1007080078125],
+            "f64 -> f16 on {d}"
+        );
+    } else {
+        common::skip_part(d, "f64 -> f16 (no f16 on this device)");
+    }
+    if d.supports(DType::BF16) {
+        let b = x.to_dtype(DType::BF16)?.to_vec_f64()?;
+        assert_eq!(b[2], -1.0078125, "f64 -> bf16 on {d}");
+    } else {
+        common::skip_part(d, "f64 -> bf16 (no bf16 on this device)");
+    }
+    Ok(())
+});
+
 // Found by the second review: scalars were rounded to the tensor's dtype first, so an f16
 // tensor times 1e5 was times infinity, and an i32 tensor plus 3e9 added i32::MAX.
 device_test!(

@@ -151,10 +151,76 @@ impl Program {
         if x.dtype == dtype {
             return x.clone();
         }
+        if x.dtype == DType::F64 && matches!(dtype, DType::F16 | DType::BF16) {
+            let odd = self.f32_rounded_to_odd(x);
+            return self.convert(&odd, dtype);
+        }
         let src = x.t();
         self.emit(x.dims.clone(), dtype, |t| {
             format!("stablehlo.convert {} : ({src}) -> {t}", x.name)
         })
+    }
+
+    /// `x` (f64) to f32 rounded to odd: of the two f32 values around `x`, the one whose last
+    /// significand bit is 1, where `x` is not exact in f32. Rounded again to a half type
+    /// (11 or 8 bits, far fewer than f32's 24), that is the one correct rounding from f64,
+    /// as the CPU backend's casts give; XLA's CPU plugin converts f64 to f16 through f32 to
+    /// nearest, twice rounded (0.1006... became 0.10070800781 where the f16 nearest to the
+    /// f64 value is 0.10064697265625).
+    fn f32_rounded_to_odd(&mut self, x: &Val) -> Val {
+        let f32_t = tensor(&x.dims, DType::F32);
+        let (f64_t, i32_t) = (x.t(), tensor(&x.dims, DType::I32));
+        let i1_t = f32_t.replace("f32", "i1");
+        let mut line = |rhs: String| {
+            let name = format!("%v{}", self.next);
+            self.next += 1;
+            let _ = writeln!(self.body, "    {name} = {rhs}");
+            name
+        };
+        let near = line(format!(
+            "stablehlo.convert {} : ({f64_t}) -> {f32_t}",
+            x.name
+        ));
+        let back = line(format!("stablehlo.convert {near} : ({f32_t}) -> {f64_t}"));
+        // NaN is never equal to itself: "inexact", and a NaN with its last bit set is NaN.
+        let inexact = line(format!(
+            "stablehlo.compare NE, {back}, {} : ({f64_t}, {f64_t}) -> {i1_t}",
+            x.name
+        ));
+        let bits = line(format!(
+            "stablehlo.bitcast_convert {near} : ({f32_t}) -> {i32_t}"
+        ));
+        let one = line(format!("stablehlo.constant dense<1> : {i32_t}"));
+        let zero = line(format!("stablehlo.constant dense<0> : {i32_t}"));
+        let last = line(format!("stablehlo.and {bits}, {one} : {i32_t}"));
+        let even = line(format!(
+            "stablehlo.compare EQ, {last}, {zero} : ({i32_t}, {i32_t}) -> {i1_t}"
+        ));
+        let fix = line(format!("stablehlo.and {inexact}, {even} : {i1_t}"));
+        // The other neighbour is one step of the magnitude towards x: the bits are
+        // sign-magnitude, so down where the nearest is larger in magnitude, else up
+        // (infinity, past f32's largest, steps down to it: still infinite as a half type).
+        let abs_back = line(format!("stablehlo.abs {back} : {f64_t}"));
+        let abs_x = line(format!("stablehlo.abs {} : {f64_t}", x.name));
+        let over = line(format!(
+            "stablehlo.compare GT, {abs_back}, {abs_x} : ({f64_t}, {f64_t}) -> {i1_t}"
+        ));
+        let down = line(format!("stablehlo.subtract {bits}, {one} : {i32_t}"));
+        let up = line(format!("stablehlo.add {bits}, {one} : {i32_t}"));
+        let step = line(format!(
+            "stablehlo.select {over}, {down}, {up} : {i1_t}, {i32_t}"
+        ));
+        let odd = line(format!(
+            "stablehlo.select {fix}, {step}, {bits} : {i1_t}, {i32_t}"
+        ));
+        let name = line(format!(
+            "stablehlo.bitcast_convert {odd} : ({i32_t}) -> {f32_t}"
+        ));
+        Val {
+            name,
+            dims: x.dims.clone(),
+            dtype: DType::F32,
+        }
     }
 
     /// A scalar constant broadcast to `dims`.
