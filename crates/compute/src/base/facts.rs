@@ -3,9 +3,9 @@
 //! `sysfs` and `procfs` (as node_exporter's `--path.*`). Every read is size-limited and never
 //! waits on a special file (`accelkit_core::files::read_limited`); walks are bounded.
 //!
-//! The causes (`backend::cuda::causes`, and the doctor's `frameworks` and `others`) are pure
-//! functions of a [`Machine`], so each can be tested from a tree of files; nothing here loads
-//! a driver library.
+//! The causes (`causes` in the cuda, xla and wgpu backends, and the doctor's `frameworks`)
+//! are pure functions of a [`Machine`], so each can be tested from a tree of files; nothing
+//! here loads a driver library.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! A named cause ([`Finding`]) and what the NVIDIA driver's libraries said in this process
 //! ([`Driver`]), with the version arithmetic the causes share (a driver branch's newest
-//! CUDA). The rules themselves are in `backend::cuda::causes` (with its
-//! `placement`) and the doctor's `frameworks` and `others`.
+//! CUDA). The rules themselves are in each backend's `causes` (CUDA's with its
+//! `placement`) and the doctor's `frameworks`.
 
 use super::check::Status;
 use super::facts::Machine;

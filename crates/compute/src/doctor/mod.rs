@@ -7,7 +7,6 @@
 
 mod frameworks;
 mod host;
-mod others;
 mod verdict;
 
 pub use crate::base::check::{Check, Section, Status};
@@ -51,7 +50,9 @@ pub fn diagnose_at(roots: &Roots) -> Diagnosis {
     crate::backend::native::libs::load_without_driver();
     let env = SearchEnv::from_process();
     let machine = crate::base::facts::Machine::read(roots);
-    let python = frameworks::Python::read(&crate::backend::native::libs::python_environments(&env));
+    let python = crate::backend::native::pyfacts::Python::read(
+        &crate::backend::native::libs::python_environments(&env),
+    );
     let mut sections = Vec::new();
     for kind in [
         BackendKind::Cpu,
@@ -104,15 +105,15 @@ pub fn diagnose_at(roots: &Roots) -> Diagnosis {
                 let libtpu = crate::backend::xla::plugins()
                     .iter()
                     .any(|p| p.path.file_name().is_some_and(|n| n == "libtpu.so"));
-                let found = others::tpu(&machine, &python, libtpu);
+                let found = crate::backend::xla::causes::tpu(&machine, &python, libtpu);
                 let applies = available || !found.is_empty();
                 (checks, found, applies)
             }
             // Every kind is named: a new backend does not compile until it has a section.
             BackendKind::Wgpu | BackendKind::Mps => {
-                let mut found = others::gpu_api(&machine);
-                if let Some(mac) = others::this_mac(&python) {
-                    found.extend(others::apple(&mac));
+                let mut found = crate::backend::wgpu::causes::gpu_api(&machine);
+                if let Some(mac) = crate::backend::wgpu::causes::this_mac(&python) {
+                    found.extend(crate::backend::wgpu::causes::apple(&mac));
                 }
                 let applies = available || !found.is_empty();
                 let mps = || crate::backend::registry::probe(BackendKind::Mps);

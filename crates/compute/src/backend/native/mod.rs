@@ -14,6 +14,7 @@ pub mod libs;
 pub(crate) mod major;
 mod pycache;
 pub mod pyenv;
+pub(crate) mod pyfacts;
 pub(crate) mod settings;
 pub mod trust;
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]

@@ -15,8 +15,8 @@
 //!
 //! Without the `wgpu` feature, `off` stands in with the same items.
 
+pub(crate) mod causes;
 mod choice;
-// The doctor's Vulkan/Metal checklist.
 #[cfg(feature = "wgpu")]
 mod context;
 #[cfg(feature = "wgpu")]

@@ -22,7 +22,8 @@
 //! `xla:cuda:0` pick the n-th device of one platform.
 
 mod plugins;
-// The doctor's XLA checklist.
+// The doctor's XLA checklist, and the rules naming why it cannot work.
+pub(crate) mod causes;
 pub(crate) mod doctor;
 
 #[cfg(all(feature = "xla", target_os = "linux"))]
