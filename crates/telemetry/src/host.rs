@@ -251,10 +251,10 @@ impl HostReader {
     /// `meminfo` under the procfs root cannot be read (missing, not a regular file, too
     /// large) or parsed; a missing `loadavg` only leaves the load average out.
     pub fn read(&mut self, roots: &Roots) -> Result<HostReading, Error> {
-        let kept = self
-            .window
-            .clone()
-            .filter(|_| self.at.elapsed() < MIN_INTERVAL);
+        let kept = match &self.window {
+            Some(w) if self.at.elapsed() < MIN_INTERVAL => Some(w.clone()),
+            _ => None,
+        };
         if kept.is_none() {
             std::thread::sleep(MIN_INTERVAL.saturating_sub(self.at.elapsed()));
         }

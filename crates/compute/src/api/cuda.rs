@@ -59,11 +59,7 @@ pub fn free_failures() -> crate::backend::cuda::FreeFailures {
 /// The CUDA libraries as found on this machine: path, version, or why each is missing
 /// (`accel devices` prints them; users ask about driver / CUDA / cuDNN as one stack).
 pub fn libraries() -> &'static [libs::Library] {
-    if cfg!(feature = "cuda") {
-        libs::libraries()
-    } else {
-        &[]
-    }
+    crate::backend::cuda::libraries()
 }
 
 /// The CUDA major (12 or 13) whose libraries this process uses, and why: decided once, from

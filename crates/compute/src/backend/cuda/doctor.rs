@@ -210,7 +210,7 @@ pub(crate) fn cuda_checks(env: &SearchEnv, m: &Machine, probe: &Probe) -> Vec<Ch
 }
 
 fn find_lib(name: libs::LibName) -> Option<&'static libs::Library> {
-    libraries().iter().find(|l| l.name == name)
+    super::libraries().iter().find(|l| l.name == name)
 }
 
 /// NVRTC, cuBLAS(Lt), cuDNN and NVML: found, with versions and where, or missing and why.
@@ -238,7 +238,7 @@ fn library_check(gpu: bool) -> Check {
             None => {}
         }
     }
-    if libraries().is_empty() {
+    if super::libraries().is_empty() {
         return check(
             ID,
             TITLE,
@@ -458,7 +458,7 @@ fn wheel_checks(env: &SearchEnv) -> Vec<Check> {
 fn major_check(gpu: bool) -> Check {
     const ID: &str = "cuda.major";
     const TITLE: &str = "the CUDA major accel uses (12 or 13)";
-    if libraries().is_empty() {
+    if super::libraries().is_empty() {
         return check(
             ID,
             TITLE,
@@ -483,15 +483,5 @@ fn major_check(gpu: bool) -> Check {
             format!("CUDA {}: {}; {p}", c.major, c.why),
             c.hint.clone().unwrap_or_default(),
         ),
-    }
-}
-
-/// The CUDA libraries this process loaded (none in a build without the `cuda` feature, whose
-/// checks say so).
-fn libraries() -> &'static [libs::Library] {
-    if cfg!(feature = "cuda") {
-        libs::libraries()
-    } else {
-        &[]
     }
 }

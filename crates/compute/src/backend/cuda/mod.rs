@@ -52,6 +52,17 @@ pub(crate) mod storage;
 mod tests;
 
 pub(crate) use failures::free_failures;
+
+/// The CUDA libraries as found on this machine: path, version, or why each is missing; none
+/// in a build without the `cuda` feature (`accelkit::cuda::libraries`, and the doctor's
+/// checks, which then say the build has no CUDA).
+pub(crate) fn libraries() -> &'static [crate::backend::native::libs::Library] {
+    if cfg!(feature = "cuda") {
+        crate::backend::native::libs::libraries()
+    } else {
+        &[]
+    }
+}
 pub use failures::FreeFailures;
 #[cfg(not(feature = "cuda"))]
 pub(crate) use off::{Cuda, CudaStorage};
