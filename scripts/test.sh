@@ -96,9 +96,10 @@ if ! ls "$VENV"/lib/python3*/site-packages/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_pl
 fi
 # Python's gRPC (grpcio, and grpcio-tools to compile tpu_metric_service.proto at test time): the
 # TPU telemetry tests serve known metrics from a real gRPC server to accel's hand-written client.
-if ! "$VENV/bin/python" -c 'import grpc, grpc_tools' >/dev/null 2>&1; then
-  echo "== installing grpcio and grpcio-tools into $VENV"
-  uvi "$VENV/bin/python" grpcio grpcio-tools
+# numpy: `accel bench --compare numpy` times the same work in it.
+if ! "$VENV/bin/python" -c 'import grpc, grpc_tools, numpy' >/dev/null 2>&1; then
+  echo "== installing grpcio, grpcio-tools and numpy into $VENV"
+  uvi "$VENV/bin/python" grpcio grpcio-tools numpy
 fi
 # Mesa's lavapipe, a software Vulkan device, and the Vulkan loader: every wgpu test runs its
 # WGSL kernels for real on it. Prometheus (and promtool) scrape `accel serve` in its tests;
@@ -111,9 +112,9 @@ if ! ldconfig -p | grep libvulkan_lvp >/dev/null || ! command -v prometheus >/de
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     mesa-vulkan-drivers libvulkan1 prometheus tmux >/dev/null
 fi
-# NVRTC (12 and 13), cuobjdump, CUDA 12.0's cuda.h, the CUDA 12 wheels, the XLA plugin, lavapipe
-# and grpcio must be found: missing ones fail the run, not skip.
-export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,cuobjdump,cuda_h,cuda12,xla,wgpu,prometheus,tmux,grpc,chromium,standin,examples"
+# NVRTC (12 and 13), cuobjdump, CUDA 12.0's cuda.h, the CUDA 12 wheels, the XLA plugin, lavapipe,
+# grpcio and numpy must be found: missing ones fail the run, not skip.
+export ACCEL_TEST_REQUIRE="${ACCEL_TEST_REQUIRE:+$ACCEL_TEST_REQUIRE,}nvrtc,cuobjdump,cuda_h,cuda12,xla,wgpu,prometheus,tmux,grpc,chromium,standin,examples,numpy"
 # Debian's chromium photographs the notebook the wheel check runs: installed beside the build
 # (its unpack needs no clock the build needs), waited for before the wheel check.
 chromium_pid=

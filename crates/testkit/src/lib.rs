@@ -14,8 +14,9 @@
 /// command's tests drive (`prometheus` for `accel serve`, `tmux` for `accel monitor`, `grpc` for
 /// the TPU metrics service, `chromium` for the notebook photograph, `standin` for the C compiler
 /// that builds the doctor corpus's stand-in driver, `cgroup` for a CPU quota group, `examples` for
-/// the seeds' examples as `cargo test --all-targets` builds them).
-pub const KNOWN: [&str; 17] = [
+/// the seeds' examples as `cargo test --all-targets` builds them, `numpy` and `torch` for
+/// `accel bench --compare`'s peers in the test environment's Python).
+pub const KNOWN: [&str; 19] = [
     "cpu",
     "cuda",
     "nvrtc",
@@ -33,6 +34,8 @@ pub const KNOWN: [&str; 17] = [
     "standin",
     "cgroup",
     "examples",
+    "numpy",
+    "torch",
 ];
 
 /// The names in `ACCEL_TEST_REQUIRE` (comma-separated, any case). Panics on a name that is not

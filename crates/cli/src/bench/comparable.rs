@@ -11,6 +11,8 @@ pub trait Comparable {
     /// That work in words: "cpu f32 size 2000"; elementwise runs lead with their op ("add"),
     /// copies with their direction and host memory ("h2d pageable").
     fn work(&self) -> String;
+    /// That work as `peer.py` takes it (`--compare torch`): its kind, device and shape.
+    fn peer_job(&self) -> serde_json::Value;
 }
 
 impl Comparable for MatmulRun {
@@ -27,6 +29,16 @@ impl Comparable for MatmulRun {
             )
         }
     }
+    fn peer_job(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": "matmul",
+            "device": self.device.to_string(),
+            "dtype": self.dtype.to_string(),
+            "size": self.size,
+            "batch": self.batch,
+            "tf32": accelkit::cuda::allow_tf32(),
+        })
+    }
 }
 
 impl Comparable for ElementwiseRun {
@@ -41,6 +53,15 @@ impl Comparable for ElementwiseRun {
             self.dtype,
             self.size
         )
+    }
+    fn peer_job(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": "elementwise",
+            "op": word(self.op),
+            "device": self.device.to_string(),
+            "dtype": self.dtype.to_string(),
+            "size": self.size,
+        })
     }
 }
 
@@ -63,6 +84,15 @@ impl Comparable for CopyRun {
             self.dtype,
             self.size
         )
+    }
+    fn peer_job(&self) -> serde_json::Value {
+        serde_json::json!({
+            "kind": "copy",
+            "direction": word(self.kind),
+            "host": word(self.host_memory),
+            "device": self.device.to_string(),
+            "size": self.size,
+        })
     }
 }
 

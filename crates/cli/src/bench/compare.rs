@@ -60,6 +60,7 @@ impl<R: BenchRow> Baseline<R> {
                     median_s,
                     baseline_median_s: base,
                     speedup: base.map(|b| b / median_s),
+                    against: None,
                 }
             })
             .collect()

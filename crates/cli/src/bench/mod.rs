@@ -6,6 +6,7 @@
 mod comparable;
 mod compare;
 mod output;
+mod peers;
 mod run;
 
 use accelkit::bench::{
@@ -17,6 +18,7 @@ use clap::Subcommand;
 use crate::out;
 use compare::Baseline;
 use output::{BenchRow, Format};
+use peers::{Against, Peers};
 
 pub use output::{header, notes, row};
 pub use run::check;
@@ -109,9 +111,14 @@ pub struct Common {
     /// One CSV row per run, with a header.
     #[arg(long)]
     csv: bool,
-    /// An earlier run's --json output: show each run's speed-up against it.
-    #[arg(long, value_name = "FILE.json", conflicts_with = "csv")]
-    compare: Option<std::path::PathBuf>,
+    /// An earlier run's --json output: show each run's speed-up against it. Or torch, numpy
+    /// (comma-separated; --compare alone: each one installed): time each run's work again in
+    /// PyTorch and numpy, in a fresh process of ACCEL_PYTHON, else python3 on PATH, right after
+    /// accel's run, with the same warm-ups and iterations.
+    #[arg(long, value_name = "FILE.json|torch|numpy", num_args = 0..=1,
+          default_missing_value = "peers", value_parser = peers::parse_against,
+          conflicts_with = "csv")]
+    compare: Option<Against>,
     /// Draw throughput against size, one line per device, into this SVG or PNG file.
     #[arg(long, value_name = "FILE.svg|FILE.png")]
     plot: Option<std::path::PathBuf>,
@@ -123,8 +130,14 @@ impl Common {
         if let Some(p) = &self.plot {
             crate::plot::check_path(p)?;
         }
+        let (baseline, peers) = match self.compare {
+            Some(Against::Earlier(path)) => (Baseline::load(Some(path))?, None),
+            Some(Against::Peers(names)) => (None, Some(Peers::find(&names)?)),
+            None => (None, None),
+        };
         Ok(Plan {
-            baseline: Baseline::load(self.compare)?,
+            baseline,
+            peers,
             devices: resolve(self.devices, dtype)?,
             warmup: self.warmup,
             iters: iterations(self.iters, self.min_time),

@@ -9,6 +9,7 @@ use accelkit::{DType, Device};
 
 use super::compare::Baseline;
 use super::output::{header, notes, BenchRow, Format, CSV_TIMING, TIMING_HEADER};
+use super::peers::Peers;
 use crate::out;
 
 /// Throughput points grouped by device, for `--plot`.
@@ -54,6 +55,7 @@ fn execute<R: BenchRow, C: Copy + std::fmt::Display>(
         Format::Json => {}
     }
     let mut runs = Vec::new();
+    let mut peer_times = Vec::new();
     for (d, case) in jobs {
         if plan.format != Format::Json {
             out::progress(Some(&format!(
@@ -70,6 +72,18 @@ fn execute<R: BenchRow, C: Copy + std::fmt::Display>(
             Format::Csv => out::line(r.csv_row())?,
             Format::Json => {}
         }
+        if let Some(p) = &plan.peers {
+            if plan.format != Format::Json {
+                out::progress(Some(&format!(
+                    "[{}/{}] {} {d} {case}: timing it in the other libraries ...",
+                    runs.len() + 1,
+                    jobs.len(),
+                    table.title
+                )));
+            }
+            peer_times.push(p.time(&r, plan.warmup, plan.iters));
+            out::progress(None);
+        }
         runs.push(r);
     }
     if let Some(path) = &plan.plot {
@@ -82,7 +96,11 @@ fn execute<R: BenchRow, C: Copy + std::fmt::Display>(
     }
     let report = Report {
         benchmark: R::BENCHMARK.to_string(),
-        comparison: plan.baseline.as_ref().map(|b| b.compare(&runs)),
+        comparison: match (&plan.baseline, &plan.peers) {
+            (Some(b), _) => Some(b.compare(&runs)),
+            (None, Some(p)) => Some(p.comparisons(&runs, &peer_times)),
+            (None, None) => None,
+        },
         results: runs,
     };
     match plan.format {
@@ -91,6 +109,9 @@ fn execute<R: BenchRow, C: Copy + std::fmt::Display>(
             notes(&report.results)?;
             if let (Some(b), Some(c)) = (&plan.baseline, &report.comparison) {
                 b.print(c)?;
+            }
+            if let Some(p) = &plan.peers {
+                p.print(&report.results, &peer_times)?;
             }
         }
         Format::Csv => {}
@@ -221,6 +242,8 @@ pub(super) struct Plan<R> {
     pub(super) iters: Iterations,
     pub(super) format: Format,
     pub(super) baseline: Option<Baseline<R>>,
+    /// `--compare torch|numpy`: the libraries each run is timed in again.
+    pub(super) peers: Option<Peers>,
     pub(super) plot: Option<std::path::PathBuf>,
 }
 

@@ -10,6 +10,7 @@ mod doctor_corpus;
 mod fleet;
 mod hostile;
 mod monitor;
+mod peers;
 mod probe_helper;
 mod schemas;
 mod serve;

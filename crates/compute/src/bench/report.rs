@@ -29,7 +29,7 @@ pub struct Report<R> {
 }
 
 /// One run against the same workload (device, dtype, size, and op or direction and host
-/// memory) in an earlier report.
+/// memory) in an earlier report, or timed in another library (`accel bench --compare torch`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     /// The workload in words: `"cpu f32 size 2000"`, `"add cpu f32 size 1000"`,
@@ -37,10 +37,16 @@ pub struct Comparison {
     pub run: String,
     /// This run's median, in seconds.
     pub median_s: f64,
-    /// The earlier run's median, in seconds; `None` when the earlier report has no such run.
+    /// The earlier run's (or the other library's) median, in seconds; `None` when the earlier
+    /// report has no such run.
     pub baseline_median_s: Option<f64>,
-    /// Earlier median / this median: above 1 means faster now.
+    /// Earlier (or the other library's) median / this median: above 1 means faster now (faster
+    /// in accel).
     pub speedup: Option<f64>,
+    /// The other library and its version (`"torch 2.15.0"`, `"numpy 2.4.6"`); absent for an
+    /// earlier report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against: Option<String>,
 }
 
 /// Reads a [`Device`] from the name it is written as (`"cpu"`, `"cuda:0"`).

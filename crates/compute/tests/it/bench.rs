@@ -441,6 +441,7 @@ fn a_report_reads_back_equal_with_its_keys_in_place() -> accelkit::Result<()> {
             median_s: m.stats.median_s,
             baseline_median_s: None,
             speedup: None,
+            against: Some("numpy 2.4.6".to_string()),
         }]),
     };
     let text = serde_json::to_string_pretty(&matmul).unwrap();
@@ -484,7 +485,7 @@ fn a_report_reads_back_equal_with_its_keys_in_place() -> accelkit::Result<()> {
     );
     assert_eq!(
         keys(&v["comparison"][0]),
-        ["run", "median_s", "baseline_median_s", "speedup"]
+        ["run", "median_s", "baseline_median_s", "speedup", "against"]
     );
     assert_eq!(
         (&v["results"][0]["device"], &v["results"][0]["dtype"]),
