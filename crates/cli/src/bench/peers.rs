@@ -93,18 +93,12 @@ enum Described {
     Missing { error: String },
 }
 
-/// A peer's answer to a timing job.
+/// A peer's answer to a timing job (it also says how many iterations it timed).
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum Timed {
-    Done {
-        median_s: f64,
-        #[allow(dead_code)]
-        iterations: usize,
-    },
-    Failed {
-        error: String,
-    },
+    Done { median_s: f64 },
+    Failed { error: String },
 }
 
 /// One peer's time for one run, or why it has none.
