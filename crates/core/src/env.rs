@@ -1,4 +1,5 @@
-//! Every `ACCEL_*` environment variable, read and range-checked in one place. A value that is
+//! Every `ACCEL_*` environment variable, read and range-checked in one place (and the program
+//! PATH finds for a name, [`on_path`]). A value that is
 //! out of range, malformed or not UTF-8 is an error naming the variable, what it holds and what
 //! it takes: never a panic (`ACCEL_PJRT_TIMEOUT=inf` once ended every command with "cannot
 //! convert float seconds to Duration"), never a silent default.
@@ -38,6 +39,10 @@ pub const KNOWN: &[(&str, &str)] = &[
         "the CUDA major whose libraries to use: 12 or 13 (default: chosen from the driver and what is installed)",
     ),
     ("ACCEL_CACHE_DIR", "the folder for compiled kernels"),
+    (
+        "ACCEL_PYTHON",
+        "the Python that `accel bench --compare torch|numpy` times PyTorch and numpy in (default: python3 on PATH)",
+    ),
     (
         "ACCEL_RUNTIME_CACHE",
         "on or off (default on; any other value counts as off): keep what probing found (python3's site-packages, CPU-only Vulkan and XLA answers) in the runtime folder between runs",
@@ -157,9 +162,19 @@ pub fn paths(var: &'static str, seps: &[char]) -> Vec<PathBuf> {
     }
 }
 
-/// One folder (need not be UTF-8).
+/// One folder or file (need not be UTF-8).
 pub fn path(var: &'static str) -> Option<PathBuf> {
     raw(var).map(PathBuf::from)
+}
+
+/// The first `name` on PATH, as the shell would run it, skipping relative entries (a `.` in
+/// PATH would run whatever the current folder holds).
+pub fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
 }
 
 static RUNTIME_DIR_REFUSED: std::sync::OnceLock<String> = std::sync::OnceLock::new();

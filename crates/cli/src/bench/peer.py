@@ -47,8 +47,7 @@ def torch_work(job):
         sync = lambda: torch.cuda.synchronize(dev)  # noqa: E731
     else:
         sync = lambda: None  # noqa: E731
-    kind = job["kind"]
-    if kind == "copy":
+    if job["kind"] == "copy":
         n = job["size"] // 4
         pinned = job["host"] == "pinned"
         host = lambda: torch.empty(n, dtype=torch.float32, pin_memory=pinned).fill_(1.0)  # noqa: E731
@@ -65,15 +64,9 @@ def torch_work(job):
             return torch.randint(-8, 8, shape, generator=gen).to(dt).to(dev)
         return torch.randn(*shape, generator=gen).to(dt).to(dev)
 
-    if kind == "matmul":
-        if job.get("tf32"):
-            torch.backends.cuda.matmul.allow_tf32 = True
-        n, b = job["size"], job["batch"]
-        shape = (b, n, n) if b > 1 else (n, n)
-        x, y = rand(*shape), rand(*shape)
-        return (lambda: torch.matmul(x, y)), sync
-    x, y = rand(job["size"]), rand(job["size"])
-    return ((lambda: x + y) if job["op"] == "add" else (lambda: x * 2)), sync
+    if job.get("tf32"):
+        torch.backends.cuda.matmul.allow_tf32 = True
+    return compute(job, rand, torch.matmul), sync
 
 
 def numpy_work(job):
@@ -87,8 +80,7 @@ def numpy_work(job):
           "i64": np.int64}[dtype]
     rng = np.random.default_rng(0)
     none = lambda: None  # noqa: E731
-    kind = job["kind"]
-    if kind == "copy":
+    if job["kind"] == "copy":
         n = job["size"] // 4
         s, d = np.ones(n, np.float32), np.empty(n, np.float32)
         return (lambda: np.copyto(d, s)), none
@@ -98,13 +90,18 @@ def numpy_work(job):
             return rng.integers(-8, 8, shape).astype(dt)
         return rng.standard_normal(shape).astype(dt)
 
-    if kind == "matmul":
+    return compute(job, rand, np.matmul), none
+
+
+def compute(job, rand, matmul):
+    """The call to time for a matmul or elementwise job, on operands from `rand(*shape)`."""
+    if job["kind"] == "matmul":
         n, b = job["size"], job["batch"]
         shape = (b, n, n) if b > 1 else (n, n)
         x, y = rand(*shape), rand(*shape)
-        return (lambda: np.matmul(x, y)), none
+        return lambda: matmul(x, y)
     x, y = rand(job["size"]), rand(job["size"])
-    return ((lambda: x + y) if job["op"] == "add" else (lambda: x * 2)), none
+    return (lambda: x + y) if job["op"] == "add" else (lambda: x * 2)
 
 
 def timed(f, sync, warmup, iters, min_time_s, min_samples, max_samples):

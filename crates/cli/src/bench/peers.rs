@@ -117,10 +117,10 @@ impl Peers {
             &serde_json::json!({"kind": "describe"}),
             DESCRIBE_LIMIT,
         )
-        .map_err(|e| anyhow::anyhow!("--compare: {} {e}", python.display()))?;
+        .map_err(|e| anyhow::anyhow!("--compare: {} {e}", named(&python)))?;
         let mut described: std::collections::BTreeMap<String, Described> =
             serde_json::from_value(answer).map_err(|e| {
-                anyhow::anyhow!("--compare: {} answered oddly: {e}", python.display())
+                anyhow::anyhow!("--compare: {} answered oddly: {e}", named(&python))
             })?;
         let wanted = if asked.is_empty() {
             &Peer::ALL[..]
@@ -133,15 +133,15 @@ impl Peers {
             match described.remove(p.name()) {
                 Some(Described::Found(lib)) => found.push((p, lib)),
                 Some(Described::Missing { error }) => {
-                    missing.push(format!("{}: {error}", p.name()))
+                    missing.push(format!("{}: {}", p.name(), shown(&error, 300)))
                 }
                 None => missing.push(format!("{}: not described", p.name())),
             }
         }
-        if found.is_empty() || !asked.is_empty() && !missing.is_empty() {
+        if found.is_empty() || (!asked.is_empty() && !missing.is_empty()) {
             anyhow::bail!(
                 "--compare: {} cannot import {} ({}); install it there (pip install {}) or name another Python with ACCEL_PYTHON",
-                python.display(),
+                named(&python),
                 wanted.iter().map(|p| p.name()).collect::<Vec<_>>().join(" or "),
                 missing.join("; "),
                 wanted.iter().map(|p| p.name()).collect::<Vec<_>>().join(" ")
@@ -191,7 +191,7 @@ impl Peers {
     /// The library and its version, as the JSON report's `against` names it.
     fn label(&self, peer: Peer) -> String {
         match self.found.iter().find(|(p, _)| *p == peer) {
-            Some((_, lib)) => format!("{} {}", peer.name(), lib.version),
+            Some((_, lib)) => format!("{} {}", peer.name(), shown(&lib.version, 100)),
             None => peer.name().to_string(),
         }
     }
@@ -223,13 +223,13 @@ impl Peers {
             .iter()
             .map(|(p, lib)| match lib.detail.as_str() {
                 "" => self.label(*p),
-                d => format!("{} ({d})", self.label(*p)),
+                d => format!("{} ({})", self.label(*p), shown(d, 200)),
             })
             .collect();
         out::line(format!(
             "compared with {} in {}, each timed in a fresh process right after accel's run, with the same warm-ups and iterations (speed-up = its median / accel's; above 1: accel is faster):",
             libs.join(" and "),
-            self.python.display()
+            named(&self.python)
         ))?;
         for (r, ts) in runs.iter().zip(times) {
             let median_s = r.stats().median_s;
@@ -242,7 +242,7 @@ impl Peers {
                         t.peer.name(),
                         out::secs(*theirs)
                     ),
-                    Err(why) => format!("{}: not timed ({why})", t.peer.name()),
+                    Err(why) => format!("{}: not timed ({})", t.peer.name(), shown(why, 300)),
                 })
                 .collect();
             out::line(format!(
@@ -256,16 +256,11 @@ impl Peers {
     }
 }
 
-/// `ACCEL_PYTHON`, else `python3` on PATH.
+/// `ACCEL_PYTHON`, else `python3` on PATH: the Python the user asked to run (no ownership check,
+/// unlike the one the probes ask for site-packages: `--compare` runs what the shell would).
 fn python() -> anyhow::Result<PathBuf> {
-    if let Some(p) = std::env::var_os("ACCEL_PYTHON").filter(|p| !p.is_empty()) {
-        return Ok(PathBuf::from(p));
-    }
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|d| d.join("python3"))
-        .find(|p| p.is_file())
+    accelkit_core::env::path("ACCEL_PYTHON")
+        .or_else(|| accelkit_core::env::on_path("python3"))
         .ok_or_else(|| {
             anyhow::anyhow!(
                 "--compare torch|numpy runs them in Python: no python3 on PATH; name one with ACCEL_PYTHON"
@@ -290,16 +285,19 @@ fn ask(
         .spawn()
         .map_err(|e| format!("could not be started: {e}"))?;
     // Each stream read on its own thread, up to the limit, the rest drained, so that a chatty
-    // child never blocks on a full pipe.
+    // child never blocks on a full pipe. What they read comes back by channel, waited for
+    // with the deadline: a grandchild that keeps the pipe open must not hold this up.
     let reader = |s: Option<Box<dyn Read + Send>>| {
+        let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut kept = Vec::new();
             if let Some(mut s) = s {
                 let _ = s.by_ref().take(ANSWER_LIMIT).read_to_end(&mut kept);
+                let _ = tx.send(kept);
                 let _ = std::io::copy(&mut s, &mut std::io::sink());
             }
-            kept
-        })
+        });
+        rx
     };
     let stdout = reader(
         child
@@ -329,8 +327,13 @@ fn ask(
             Err(e) => return Err(format!("could not be waited for: {e}")),
         }
     };
-    let out = stdout.join().unwrap_or_default();
-    let err = stderr.join().unwrap_or_default();
+    let left = || {
+        limit
+            .saturating_sub(t0.elapsed())
+            .max(Duration::from_secs(1))
+    };
+    let out = stdout.recv_timeout(left()).unwrap_or_default();
+    let err = stderr.recv_timeout(left()).unwrap_or_default();
     let last = |b: &[u8]| {
         String::from_utf8_lossy(b)
             .lines()
@@ -340,12 +343,25 @@ fn ask(
             .to_string()
     };
     if !status.success() {
-        let why: String = last(&err).chars().take(300).collect();
-        return Err(format!("failed ({status}): {why}"));
+        return Err(format!("failed ({status}): {}", shown(&last(&err), 300)));
     }
     let line = last(&out);
     serde_json::from_str(&line).map_err(|_| {
-        let shown: String = line.chars().take(200).collect();
-        format!("answered with something other than JSON: '{shown}'")
+        format!(
+            "answered with something other than JSON: '{}'",
+            shown(&line, 200)
+        )
     })
+}
+
+/// The Python's path as printed (`ACCEL_PYTHON` may hold anything).
+fn named(p: &Path) -> String {
+    out::printable(&p.display().to_string()).into_owned()
+}
+
+/// At most `max` characters of a child's text, control characters escaped (`out::printable`):
+/// what a Python prints must not move the terminal's cursor.
+fn shown(s: &str, max: usize) -> String {
+    let cut: String = s.chars().take(max).collect();
+    out::printable(&cut).into_owned()
 }

@@ -18,6 +18,12 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// The `--json` report of a run that must have succeeded.
+fn report(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 /// A fresh folder for one test's files.
 fn folder(test: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("accelkit-peers-{test}-{}", std::process::id()));
@@ -92,8 +98,7 @@ fn compare_numpy_times_the_same_work_in_numpy() {
         ],
         &python,
     );
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = report(&o);
     let c = v["comparison"].as_array().unwrap();
     assert_eq!(c.len(), 2, "{c:?}");
     for (entry, size) in c.iter().zip([48, 96]) {
@@ -181,8 +186,7 @@ fn compare_torch_times_the_same_work_in_pytorch() {
         ],
         &python,
     );
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = report(&o);
     let c = &v["comparison"][0];
     assert!(c["against"].as_str().unwrap().starts_with("torch "), "{c}");
     assert!(c["baseline_median_s"].as_f64().unwrap() > 0.0);
@@ -223,6 +227,11 @@ fn a_missing_library_or_a_broken_python_is_named_before_anything_runs() {
     );
     let failing = script(&dir, "failing", "echo 'Segmentation fault' >&2; exit 139");
     fails_with(&bench(&failing, "numpy"), "Segmentation fault");
+    // What the Python prints is shown with its control characters escaped.
+    let hostile = script(&dir, "hostile", r"printf '\033[2Jgone' >&2; exit 1");
+    let o = bench(&hostile, "numpy");
+    fails_with(&o, "\\x1b[2Jgone");
+    assert!(!text(&o.stderr).contains('\x1b'), "{}", text(&o.stderr));
     // A Python without the library asked for (one that has no module at all).
     let bare = script(
         &dir,

@@ -120,7 +120,7 @@ pub fn site_packages_for_helper() -> Option<std::ffi::OsString> {
 fn ask_python() -> Vec<PathBuf> {
     // The python3 on PATH only when it and its folder are the user's or root's and nobody
     // else may write them (its answer decides which native code accel loads).
-    let Some(python) = trust::on_path("python3") else {
+    let Some(python) = accelkit_core::env::on_path("python3") else {
         return Vec::new();
     };
     if let Err(why) = trust::safe_program(&python) {

@@ -270,15 +270,6 @@ pub fn safe_program(program: &Path) -> Result<(), String> {
     }
 }
 
-/// The first `name` on PATH, as the shell would run it.
-pub fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .filter(|d| d.is_absolute())
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
