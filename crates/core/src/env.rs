@@ -49,7 +49,7 @@ pub const KNOWN: &[(&str, &str)] = &[
     ),
     (
         "ACCEL_CPU_KERNEL",
-        "the CPU matmul kernels: portable, avx2 or avx512 (at most what the CPU has)",
+        "the CPU matmul kernels: portable, avx2, avx512 or amx (bf16 on AMX tiles; at most what the CPU has)",
     ),
     (
         "ACCEL_WGPU_MATMUL",
@@ -192,7 +192,7 @@ pub fn runtime_dir_refused() -> Option<&'static str> {
 }
 
 /// The CPU matmul kernel families `ACCEL_CPU_KERNEL` may name.
-pub const CPU_KERNELS: [&str; 3] = ["portable", "avx2", "avx512"];
+pub const CPU_KERNELS: [&str; 4] = ["portable", "avx2", "avx512", "amx"];
 
 /// Every problem with the `ACCEL_*` variables set now: values out of range, and names accel
 /// does not know (a typo such as `ACCEL_PJRT_TIMOUT` would otherwise be ignored silently).

@@ -155,7 +155,7 @@ impl<P: Packed, D> CpuKernel<P, D> {
 /// Which micro-kernel family `ACCEL_CPU_KERNEL` asks for (`None`: the best this CPU has).
 /// A bad value is ignored here (and reported by `accel doctor` through the central parser).
 fn forced_kernel() -> Option<&'static str> {
-    const FAMILIES: [&str; 3] = crate::base::env::CPU_KERNELS;
+    const FAMILIES: [&str; 4] = crate::base::env::CPU_KERNELS;
     static F: std::sync::OnceLock<Option<&'static str>> = std::sync::OnceLock::new();
     *F.get_or_init(|| {
         let v = crate::base::env::choice("ACCEL_CPU_KERNEL", &FAMILIES).ok()??;
@@ -163,15 +163,21 @@ fn forced_kernel() -> Option<&'static str> {
     })
 }
 
-/// Whether the CPU has every feature of the `family` kernels (and the family is allowed by
-/// `ACCEL_CPU_KERNEL`: a forced family allows itself and those below it).
-fn usable(family: &str) -> bool {
+/// Whether `ACCEL_CPU_KERNEL` allows the `family` kernels: a forced family allows itself and
+/// those below it (amx > avx512 > avx2 > portable).
+pub(super) fn allowed(family: &str) -> bool {
     let rank = |f: &str| match f {
+        "amx" => 3,
         "avx512" => 2,
         "avx2" => 1,
         _ => 0,
     };
-    if forced_kernel().is_some_and(|f| rank(family) > rank(f)) {
+    forced_kernel().is_none_or(|f| rank(family) <= rank(f))
+}
+
+/// Whether the CPU has every feature of the `family` kernels (and the family is `allowed`).
+fn usable(family: &str) -> bool {
+    if !allowed(family) {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
@@ -324,12 +330,15 @@ pub fn describe() -> Vec<(&'static str, String)> {
         ("f32", f(k32.name, k32.mr, k32.nr, k32.mc, k32.kc, k32.nc)),
         ("f64", f(k64.name, k64.mr, k64.nr, k64.mc, k64.kc, k64.nc)),
     ];
-    match bf16_kernel() {
-        Some(k) => v.push(("bf16", f(k.name, k.mr, k.nr, k.mc, k.kc, k.nc))),
-        None => v.push((
-            "bf16",
-            format!("converted to f32 while packing, then {}", k32.name),
-        )),
+    let bf16 = match (super::amx::tiles(), bf16_kernel()) {
+        (Some(t), _) => f("amx", super::amx::MR, super::amx::NR, t.mc, 2 * t.ks, t.nc),
+        (None, Some(k)) => f(k.name, k.mr, k.nr, k.mc, k.kc, k.nc),
+        (None, None) => format!("converted to f32 while packing, then {}", k32.name),
+    };
+    // Where the CPU has AMX but accel cannot use it, say why.
+    match super::amx::status() {
+        Err(e) if e.hardware => v.push(("bf16", format!("{bf16} (not AMX: {})", e.why))),
+        _ => v.push(("bf16", bf16)),
     }
     let c = Caches::of_this_machine();
     v.push((

@@ -17,6 +17,7 @@
 // eight scalars that belong in registers, not in a struct.
 #![allow(clippy::too_many_arguments)]
 
+mod amx;
 mod helper;
 mod kernel;
 mod micro;
@@ -271,8 +272,9 @@ unsafe fn gemm_small<D: Accum>(
     }
 }
 
-/// bf16 C = A * B accumulated in f32: with AVX512_BF16's pair dot products where the CPU has
-/// them, else converted to f32 while packing.
+/// bf16 C = A * B accumulated in f32: on AMX's tiles where the CPU has them and Linux gives
+/// them to this process (`amx::status`), else with AVX512_BF16's pair dot products where the
+/// CPU has them, else converted to f32 while packing.
 ///
 /// # Safety
 /// As for [`gemm_with`].
@@ -286,6 +288,9 @@ pub(crate) unsafe fn gemm_bf16(
     threads: usize,
     finish: Option<Finish<f32>>,
 ) {
+    if let Some(t) = amx::tiles() {
+        return amx::gemm_tiles(&t, m, n, k, a, b, c, threads, finish);
+    }
     match bf16_kernel() {
         Some(kern) => gemm_with(&kern, m, n, k, a, b, c, threads, finish),
         None => gemm_with(&f32::kernel(), m, n, k, a, b, c, threads, finish),
@@ -400,7 +405,7 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
                 // gemm_with). `dst` holds `len` values (the `panels` slice, borrowed
                 // mutably for this packing only); each thread writes only the places of its
                 // own steps, disjoint from the others'.
-                unsafe { pack_b(kc, nc, nr, bsrc, steps, dst, len) };
+                unsafe { pack_b(kc, nc, nr, bsrc, steps, (dst, len), ks) };
             };
             helper::for_each_part(&mut ranges, pack);
             let bpack = &bpack[..];

@@ -148,37 +148,41 @@ impl PackFrom<bf16> for Bf16Pair {
 }
 
 /// Packs the packed steps `steps` (of ks = ceil(kc / K_PER)) of the kc x nc block of B
-/// starting at `b` into their places in `nr`-wide micro-panels of ks steps each, zero-padded:
-/// value (s, j) of panel q at `dst[q * ks * nr + s * nr + j]`. Threads that pack one panel
+/// starting at `b` into their places in `nr`-wide micro-panels `kstride` >= ks steps apart,
+/// zero-padded to nr columns: value (s, j) of panel q at `dst[q * kstride * nr + s * nr +
+/// j]` (steps ks..kstride are the caller's: the AMX kernels zero them, see
+/// `amx::gemm_tiles`). Threads that pack one panel
 /// set together each take a range of steps: each then reads whole rows of B (a range of k),
 /// where ranges of panels made each read half of every row, which measured twice as slow
 /// (Zen 5, two threads, a 1000 x 2000 f32 slice from memory: 0.45-0.49 ms against 0.9-1.06).
 ///
 /// # Safety
 /// `b.at(p, j)` must be valid (see [`MatRef::at`]) for every p < kc, j < nc. `dst` must be
-/// valid for writes of `len` >= ks * ceil(nc / nr) * nr values (checked: this panics
-/// otherwise) and no one else may read or write the places of `steps` during the call.
+/// valid for writes of `len` >= kstride * ceil(nc / nr) * nr values, with kstride >= ks
+/// (both checked: this panics otherwise), and no one else may read or write the places of
+/// `steps` during the call.
 pub(super) unsafe fn pack_b<S: Copy, P: PackFrom<S>>(
     kc: usize,
     nc: usize,
     nr: usize,
     b: MatRef<S>,
     steps: std::ops::Range<usize>,
-    dst: OutPtr<P>,
-    len: usize,
+    (dst, len): (OutPtr<P>, usize),
+    kstride: usize,
 ) {
     let ks = kc.div_ceil(P::K_PER);
     let panels = nc.div_ceil(nr);
     assert!(
-        steps.end <= ks && ks * panels * nr <= len,
-        "pack_b: steps {steps:?} of {ks}, {panels} panels of {nr} in {len}"
+        steps.end <= ks && ks <= kstride && kstride * panels * nr <= len,
+        "pack_b: steps {steps:?} of {ks} ({kstride} apart), {panels} panels of {nr} in {len}"
     );
     // The nr values of step s of panel q.
     let place = |q: usize, s: usize| {
-        // SAFETY: q < panels and s < ks (callers below), so the nr values at q * ks * nr +
-        // s * nr end within ks * panels * nr <= len (asserted above): inside `dst`; they are
-        // this call's own places (# Safety), so this is the only reference to them.
-        unsafe { std::slice::from_raw_parts_mut(dst.get().add(q * ks * nr + s * nr), nr) }
+        // SAFETY: q < panels and s < ks <= kstride (callers below), so the nr values at q *
+        // kstride * nr + s * nr end within kstride * panels * nr <= len (asserted above):
+        // inside `dst`; they are this call's own places (# Safety), so this is the only
+        // reference to them.
+        unsafe { std::slice::from_raw_parts_mut(dst.get().add(q * kstride * nr + s * nr), nr) }
     };
     // One packed value from the group of K_PER rows of k starting at p0, column j (j < nc).
     let at = |p0: usize, j: usize| {

@@ -82,6 +82,24 @@ fn check_shapes<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum + Into
     back: impl Fn(S) -> f64,
     tol: f64,
 ) {
+    // SAFETY: `check_with` passes views over m x k and k x n values and a C of m * n; the
+    // kernel was checked usable by the caller.
+    let run = |m, n, k, a, b, c: &mut [D], threads, f: Finish<D>| unsafe {
+        gemm_with(kern, m, n, k, a, b, c, threads, Some(f))
+    };
+    check_with(kern.name, shapes, thread_counts, to, back, tol, run)
+}
+
+/// The body of `check_shapes`, for any product function `run`.
+fn check_with<S: Copy + Send + Sync + 'static, D: Accum + Into<f64>>(
+    name: &str,
+    shapes: &[(usize, usize, usize)],
+    thread_counts: &[usize],
+    to: impl Fn(f64) -> S,
+    back: impl Fn(S) -> f64,
+    tol: f64,
+    run: impl Fn(usize, usize, usize, MatRef<S>, MatRef<S>, &mut [D], usize, Finish<D>),
+) {
     for &(m, n, k) in shapes {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
             let a: Vec<S> = values(m * k, 1).into_iter().map(&to).collect();
@@ -112,9 +130,8 @@ fn check_shapes<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum + Into
                             }
                         }
                     };
-                // SAFETY: the views cover exactly the m x k and k x n values allocated
-                // above; c holds m * n; the kernel was checked usable by the caller.
-                unsafe { gemm_with(kern, m, n, k, ar, br, &mut c, threads, Some(&record)) };
+                // The views cover exactly the m x k and k x n values allocated above.
+                run(m, n, k, ar, br, &mut c, threads, &record);
                 let seen = seen.into_inner().unwrap();
                 for (idx, (g, s)) in c.iter().zip(&seen).enumerate() {
                     let g: f64 = (*g).into();
@@ -128,8 +145,7 @@ fn check_shapes<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum + Into
                     let g: f64 = (*g).into();
                     assert!(
                         (g - w).abs() <= tol * k as f64 * w.abs().max(1.0),
-                        "{} {m}x{n}x{k} ta={ta} tb={tb} threads={threads} at {idx}: {g}, naive {w}",
-                        kern.name
+                        "{name} {m}x{n}x{k} ta={ta} tb={tb} threads={threads} at {idx}: {g}, naive {w}"
                     );
                 }
             }
@@ -553,4 +569,78 @@ fn small_products_without_packing_match_the_naive_loop() {
         "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512f"
     );
     println!("skipped: avx512: this CPU has no avx512f");
+}
+
+fn required(what: &str) -> bool {
+    std::env::var("ACCEL_TEST_REQUIRE")
+        .unwrap_or_default()
+        .split(',')
+        .any(|s| s.trim().eq_ignore_ascii_case(what))
+}
+
+/// Shapes for the AMX loop nest with TINY caches (KC = 32 of k, MC = 32 rows, NC = 128
+/// columns): one tile and less, edges in every direction, several slices, blocks and panels,
+/// and one product big enough for two threads.
+const AMX_SHAPES: [(usize, usize, usize); 8] = [
+    (1, 1, 1),
+    (32, 32, 32),
+    (15, 33, 17),
+    (33, 31, 33),
+    (29, 70, 131),
+    (57, 9, 300),
+    (100, 130, 97),
+    (260, 300, 231),
+];
+
+/// Runs the AMX loop nest (`amx::gemm_tiles`) with tile kernel `t` over AMX_SHAPES.
+fn check_tiles(t: &amx::Tiles, name: &str) {
+    // SAFETY: check_with passes views over m x k and k x n values and a C of m * n; the
+    // caller made `t` callable here.
+    let run = |m, n, k, a, b, c: &mut [f32], threads, f: Finish<f32>| unsafe {
+        amx::gemm_tiles(t, m, n, k, a, b, c, threads, Some(f))
+    };
+    // Products of two bf16 are exact in f32; only the f32 sums round.
+    check_with(
+        name,
+        &AMX_SHAPES,
+        &[1, 2],
+        bf16::from_f64,
+        |x: bf16| x.to_f64(),
+        1e-6,
+        run,
+    );
+}
+
+/// Packing (A in rows of pairs, B's micro-panels zero-padded to whole tiles of k), blocking,
+/// edge tiles, finish and the thread split of the AMX path, on every machine: through
+/// `tdpbf16ps`'s arithmetic written out in Rust (`amx::tile_portable`).
+#[test]
+fn amx_loop_nest_matches_the_naive_loop() {
+    fn nothing() {}
+    let t = amx::Tiles::blocked(amx::tile_portable, nothing, nothing, TINY);
+    assert_eq!((t.ks, t.mc, t.nc), (16, 32, 128));
+    check_tiles(&t, "amx-portable");
+}
+
+/// The AMX kernel itself, where this CPU has AMX and Linux gives it to the process (the
+/// self-check in `amx::status` has then passed too), with small and default blocking.
+#[test]
+fn amx_kernel_matches_the_naive_loop() {
+    match (amx::status(), amx::tiles()) {
+        (Ok(()), Some(t)) => {
+            let small = amx::Tiles {
+                ks: 16,
+                mc: 32,
+                nc: 128,
+                ..t
+            };
+            check_tiles(&small, "amx");
+            check_tiles(&t, "amx");
+        }
+        (status, _) => {
+            let why = status.as_ref().err().map_or("no tiles", |e| e.why.as_str());
+            assert!(!required("amx"), "ACCEL_TEST_REQUIRE names amx, but {why}");
+            println!("skipped: amx: {why}");
+        }
+    }
 }

@@ -1,0 +1,596 @@
+//! bf16 products on AMX's tile unit (Intel Xeon from Sapphire Rapids on), chosen at run time
+//! from CPUID and the kernel's permission for tile data, with a self-check before first use.
+//!
+//! A tile is a 16-row register of up to 64 bytes a row; `tdpbf16ps` adds to a 16 x 16 f32
+//! tile of C the product of a 16 x 32 bf16 tile of A by a 32 x 16 one of B, given as 16 rows
+//! of 16 column pairs: element (k, j) of B sits at row k / 2, place 2 j + k % 2. That is the
+//! layout `pack_b` already gives the AVX512_BF16 kernel (`Bf16Pair`: two consecutive k of one
+//! column in a 32-bit word), so B is packed by the same code, 32 columns a micro-panel; A is
+//! packed as whole rows of pairs (`pack_rows`), which is its natural order. The kernel
+//! (`tile_kernel`) keeps a 32 x 32 block of C in four tiles and loads two tiles of A and two
+//! of B for every 32 elements of k: four tile products for four loads.
+//!
+//! The loop nest is `gemm_with`'s (B panels in L3, packed by all threads together; each
+//! thread its own A blocks in L2 and a disjoint share of C), with the B micro-panel (KS x 32
+//! pairs, 32 KiB) in L1 and A micro-panels streamed from L2. Edge tiles of C are computed in
+//! a 32 x 32 scratch block and copied out, so the kernel always computes whole tiles of
+//! zero-padded operands.
+//!
+//! Linux gives a process the tile registers only after `arch_prctl(ARCH_REQ_XCOMP_PERM,
+//! XFEATURE_XTILEDATA)` (Linux 5.16 and later; a tile instruction before it is SIGILL), so
+//! [`status`] asks once and says why when the answer is no; bf16 then runs on the
+//! AVX512_BF16 kernel as before.
+
+use half::bf16;
+
+use super::helper;
+use super::kernel::Caches;
+use super::pack::{pack_b, Bf16Pair, MatRef, OutPtr};
+use super::{Finish, Scratch, PARALLEL_MIN_FLOPS};
+
+/// Rows of C one tile-kernel call computes (two tiles of 16).
+pub(super) const MR: usize = 32;
+/// Columns of C one call computes (two tiles of 16): the B micro-panel's width.
+pub(super) const NR: usize = 32;
+/// Packed steps (pairs of k) in one tile of A or B: 64 bytes a row.
+pub(super) const STEP: usize = 16;
+
+/// `(chunks, a, sa, b, c, sc, load)`: the 32 x 32 f32 block at `c` (rows `sc` bytes apart)
+/// becomes (`load` ? itself : 0) + A B over `chunks` x 32 elements of k, with A 32 rows of
+/// packed pairs `sa` bytes apart and B an NR-wide micro-panel (NR pairs a step).
+///
+/// Calling one is unsafe: `a` must be readable for 32 rows of chunks * STEP pairs at stride
+/// `sa`, `b` for chunks * STEP * NR pairs, `c` readable and writable for 32 rows of 32 f32 at
+/// stride `sc` and not touched by anyone else during the call; `chunks` >= 1; the asm kernel
+/// also needs AMX with the tiles configured on this thread (`Tiles::enter`).
+pub(super) type TileKernel =
+    unsafe fn(usize, *const Bf16Pair, usize, *const Bf16Pair, *mut f32, usize, bool);
+
+/// A tile kernel with what a thread does before and after a run of calls, and the blocking.
+#[derive(Clone, Copy)]
+pub(super) struct Tiles {
+    pub run: TileKernel,
+    /// Configures the tile registers on the calling thread (asm kernel), or nothing.
+    pub enter: unsafe fn(),
+    /// Releases them, so that the kernel's context switches stop saving 8 KiB of tile data.
+    pub leave: unsafe fn(),
+    /// Packed steps per KC slice (a multiple of STEP).
+    pub ks: usize,
+    /// Rows per A block (a multiple of MR).
+    pub mc: usize,
+    /// Columns per B panel (a multiple of NR).
+    pub nc: usize,
+}
+
+impl Tiles {
+    /// The blocking for these caches: a slice of KS = 256 pairs (512 of k) makes the B
+    /// micro-panel 32 KiB, in a 48 KiB L1 beside the A tile rows in flight; the A block takes
+    /// half of L2 and the B panel 0.4 of L3, as the vector kernels' (`CpuKernel::blocked`).
+    pub(super) fn blocked(
+        run: TileKernel,
+        enter: unsafe fn(),
+        leave: unsafe fn(),
+        caches: Caches,
+    ) -> Tiles {
+        let ks = (caches.l1d * 2 / 3 / (NR * 4) / STEP * STEP).clamp(STEP, 256);
+        let mc = (caches.l2 / 2 / (ks * 4) / MR * MR).clamp(MR, 1024);
+        let nc = (caches.l3 * 4 / 10 / (ks * 4) / NR * NR).clamp(NR * 4, 8192);
+        Tiles {
+            run,
+            enter,
+            leave,
+            ks,
+            mc,
+            nc,
+        }
+    }
+}
+
+/// Why bf16 products do not run on AMX here.
+#[derive(Debug)]
+pub(crate) struct Unavailable {
+    /// Whether the CPU has AMX-BF16 (and something else stood in the way).
+    pub hardware: bool,
+    pub why: String,
+}
+
+/// Whether bf16 products run on AMX here, and if not, why (asked once a process).
+pub(crate) fn status() -> &'static Result<(), Unavailable> {
+    static S: std::sync::OnceLock<Result<(), Unavailable>> = std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        {
+            let refused = |why: String| Unavailable {
+                hardware: true,
+                why,
+            };
+            if !asm_kernel::has_amx_bf16() {
+                return Err(Unavailable {
+                    hardware: false,
+                    why: "this CPU has no AMX-BF16".into(),
+                });
+            }
+            if !super::kernel::allowed("amx") {
+                return Err(refused(
+                    "ACCEL_CPU_KERNEL caps the kernels below amx".into(),
+                ));
+            }
+            asm_kernel::permit().map_err(refused)?;
+            asm_kernel::self_check().map_err(refused)
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        Err(Unavailable {
+            hardware: false,
+            why: "AMX is used on x86-64 Linux only".into(),
+        })
+    })
+}
+
+/// The tile kernel for this machine, when [`status`] is Ok.
+pub(crate) fn tiles() -> Option<Tiles> {
+    static T: std::sync::OnceLock<Option<Tiles>> = std::sync::OnceLock::new();
+    *T.get_or_init(|| {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        if status().is_ok() {
+            return Some(asm_kernel::tiles(Caches::of_this_machine()));
+        }
+        None
+    })
+}
+
+/// Packs rows 0..mc, columns 0..kc of A (at `a`) as whole rows of pairs: row i's pair s (k =
+/// 2s, 2s + 1) at `dst[i * kstride + s]`, zeros past kc and in rows mc..mc rounded up to MR.
+///
+/// # Safety
+/// `a.at(i, p)` must be valid (see [`MatRef::at`]) for every i < mc, p < kc; `dst` must hold
+/// mc.next_multiple_of(MR) * kstride values (checked), with kstride >= ceil(kc / 2).
+pub(super) unsafe fn pack_rows(
+    mc: usize,
+    kc: usize,
+    a: MatRef<bf16>,
+    kstride: usize,
+    dst: &mut [Bf16Pair],
+) {
+    let ks = kc.div_ceil(2);
+    assert!(ks <= kstride && mc.next_multiple_of(MR) * kstride <= dst.len());
+    for (i, row) in dst
+        .chunks_mut(kstride)
+        .take(mc.next_multiple_of(MR))
+        .enumerate()
+    {
+        if i >= mc {
+            row.fill(Bf16Pair(0));
+            continue;
+        }
+        let (body, pad) = row.split_at_mut(ks);
+        if a.cs == 1 {
+            // SAFETY: row i < mc, columns 0..kc: valid by # Safety, contiguous (cs == 1).
+            let src = unsafe { std::slice::from_raw_parts(a.ptr.add(i * a.rs), kc) };
+            for (v, p) in body.iter_mut().zip(src.chunks(2)) {
+                let hi = p.get(1).map_or(0, |x| x.to_bits() as u32);
+                *v = Bf16Pair(p[0].to_bits() as u32 | hi << 16);
+            }
+        } else {
+            for (s, v) in body.iter_mut().enumerate() {
+                // SAFETY: i < mc, and 2s < kc (s < ks), 2s + 1 read only when < kc.
+                let lo = unsafe { a.at(i, 2 * s) }.to_bits() as u32;
+                let hi = if 2 * s + 1 < kc {
+                    unsafe { a.at(i, 2 * s + 1) }.to_bits() as u32
+                } else {
+                    0
+                };
+                *v = Bf16Pair(lo | hi << 16);
+            }
+        }
+        pad.fill(Bf16Pair(0));
+    }
+}
+
+/// A 32 x 32 f32 block for edge tiles, aligned to a cache line.
+#[repr(C, align(64))]
+struct Block([f32; MR * NR]);
+
+/// C = A B (bf16 operands, f32 C) on the tile kernel `t`, with `finish` as for `gemm_with`.
+///
+/// # Safety
+/// As for `gemm_with`; `t.run` must be callable on this CPU (`tiles()`, or the portable
+/// kernel of the tests).
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn gemm_tiles(
+    t: &Tiles,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<bf16>,
+    b: MatRef<bf16>,
+    c: &mut [f32],
+    threads: usize,
+    finish: Option<Finish<f32>>,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c.fill(0.0);
+        if let Some(f) = finish {
+            f(c.as_ptr(), 0..m, 0..n);
+        }
+        return;
+    }
+    // Equal slices of whole tiles (32 of k), as gemm_with's.
+    let kcb = k
+        .div_ceil(k.div_ceil(2 * t.ks))
+        .next_multiple_of(2 * STEP)
+        .min(2 * t.ks);
+    let threads = if m * n * k < PARALLEL_MIN_FLOPS {
+        1
+    } else {
+        threads.max(1)
+    };
+    let split_rows = m >= threads * MR * 4;
+    let ks_max = kcb.div_ceil(2).next_multiple_of(STEP);
+    let nc_max = t.nc.min(n);
+    let mut bscratch = Scratch::take::<Bf16Pair>(ks_max * nc_max.next_multiple_of(NR));
+    let bpack: &mut [Bf16Pair] = bscratch.view();
+    let alen = ks_max * t.mc.min(m).next_multiple_of(MR);
+    let mut ascratch: Vec<Scratch> = (0..threads)
+        .map(|_| Scratch::take::<Bf16Pair>(alen))
+        .collect();
+    let mut apacks: Vec<&mut [Bf16Pair]> = ascratch.iter_mut().map(|s| s.view()).collect();
+    let cp = OutPtr(c.as_mut_ptr());
+    for jc in (0..n).step_by(t.nc) {
+        let nc = t.nc.min(n - jc);
+        let panels = nc.div_ceil(NR);
+        for pc in (0..k).step_by(kcb) {
+            let kc = kcb.min(k - pc);
+            let ks = kc.div_ceil(2);
+            let kstride = ks.next_multiple_of(STEP);
+            let chunks = kstride / STEP;
+            let bsrc = b.offset(pc, jc);
+            let panel_set = &mut bpack[..kstride * panels * NR];
+            // The steps past ks of every micro-panel are zeros (the tile reads whole chunks).
+            for q in 0..panels {
+                panel_set[(q * kstride + ks) * NR..(q + 1) * kstride * NR].fill(Bf16Pair(0));
+            }
+            let (dst, len) = (OutPtr(panel_set.as_mut_ptr()), panel_set.len());
+            let per = ks.div_ceil(threads);
+            let mut ranges: Vec<_> = (0..threads)
+                .map(|t| (t * per).min(ks)..((t + 1) * per).min(ks))
+                .collect();
+            let pack = |_: usize, steps: &mut std::ops::Range<usize>| {
+                // SAFETY: pack_b reads b.at(pc + p, jc + j) for p < kc, j < nc, valid by
+                // gemm_tiles' # Safety; `dst` holds `len` = kstride * panels * NR values
+                // (the `panel_set` slice, borrowed for this packing only) and each thread
+                // writes only its own steps' places.
+                unsafe { pack_b(kc, nc, NR, bsrc, steps.clone(), (dst, len), kstride) };
+            };
+            helper::for_each_part(&mut ranges, pack);
+            let bpack = &bpack[..];
+            let work = |th: usize, apack: &mut &mut [Bf16Pair]| {
+                let (rows, cols) = if split_rows {
+                    let per = m.div_ceil(threads).next_multiple_of(MR);
+                    ((th * per).min(m)..((th + 1) * per).min(m), (0, nc))
+                } else {
+                    let per = nc.div_ceil(threads).next_multiple_of(NR);
+                    (0..m, ((th * per).min(nc), ((th + 1) * per).min(nc)))
+                };
+                if rows.is_empty() || cols.0 == cols.1 {
+                    return;
+                }
+                let blocks = rows.len().div_ceil(t.mc).max(1);
+                let mc_even = rows.len().div_ceil(blocks).next_multiple_of(MR).min(t.mc);
+                // SAFETY: `t.run` is callable here (# Safety); enter configures this
+                // thread's tiles, leave (below) releases them.
+                unsafe { (t.enter)() };
+                for ic in rows.clone().step_by(mc_even) {
+                    let mc = mc_even.min(rows.end - ic);
+                    // SAFETY: rows ic..ic + mc < m and columns pc..pc + kc <= k of A are
+                    // valid (# Safety); apack holds alen >= mc rounded to MR x kstride.
+                    unsafe { pack_rows(mc, kc, a.offset(ic, pc), kstride, apack) };
+                    for jr in (cols.0..cols.1).step_by(NR) {
+                        let w = NR.min(cols.1 - jr);
+                        // cols.0 is a multiple of NR, so jr starts micro-panel jr / NR.
+                        let bp = bpack[jr / NR * kstride * NR..].as_ptr();
+                        for ir in (0..mc).step_by(MR) {
+                            let h = MR.min(mc - ir);
+                            let ap = apack[ir * kstride..].as_ptr();
+                            // SAFETY: (ic + ir, jc + jr) .. + (h, w) is inside C (m x n) and
+                            // in this thread's own rows and columns (disjoint shares, as in
+                            // gemm_with); ap has MR rows of kstride pairs, bp chunks * STEP
+                            // steps of NR pairs (the micro-panel), both packed above.
+                            unsafe {
+                                let cb = cp.get().add((ic + ir) * n + jc + jr);
+                                tile_block(t, chunks, ap, kstride * 4, bp, cb, n, (h, w), pc > 0);
+                            }
+                        }
+                    }
+                    if let Some(f) = finish.filter(|_| pc + kc == k) {
+                        f(cp.get(), ic..ic + mc, jc + cols.0..jc + cols.1);
+                    }
+                }
+                // SAFETY: as for enter.
+                unsafe { (t.leave)() };
+            };
+            helper::for_each_part(&mut apacks, work);
+        }
+    }
+}
+
+/// One h x w block of C (at `c`, row stride `ldc` elements) from a whole 32 x 32 tile
+/// product: straight into C when whole, else through a scratch block.
+///
+/// # Safety
+/// As for [`TileKernel`], with `c` valid for h rows of w values at stride ldc.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn tile_block(
+    t: &Tiles,
+    chunks: usize,
+    a: *const Bf16Pair,
+    sa: usize,
+    b: *const Bf16Pair,
+    c: *mut f32,
+    ldc: usize,
+    (h, w): (usize, usize),
+    load: bool,
+) {
+    if h == MR && w == NR {
+        (t.run)(chunks, a, sa, b, c, ldc * 4, load);
+        return;
+    }
+    let mut blk = Block([0.0; MR * NR]);
+    if load {
+        for i in 0..h {
+            std::ptr::copy_nonoverlapping(c.add(i * ldc), blk.0.as_mut_ptr().add(i * NR), w);
+        }
+    }
+    (t.run)(chunks, a, sa, b, blk.0.as_mut_ptr(), NR * 4, load);
+    for i in 0..h {
+        std::ptr::copy_nonoverlapping(blk.0.as_ptr().add(i * NR), c.add(i * ldc), w);
+    }
+}
+
+/// What `tdpbf16ps` computes, in plain Rust, for machines without AMX: the tests run the
+/// whole loop nest (packing, blocking, edges, threads) through it everywhere.
+#[cfg(test)]
+pub(super) unsafe fn tile_portable(
+    chunks: usize,
+    a: *const Bf16Pair,
+    sa: usize,
+    b: *const Bf16Pair,
+    c: *mut f32,
+    sc: usize,
+    load: bool,
+) {
+    let half = |v: u32, hi: bool| bf16::from_bits((if hi { v >> 16 } else { v }) as u16).to_f32();
+    for i in 0..MR {
+        let arow = (a as *const u8).add(i * sa) as *const Bf16Pair;
+        let crow = (c as *mut u8).add(i * sc) as *mut f32;
+        for j in 0..NR {
+            let mut acc = if load { *crow.add(j) } else { 0.0 };
+            for s in 0..chunks * STEP {
+                let (x, y) = ((*arow.add(s)).0, (*b.add(s * NR + j)).0);
+                acc += half(x, false) * half(y, false) + half(x, true) * half(y, true);
+            }
+            *crow.add(j) = acc;
+        }
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod asm_kernel {
+    use super::*;
+    use std::arch::asm;
+
+    /// LDTILECFG's 64 bytes: palette 1; tiles 0-7 all 16 rows of 64 bytes (bytes 16-31:
+    /// bytes per row of each tile, little-endian u16; bytes 48-55: rows).
+    #[repr(C, align(64))]
+    struct Config([u8; 64]);
+
+    static CONFIG: Config = {
+        let mut c = [0u8; 64];
+        c[0] = 1;
+        let mut t = 0;
+        while t < 8 {
+            c[16 + 2 * t] = 64;
+            c[48 + t] = 16;
+            t += 1;
+        }
+        Config(c)
+    };
+
+    pub(super) fn tiles(caches: Caches) -> Tiles {
+        Tiles::blocked(kernel, enter, leave, caches)
+    }
+
+    /// # Safety
+    /// AMX-TILE, with the tile data permitted (`permit`).
+    unsafe fn enter() {
+        asm!("ldtilecfg [{}]", in(reg) CONFIG.0.as_ptr(), options(nostack, readonly));
+    }
+
+    /// # Safety
+    /// AMX-TILE.
+    unsafe fn leave() {
+        asm!("tilerelease", options(nostack, nomem));
+    }
+
+    /// C's four tiles: tmm0 (rows 0-15, columns 0-15), tmm1 (0-15, 16-31), tmm2 (16-31,
+    /// 0-15), tmm3 (16-31, 16-31); A's two row tiles in tmm4 and tmm5, B's two column tiles
+    /// in tmm6 and tmm7. Each turn of the loop covers 32 of k: A moves 64 bytes along its
+    /// rows, B 16 steps of 128 bytes down its micro-panel.
+    ///
+    /// # Safety
+    /// See [`TileKernel`].
+    unsafe fn kernel(
+        chunks: usize,
+        a: *const Bf16Pair,
+        sa: usize,
+        b: *const Bf16Pair,
+        c: *mut f32,
+        sc: usize,
+        load: bool,
+    ) {
+        debug_assert!(chunks >= 1);
+        let a16 = (a as *const u8).add(16 * sa);
+        let c16 = (c as *mut u8).add(16 * sc);
+        asm!(
+            "test {load}, {load}",
+            "jz 3f",
+            "tileloadd tmm0, [{c} + {sc}*1]",
+            "tileloadd tmm1, [{c} + {sc}*1 + 64]",
+            "tileloadd tmm2, [{c16} + {sc}*1]",
+            "tileloadd tmm3, [{c16} + {sc}*1 + 64]",
+            "jmp 4f",
+            "3:",
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3",
+            "4:",
+            ".p2align 4",
+            "2:",
+            "tileloadd tmm4, [{a} + {sa}*1]",
+            "tileloadd tmm6, [{b} + {sb}*1]",
+            "tileloadd tmm7, [{b} + {sb}*1 + 64]",
+            "tdpbf16ps tmm0, tmm4, tmm6",
+            "tdpbf16ps tmm1, tmm4, tmm7",
+            "tileloadd tmm5, [{a16} + {sa}*1]",
+            "tdpbf16ps tmm2, tmm5, tmm6",
+            "tdpbf16ps tmm3, tmm5, tmm7",
+            "add {a}, 64",
+            "add {a16}, 64",
+            "add {b}, {bstep}",
+            "dec {n}",
+            "jnz 2b",
+            "tilestored [{c} + {sc}*1], tmm0",
+            "tilestored [{c} + {sc}*1 + 64], tmm1",
+            "tilestored [{c16} + {sc}*1], tmm2",
+            "tilestored [{c16} + {sc}*1 + 64], tmm3",
+            load = in(reg) load as usize,
+            c = in(reg) c,
+            c16 = in(reg) c16,
+            sc = in(reg) sc,
+            a = inout(reg) a => _,
+            a16 = inout(reg) a16 => _,
+            sa = in(reg) sa,
+            b = inout(reg) b => _,
+            sb = in(reg) NR * 4,
+            bstep = const STEP * NR * 4,
+            n = inout(reg) chunks => _,
+            options(nostack),
+        );
+    }
+
+    /// Whether CPUID shows AMX-TILE and AMX-BF16 (leaf 7 EDX bits 24 and 22).
+    pub(super) fn has_amx_bf16() -> bool {
+        use std::arch::x86_64::{__cpuid, __cpuid_count};
+        // SAFETY: CPUID exists on every x86-64 CPU; leaf 7 is read only where leaf 0 says
+        // it is there.
+        #[allow(unused_unsafe)]
+        let l7 = unsafe {
+            if __cpuid(0).eax < 7 {
+                return false;
+            }
+            __cpuid_count(7, 0)
+        };
+        l7.edx >> 24 & 1 == 1 && l7.edx >> 22 & 1 == 1
+    }
+
+    /// Asks Linux for the tile data registers (once a process; every thread then has them).
+    pub(super) fn permit() -> Result<(), String> {
+        const ARCH_GET_XCOMP_SUPP: libc::c_long = 0x1021;
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        let mut supported: u64 = 0;
+        // SAFETY: arch_prctl(ARCH_GET_XCOMP_SUPP) writes one u64 through the pointer.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_GET_XCOMP_SUPP,
+                &mut supported as *mut u64,
+            )
+        };
+        if r != 0 {
+            return Err(format!(
+                "the Linux kernel cannot give tile data to a process (arch_prctl ARCH_GET_XCOMP_SUPP: {}; Linux 5.16 or later needed)",
+                std::io::Error::last_os_error()
+            ));
+        }
+        if supported >> XFEATURE_XTILEDATA & 1 == 0 {
+            return Err("the Linux kernel has not enabled AMX tile data (XCR0)".into());
+        }
+        // SAFETY: a plain request with two integer arguments.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_REQ_XCOMP_PERM,
+                XFEATURE_XTILEDATA,
+            )
+        };
+        if r != 0 {
+            return Err(format!(
+                "Linux refused tile data to this process (arch_prctl ARCH_REQ_XCOMP_PERM: {})",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs the kernel once on values whose products and sums are exact in f32, with and
+    /// without loading C, and compares with the portable loop's arithmetic: a hypervisor
+    /// that shows AMX but runs it wrong falls back to the vector kernel instead of giving
+    /// wrong products.
+    pub(super) fn self_check() -> Result<(), String> {
+        const CH: usize = 2;
+        let a: Vec<Bf16Pair> = (0..MR * CH * STEP)
+            .map(|i| pair((i % 7) as f32 - 3.0, (i % 5) as f32 - 2.0))
+            .collect();
+        let b: Vec<Bf16Pair> = (0..CH * STEP * NR)
+            .map(|i| pair((i % 3) as f32 - 1.0, (i % 11) as f32 - 5.0))
+            .collect();
+        let mut want = vec![0f32; MR * NR];
+        for i in 0..MR {
+            for j in 0..NR {
+                let mut acc = (i * NR + j) as f32;
+                for s in 0..CH * STEP {
+                    let (x, y) = (a[i * CH * STEP + s].0, b[s * NR + j].0);
+                    let lo = |v: u32| bf16::from_bits(v as u16).to_f32();
+                    acc += lo(x) * lo(y) + lo(x >> 16) * lo(y >> 16);
+                }
+                want[i * NR + j] = acc;
+            }
+        }
+        let mut got = Block([0.0; MR * NR]);
+        for (i, v) in got.0.iter_mut().enumerate() {
+            *v = i as f32;
+        }
+        // SAFETY: permit() succeeded (status calls it first) and the CPU has AMX-TILE and
+        // AMX-BF16 (checked there); a holds 32 rows of CH * STEP pairs, b CH * STEP steps of
+        // NR, got 32 x 32 f32, all local.
+        unsafe {
+            enter();
+            kernel(
+                CH,
+                a.as_ptr(),
+                CH * STEP * 4,
+                b.as_ptr(),
+                got.0.as_mut_ptr(),
+                NR * 4,
+                true,
+            );
+            leave();
+        }
+        match got.0.iter().zip(&want).position(|(g, w)| g != w) {
+            None => Ok(()),
+            Some(i) => Err(format!(
+                "the AMX self-check computed {} where {} is right (element {i}); not using AMX",
+                got.0[i], want[i]
+            )),
+        }
+    }
+
+    fn pair(lo: f32, hi: f32) -> Bf16Pair {
+        Bf16Pair(bf16::from_f32(lo).to_bits() as u32 | (bf16::from_f32(hi).to_bits() as u32) << 16)
+    }
+}
