@@ -178,14 +178,26 @@ pub fn cpu_core(info: &crate::base::system::CpuInfo) -> Option<CpuCore> {
 /// A CPU's peak for `dtype`: cores used x clock x flops per cycle per core of the fastest
 /// unit the CPU has for that dtype ([`cpu_core`]: the FMA units, or AMX's tile unit for bf16
 /// and f16 where it has one), so that no program on it, accel's or another library's, can
-/// reach more than 100%. Where accel's own kernel runs on a slower unit (its bf16 kernel on the
-/// vector units of an AMX machine, its f16 kernel in f32), the formula says so and gives that
-/// unit's figure. Cores used are the compute threads, at most the physical cores (SMT
-/// siblings share FMA units). Integer matmul has no FMA peak and gives `None`, as do CPUs not
-/// in the table and a CPU without a known clock. The clock is `info.frequency_mhz`: pass the
-/// one measured with [`measured_cpu_clock_mhz`] (`bench::peak` does) rather than the nominal
-/// one.
+/// reach more than 100%. Where accel's own kernel runs on a slower unit (its f16 kernel in
+/// f32), the formula says so and gives that unit's figure. accel's bf16 kernel runs on AMX's
+/// tiles where the CPU has them (and the OS gives them to the process: where it does not,
+/// [`host_matmul_peak`] says so). Cores used are the compute threads, at most the physical
+/// cores (SMT siblings share FMA units). Integer matmul has no FMA peak and gives `None`, as
+/// do CPUs not in the table and a CPU without a known clock. The clock is
+/// `info.frequency_mhz`: pass the one measured with [`measured_cpu_clock_mhz`]
+/// (`bench::peak` does) rather than the nominal one.
 pub fn cpu_peak(info: &crate::base::system::CpuInfo, threads: usize, dtype: DType) -> Option<Peak> {
+    peak_for(info, threads, dtype, true)
+}
+
+/// As [`cpu_peak`], with `bf16_tiles` false where accel's bf16 kernel cannot use AMX's tiles
+/// although the CPU has them (the formula then gives the vector units' figure beside).
+fn peak_for(
+    info: &crate::base::system::CpuInfo,
+    threads: usize,
+    dtype: DType,
+    bf16_tiles: bool,
+) -> Option<Peak> {
     let mhz = info.frequency_mhz? as f64;
     let core = cpu_core(info)?;
     // (the machine's best: flops/cycle, dtype, unit), and accel's kernel's where it differs.
@@ -216,7 +228,10 @@ pub fn cpu_peak(info: &crate::base::system::CpuInfo, threads: usize, dtype: DTyp
         DType::BF16 => match core.amx_bf16_flops {
             Some(a) if a > core.bf16_flops => (
                 amx(a, "bf16"),
-                Some((core.bf16_flops, "bf16 kernel runs on the vector units")),
+                (!bf16_tiles).then_some((
+                    core.bf16_flops,
+                    "bf16 kernel runs on the vector units here (not AMX)",
+                )),
             ),
             _ => (vector(core.bf16_flops, "bf16"), None),
         },
@@ -301,17 +316,64 @@ fn add_chain_mhz(iters: u64) -> f64 {
 }
 
 /// This host's CPU peak for matmul in `dtype`, on the threads this process computes with,
-/// at the clock measured under load (the formula says which clock it used).
-pub fn host_matmul_peak(dtype: DType) -> Option<Peak> {
+/// at the clock measured under load (the formula says which clock it used); `bf16_tiles`:
+/// whether accel's bf16 kernel runs on AMX's tiles in this process (`matmul::amx::status`),
+/// where the CPU has them.
+pub fn host_matmul_peak(dtype: DType, bf16_tiles: bool) -> Option<Peak> {
     let mut info = crate::base::system::cpu_info();
     let nominal = info.frequency_mhz;
     let measured = measured_cpu_clock_mhz();
     info.frequency_mhz = measured.or(nominal);
-    let mut p = cpu_peak(&info, super::threads::threads(), dtype)?;
+    let mut p = peak_for(&info, super::threads::threads(), dtype, bf16_tiles)?;
     p.formula.push_str(&match (measured, nominal) {
         (Some(m), Some(n)) => format!("; clock measured under load ({m} MHz; the OS says {n} MHz)"),
         (Some(m), None) => format!("; clock measured under load ({m} MHz)"),
         _ => "; clock as the OS reports it (not measured here)".to_string(),
     });
     Some(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An Emerald Rapids Xeon with AMX whose tiles this process may not use (Linux refused
+    /// them, or `ACCEL_CPU_KERNEL` caps the kernels): the peak is still the tiles', and the
+    /// formula gives what accel's bf16 kernel can reach on the vector units (2 x 2.9 x 128).
+    #[test]
+    fn bf16_off_the_tiles_gives_the_vector_units_figure_beside() {
+        let info = crate::base::system::CpuInfo {
+            brand: "test".into(),
+            logical_cores: 2,
+            physical_cores: 2,
+            frequency_mhz: Some(2900),
+            simd: [
+                "avx2",
+                "fma",
+                "avx512f",
+                "avx512bf16",
+                "amx-tile",
+                "amx-bf16",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            vendor: "GenuineIntel".into(),
+            family: 6,
+            model: 0xcf,
+        };
+        let off = peak_for(&info, 2, DType::BF16, false).unwrap();
+        let on = peak_for(&info, 2, DType::BF16, true).unwrap();
+        assert_eq!(off.gflop_per_s, on.gflop_per_s);
+        assert!((on.gflop_per_s - 5939.2).abs() < 0.1, "{}", on.formula);
+        assert!(
+            off.formula.ends_with(
+                "accel's bf16 kernel runs on the vector units here (not AMX): 128 flops/cycle \
+                 = 742.4 GFLOP/s"
+            ),
+            "{}",
+            off.formula
+        );
+        assert!(!on.formula.contains("accel's"), "{}", on.formula);
+    }
 }

@@ -168,8 +168,8 @@ fn peak_formulas_of_known_chips() {
     // The same Xeon with AMX (Sapphire/Emerald Rapids: AMX-BF16 and AMX-INT8): bf16's peak
     // is the tile unit's, 1024 flops per cycle per core (2 x 2.9 x 1024 = 5939.2), so that
     // PyTorch's oneDNN on the tiles (842 GFLOP/s measured on such a 2-vCPU machine, 114% of
-    // the vector units' 737 before) stays under 100%; the formula names both units and what
-    // accel's bf16 kernel can reach on the vector units (2 x 2.9 x 128 = 742.4).
+    // the vector units' 737 before) stays under 100%; the formula names both units. accel's
+    // bf16 kernel runs on the tiles there, so the formula gives no second figure for it.
     let amx = chip(
         "GenuineIntel",
         6,
@@ -195,13 +195,7 @@ fn peak_formulas_of_known_chips() {
         "{}",
         p.formula
     );
-    assert!(
-        p.formula.ends_with(
-            "accel's bf16 kernel runs on the vector units: 128 flops/cycle = 742.4 GFLOP/s"
-        ),
-        "{}",
-        p.formula
-    );
+    assert!(!p.formula.contains("accel's"), "{}", p.formula);
     // f32 and f64 are the FMA units' whatever the tiles do.
     assert!(close(
         bench::cpu_peak(&amx, 2, DType::F32).unwrap().gflop_per_s,

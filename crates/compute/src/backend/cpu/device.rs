@@ -75,7 +75,7 @@ impl Backend for Cpu {
     }
     // host_cached_bytes: none beyond `cached_bytes` itself (the default, 0).
     fn matmul_peak(_: &DeviceCaps, dtype: DType) -> Option<crate::base::cpu_peak::Peak> {
-        crate::base::cpu_peak::host_matmul_peak(dtype)
+        crate::base::cpu_peak::host_matmul_peak(dtype, matmul::amx_in_use())
     }
     fn kernels() -> Vec<(&'static str, String)> {
         matmul::describe()

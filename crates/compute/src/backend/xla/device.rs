@@ -141,7 +141,7 @@ impl Backend for Xla {
     // XLA's CPU platform computes on this CPU: its peak is the host's.
     fn matmul_peak(caps: &DeviceCaps, dtype: DType) -> Option<crate::base::cpu_peak::Peak> {
         if caps.hardware == Hardware::HostCpuEmulated {
-            crate::base::cpu_peak::host_matmul_peak(dtype)
+            crate::base::cpu_peak::host_matmul_peak(dtype, true)
         } else {
             None
         }

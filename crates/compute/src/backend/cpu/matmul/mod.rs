@@ -272,6 +272,11 @@ unsafe fn gemm_small<D: Accum>(
     }
 }
 
+/// Whether bf16 products run on AMX's tiles in this process.
+pub(crate) fn amx_in_use() -> bool {
+    amx::tiles().is_some()
+}
+
 /// bf16 C = A * B accumulated in f32: on AMX's tiles where the CPU has them and Linux gives
 /// them to this process (`amx::status`), else with AVX512_BF16's pair dot products where the
 /// CPU has them, else converted to f32 while packing.
