@@ -36,6 +36,7 @@ impl Backend for Cpu {
         details.push((
             "matmul_kernel".to_string(),
             match matmul::bf16_kernel() {
+                _ if matmul::amx_in_use() => format!("{k32}, bf16 amx"),
                 Some(b) => format!("{k32}, bf16 {}", b.name),
                 None => k32.to_string(),
             },

@@ -1,6 +1,7 @@
-//! The doctor's CPU checklist: the vector instructions the kernels use, and the threads in
-//! use against the cores (and a container's CPU quota).
+//! The doctor's CPU checklist: the vector instructions the kernels use, AMX's tiles where the
+//! CPU has them, and the threads in use against the cores (and a container's CPU quota).
 
+use super::matmul::amx;
 use crate::base::check::{check, Check, Status};
 
 pub(crate) fn cpu_checks() -> Vec<Check> {
@@ -32,6 +33,7 @@ pub(crate) fn cpu_checks() -> Vec<Check> {
             "",
         )
     }];
+    v.extend(amx_check(amx::status()));
     let threads = crate::base::threads::threads();
     let env = std::env::var("RAYON_NUM_THREADS").ok();
     // A container's CPU quota sizes the pool (rounded to the nearest CPU: `threads_for`).
@@ -68,4 +70,84 @@ pub(crate) fn cpu_checks() -> Vec<Check> {
         )
     });
     v
+}
+
+/// Where the CPU has AMX-BF16: whether bf16 products run on its tiles, and if not, why and
+/// what to do (nothing to say on a CPU without AMX).
+fn amx_check(status: &Result<(), amx::Unavailable>) -> Option<Check> {
+    const ID: &str = "cpu.amx";
+    const TITLE: &str = "AMX tiles for bf16 matmul";
+    match status {
+        Ok(()) => Some(check(
+            ID,
+            TITLE,
+            Status::Pass,
+            "bf16 products run on the tiles",
+            "",
+        )),
+        Err(e) if e.hardware => {
+            let fix = if e.why.contains("ACCEL_CPU_KERNEL") {
+                "unset ACCEL_CPU_KERNEL (or set it to amx) to use the tiles".to_string()
+            } else if e.why.contains("self-check") {
+                "the tiles computed a wrong product here (a hypervisor that shows AMX but does \
+                 not run it right?): bf16 runs on the vector units; report it with `accel \
+                 doctor --json`"
+                    .to_string()
+            } else {
+                "Linux 5.16 or later gives a process AMX's tile data (arch_prctl \
+                 ARCH_REQ_XCOMP_PERM); a VM also needs its hypervisor to pass AMX through"
+                    .to_string()
+            };
+            Some(check(
+                ID,
+                TITLE,
+                Status::Warn,
+                format!(
+                    "the CPU has AMX-BF16, but bf16 products run on the vector units, several \
+                     times slower: {}",
+                    e.why
+                ),
+                fix,
+            ))
+        }
+        Err(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(why: &str) -> Result<(), amx::Unavailable> {
+        Err(amx::Unavailable {
+            hardware: true,
+            why: why.into(),
+        })
+    }
+
+    #[test]
+    fn amx_is_reported_only_where_the_cpu_has_it_with_the_reason_and_fix() {
+        let none = Err(amx::Unavailable {
+            hardware: false,
+            why: "this CPU has no AMX-BF16".into(),
+        });
+        assert!(amx_check(&none).is_none());
+        let ok = amx_check(&Ok(())).unwrap();
+        assert_eq!((ok.id, ok.status), ("cpu.amx", Status::Pass));
+        let old = "the Linux kernel cannot give tile data to a process (arch_prctl \
+                   ARCH_GET_XCOMP_SUPP: Invalid argument (os error 22); Linux 5.16 or later \
+                   needed)";
+        let c = amx_check(&refused(old)).unwrap();
+        assert_eq!(c.status, Status::Warn);
+        assert!(c.found.ends_with(old), "{}", c.found);
+        assert!(c.fix.starts_with("Linux 5.16 or later"), "{}", c.fix);
+        let capped = amx_check(&refused("ACCEL_CPU_KERNEL caps the kernels below amx")).unwrap();
+        assert!(
+            capped.fix.starts_with("unset ACCEL_CPU_KERNEL"),
+            "{}",
+            capped.fix
+        );
+        let wrong = amx_check(&refused("the AMX self-check computed 1 where 2 is right")).unwrap();
+        assert!(wrong.fix.contains("wrong product"), "{}", wrong.fix);
+    }
 }

@@ -127,7 +127,7 @@ pub(crate) fn status() -> &'static Result<(), Unavailable> {
 }
 
 /// The tile kernel for this machine, when [`status`] is Ok.
-pub(crate) fn tiles() -> Option<Tiles> {
+pub(super) fn tiles() -> Option<Tiles> {
     static T: std::sync::OnceLock<Option<Tiles>> = std::sync::OnceLock::new();
     *T.get_or_init(|| {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]

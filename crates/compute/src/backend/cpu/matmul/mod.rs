@@ -17,7 +17,7 @@
 // eight scalars that belong in registers, not in a struct.
 #![allow(clippy::too_many_arguments)]
 
-mod amx;
+pub(crate) mod amx;
 mod helper;
 mod kernel;
 mod micro;
