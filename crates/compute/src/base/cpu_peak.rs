@@ -181,7 +181,7 @@ pub fn cpu_core(info: &crate::base::system::CpuInfo) -> Option<CpuCore> {
 /// reach more than 100%. Where accel's own kernel runs on a slower unit (its f16 kernel in
 /// f32), the formula says so and gives that unit's figure. accel's bf16 kernel runs on AMX's
 /// tiles where the CPU has them (and the OS gives them to the process: where it does not,
-/// [`host_matmul_peak`] says so). Cores used are the compute threads, at most the physical
+/// this host's peak says so). Cores used are the compute threads, at most the physical
 /// cores (SMT siblings share FMA units). Integer matmul has no FMA peak and gives `None`, as
 /// do CPUs not in the table and a CPU without a known clock. The clock is
 /// `info.frequency_mhz`: pass the one measured with [`measured_cpu_clock_mhz`]
