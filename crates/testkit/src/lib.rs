@@ -15,8 +15,9 @@
 /// the TPU metrics service, `chromium` for the notebook photograph, `standin` for the C compiler
 /// that builds the doctor corpus's stand-in driver, `cgroup` for a CPU quota group, `examples` for
 /// the seeds' examples as `cargo test --all-targets` builds them, `numpy` and `torch` for
-/// `accel bench --compare`'s peers in the test environment's Python).
-pub const KNOWN: [&str; 19] = [
+/// `accel bench --compare`'s peers in the test environment's Python, `amx` for the bf16 kernel on
+/// AMX's tiles).
+pub const KNOWN: [&str; 20] = [
     "cpu",
     "cuda",
     "nvrtc",
@@ -36,6 +37,7 @@ pub const KNOWN: [&str; 19] = [
     "examples",
     "numpy",
     "torch",
+    "amx",
 ];
 
 /// The names in `ACCEL_TEST_REQUIRE` (comma-separated, any case). Panics on a name that is not
