@@ -26,7 +26,7 @@ use half::bf16;
 use super::helper;
 use super::kernel::Caches;
 use super::pack::{pack_b, Bf16Pair, MatRef, OutPtr};
-use super::{Finish, Scratch, PARALLEL_MIN_FLOPS};
+use super::{pack_ranges, share, Finish, Scratch, PARALLEL_MIN_FLOPS};
 
 /// Rows of C one tile-kernel call computes (two tiles of 16).
 pub(super) const MR: usize = 32;
@@ -253,10 +253,7 @@ pub(super) unsafe fn gemm_tiles(
                 panel_set[(q * kstride + ks) * NR..(q + 1) * kstride * NR].fill(Bf16Pair(0));
             }
             let (dst, len) = (OutPtr(panel_set.as_mut_ptr()), panel_set.len());
-            let per = ks.div_ceil(threads);
-            let mut ranges: Vec<_> = (0..threads)
-                .map(|t| (t * per).min(ks)..((t + 1) * per).min(ks))
-                .collect();
+            let mut ranges = pack_ranges(ks, threads);
             let pack = |_: usize, steps: &mut std::ops::Range<usize>| {
                 // SAFETY: pack_b reads b.at(pc + p, jc + j) for p < kc, j < nc, valid by
                 // gemm_tiles' # Safety; `dst` holds `len` = kstride * panels * NR values
@@ -267,13 +264,7 @@ pub(super) unsafe fn gemm_tiles(
             helper::for_each_part(&mut ranges, pack);
             let bpack = &bpack[..];
             let work = |th: usize, apack: &mut &mut [Bf16Pair]| {
-                let (rows, cols) = if split_rows {
-                    let per = m.div_ceil(threads).next_multiple_of(MR);
-                    ((th * per).min(m)..((th + 1) * per).min(m), (0, nc))
-                } else {
-                    let per = nc.div_ceil(threads).next_multiple_of(NR);
-                    (0..m, ((th * per).min(nc), ((th + 1) * per).min(nc)))
-                };
+                let (rows, cols) = share(th, threads, split_rows, (m, nc), (MR, NR));
                 if rows.is_empty() || cols.0 == cols.1 {
                     return;
                 }
@@ -350,6 +341,17 @@ unsafe fn tile_block(
     }
 }
 
+/// One place of `tdpbf16ps`: the dot product of two pairs of bf16 (low halves, then high), in
+/// f32.
+#[cfg_attr(
+    not(any(test, all(target_arch = "x86_64", target_os = "linux"))),
+    allow(dead_code)
+)]
+fn pair_dot(x: Bf16Pair, y: Bf16Pair) -> f32 {
+    let half = |v: u32| bf16::from_bits(v as u16).to_f32();
+    half(x.0) * half(y.0) + half(x.0 >> 16) * half(y.0 >> 16)
+}
+
 /// What `tdpbf16ps` computes, in plain Rust, for machines without AMX: the tests run the
 /// whole loop nest (packing, blocking, edges, threads) through it everywhere.
 #[cfg(test)]
@@ -362,15 +364,13 @@ pub(super) unsafe fn tile_portable(
     sc: usize,
     load: bool,
 ) {
-    let half = |v: u32, hi: bool| bf16::from_bits((if hi { v >> 16 } else { v }) as u16).to_f32();
     for i in 0..MR {
         let arow = (a as *const u8).add(i * sa) as *const Bf16Pair;
         let crow = (c as *mut u8).add(i * sc) as *mut f32;
         for j in 0..NR {
             let mut acc = if load { *crow.add(j) } else { 0.0 };
             for s in 0..chunks * STEP {
-                let (x, y) = ((*arow.add(s)).0, (*b.add(s * NR + j)).0);
-                acc += half(x, false) * half(y, false) + half(x, true) * half(y, true);
+                acc += pair_dot(*arow.add(s), *b.add(s * NR + j));
             }
             *crow.add(j) = acc;
         }
@@ -554,9 +554,7 @@ mod asm_kernel {
             for j in 0..NR {
                 let mut acc = (i * NR + j) as f32;
                 for s in 0..CH * STEP {
-                    let (x, y) = (a[i * CH * STEP + s].0, b[s * NR + j].0);
-                    let lo = |v: u32| bf16::from_bits(v as u16).to_f32();
-                    acc += lo(x) * lo(y) + lo(x >> 16) * lo(y >> 16);
+                    acc += pair_dot(a[i * CH * STEP + s], b[s * NR + j]);
                 }
                 want[i * NR + j] = acc;
             }

@@ -329,6 +329,32 @@ pub(crate) unsafe fn gemm_f16(
 pub(crate) type Finish<'a, D> =
     &'a (dyn Fn(*const D, std::ops::Range<usize>, std::ops::Range<usize>) + Sync);
 
+/// The k steps of a B panel each of `threads` threads packs (`pack_b`): equal ranges of ks.
+fn pack_ranges(ks: usize, threads: usize) -> Vec<std::ops::Range<usize>> {
+    let per = ks.div_ceil(threads);
+    (0..threads)
+        .map(|t| (t * per).min(ks)..((t + 1) * per).min(ks))
+        .collect()
+}
+
+/// Thread t's share of an m x nc block of C: its rows (a multiple of mr each) with every
+/// column when `split_rows`, else every row and its columns (a multiple of nr each).
+fn share(
+    t: usize,
+    threads: usize,
+    split_rows: bool,
+    (m, nc): (usize, usize),
+    (mr, nr): (usize, usize),
+) -> (std::ops::Range<usize>, (usize, usize)) {
+    if split_rows {
+        let per = m.div_ceil(threads).next_multiple_of(mr);
+        ((t * per).min(m)..((t + 1) * per).min(m), (0, nc))
+    } else {
+        let per = nc.div_ceil(threads).next_multiple_of(nr);
+        (0..m, ((t * per).min(nc), ((t + 1) * per).min(nc)))
+    }
+}
+
 /// C = A * B with kernel `kern`.
 ///
 /// The loop nest is BLIS's: for each NC-wide column panel and KC-deep slice, B's panel is
@@ -399,10 +425,7 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
             let panels = &mut bpack[..ks * nc.div_ceil(nr) * nr];
             let (dst, len) = (OutPtr(panels.as_mut_ptr()), panels.len());
             // Each thread packs a range of k steps of every panel (see pack_b).
-            let per = ks.div_ceil(threads);
-            let mut ranges: Vec<_> = (0..threads)
-                .map(|t| (t * per).min(ks)..((t + 1) * per).min(ks))
-                .collect();
+            let mut ranges = pack_ranges(ks, threads);
             let pack = |_: usize, steps: &mut std::ops::Range<usize>| {
                 let steps = steps.clone();
                 // SAFETY: pack_b reads b.at(pc + p, jc + j) for p < kc, j < nc: elements of
@@ -415,13 +438,7 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
             helper::for_each_part(&mut ranges, pack);
             let bpack = &bpack[..];
             let work = |t: usize, apack: &mut &mut [P]| {
-                let (rows, cols) = if split_rows {
-                    let per = m.div_ceil(threads).div_ceil(mr) * mr;
-                    ((t * per).min(m)..((t + 1) * per).min(m), (0, nc))
-                } else {
-                    let per = nc.div_ceil(threads).div_ceil(nr) * nr;
-                    (0..m, ((t * per).min(nc), ((t + 1) * per).min(nc)))
-                };
+                let (rows, cols) = share(t, threads, split_rows, (m, nc), (mr, nr));
                 // Shares rounded up to whole tiles can run out before the last threads: with
                 // 16 threads, m = 1024 and 14-row tiles, thread 15 has no rows (and a zero
                 // block height would never advance).

@@ -154,10 +154,7 @@ fn check_with<S: Copy + Send + Sync + 'static, D: Accum + Into<f64>>(
 }
 
 fn avx512_required() -> bool {
-    std::env::var("ACCEL_TEST_REQUIRE")
-        .unwrap_or_default()
-        .split(',')
-        .any(|s| s.trim().eq_ignore_ascii_case("avx512"))
+    required("avx512")
 }
 
 /// The portable f32 kernel (6 x 16, any CPU) with the blocking `caches` give it.
