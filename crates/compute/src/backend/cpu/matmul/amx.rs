@@ -11,7 +11,7 @@
 //! of B for every 32 elements of k: four tile products for four loads.
 //!
 //! The loop nest is `gemm_with`'s (B panels in L3, packed by all threads together; each
-//! thread its own A blocks in L2 and a disjoint share of C), with the B micro-panel (KS x 32
+//! thread its own A blocks in L2, for the units of C it claims: `Split`), with the B micro-panel (KS x 32
 //! pairs, 32 KiB) in L1 and A micro-panels streamed from L2. Edge tiles of C are computed in
 //! a 32 x 32 scratch block and copied out, so the kernel always computes whole tiles of
 //! zero-padded operands.
@@ -26,7 +26,7 @@ use half::bf16;
 use super::helper;
 use super::kernel::Caches;
 use super::pack::{pack_b, Bf16Pair, MatRef, OutPtr};
-use super::{pack_ranges, share, Finish, Scratch, PARALLEL_MIN_FLOPS};
+use super::{pack_units, Finish, Scratch, Split, PARALLEL_MIN_FLOPS};
 
 /// Rows of C one tile-kernel call computes (two tiles of 16).
 pub(super) const MR: usize = 32;
@@ -227,7 +227,6 @@ pub(super) unsafe fn gemm_tiles(
     } else {
         threads.max(1)
     };
-    let split_rows = m >= threads * MR * 4;
     let ks_max = kcb.div_ceil(2).next_multiple_of(STEP);
     let nc_max = t.nc.min(n);
     let mut bscratch = Scratch::take::<Bf16Pair>(ks_max * nc_max.next_multiple_of(NR));
@@ -253,26 +252,28 @@ pub(super) unsafe fn gemm_tiles(
                 panel_set[(q * kstride + ks) * NR..(q + 1) * kstride * NR].fill(Bf16Pair(0));
             }
             let (dst, len) = (OutPtr(panel_set.as_mut_ptr()), panel_set.len());
-            let mut ranges = pack_ranges(ks, threads);
-            let pack = |_: usize, steps: &mut std::ops::Range<usize>| {
-                // SAFETY: pack_b reads b.at(pc + p, jc + j) for p < kc, j < nc, valid by
-                // gemm_tiles' # Safety; `dst` holds `len` = kstride * panels * NR values
-                // (the `panel_set` slice, borrowed for this packing only) and each thread
-                // writes only its own steps' places.
-                unsafe { pack_b(kc, nc, NR, bsrc, steps.clone(), (dst, len), kstride) };
+            let ranges = pack_units(ks, threads);
+            let claims = helper::Claims::new(ranges.len());
+            let pack = |_: usize, _: &mut ()| {
+                while let Some(u) = claims.next() {
+                    // SAFETY: pack_b reads b.at(pc + p, jc + j) for p < kc, j < nc, valid by
+                    // gemm_tiles' # Safety; `dst` holds `len` = kstride * panels * NR values
+                    // (the `panel_set` slice, borrowed for this packing only) and each range
+                    // is claimed once: pack_b writes only its steps' places.
+                    unsafe { pack_b(kc, nc, NR, bsrc, ranges[u].clone(), (dst, len), kstride) };
+                }
             };
-            helper::for_each_part(&mut ranges, pack);
+            helper::for_each_part(&mut vec![(); threads], pack);
             let bpack = &bpack[..];
-            let work = |th: usize, apack: &mut &mut [Bf16Pair]| {
-                let (rows, cols) = share(th, threads, split_rows, (m, nc), (MR, NR));
+            let split = Split::new(threads, (m, nc), (MR, NR), t.mc);
+            let claims = helper::Claims::new(split.units);
+            let gemm_unit = |u: usize, apack: &mut &mut [Bf16Pair]| {
+                let (rows, cols) = split.unit(u);
                 if rows.is_empty() || cols.0 == cols.1 {
                     return;
                 }
                 let blocks = rows.len().div_ceil(t.mc).max(1);
                 let mc_even = rows.len().div_ceil(blocks).next_multiple_of(MR).min(t.mc);
-                // SAFETY: `t.run` is callable here (# Safety); enter configures this
-                // thread's tiles, leave (below) releases them.
-                unsafe { (t.enter)() };
                 for ic in rows.clone().step_by(mc_even) {
                     let mc = mc_even.min(rows.end - ic);
                     // SAFETY: rows ic..ic + mc < m and columns pc..pc + kc <= k of A are
@@ -286,8 +287,8 @@ pub(super) unsafe fn gemm_tiles(
                             let h = MR.min(mc - ir);
                             let ap = apack[ir * kstride..].as_ptr();
                             // SAFETY: (ic + ir, jc + jr) .. + (h, w) is inside C (m x n) and
-                            // in this thread's own rows and columns (disjoint shares, as in
-                            // gemm_with); ap has MR rows of kstride pairs, bp chunks * STEP
+                            // in this unit's rows and columns (claimed once, disjoint: see
+                            // Split); ap has MR rows of kstride pairs, bp chunks * STEP
                             // steps of NR pairs (the micro-panel), both packed above.
                             unsafe {
                                 let cb = cp.get().add((ic + ir) * n + jc + jr);
@@ -298,6 +299,14 @@ pub(super) unsafe fn gemm_tiles(
                     if let Some(f) = finish.filter(|_| pc + kc == k) {
                         f(cp.get(), ic..ic + mc, jc + cols.0..jc + cols.1);
                     }
+                }
+            };
+            let work = |_: usize, apack: &mut &mut [Bf16Pair]| {
+                // SAFETY: `t.run` is callable here (# Safety); enter configures this
+                // thread's tiles, leave (below) releases them.
+                unsafe { (t.enter)() };
+                while let Some(u) = claims.next() {
+                    gemm_unit(u, apack);
                 }
                 // SAFETY: as for enter.
                 unsafe { (t.leave)() };

@@ -360,6 +360,32 @@ fn join_with(a: impl FnOnce() + Send, b: impl FnOnce() + Send, queue: bool) {
     }
 }
 
+/// The units of one phase of a product, handed out in order to whichever thread asks next
+/// (each thread of `for_each_part` claims until none is left), so that a thread slowed by
+/// another process on its CPU does fewer of them than a fixed share would give it.
+pub(crate) struct Claims {
+    next: std::sync::atomic::AtomicUsize,
+    units: usize,
+}
+
+impl Claims {
+    pub(crate) fn new(units: usize) -> Claims {
+        Claims {
+            next: std::sync::atomic::AtomicUsize::new(0),
+            units,
+        }
+    }
+
+    /// The next unclaimed unit, each unit to exactly one caller; `None` once all are taken.
+    /// (What a unit writes reaches the other threads through the phase's join, not this.)
+    pub(crate) fn next(&self) -> Option<usize> {
+        // Each thread stops at its first `None`, so the counter passes `units` by at most
+        // the number of threads.
+        let u = self.next.fetch_add(1, Relaxed);
+        (u < self.units).then_some(u)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -437,6 +463,46 @@ mod tests {
             name.into_inner().unwrap().as_deref() == Some("accel-matmul-helper")
         });
         assert!(on_helper, "the helper is no longer used after a panic");
+    }
+
+    /// Each unit of a phase goes to exactly one thread, and a thread held up inside a unit
+    /// (another process on its CPU) leaves the remaining units to the other rather than
+    /// keeping a fixed half.
+    #[test]
+    fn claims_hand_out_each_unit_once_and_a_held_up_thread_takes_fewer() {
+        use std::sync::atomic::AtomicBool;
+        for _ in 0..20 {
+            let claims = super::Claims::new(64);
+            let part0_done = AtomicBool::new(false);
+            let by = std::sync::Mutex::new([Vec::new(), Vec::new()]);
+            let part = |p: usize| {
+                while let Some(u) = claims.next() {
+                    by.lock().unwrap()[p].push(u);
+                    // Part 1 stalls in its first unit until part 0 is out of units.
+                    let start = std::time::Instant::now();
+                    while p == 1
+                        && !part0_done.load(Ordering::Acquire)
+                        && start.elapsed() < std::time::Duration::from_secs(10)
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                }
+                if p == 0 {
+                    part0_done.store(true, Ordering::Release);
+                }
+            };
+            join(|| part(0), || part(1));
+            let by = by.into_inner().unwrap();
+            let mut all = by.concat();
+            all.sort_unstable();
+            assert_eq!(all, (0..64).collect::<Vec<_>>(), "each unit once");
+            assert!(
+                by[1].len() <= 1,
+                "the stalled part did {} units",
+                by[1].len()
+            );
+            assert_eq!(claims.next(), None);
+        }
     }
 
     /// Where the kernel lets thread `tid` of this process run, as /proc reports it.

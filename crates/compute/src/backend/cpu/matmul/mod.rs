@@ -329,29 +329,88 @@ pub(crate) unsafe fn gemm_f16(
 pub(crate) type Finish<'a, D> =
     &'a (dyn Fn(*const D, std::ops::Range<usize>, std::ops::Range<usize>) + Sync);
 
-/// The k steps of a B panel each of `threads` threads packs (`pack_b`): equal ranges of ks.
-fn pack_ranges(ks: usize, threads: usize) -> Vec<std::ops::Range<usize>> {
-    let per = ks.div_ceil(threads);
-    (0..threads)
+/// How many units of work a phase is cut into per thread at most (`Split`, `pack_units`):
+/// enough that a thread slowed by another process on its CPU (a busy sibling hyperthread, a
+/// neighbour on a shared VM) hands units to the other, few enough that each A block still
+/// covers a good part of L2. On the Emerald Rapids VM of bench/README.md, one vCPU's FMA
+/// rate swung between 104 and 176 GFLOP/s from one second to the next.
+const UNITS_PER_THREAD: usize = 8;
+
+/// The k steps of a B panel cut into ranges that the threads pack in turn (`pack_b`):
+/// `UNITS_PER_THREAD` ranges a thread, of at least 16 steps, at least one range.
+fn pack_units(ks: usize, threads: usize) -> Vec<std::ops::Range<usize>> {
+    let parts = (ks / 16).clamp(1, threads * UNITS_PER_THREAD);
+    let per = ks.div_ceil(parts);
+    (0..parts)
         .map(|t| (t * per).min(ks)..((t + 1) * per).min(ks))
+        .filter(|r| !r.is_empty())
         .collect()
 }
 
-/// Thread t's share of an m x nc block of C: its rows (a multiple of mr each) with every
-/// column when `split_rows`, else every row and its columns (a multiple of nr each).
-fn share(
-    t: usize,
+/// How one compute phase's m x nc block of C is cut into units that the threads claim in
+/// turn (`helper::Claims`), so that a thread slowed by another process takes fewer of them
+/// (a fixed half each ran two threads at the slower one's pace: f32 N=2000 at 150 GFLOP/s
+/// with a busy loop on one of two vCPUs, against 158 on one thread alone).
+///
+/// Units are runs of whole tiles of rows with every column, at most MC rows each, and
+/// `UNITS_PER_THREAD` a thread where C has rows enough (at least 4 tiles a unit); their
+/// number is a multiple of the threads, so that on equal CPUs each thread ends up with
+/// the same share. C with too few rows to share (fewer than 4 tiles a thread) is cut into
+/// one share of columns a thread (whole micro-panels each), every unit with all the rows.
+#[derive(Clone, Copy, Debug)]
+struct Split {
+    rows: bool,
+    units: usize,
+    /// Tiles of rows (ceil(m / mr)), shared out over the units when `rows`.
+    tiles: usize,
     threads: usize,
-    split_rows: bool,
-    (m, nc): (usize, usize),
-    (mr, nr): (usize, usize),
-) -> (std::ops::Range<usize>, (usize, usize)) {
-    if split_rows {
-        let per = m.div_ceil(threads).next_multiple_of(mr);
-        ((t * per).min(m)..((t + 1) * per).min(m), (0, nc))
-    } else {
-        let per = nc.div_ceil(threads).next_multiple_of(nr);
-        (0..m, ((t * per).min(nc), ((t + 1) * per).min(nc)))
+    m: usize,
+    nc: usize,
+    mr: usize,
+    nr: usize,
+}
+
+impl Split {
+    fn new(threads: usize, (m, nc): (usize, usize), (mr, nr): (usize, usize), mc: usize) -> Split {
+        let threads = threads.max(1);
+        let rows = m >= threads * mr * 4;
+        let tiles = m.div_ceil(mr);
+        let units = if rows {
+            let per = (tiles / (threads * 4)).clamp(1, UNITS_PER_THREAD);
+            // Units of at most MC rows: ceil(tiles / units) <= mc / mr tiles.
+            let fit = tiles.div_ceil((mc / mr).max(1));
+            (threads * per)
+                .max(fit.next_multiple_of(threads))
+                .min(tiles)
+        } else {
+            threads
+        };
+        Split {
+            rows,
+            units,
+            tiles,
+            threads,
+            m,
+            nc,
+            mr,
+            nr,
+        }
+    }
+
+    /// Unit u's rows and columns of the block (empty when there is nothing for it: column
+    /// shares rounded up to whole micro-panels can run out before the last units).
+    fn unit(&self, u: usize) -> (std::ops::Range<usize>, (usize, usize)) {
+        let (m, nc, mr, nr) = (self.m, self.nc, self.mr, self.nr);
+        if self.rows {
+            let (lo, hi) = (
+                u * self.tiles / self.units,
+                (u + 1) * self.tiles / self.units,
+            );
+            ((lo * mr).min(m)..(hi * mr).min(m), (0, nc))
+        } else {
+            let per = nc.div_ceil(self.threads).next_multiple_of(nr);
+            (0..m, ((u * per).min(nc), ((u + 1) * per).min(nc)))
+        }
     }
 }
 
@@ -359,9 +418,10 @@ fn share(
 ///
 /// The loop nest is BLIS's: for each NC-wide column panel and KC-deep slice, B's panel is
 /// packed once, by all threads together, and stays in the shared L3; then each thread packs
-/// its own MC x KC blocks of A (in its L2) and runs the micro-kernel over them. Threads split
-/// the rows of C, or its columns when C has too few rows to share. With `finish`, each block
-/// of C is handed to it once complete ([`Finish`]).
+/// its own MC x KC blocks of A (in its L2) and runs the micro-kernel over them. Threads
+/// claim the units of each phase in turn (`Split` for the rows, or columns when C has too
+/// few rows to share; `pack_units` for B's packing), so that a thread on a busier CPU takes
+/// fewer. With `finish`, each block of C is handed to it once complete ([`Finish`]).
 ///
 /// # Safety
 /// `kern` must come from `Accum::kernel` or `bf16_kernel` (callable on this CPU).
@@ -407,7 +467,6 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
     } else {
         threads.max(1)
     };
-    let split_rows = m >= threads * mr * 4;
     let ks_max = kcb.min(k).div_ceil(P::K_PER);
     let nc_max = ncb.min(n);
     let mut bscratch = Scratch::take::<P>(ks_max * nc_max.div_ceil(nr) * nr);
@@ -424,29 +483,33 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
             let bsrc = b.offset(pc, jc);
             let panels = &mut bpack[..ks * nc.div_ceil(nr) * nr];
             let (dst, len) = (OutPtr(panels.as_mut_ptr()), panels.len());
-            // Each thread packs a range of k steps of every panel (see pack_b).
-            let mut ranges = pack_ranges(ks, threads);
-            let pack = |_: usize, steps: &mut std::ops::Range<usize>| {
-                let steps = steps.clone();
-                // SAFETY: pack_b reads b.at(pc + p, jc + j) for p < kc, j < nc: elements of
-                // the k x n operand that gemm's caller promised valid (# Safety of
-                // gemm_with). `dst` holds `len` values (the `panels` slice, borrowed
-                // mutably for this packing only); each thread writes only the places of its
-                // own steps, disjoint from the others'.
-                unsafe { pack_b(kc, nc, nr, bsrc, steps, (dst, len), ks) };
+            // The threads pack ranges of k steps of every panel (see pack_b), in turn.
+            let ranges = pack_units(ks, threads);
+            let claims = helper::Claims::new(ranges.len());
+            let pack = |_: usize, _: &mut ()| {
+                while let Some(u) = claims.next() {
+                    // SAFETY: pack_b reads b.at(pc + p, jc + j) for p < kc, j < nc: elements
+                    // of the k x n operand that gemm's caller promised valid (# Safety of
+                    // gemm_with). `dst` holds `len` values (the `panels` slice, borrowed
+                    // mutably for this packing only); each range is claimed once, and
+                    // pack_b writes only the places of its steps, disjoint from the others'.
+                    unsafe { pack_b(kc, nc, nr, bsrc, ranges[u].clone(), (dst, len), ks) };
+                }
             };
-            helper::for_each_part(&mut ranges, pack);
+            helper::for_each_part(&mut vec![(); threads], pack);
             let bpack = &bpack[..];
-            let work = |t: usize, apack: &mut &mut [P]| {
-                let (rows, cols) = share(t, threads, split_rows, (m, nc), (mr, nr));
-                // Shares rounded up to whole tiles can run out before the last threads: with
-                // 16 threads, m = 1024 and 14-row tiles, thread 15 has no rows (and a zero
-                // block height would never advance).
+            let split = Split::new(threads, (m, nc), (mr, nr), mcb);
+            let claims = helper::Claims::new(split.units);
+            let gemm_unit = |u: usize, apack: &mut &mut [P]| {
+                let (rows, cols) = split.unit(u);
+                // Column shares rounded up to whole micro-panels can run out before the
+                // last units (and a zero block height would never advance).
                 if rows.is_empty() || cols.0 == cols.1 {
                     return;
                 }
                 // Equal blocks (in whole tiles) rather than full ones and a thin rest: a
                 // block of a few rows costs a whole pass over the B panel for little work.
+                // (A unit of rows is one block; a unit of columns has all of C's rows.)
                 let blocks = rows.len().div_ceil(mcb).max(1);
                 let mc_even = rows.len().div_ceil(blocks).next_multiple_of(mr).min(mcb);
                 for ic in rows.clone().step_by(mc_even) {
@@ -456,19 +519,24 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
                     // apack has ceil(min(MC, m) / mr) * mr * ks_max >= the packed size.
                     // `cblk` is C + ic * n + jc, inside `c` (m * n elements by # Safety);
                     // macro_kernel writes rows ic..ic + mc and columns jc + cols.0 ..
-                    // jc + cols.1 of C, and the `rows`/`cols` ranges of different `t` are
-                    // disjoint (each thread's own mr- or nr-aligned share), so no two
-                    // threads write one element. bpack was fully packed (and the packing
+                    // jc + cols.1 of C; the units of a Split are disjoint (runs of whole
+                    // tiles, or nr-aligned column shares) and each is claimed once, so no
+                    // two threads write one element. bpack was fully packed (and the packing
                     // tasks joined) before `work` runs; `kern` is callable (# Safety).
                     unsafe {
                         pack_a(mc, kc, mr, a.offset(ic, pc), apack);
                         let cblk = cp.get().add(ic * n + jc);
                         macro_kernel(kern, apack, bpack, mc, ks, cols, cblk, n, pc > 0);
                     }
-                    // This thread's block is complete after the last KC slice.
+                    // The block is complete after the last KC slice.
                     if let Some(f) = finish.filter(|_| pc + kc == k) {
                         f(cp.get(), ic..ic + mc, jc + cols.0..jc + cols.1);
                     }
+                }
+            };
+            let work = |_: usize, apack: &mut &mut [P]| {
+                while let Some(u) = claims.next() {
+                    gemm_unit(u, apack);
                 }
             };
             // Two threads: the second half on the helper, which spins between jobs. Through

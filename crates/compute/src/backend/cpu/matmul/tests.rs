@@ -366,6 +366,71 @@ fn more_threads_than_tiles_leave_the_last_threads_idle() {
     );
 }
 
+/// The units threads claim cover C's block once: runs of whole tiles of rows, at most MC
+/// rows each, as many for each thread (a multiple of the threads) where C has the rows; or
+/// one share of whole micro-panels of columns per thread, every unit with all the rows.
+#[test]
+fn split_units_cover_the_block_once_in_whole_tiles() {
+    let cases = [
+        // (threads, m, nc, mr, nr, mc)
+        (2, 2000, 2000, 14, 32, 252),
+        (2, 4096, 4096, 14, 16, 126),
+        (2, 2000, 2000, 32, 32, 1024),
+        (16, 2000, 2000, 14, 32, 252),
+        (2, 120, 300, 14, 32, 252),
+        (2, 111, 300, 14, 32, 252),
+        (7, 400, 210, 6, 16, 144),
+        (12, 60, 100, 6, 16, 144),
+        (1, 5, 7, 6, 16, 144),
+        (3, 1000, 50, 8, 8, 24),
+    ];
+    for (threads, m, nc, mr, nr, mc) in cases {
+        let s = Split::new(threads, (m, nc), (mr, nr), mc);
+        let mut row_of = vec![0usize; m * nc];
+        for u in 0..s.units {
+            let (rows, (c0, c1)) = s.unit(u);
+            if s.rows {
+                assert!(
+                    rows.len() <= mc,
+                    "{m}x{nc}/{threads}: unit {u} has {rows:?}"
+                );
+                assert_eq!(rows.start % mr, 0);
+                assert_eq!((c0, c1), (0, nc));
+            } else {
+                assert_eq!(rows, 0..m);
+                assert!(c0 == c1 || c0 % nr == 0);
+            }
+            for r in rows {
+                for j in c0..c1 {
+                    row_of[r * nc + j] += 1;
+                }
+            }
+        }
+        assert!(
+            row_of.iter().all(|&x| x == 1),
+            "{m}x{nc}/{threads}: not once"
+        );
+        if s.rows {
+            let tiles = m.div_ceil(mr);
+            assert!(s.units.is_multiple_of(threads) || s.units == tiles);
+            if tiles >= threads * 4 * UNITS_PER_THREAD {
+                assert!(s.units >= threads * UNITS_PER_THREAD);
+            }
+        } else {
+            assert_eq!(s.units, threads);
+            assert!(m < threads * mr * 4);
+        }
+    }
+    // The B panel's packing ranges cover its steps once.
+    for (ks, threads) in [(1, 2), (15, 2), (256, 2), (1000, 16), (1024, 1)] {
+        let r = pack_units(ks, threads);
+        assert!(!r.is_empty() && r.len() <= threads * UNITS_PER_THREAD);
+        assert_eq!(r.first().unwrap().start, 0);
+        assert_eq!(r.last().unwrap().end, ks);
+        assert!(r.windows(2).all(|w| w[0].end == w[1].start));
+    }
+}
+
 #[test]
 fn bf16_pair_dot_kernel_matches_the_naive_loop() {
     #[cfg(target_arch = "x86_64")]
