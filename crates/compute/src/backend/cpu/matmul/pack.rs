@@ -49,10 +49,10 @@ pub(crate) struct OutPtr<T>(pub(crate) *mut T);
 // SAFETY: an OutPtr is made only from a buffer its maker holds mutably for the whole call
 // (`gemm_with`: the `&mut [D]` it is given, and the B panel it packs; `CpuStorage::matmul`'s
 // `rounded`: the output it allocated), which is not used otherwise until every task has
-// joined; the tasks write disjoint parts of it (in `gemm_with` the rows `t * per..` or
-// columns `t * per..` of each thread, see `work`, and each packing thread's own k steps, see
-// `pack_b`; in `rounded` the blocks `Finish` hands out once each), so sharing the pointer
-// across threads creates no data race.
+// joined; the tasks write disjoint parts of it (in `gemm_with` the units of C, each
+// claimed once, see `Split` and `helper::Claims`, and the k steps of each claimed
+// packing range, see `pack_b`; in `rounded` the blocks `Finish` hands out once each), so
+// sharing the pointer across threads creates no data race.
 unsafe impl<T: Send> Send for OutPtr<T> {}
 // SAFETY: as for Send.
 unsafe impl<T: Send> Sync for OutPtr<T> {}
