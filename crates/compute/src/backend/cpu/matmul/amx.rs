@@ -11,8 +11,8 @@
 //! of B for every 32 elements of k: four tile products for four loads.
 //!
 //! The loop nest is `gemm_with`'s (B panels in L3, packed by all threads together; each
-//! thread its own A blocks in L2, for the units of C it claims: `Split`), with the B micro-panel (KS x 32
-//! pairs, 32 KiB) in L1 and A micro-panels streamed from L2. Edge tiles of C are computed in
+//! thread its own A blocks in L2, for the units of C it claims: `Split`), with the B
+//! micro-panel (KS x 32 pairs, a third of L1) in L1 and A micro-panels streamed from L2. Edge tiles of C are computed in
 //! a 32 x 32 scratch block and copied out, so the kernel always computes whole tiles of
 //! zero-padded operands.
 //!
@@ -63,16 +63,20 @@ pub(super) struct Tiles {
 }
 
 impl Tiles {
-    /// The blocking for these caches: a slice of KS = 256 pairs (512 of k) makes the B
-    /// micro-panel 32 KiB, in a 48 KiB L1 beside the A tile rows in flight; the A block takes
-    /// half of L2 and the B panel 0.4 of L3, as the vector kernels' (`CpuKernel::blocked`).
+    /// The blocking for these caches: the B micro-panel (KS pairs x 32 columns) takes a
+    /// third of L1, so that it stays there while each 32-row A micro-panel, of the same size,
+    /// streams past it from L2 (KS = 128 pairs, 256 of k, on a 48 KiB L1: 16 KiB each; with
+    /// two thirds of L1 for B, as first written, B and the A stream together overflowed L1
+    /// and B came back from L2 for every A micro-panel). The A block takes half of L2 and the
+    /// B panel 0.4 of L3, as the vector kernels' (`CpuKernel::blocked`). Not yet timed on
+    /// AMX hardware.
     pub(super) fn blocked(
         run: TileKernel,
         enter: unsafe fn(),
         leave: unsafe fn(),
         caches: Caches,
     ) -> Tiles {
-        let ks = (caches.l1d * 2 / 3 / (NR * 4) / STEP * STEP).clamp(STEP, 256);
+        let ks = (caches.l1d / 3 / (NR * 4) / STEP * STEP).clamp(STEP, 256);
         let mc = (caches.l2 / 2 / (ks * 4) / MR * MR).clamp(MR, 1024);
         let nc = (caches.l3 * 4 / 10 / (ks * 4) / NR * NR).clamp(NR * 4, 8192);
         Tiles {
