@@ -179,9 +179,9 @@ pub fn cpu_core(info: &crate::base::system::CpuInfo) -> Option<CpuCore> {
 /// unit the CPU has for that dtype ([`cpu_core`]: the FMA units, or AMX's tile unit for bf16
 /// and f16 where it has one), so that no program on it, accel's or another library's, can
 /// reach more than 100%. Where accel's own kernel runs on a slower unit (its f16 kernel in
-/// f32), the formula says so and gives that unit's figure. accel's bf16 kernel runs on AMX's
-/// tiles where the CPU has them (and the OS gives them to the process: where it does not,
-/// this host's peak says so). Cores used are the compute threads, at most the physical
+/// f32 on a CPU without AMX-FP16), the formula says so and gives that unit's figure. accel's
+/// bf16 and f16 kernels run on AMX's tiles where the CPU has them (and the OS gives them to
+/// the process: where it does not, this host's peak says so). Cores used are the compute threads, at most the physical
 /// cores (SMT siblings share FMA units). Integer matmul has no FMA peak and gives `None`, as
 /// do CPUs not in the table and a CPU without a known clock. The clock is
 /// `info.frequency_mhz`: pass the one measured with [`measured_cpu_clock_mhz`]
@@ -190,13 +190,14 @@ pub fn cpu_peak(info: &crate::base::system::CpuInfo, threads: usize, dtype: DTyp
     peak_for(info, threads, dtype, true)
 }
 
-/// As [`cpu_peak`], with `bf16_tiles` false where accel's bf16 kernel cannot use AMX's tiles
-/// although the CPU has them (the formula then gives the vector units' figure beside).
+/// As [`cpu_peak`], with `tiles` false where accel's kernel for this dtype (bf16, f16) cannot
+/// use AMX's tiles although the CPU has them (the formula then gives the figure of the unit it
+/// runs on beside).
 fn peak_for(
     info: &crate::base::system::CpuInfo,
     threads: usize,
     dtype: DType,
-    bf16_tiles: bool,
+    tiles: bool,
 ) -> Option<Peak> {
     let mhz = info.frequency_mhz? as f64;
     let core = cpu_core(info)?;
@@ -216,19 +217,19 @@ fn peak_for(
         DType::F64 => (vector(core.f64_flops, "f64"), None),
         DType::F32 => (vector(core.f32_flops, "f32"), None),
         DType::F16 => {
-            let best = match core.amx_f16_flops {
-                Some(a) if a > core.f16_flops => amx(a, "f16"),
-                _ => vector(core.f16_flops, "f16"),
+            let (best, on_tiles) = match core.amx_f16_flops {
+                Some(a) if a > core.f16_flops => (amx(a, "f16"), tiles),
+                _ => (vector(core.f16_flops, "f16"), false),
             };
-            // accel's f16 kernel converts to f32 and multiplies there.
-            let kernel =
-                (best.0 > core.f32_flops).then_some((core.f32_flops, "f16 kernel computes in f32"));
+            // Off the tiles accel's f16 kernel converts to f32 and multiplies there.
+            let kernel = (!on_tiles && best.0 > core.f32_flops)
+                .then_some((core.f32_flops, "f16 kernel computes in f32"));
             (best, kernel)
         }
         DType::BF16 => match core.amx_bf16_flops {
             Some(a) if a > core.bf16_flops => (
                 amx(a, "bf16"),
-                (!bf16_tiles).then_some((
+                (!tiles).then_some((
                     core.bf16_flops,
                     "bf16 kernel runs on the vector units here (not AMX)",
                 )),
@@ -316,15 +317,15 @@ fn add_chain_mhz(iters: u64) -> f64 {
 }
 
 /// This host's CPU peak for matmul in `dtype`, on the threads this process computes with,
-/// at the clock measured under load (the formula says which clock it used); `bf16_tiles`:
-/// whether accel's bf16 kernel runs on AMX's tiles in this process (`matmul::amx::status`),
+/// at the clock measured under load (the formula says which clock it used); `tiles`: whether
+/// accel's kernel for `dtype` runs on AMX's tiles in this process (bf16, f16: `matmul::amx`),
 /// where the CPU has them.
-pub fn host_matmul_peak(dtype: DType, bf16_tiles: bool) -> Option<Peak> {
+pub fn host_matmul_peak(dtype: DType, tiles: bool) -> Option<Peak> {
     let mut info = crate::base::system::cpu_info();
     let nominal = info.frequency_mhz;
     let measured = measured_cpu_clock_mhz();
     info.frequency_mhz = measured.or(nominal);
-    let mut p = peak_for(&info, super::threads::threads(), dtype, bf16_tiles)?;
+    let mut p = peak_for(&info, super::threads::threads(), dtype, tiles)?;
     p.formula.push_str(&match (measured, nominal) {
         (Some(m), Some(n)) => format!("; clock measured under load ({m} MHz; the OS says {n} MHz)"),
         (Some(m), None) => format!("; clock measured under load ({m} MHz)"),
@@ -375,5 +376,54 @@ mod tests {
             off.formula
         );
         assert!(!on.formula.contains("accel's"), "{}", on.formula);
+    }
+
+    /// A Granite Rapids Xeon (AMX-FP16): f16's peak is the tiles'; accel's f16 kernel runs
+    /// there where this process may use them, else in f32 on the vector units, as the formula
+    /// then says (2 x 2.9 x 64).
+    #[test]
+    fn f16_on_amx_fp16_tiles_or_the_f32_units_beside() {
+        let info = crate::base::system::CpuInfo {
+            brand: "test".into(),
+            logical_cores: 2,
+            physical_cores: 2,
+            frequency_mhz: Some(2900),
+            simd: [
+                "avx2",
+                "fma",
+                "avx512f",
+                "avx512fp16",
+                "amx-tile",
+                "amx-bf16",
+                "amx-fp16",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            vendor: "GenuineIntel".into(),
+            family: 6,
+            model: 0xad,
+        };
+        let on = peak_for(&info, 2, DType::F16, true).unwrap();
+        let off = peak_for(&info, 2, DType::F16, false).unwrap();
+        assert!((on.gflop_per_s - 5939.2).abs() < 0.1, "{}", on.formula);
+        assert_eq!(off.gflop_per_s, on.gflop_per_s);
+        assert!(!on.formula.contains("accel's"), "{}", on.formula);
+        assert!(
+            off.formula
+                .ends_with("accel's f16 kernel computes in f32: 64 flops/cycle = 371.2 GFLOP/s"),
+            "{}",
+            off.formula
+        );
+        // Without AMX-FP16 (Sapphire Rapids) the best is AVX512-FP16, accel's kernel in f32.
+        let mut spr = info.clone();
+        spr.simd.retain(|f| f != "amx-fp16");
+        let p = peak_for(&spr, 2, DType::F16, true).unwrap();
+        assert!((p.gflop_per_s - 742.4).abs() < 0.1, "{}", p.formula);
+        assert!(
+            p.formula.contains("accel's f16 kernel computes in f32"),
+            "{}",
+            p.formula
+        );
     }
 }

@@ -36,7 +36,8 @@ impl Backend for Cpu {
         details.push((
             "matmul_kernel".to_string(),
             match matmul::bf16_kernel() {
-                _ if matmul::amx_in_use() => format!("{k32}, bf16 amx"),
+                _ if matmul::amx_in_use(DType::F16) => format!("{k32}, bf16 amx, f16 amx"),
+                _ if matmul::amx_in_use(DType::BF16) => format!("{k32}, bf16 amx"),
                 Some(b) => format!("{k32}, bf16 {}", b.name),
                 None => k32.to_string(),
             },
@@ -76,7 +77,7 @@ impl Backend for Cpu {
     }
     // host_cached_bytes: none beyond `cached_bytes` itself (the default, 0).
     fn matmul_peak(_: &DeviceCaps, dtype: DType) -> Option<crate::base::cpu_peak::Peak> {
-        crate::base::cpu_peak::host_matmul_peak(dtype, matmul::amx_in_use())
+        crate::base::cpu_peak::host_matmul_peak(dtype, matmul::amx_in_use(dtype))
     }
     fn kernels() -> Vec<(&'static str, String)> {
         matmul::describe()

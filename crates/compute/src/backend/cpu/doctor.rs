@@ -33,7 +33,7 @@ pub(crate) fn cpu_checks() -> Vec<Check> {
             "",
         )
     }];
-    v.extend(amx_check(amx::status()));
+    v.extend(amx_check(amx::status(), amx::status_f16()));
     let threads = crate::base::threads::threads();
     let env = std::env::var("RAYON_NUM_THREADS").ok();
     // A container's CPU quota sizes the pool (rounded to the nearest CPU: `threads_for`).
@@ -74,43 +74,64 @@ pub(crate) fn cpu_checks() -> Vec<Check> {
 
 /// Where the CPU has AMX-BF16: whether bf16 products run on its tiles, and if not, why and
 /// what to do (nothing to say on a CPU without AMX).
-fn amx_check(status: &Result<(), amx::Unavailable>) -> Option<Check> {
+fn amx_check(
+    bf16: &Result<(), amx::Unavailable>,
+    f16: &Result<(), amx::Unavailable>,
+) -> Option<Check> {
     const ID: &str = "cpu.amx";
     const TITLE: &str = "AMX tiles for bf16 matmul";
-    match status {
-        Ok(()) => Some(check(
+    let fix = |why: &str| {
+        if why.contains("ACCEL_CPU_KERNEL") {
+            "unset ACCEL_CPU_KERNEL (or set it to amx) to use the tiles".to_string()
+        } else if why.contains("self-check") {
+            "the tiles computed a wrong product here (a hypervisor that shows AMX but does not \
+             run it right?): the vector units compute instead; report it with `accel doctor \
+             --json`"
+                .to_string()
+        } else {
+            "Linux 5.16 or later gives a process AMX's tile data (arch_prctl \
+             ARCH_REQ_XCOMP_PERM); a VM also needs its hypervisor to pass AMX through"
+                .to_string()
+        }
+    };
+    match (bf16, f16) {
+        (Ok(()), Ok(())) => Some(check(
+            ID,
+            TITLE,
+            Status::Pass,
+            "bf16 products run on the tiles, and f16 products too (AMX-FP16)",
+            "",
+        )),
+        (Ok(()), Err(e)) if e.hardware => Some(check(
+            ID,
+            TITLE,
+            Status::Warn,
+            format!(
+                "bf16 products run on the tiles; the CPU has AMX-FP16, but f16 products are \
+                 converted to f32 on the vector units: {}",
+                e.why
+            ),
+            fix(&e.why),
+        )),
+        (Ok(()), Err(_)) => Some(check(
             ID,
             TITLE,
             Status::Pass,
             "bf16 products run on the tiles",
             "",
         )),
-        Err(e) if e.hardware => {
-            let fix = if e.why.contains("ACCEL_CPU_KERNEL") {
-                "unset ACCEL_CPU_KERNEL (or set it to amx) to use the tiles".to_string()
-            } else if e.why.contains("self-check") {
-                "the tiles computed a wrong product here (a hypervisor that shows AMX but does \
-                 not run it right?): bf16 runs on the vector units; report it with `accel \
-                 doctor --json`"
-                    .to_string()
-            } else {
-                "Linux 5.16 or later gives a process AMX's tile data (arch_prctl \
-                 ARCH_REQ_XCOMP_PERM); a VM also needs its hypervisor to pass AMX through"
-                    .to_string()
-            };
-            Some(check(
-                ID,
-                TITLE,
-                Status::Warn,
-                format!(
-                    "the CPU has AMX-BF16, but bf16 products run on the vector units, several \
-                     times slower: {}",
-                    e.why
-                ),
-                fix,
-            ))
-        }
-        Err(_) => None,
+        (Err(e), _) if e.hardware => Some(check(
+            ID,
+            TITLE,
+            Status::Warn,
+            format!(
+                "the CPU has AMX-BF16, but bf16 products run on the vector units, several times \
+                 slower: {}",
+                e.why
+            ),
+            fix(&e.why),
+        )),
+        (Err(_), _) => None,
     }
 }
 
@@ -131,9 +152,33 @@ mod tests {
             hardware: false,
             why: "this CPU has no AMX-BF16".into(),
         });
+        let no_fp16 = || {
+            Err(amx::Unavailable {
+                hardware: false,
+                why: "this CPU has no AMX-FP16".into(),
+            })
+        };
+        let amx_check = |bf16: &Result<(), amx::Unavailable>| amx_check(bf16, &no_fp16());
         assert!(amx_check(&none).is_none());
         let ok = amx_check(&Ok(())).unwrap();
         assert_eq!((ok.id, ok.status), ("cpu.amx", Status::Pass));
+        assert_eq!(ok.found, "bf16 products run on the tiles");
+        // A CPU with AMX-FP16 (Granite Rapids on): f16 on the tiles too, or why not.
+        let both = super::amx_check(&Ok(()), &Ok(())).unwrap();
+        assert_eq!(both.status, Status::Pass);
+        assert!(both.found.contains("f16 products too"), "{}", both.found);
+        let f16_off = super::amx_check(
+            &Ok(()),
+            &refused("the AMX self-check computed 1 where 2 is right"),
+        )
+        .unwrap();
+        assert_eq!(f16_off.status, Status::Warn);
+        assert!(
+            f16_off.found.contains("f16 products are converted to f32"),
+            "{}",
+            f16_off.found
+        );
+        assert!(f16_off.fix.contains("wrong product"), "{}", f16_off.fix);
         let old = "the Linux kernel cannot give tile data to a process (arch_prctl \
                    ARCH_GET_XCOMP_SUPP: Invalid argument (os error 22); Linux 5.16 or later \
                    needed)";

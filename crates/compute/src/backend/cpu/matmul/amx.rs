@@ -16,16 +16,20 @@
 //! a 32 x 32 scratch block and copied out, so the kernel always computes whole tiles of
 //! zero-padded operands.
 //!
+//! f16 products run the same way on CPUs with AMX-FP16 (Granite Rapids on): `tdpfp16ps`
+//! takes the same layout with f16 pairs and accumulates in f32 as well (`status_f16`,
+//! `tiles_f16`; the loop nest and packing are generic over [`Half`]).
+//!
 //! Linux gives a process the tile registers only after `arch_prctl(ARCH_REQ_XCOMP_PERM,
 //! XFEATURE_XTILEDATA)` (Linux 5.16 and later; a tile instruction before it is SIGILL), so
 //! [`status`] asks once and says why when the answer is no; bf16 then runs on the
-//! AVX512_BF16 kernel as before.
+//! AVX512_BF16 kernel as before, and f16 in f32.
 
-use half::bf16;
+use half::{bf16, f16};
 
 use super::helper;
 use super::kernel::Caches;
-use super::pack::{pack_b, Bf16Pair, MatRef, OutPtr};
+use super::pack::{pack_b, Bf16Pair, MatRef, OutPtr, PackFrom};
 use super::{pack_units, Finish, Scratch, Split, PARALLEL_MIN_FLOPS};
 
 /// Rows of C one tile-kernel call computes (two tiles of 16).
@@ -90,7 +94,36 @@ impl Tiles {
     }
 }
 
-/// Why bf16 products do not run on AMX here.
+/// The 16-bit floats the tiles multiply in pairs: bf16 (`tdpbf16ps`) and f16 (`tdpfp16ps`).
+pub(super) trait Half: Copy + Send + Sync + 'static {
+    fn bits(self) -> u16;
+    fn widen(bits: u16) -> f32;
+    fn narrow(x: f32) -> u16;
+}
+impl Half for bf16 {
+    fn bits(self) -> u16 {
+        self.to_bits()
+    }
+    fn widen(bits: u16) -> f32 {
+        bf16::from_bits(bits).to_f32()
+    }
+    fn narrow(x: f32) -> u16 {
+        bf16::from_f32(x).to_bits()
+    }
+}
+impl Half for f16 {
+    fn bits(self) -> u16 {
+        self.to_bits()
+    }
+    fn widen(bits: u16) -> f32 {
+        f16::from_bits(bits).to_f32()
+    }
+    fn narrow(x: f32) -> u16 {
+        f16::from_f32(x).to_bits()
+    }
+}
+
+/// Why bf16 (or f16) products do not run on AMX here.
 #[derive(Debug)]
 pub(crate) struct Unavailable {
     /// Whether the CPU has AMX-BF16 (and something else stood in the way).
@@ -104,23 +137,8 @@ pub(crate) fn status() -> &'static Result<(), Unavailable> {
     S.get_or_init(|| {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
         {
-            let refused = |why: String| Unavailable {
-                hardware: true,
-                why,
-            };
-            if !asm_kernel::has_amx_bf16() {
-                return Err(Unavailable {
-                    hardware: false,
-                    why: "this CPU has no AMX-BF16".into(),
-                });
-            }
-            if !super::kernel::allowed("amx") {
-                return Err(refused(
-                    "ACCEL_CPU_KERNEL caps the kernels below amx".into(),
-                ));
-            }
-            asm_kernel::permit().map_err(refused)?;
-            asm_kernel::self_check().map_err(refused)
+            let has = asm_kernel::has_amx_bf16();
+            decide("AMX-BF16", has, asm_kernel::self_check::<bf16>)
         }
         #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
         Err(Unavailable {
@@ -130,13 +148,74 @@ pub(crate) fn status() -> &'static Result<(), Unavailable> {
     })
 }
 
-/// The tile kernel for this machine, when [`status`] is Ok.
+/// Whether f16 products run on AMX here (AMX-FP16), and if not, why (asked once a process).
+pub(crate) fn status_f16() -> &'static Result<(), Unavailable> {
+    static S: std::sync::OnceLock<Result<(), Unavailable>> = std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        {
+            let has = asm_kernel::has_amx_fp16();
+            decide("AMX-FP16", has, asm_kernel::self_check::<f16>)
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        Err(Unavailable {
+            hardware: false,
+            why: "AMX is used on x86-64 Linux only".into(),
+        })
+    })
+}
+
+/// The answer for one AMX feature: the CPU has it (`has`), `ACCEL_CPU_KERNEL` allows amx,
+/// Linux gives the process tile data (asked once: `permit` remembers), and the feature's
+/// self-check passes.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn decide(
+    feature: &str,
+    has: bool,
+    self_check: fn() -> Result<(), String>,
+) -> Result<(), Unavailable> {
+    let refused = |why: String| Unavailable {
+        hardware: true,
+        why,
+    };
+    if !has {
+        return Err(Unavailable {
+            hardware: false,
+            why: format!("this CPU has no {feature}"),
+        });
+    }
+    if !super::kernel::allowed("amx") {
+        return Err(refused(
+            "ACCEL_CPU_KERNEL caps the kernels below amx".into(),
+        ));
+    }
+    static PERMIT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    PERMIT
+        .get_or_init(asm_kernel::permit)
+        .clone()
+        .map_err(refused)?;
+    self_check().map_err(refused)
+}
+
+/// The bf16 tile kernel for this machine, when [`status`] is Ok.
 pub(super) fn tiles() -> Option<Tiles> {
     static T: std::sync::OnceLock<Option<Tiles>> = std::sync::OnceLock::new();
     *T.get_or_init(|| {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
         if status().is_ok() {
-            return Some(asm_kernel::tiles(Caches::of_this_machine()));
+            return Some(asm_kernel::tiles::<bf16>(Caches::of_this_machine()));
+        }
+        None
+    })
+}
+
+/// The f16 tile kernel for this machine, when [`status_f16`] is Ok.
+pub(super) fn tiles_f16() -> Option<Tiles> {
+    static T: std::sync::OnceLock<Option<Tiles>> = std::sync::OnceLock::new();
+    *T.get_or_init(|| {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        if status_f16().is_ok() {
+            return Some(asm_kernel::tiles::<f16>(Caches::of_this_machine()));
         }
         None
     })
@@ -148,10 +227,10 @@ pub(super) fn tiles() -> Option<Tiles> {
 /// # Safety
 /// `a.at(i, p)` must be valid (see [`MatRef::at`]) for every i < mc, p < kc; `dst` must hold
 /// mc.next_multiple_of(MR) * kstride values (checked), with kstride >= ceil(kc / 2).
-pub(super) unsafe fn pack_rows(
+pub(super) unsafe fn pack_rows<S: Half>(
     mc: usize,
     kc: usize,
-    a: MatRef<bf16>,
+    a: MatRef<S>,
     kstride: usize,
     dst: &mut [Bf16Pair],
 ) {
@@ -171,15 +250,15 @@ pub(super) unsafe fn pack_rows(
             // SAFETY: row i < mc, columns 0..kc: valid by # Safety, contiguous (cs == 1).
             let src = unsafe { std::slice::from_raw_parts(a.ptr.add(i * a.rs), kc) };
             for (v, p) in body.iter_mut().zip(src.chunks(2)) {
-                let hi = p.get(1).map_or(0, |x| x.to_bits() as u32);
-                *v = Bf16Pair(p[0].to_bits() as u32 | hi << 16);
+                let hi = p.get(1).map_or(0, |x| x.bits() as u32);
+                *v = Bf16Pair(p[0].bits() as u32 | hi << 16);
             }
         } else {
             for (s, v) in body.iter_mut().enumerate() {
                 // SAFETY: i < mc, and 2s < kc (s < ks), 2s + 1 read only when < kc.
-                let lo = unsafe { a.at(i, 2 * s) }.to_bits() as u32;
+                let lo = unsafe { a.at(i, 2 * s) }.bits() as u32;
                 let hi = if 2 * s + 1 < kc {
-                    unsafe { a.at(i, 2 * s + 1) }.to_bits() as u32
+                    unsafe { a.at(i, 2 * s + 1) }.bits() as u32
                 } else {
                     0
                 };
@@ -194,23 +273,26 @@ pub(super) unsafe fn pack_rows(
 #[repr(C, align(64))]
 struct Block([f32; MR * NR]);
 
-/// C = A B (bf16 operands, f32 C) on the tile kernel `t`, with `finish` as for `gemm_with`.
+/// C = A B (bf16 or f16 operands, f32 C) on the tile kernel `t` (made for S), with `finish`
+/// as for `gemm_with`.
 ///
 /// # Safety
 /// As for `gemm_with`; `t.run` must be callable on this CPU (`tiles()`, or the portable
 /// kernel of the tests).
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn gemm_tiles(
+pub(super) unsafe fn gemm_tiles<S: Half>(
     t: &Tiles,
     m: usize,
     n: usize,
     k: usize,
-    a: MatRef<bf16>,
-    b: MatRef<bf16>,
+    a: MatRef<S>,
+    b: MatRef<S>,
     c: &mut [f32],
     threads: usize,
     finish: Option<Finish<f32>>,
-) {
+) where
+    Bf16Pair: PackFrom<S>,
+{
     if m == 0 || n == 0 {
         return;
     }
@@ -354,21 +436,22 @@ unsafe fn tile_block(
     }
 }
 
-/// One place of `tdpbf16ps`: the dot product of two pairs of bf16 (low halves, then high), in
-/// f32.
+/// One place of `tdpbf16ps` (S = bf16) or `tdpfp16ps` (f16): the dot product of two pairs
+/// (low halves, then high), in f32.
 #[cfg_attr(
     not(any(test, all(target_arch = "x86_64", target_os = "linux"))),
     allow(dead_code)
 )]
-fn pair_dot(x: Bf16Pair, y: Bf16Pair) -> f32 {
-    let half = |v: u32| bf16::from_bits(v as u16).to_f32();
+fn pair_dot<S: Half>(x: Bf16Pair, y: Bf16Pair) -> f32 {
+    let half = |v: u32| S::widen(v as u16);
     half(x.0) * half(y.0) + half(x.0 >> 16) * half(y.0 >> 16)
 }
 
-/// What `tdpbf16ps` computes, in plain Rust, for machines without AMX: the tests run the
-/// whole loop nest (packing, blocking, edges, threads) through it everywhere.
+/// What `tdpbf16ps` (S = bf16) or `tdpfp16ps` (f16) computes, in plain Rust, for machines
+/// without AMX: the tests run the whole loop nest (packing, blocking, edges, threads) through
+/// it everywhere.
 #[cfg(test)]
-pub(super) unsafe fn tile_portable(
+pub(super) unsafe fn tile_portable<S: Half>(
     chunks: usize,
     a: *const Bf16Pair,
     sa: usize,
@@ -383,7 +466,7 @@ pub(super) unsafe fn tile_portable(
         for j in 0..NR {
             let mut acc = if load { *crow.add(j) } else { 0.0 };
             for s in 0..chunks * STEP {
-                acc += pair_dot(*arow.add(s), *b.add(s * NR + j));
+                acc += pair_dot::<S>(*arow.add(s), *b.add(s * NR + j));
             }
             *crow.add(j) = acc;
         }
@@ -412,8 +495,19 @@ mod asm_kernel {
         Config(c)
     };
 
-    pub(super) fn tiles(caches: Caches) -> Tiles {
-        Tiles::blocked(kernel, enter, leave, caches)
+    /// The tile kernel for each 16-bit type: `tdpbf16ps` for bf16, `tdpfp16ps` for f16.
+    pub(super) trait Ins: Half {
+        const RUN: TileKernel;
+    }
+    impl Ins for bf16 {
+        const RUN: TileKernel = kernel_bf16;
+    }
+    impl Ins for f16 {
+        const RUN: TileKernel = kernel_fp16;
+    }
+
+    pub(super) fn tiles<S: Ins>(caches: Caches) -> Tiles {
+        Tiles::blocked(S::RUN, enter, leave, caches)
     }
 
     /// # Safety
@@ -428,72 +522,78 @@ mod asm_kernel {
         asm!("tilerelease", options(nostack, nomem));
     }
 
-    /// C's four tiles: tmm0 (rows 0-15, columns 0-15), tmm1 (0-15, 16-31), tmm2 (16-31,
-    /// 0-15), tmm3 (16-31, 16-31); A's two row tiles in tmm4 and tmm5, B's two column tiles
-    /// in tmm6 and tmm7. Each turn of the loop covers 32 of k: A moves 64 bytes along its
-    /// rows, B 16 steps of 128 bytes down its micro-panel.
-    ///
-    /// # Safety
-    /// See [`TileKernel`].
-    unsafe fn kernel(
-        chunks: usize,
-        a: *const Bf16Pair,
-        sa: usize,
-        b: *const Bf16Pair,
-        c: *mut f32,
-        sc: usize,
-        load: bool,
-    ) {
-        debug_assert!(chunks >= 1);
-        let a16 = (a as *const u8).add(16 * sa);
-        let c16 = (c as *mut u8).add(16 * sc);
-        asm!(
-            "test {load}, {load}",
-            "jz 3f",
-            "tileloadd tmm0, [{c} + {sc}*1]",
-            "tileloadd tmm1, [{c} + {sc}*1 + 64]",
-            "tileloadd tmm2, [{c16} + {sc}*1]",
-            "tileloadd tmm3, [{c16} + {sc}*1 + 64]",
-            "jmp 4f",
-            "3:",
-            "tilezero tmm0",
-            "tilezero tmm1",
-            "tilezero tmm2",
-            "tilezero tmm3",
-            "4:",
-            ".p2align 4",
-            "2:",
-            "tileloadd tmm4, [{a} + {sa}*1]",
-            "tileloadd tmm6, [{b} + {sb}*1]",
-            "tileloadd tmm7, [{b} + {sb}*1 + 64]",
-            "tdpbf16ps tmm0, tmm4, tmm6",
-            "tdpbf16ps tmm1, tmm4, tmm7",
-            "tileloadd tmm5, [{a16} + {sa}*1]",
-            "tdpbf16ps tmm2, tmm5, tmm6",
-            "tdpbf16ps tmm3, tmm5, tmm7",
-            "add {a}, 64",
-            "add {a16}, 64",
-            "add {b}, {bstep}",
-            "dec {n}",
-            "jnz 2b",
-            "tilestored [{c} + {sc}*1], tmm0",
-            "tilestored [{c} + {sc}*1 + 64], tmm1",
-            "tilestored [{c16} + {sc}*1], tmm2",
-            "tilestored [{c16} + {sc}*1 + 64], tmm3",
-            load = in(reg) load as usize,
-            c = in(reg) c,
-            c16 = in(reg) c16,
-            sc = in(reg) sc,
-            a = inout(reg) a => _,
-            a16 = inout(reg) a16 => _,
-            sa = in(reg) sa,
-            b = inout(reg) b => _,
-            sb = in(reg) NR * 4,
-            bstep = const STEP * NR * 4,
-            n = inout(reg) chunks => _,
-            options(nostack),
-        );
+    macro_rules! tile_kernel {
+        ($name:ident, $ins:literal) => {
+            /// C's four tiles: tmm0 (rows 0-15, columns 0-15), tmm1 (0-15, 16-31), tmm2 (16-31,
+            /// 0-15), tmm3 (16-31, 16-31); A's two row tiles in tmm4 and tmm5, B's two column tiles
+            /// in tmm6 and tmm7. Each turn of the loop covers 32 of k: A moves 64 bytes along its
+            /// rows, B 16 steps of 128 bytes down its micro-panel.
+            ///
+            /// # Safety
+            /// See [`TileKernel`]; `$ins` needs its AMX feature (AMX-BF16, AMX-FP16).
+            unsafe fn $name(
+                chunks: usize,
+                a: *const Bf16Pair,
+                sa: usize,
+                b: *const Bf16Pair,
+                c: *mut f32,
+                sc: usize,
+                load: bool,
+            ) {
+                debug_assert!(chunks >= 1);
+                let a16 = (a as *const u8).add(16 * sa);
+                let c16 = (c as *mut u8).add(16 * sc);
+                asm!(
+                    "test {load}, {load}",
+                    "jz 3f",
+                    "tileloadd tmm0, [{c} + {sc}*1]",
+                    "tileloadd tmm1, [{c} + {sc}*1 + 64]",
+                    "tileloadd tmm2, [{c16} + {sc}*1]",
+                    "tileloadd tmm3, [{c16} + {sc}*1 + 64]",
+                    "jmp 4f",
+                    "3:",
+                    "tilezero tmm0",
+                    "tilezero tmm1",
+                    "tilezero tmm2",
+                    "tilezero tmm3",
+                    "4:",
+                    ".p2align 4",
+                    "2:",
+                    "tileloadd tmm4, [{a} + {sa}*1]",
+                    "tileloadd tmm6, [{b} + {sb}*1]",
+                    "tileloadd tmm7, [{b} + {sb}*1 + 64]",
+                    concat!($ins, " tmm0, tmm4, tmm6"),
+                    concat!($ins, " tmm1, tmm4, tmm7"),
+                    "tileloadd tmm5, [{a16} + {sa}*1]",
+                    concat!($ins, " tmm2, tmm5, tmm6"),
+                    concat!($ins, " tmm3, tmm5, tmm7"),
+                    "add {a}, 64",
+                    "add {a16}, 64",
+                    "add {b}, {bstep}",
+                    "dec {n}",
+                    "jnz 2b",
+                    "tilestored [{c} + {sc}*1], tmm0",
+                    "tilestored [{c} + {sc}*1 + 64], tmm1",
+                    "tilestored [{c16} + {sc}*1], tmm2",
+                    "tilestored [{c16} + {sc}*1 + 64], tmm3",
+                    load = in(reg) load as usize,
+                    c = in(reg) c,
+                    c16 = in(reg) c16,
+                    sc = in(reg) sc,
+                    a = inout(reg) a => _,
+                    a16 = inout(reg) a16 => _,
+                    sa = in(reg) sa,
+                    b = inout(reg) b => _,
+                    sb = in(reg) NR * 4,
+                    bstep = const STEP * NR * 4,
+                    n = inout(reg) chunks => _,
+                    options(nostack),
+                );
+            }
+        };
     }
+    tile_kernel!(kernel_bf16, "tdpbf16ps");
+    tile_kernel!(kernel_fp16, "tdpfp16ps");
 
     /// Whether CPUID shows AMX-TILE and AMX-BF16 (leaf 7 EDX bits 24 and 22).
     pub(super) fn has_amx_bf16() -> bool {
@@ -508,6 +608,26 @@ mod asm_kernel {
             __cpuid_count(7, 0)
         };
         l7.edx >> 24 & 1 == 1 && l7.edx >> 22 & 1 == 1
+    }
+
+    /// Whether CPUID shows AMX-TILE (leaf 7 EDX bit 24) and AMX-FP16 (leaf 7 sub-leaf 1 EAX
+    /// bit 21).
+    pub(super) fn has_amx_fp16() -> bool {
+        use std::arch::x86_64::{__cpuid, __cpuid_count};
+        // SAFETY: as in has_amx_bf16; sub-leaf 1 of leaf 7 exists where sub-leaf 0's EAX
+        // (the highest sub-leaf) is at least 1.
+        #[allow(unused_unsafe)]
+        let (l7, l71) = unsafe {
+            if __cpuid(0).eax < 7 {
+                return false;
+            }
+            let l7 = __cpuid_count(7, 0);
+            if l7.eax < 1 {
+                return false;
+            }
+            (l7, __cpuid_count(7, 1))
+        };
+        l7.edx >> 24 & 1 == 1 && l71.eax >> 21 & 1 == 1
     }
 
     /// Asks Linux for the tile data registers (once a process; every thread then has them).
@@ -554,8 +674,9 @@ mod asm_kernel {
     /// without loading C, and compares with the portable loop's arithmetic: a hypervisor
     /// that shows AMX but runs it wrong falls back to the vector kernel instead of giving
     /// wrong products.
-    pub(super) fn self_check() -> Result<(), String> {
+    pub(super) fn self_check<S: Ins>() -> Result<(), String> {
         const CH: usize = 2;
+        let pair = |lo: f32, hi: f32| Bf16Pair(S::narrow(lo) as u32 | (S::narrow(hi) as u32) << 16);
         let a: Vec<Bf16Pair> = (0..MR * CH * STEP)
             .map(|i| pair((i % 7) as f32 - 3.0, (i % 5) as f32 - 2.0))
             .collect();
@@ -567,7 +688,7 @@ mod asm_kernel {
             for j in 0..NR {
                 let mut acc = (i * NR + j) as f32;
                 for s in 0..CH * STEP {
-                    acc += pair_dot(a[i * CH * STEP + s], b[s * NR + j]);
+                    acc += pair_dot::<S>(a[i * CH * STEP + s], b[s * NR + j]);
                 }
                 want[i * NR + j] = acc;
             }
@@ -576,12 +697,12 @@ mod asm_kernel {
         for (i, v) in got.0.iter_mut().enumerate() {
             *v = i as f32;
         }
-        // SAFETY: permit() succeeded (status calls it first) and the CPU has AMX-TILE and
-        // AMX-BF16 (checked there); a holds 32 rows of CH * STEP pairs, b CH * STEP steps of
+        // SAFETY: permit() succeeded (`decide` calls it first) and the CPU has AMX-TILE and
+        // S's feature (checked there); a holds 32 rows of CH * STEP pairs, b CH * STEP steps of
         // NR, got 32 x 32 f32, all local.
         unsafe {
             enter();
-            kernel(
+            S::RUN(
                 CH,
                 a.as_ptr(),
                 CH * STEP * 4,
@@ -599,9 +720,5 @@ mod asm_kernel {
                 got.0[i], want[i]
             )),
         }
-    }
-
-    fn pair(lo: f32, hi: f32) -> Bf16Pair {
-        Bf16Pair(bf16::from_f32(lo).to_bits() as u32 | (bf16::from_f32(hi).to_bits() as u32) << 16)
     }
 }

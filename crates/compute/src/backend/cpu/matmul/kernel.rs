@@ -320,7 +320,7 @@ pub(crate) fn bf16_kernel() -> Option<CpuKernel<Bf16Pair, f32>> {
     })
 }
 
-/// The names of the kernels in use for f32, f64 and bf16 (for `accel bench --explain` and
+/// The names of the kernels in use for f32, f64, bf16 and f16 (for `accel bench --explain` and
 /// doctor), with their blocking.
 pub fn describe() -> Vec<(&'static str, String)> {
     let f = |name: &str, mr, nr, mc, kc, nc| format!("{name} {mr}x{nr}, MC={mc} KC={kc} NC={nc}");
@@ -339,6 +339,21 @@ pub fn describe() -> Vec<(&'static str, String)> {
     match super::amx::status() {
         Err(e) if e.hardware => v.push(("bf16", format!("{bf16} (not AMX: {})", e.why))),
         _ => v.push(("bf16", bf16)),
+    }
+    let f16 = match super::amx::tiles_f16() {
+        Some(t) => f(
+            "amx-fp16",
+            super::amx::MR,
+            super::amx::NR,
+            t.mc,
+            2 * t.ks,
+            t.nc,
+        ),
+        None => format!("converted to f32 while packing, then {}", k32.name),
+    };
+    match super::amx::status_f16() {
+        Err(e) if e.hardware => v.push(("f16", format!("{f16} (not AMX-FP16: {})", e.why))),
+        _ => v.push(("f16", f16)),
     }
     let c = Caches::of_this_machine();
     v.push((

@@ -272,9 +272,14 @@ unsafe fn gemm_small<D: Accum>(
     }
 }
 
-/// Whether bf16 products run on AMX's tiles in this process.
-pub(crate) fn amx_in_use() -> bool {
-    amx::tiles().is_some()
+/// Whether products of `dtype` run on AMX's tiles in this process (bf16 with AMX-BF16, f16
+/// with AMX-FP16).
+pub(crate) fn amx_in_use(dtype: crate::DType) -> bool {
+    match dtype {
+        crate::DType::BF16 => amx::tiles().is_some(),
+        crate::DType::F16 => amx::tiles_f16().is_some(),
+        _ => false,
+    }
 }
 
 /// bf16 C = A * B accumulated in f32: on AMX's tiles where the CPU has them and Linux gives
@@ -302,8 +307,9 @@ pub(crate) unsafe fn gemm_bf16(
     }
 }
 
-/// f16 C = A * B accumulated in f32 (converted to f32 while packing), with `finish` as for
-/// [`gemm_with`].
+/// f16 C = A * B accumulated in f32: on AMX's tiles where the CPU has AMX-FP16 and Linux
+/// gives them to this process (`amx::status_f16`), else converted to f32 while packing; with
+/// `finish` as for [`gemm_with`].
 ///
 /// # Safety
 /// As for [`gemm_with`].
@@ -317,6 +323,9 @@ pub(crate) unsafe fn gemm_f16(
     threads: usize,
     finish: Option<Finish<f32>>,
 ) {
+    if let Some(t) = amx::tiles_f16() {
+        return amx::gemm_tiles(&t, m, n, k, a, b, c, threads, finish);
+    }
     gemm_with(&f32::kernel(), m, n, k, a, b, c, threads, finish)
 }
 

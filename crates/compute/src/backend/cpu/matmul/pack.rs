@@ -113,7 +113,8 @@ unsafe impl Packed for f64 {
     const K_PER: usize = 1;
 }
 
-/// Two bf16 values of consecutive k (the first in the low half), packed for `vdpbf16ps`.
+/// Two bf16 values of consecutive k (the first in the low half), packed for `vdpbf16ps` and
+/// `tdpbf16ps`; or two f16 the same way, for `tdpfp16ps` (`amx::gemm_tiles`).
 #[derive(Clone, Copy, Default)]
 #[repr(transparent)]
 pub(crate) struct Bf16Pair(pub(crate) u32);
@@ -142,6 +143,13 @@ impl PackFrom<f64> for f64 {
 impl PackFrom<bf16> for Bf16Pair {
     #[inline(always)]
     fn make(get: impl Fn(usize) -> Option<bf16>) -> Bf16Pair {
+        let bits = |t| get(t).map_or(0u32, |v| v.to_bits() as u32);
+        Bf16Pair(bits(0) | bits(1) << 16)
+    }
+}
+impl PackFrom<half::f16> for Bf16Pair {
+    #[inline(always)]
+    fn make(get: impl Fn(usize) -> Option<half::f16>) -> Bf16Pair {
         let bits = |t| get(t).map_or(0u32, |v| v.to_bits() as u32);
         Bf16Pair(bits(0) | bits(1) << 16)
     }

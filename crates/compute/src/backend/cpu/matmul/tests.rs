@@ -654,23 +654,31 @@ const AMX_SHAPES: [(usize, usize, usize); 8] = [
     (260, 300, 231),
 ];
 
-/// Runs the AMX loop nest (`amx::gemm_tiles`) with tile kernel `t` over AMX_SHAPES.
+/// Runs the AMX loop nest (`amx::gemm_tiles`) with bf16 tile kernel `t` over AMX_SHAPES.
 fn check_tiles(t: &amx::Tiles, name: &str) {
+    check_tiles_of(t, name, bf16::from_f64, |x: bf16| x.to_f64());
+}
+
+/// As `check_tiles`, for f16 tile kernels (AMX-FP16).
+fn check_tiles_f16(t: &amx::Tiles, name: &str) {
+    check_tiles_of(t, name, half::f16::from_f64, |x: half::f16| x.to_f64());
+}
+
+fn check_tiles_of<S: amx::Half>(
+    t: &amx::Tiles,
+    name: &str,
+    to: impl Fn(f64) -> S,
+    back: impl Fn(S) -> f64,
+) where
+    Bf16Pair: PackFrom<S>,
+{
     // SAFETY: check_with passes views over m x k and k x n values and a C of m * n; the
-    // caller made `t` callable here.
+    // caller made `t` callable here, and for S.
     let run = |m, n, k, a, b, c: &mut [f32], threads, f: Finish<f32>| unsafe {
         amx::gemm_tiles(t, m, n, k, a, b, c, threads, Some(f))
     };
-    // Products of two bf16 are exact in f32; only the f32 sums round.
-    check_with(
-        name,
-        &AMX_SHAPES,
-        &[1, 2],
-        bf16::from_f64,
-        |x: bf16| x.to_f64(),
-        1e-6,
-        run,
-    );
+    // Products of two bf16 (or f16) are exact in f32; only the f32 sums round.
+    check_with(name, &AMX_SHAPES, &[1, 2], to, back, 1e-6, run);
 }
 
 /// Packing (A in rows of pairs, B's micro-panels zero-padded to whole tiles of k), blocking,
@@ -679,9 +687,12 @@ fn check_tiles(t: &amx::Tiles, name: &str) {
 #[test]
 fn amx_loop_nest_matches_the_naive_loop() {
     fn nothing() {}
-    let t = amx::Tiles::blocked(amx::tile_portable, nothing, nothing, TINY);
+    let t = amx::Tiles::blocked(amx::tile_portable::<bf16>, nothing, nothing, TINY);
     assert_eq!((t.ks, t.mc, t.nc), (16, 32, 128));
     check_tiles(&t, "amx-portable");
+    // The same loop nest with f16 operands (AMX-FP16's `tdpfp16ps`).
+    let t = amx::Tiles::blocked(amx::tile_portable::<half::f16>, nothing, nothing, TINY);
+    check_tiles_f16(&t, "amx-fp16-portable");
 }
 
 /// The AMX kernel itself, where this CPU has AMX and Linux gives it to the process (the
@@ -702,6 +713,34 @@ fn amx_kernel_matches_the_naive_loop() {
         (status, _) => {
             let why = status.as_ref().err().map_or("no tiles", |e| e.why.as_str());
             assert!(!required("amx"), "ACCEL_TEST_REQUIRE names amx, but {why}");
+            println!("skipped: amx: {why}");
+        }
+    }
+}
+
+/// The AMX-FP16 kernel, where this CPU has it (Granite Rapids on) and Linux gives the tiles
+/// to the process. With ACCEL_TEST_REQUIRE=amx it must run wherever the CPU has AMX-FP16;
+/// a CPU with AMX-BF16 only skips it.
+#[test]
+fn amx_fp16_kernel_matches_the_naive_loop() {
+    match (amx::status_f16(), amx::tiles_f16()) {
+        (Ok(()), Some(t)) => {
+            let small = amx::Tiles {
+                ks: 16,
+                mc: 32,
+                nc: 128,
+                ..t
+            };
+            check_tiles_f16(&small, "amx-fp16");
+            check_tiles_f16(&t, "amx-fp16");
+        }
+        (status, _) => {
+            let e = status.as_ref().err();
+            let why = e.map_or("no tiles", |e| e.why.as_str());
+            assert!(
+                !(required("amx") && e.is_some_and(|e| e.hardware)),
+                "ACCEL_TEST_REQUIRE names amx, but {why}"
+            );
             println!("skipped: amx: {why}");
         }
     }
