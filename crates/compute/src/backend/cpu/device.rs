@@ -33,15 +33,19 @@ impl Backend for Cpu {
         // their tiles and blocking).
         use matmul::Accum;
         let k32 = f32::kernel().name;
-        details.push((
-            "matmul_kernel".to_string(),
-            match matmul::bf16_kernel() {
-                _ if matmul::amx_in_use(DType::F16) => format!("{k32}, bf16 amx, f16 amx"),
-                _ if matmul::amx_in_use(DType::BF16) => format!("{k32}, bf16 amx"),
-                Some(b) => format!("{k32}, bf16 {}", b.name),
-                None => k32.to_string(),
-            },
-        ));
+        details.push(("matmul_kernel".to_string(), {
+            let bf16 = match matmul::bf16_kernel() {
+                _ if matmul::amx_in_use(DType::BF16) => ", bf16 amx".to_string(),
+                Some(b) => format!(", bf16 {}", b.name),
+                None => String::new(),
+            };
+            let f16 = if matmul::amx_in_use(DType::F16) {
+                ", f16 amx"
+            } else {
+                ""
+            };
+            format!("{k32}{bf16}{f16}")
+        }));
         Probe {
             backend: BackendKind::Cpu,
             compiled: true,

@@ -72,8 +72,9 @@ pub(crate) fn cpu_checks() -> Vec<Check> {
     v
 }
 
-/// Where the CPU has AMX-BF16: whether bf16 products run on its tiles, and if not, why and
-/// what to do (nothing to say on a CPU without AMX).
+/// Where the CPU has AMX-BF16: whether bf16 products run on its tiles, and where it also has
+/// AMX-FP16 whether f16 products do; if not, why and what to do (nothing to say on a CPU
+/// without AMX).
 fn amx_check(
     bf16: &Result<(), amx::Unavailable>,
     f16: &Result<(), amx::Unavailable>,

@@ -18,7 +18,11 @@
 //!
 //! f16 products run the same way on CPUs with AMX-FP16 (Granite Rapids on): `tdpfp16ps`
 //! takes the same layout with f16 pairs and accumulates in f32 as well (`status_f16`,
-//! `tiles_f16`; the loop nest and packing are generic over [`Half`]).
+//! `tiles_f16`; the loop nest and packing are generic over [`Half`]). Unlike `tdpbf16ps`,
+//! which treats bf16 subnormal inputs as zero (below 1.2e-38: no data reaches them), it
+//! multiplies f16 subnormals exactly (Intel's reference for the instruction: "input FP16
+//! denormals are always handled and not treated as zero"), as the Rust tile product of the
+//! tests does; both flush f32 results below 1.2e-38 to zero.
 //!
 //! Linux gives a process the tile registers only after `arch_prctl(ARCH_REQ_XCOMP_PERM,
 //! XFEATURE_XTILEDATA)` (Linux 5.16 and later; a tile instruction before it is SIGILL), so
@@ -126,7 +130,8 @@ impl Half for f16 {
 /// Why bf16 (or f16) products do not run on AMX here.
 #[derive(Debug)]
 pub(crate) struct Unavailable {
-    /// Whether the CPU has AMX-BF16 (and something else stood in the way).
+    /// Whether the CPU has the AMX feature asked about (AMX-BF16 for bf16, AMX-FP16 for f16),
+    /// and something else stood in the way.
     pub hardware: bool,
     pub why: String,
 }
@@ -166,7 +171,7 @@ pub(crate) fn status_f16() -> &'static Result<(), Unavailable> {
 }
 
 /// The answer for one AMX feature: the CPU has it (`has`), `ACCEL_CPU_KERNEL` allows amx,
-/// Linux gives the process tile data (asked once: `permit` remembers), and the feature's
+/// Linux gives the process tile data (asked once for both features: the `PERMIT` cell below), and the feature's
 /// self-check passes.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn decide(
@@ -529,8 +534,8 @@ mod asm_kernel {
             /// in tmm6 and tmm7. Each turn of the loop covers 32 of k: A moves 64 bytes along its
             /// rows, B 16 steps of 128 bytes down its micro-panel.
             ///
-            /// # Safety
-            /// See [`TileKernel`]; `$ins` needs its AMX feature (AMX-BF16, AMX-FP16).
+            #[doc = concat!("# Safety\nSee [`TileKernel`]; `", $ins, "` needs its AMX feature \
+                (AMX-BF16 for tdpbf16ps, AMX-FP16 for tdpfp16ps).")]
             unsafe fn $name(
                 chunks: usize,
                 a: *const Bf16Pair,

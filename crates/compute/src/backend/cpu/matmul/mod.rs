@@ -346,9 +346,14 @@ pub(crate) type Finish<'a, D> =
 const UNITS_PER_THREAD: usize = 8;
 
 /// The k steps of a B panel cut into ranges that the threads pack in turn (`pack_b`):
-/// `UNITS_PER_THREAD` ranges a thread, of at least 16 steps, at least one range.
+/// `UNITS_PER_THREAD` ranges a thread, of at least 16 steps, at least one range (one thread:
+/// one range).
 fn pack_units(ks: usize, threads: usize) -> Vec<std::ops::Range<usize>> {
-    let parts = (ks / 16).clamp(1, threads * UNITS_PER_THREAD);
+    let parts = if threads > 1 {
+        (ks / 16).clamp(1, threads * UNITS_PER_THREAD)
+    } else {
+        1
+    };
     let per = ks.div_ceil(parts);
     (0..parts)
         .map(|t| (t * per).min(ks)..((t + 1) * per).min(ks))
@@ -362,10 +367,12 @@ fn pack_units(ks: usize, threads: usize) -> Vec<std::ops::Range<usize>> {
 /// with a busy loop on one of two vCPUs, against 158 on one thread alone).
 ///
 /// Units are runs of whole tiles of rows with every column, at most MC rows each, and
-/// `UNITS_PER_THREAD` a thread where C has rows enough (at least 4 tiles a unit); their
-/// number is a multiple of the threads, so that on equal CPUs each thread ends up with
-/// the same share. C with too few rows to share (fewer than 4 tiles a thread) is cut into
-/// one share of columns a thread (whole micro-panels each), every unit with all the rows.
+/// `UNITS_PER_THREAD` a thread where C has rows enough (each unit at least 4 tiles and a
+/// quarter of MC: every unit costs a pass over the B panel); where the tiles allow, their
+/// number is a multiple of the threads, so that on equal CPUs each thread ends up with the
+/// same share. One thread takes blocks of MC rows, as few as fit. C with too few rows to
+/// share (fewer than 4 tiles a thread) is cut into one share of columns a thread (whole
+/// micro-panels each), every unit with all the rows.
 #[derive(Clone, Copy, Debug)]
 struct Split {
     rows: bool,
@@ -384,15 +391,18 @@ impl Split {
         let threads = threads.max(1);
         let rows = m >= threads * mr * 4;
         let tiles = m.div_ceil(mr);
-        let units = if rows {
-            let per = (tiles / (threads * 4)).clamp(1, UNITS_PER_THREAD);
-            // Units of at most MC rows: ceil(tiles / units) <= mc / mr tiles.
-            let fit = tiles.div_ceil((mc / mr).max(1));
+        // Units of at most MC rows: ceil(tiles / units) <= mc / mr tiles.
+        let fit = tiles.div_ceil((mc / mr).max(1));
+        let units = if !rows {
+            threads
+        } else if threads == 1 {
+            fit
+        } else {
+            let min_tiles = (mc / mr / 4).max(4);
+            let per = (tiles / (threads * min_tiles)).clamp(1, UNITS_PER_THREAD);
             (threads * per)
                 .max(fit.next_multiple_of(threads))
                 .min(tiles)
-        } else {
-            threads
         };
         Split {
             rows,

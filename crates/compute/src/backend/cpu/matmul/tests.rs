@@ -383,6 +383,9 @@ fn split_units_cover_the_block_once_in_whole_tiles() {
         (12, 60, 100, 6, 16, 144),
         (1, 5, 7, 6, 16, 144),
         (3, 1000, 50, 8, 8, 24),
+        (1, 2000, 2000, 14, 32, 252),
+        (1, 200, 200, 14, 32, 252),
+        (1, 2048, 512, 32, 32, 1024),
     ];
     for (threads, m, nc, mr, nr, mc) in cases {
         let s = Split::new(threads, (m, nc), (mr, nr), mc);
@@ -412,9 +415,24 @@ fn split_units_cover_the_block_once_in_whole_tiles() {
         );
         if s.rows {
             let tiles = m.div_ceil(mr);
-            assert!(s.units.is_multiple_of(threads) || s.units == tiles);
-            if tiles >= threads * 4 * UNITS_PER_THREAD {
-                assert!(s.units >= threads * UNITS_PER_THREAD);
+            let fit = tiles.div_ceil(mc / mr);
+            if threads == 1 {
+                // One thread: as few blocks as fit in MC rows (each costs a pass over B).
+                assert_eq!(s.units, fit, "{m}x{nc}/1");
+            } else {
+                assert!(s.units.is_multiple_of(threads) || s.units == tiles);
+                let min_tiles = (mc / mr / 4).max(4);
+                if tiles >= threads * min_tiles * UNITS_PER_THREAD {
+                    assert!(s.units >= threads * UNITS_PER_THREAD);
+                }
+                // No unit below its minimum where there are units to spare.
+                if s.units > fit.next_multiple_of(threads) {
+                    assert!(
+                        tiles / s.units >= min_tiles,
+                        "{m}x{nc}/{threads}: {}",
+                        s.units
+                    );
+                }
             }
         } else {
             assert_eq!(s.units, threads);
