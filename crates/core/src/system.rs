@@ -215,9 +215,11 @@ fn simd_features() -> Vec<String> {
 /// AMX's parts this CPU has, from CPUID (std's feature detection has no stable names for them
 /// yet): leaf 7 EDX bits 22 (AMX-BF16), 24 (AMX-TILE) and 25 (AMX-INT8), and sub-leaf 1 EAX
 /// bit 21 (AMX-FP16). What the hardware has: whether the OS lets a process use the tile
-/// registers is asked separately (`arch_prctl(ARCH_REQ_XCOMP_PERM)` on Linux).
+/// registers is asked separately (`arch_prctl(ARCH_REQ_XCOMP_PERM)` on Linux). For accel's
+/// own AMX kernels (`matmul::amx`), not part of the public surface.
+#[doc(hidden)]
 #[cfg(target_arch = "x86_64")]
-fn amx_features() -> Vec<&'static str> {
+pub fn amx_features() -> Vec<&'static str> {
     use std::arch::x86_64::{__cpuid, __cpuid_count};
     // SAFETY: CPUID exists on every x86-64 CPU; leaf 7 is read only where leaf 0 says it is
     // there (a leaf past the maximum returns another leaf's data).
@@ -238,6 +240,13 @@ fn amx_features() -> Vec<&'static str> {
         out.push("amx-fp16");
     }
     out
+}
+
+/// No AMX off x86-64.
+#[doc(hidden)]
+#[cfg(not(target_arch = "x86_64"))]
+pub fn amx_features() -> Vec<&'static str> {
+    Vec::new()
 }
 
 /// A hosted notebook service this process runs in, recognised from the variables the service

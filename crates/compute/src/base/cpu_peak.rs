@@ -338,31 +338,34 @@ pub fn host_matmul_peak(dtype: DType, tiles: bool) -> Option<Peak> {
 mod tests {
     use super::*;
 
+    /// A 2-core Intel Xeon (family 6, `model`) at 2.9 GHz with these CPU flags.
+    fn xeon(model: u32, simd: &[&str]) -> crate::base::system::CpuInfo {
+        crate::base::system::CpuInfo {
+            brand: "test".into(),
+            logical_cores: 2,
+            physical_cores: 2,
+            frequency_mhz: Some(2900),
+            simd: simd.iter().map(|s| s.to_string()).collect(),
+            vendor: "GenuineIntel".into(),
+            family: 6,
+            model,
+        }
+    }
+
     /// An Emerald Rapids Xeon with AMX whose tiles this process may not use (Linux refused
     /// them, or `ACCEL_CPU_KERNEL` caps the kernels): the peak is still the tiles', and the
     /// formula gives what accel's bf16 kernel can reach on the vector units (2 x 2.9 x 128).
     #[test]
     fn bf16_off_the_tiles_gives_the_vector_units_figure_beside() {
-        let info = crate::base::system::CpuInfo {
-            brand: "test".into(),
-            logical_cores: 2,
-            physical_cores: 2,
-            frequency_mhz: Some(2900),
-            simd: [
-                "avx2",
-                "fma",
-                "avx512f",
-                "avx512bf16",
-                "amx-tile",
-                "amx-bf16",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-            vendor: "GenuineIntel".into(),
-            family: 6,
-            model: 0xcf,
-        };
+        let flags = [
+            "avx2",
+            "fma",
+            "avx512f",
+            "avx512bf16",
+            "amx-tile",
+            "amx-bf16",
+        ];
+        let info = xeon(0xcf, &flags);
         let off = peak_for(&info, 2, DType::BF16, false).unwrap();
         let on = peak_for(&info, 2, DType::BF16, true).unwrap();
         assert_eq!(off.gflop_per_s, on.gflop_per_s);
@@ -383,27 +386,16 @@ mod tests {
     /// then says (2 x 2.9 x 64).
     #[test]
     fn f16_on_amx_fp16_tiles_or_the_f32_units_beside() {
-        let info = crate::base::system::CpuInfo {
-            brand: "test".into(),
-            logical_cores: 2,
-            physical_cores: 2,
-            frequency_mhz: Some(2900),
-            simd: [
-                "avx2",
-                "fma",
-                "avx512f",
-                "avx512fp16",
-                "amx-tile",
-                "amx-bf16",
-                "amx-fp16",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-            vendor: "GenuineIntel".into(),
-            family: 6,
-            model: 0xad,
-        };
+        let flags = [
+            "avx2",
+            "fma",
+            "avx512f",
+            "avx512fp16",
+            "amx-tile",
+            "amx-bf16",
+            "amx-fp16",
+        ];
+        let info = xeon(0xad, &flags);
         let on = peak_for(&info, 2, DType::F16, true).unwrap();
         let off = peak_for(&info, 2, DType::F16, false).unwrap();
         assert!((on.gflop_per_s - 5939.2).abs() < 0.1, "{}", on.formula);

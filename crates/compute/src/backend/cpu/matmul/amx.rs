@@ -34,7 +34,7 @@ use half::{bf16, f16};
 use super::helper;
 use super::kernel::Caches;
 use super::pack::{pack_b, Bf16Pair, MatRef, OutPtr, PackFrom};
-use super::{pack_units, Finish, Scratch, Split, PARALLEL_MIN_FLOPS};
+use super::{pack_in_turn, Finish, Scratch, Split, PARALLEL_MIN_FLOPS};
 
 /// Rows of C one tile-kernel call computes (two tiles of 16).
 pub(super) const MR: usize = 32;
@@ -139,54 +139,43 @@ pub(crate) struct Unavailable {
 /// Whether bf16 products run on AMX here, and if not, why (asked once a process).
 pub(crate) fn status() -> &'static Result<(), Unavailable> {
     static S: std::sync::OnceLock<Result<(), Unavailable>> = std::sync::OnceLock::new();
-    S.get_or_init(|| {
-        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        {
-            let has = asm_kernel::has_amx_bf16();
-            decide("AMX-BF16", has, asm_kernel::self_check::<bf16>)
-        }
-        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-        Err(Unavailable {
-            hardware: false,
-            why: "AMX is used on x86-64 Linux only".into(),
-        })
-    })
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    return S.get_or_init(decide::<bf16>);
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    S.get_or_init(not_here)
 }
 
 /// Whether f16 products run on AMX here (AMX-FP16), and if not, why (asked once a process).
 pub(crate) fn status_f16() -> &'static Result<(), Unavailable> {
     static S: std::sync::OnceLock<Result<(), Unavailable>> = std::sync::OnceLock::new();
-    S.get_or_init(|| {
-        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        {
-            let has = asm_kernel::has_amx_fp16();
-            decide("AMX-FP16", has, asm_kernel::self_check::<f16>)
-        }
-        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-        Err(Unavailable {
-            hardware: false,
-            why: "AMX is used on x86-64 Linux only".into(),
-        })
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    return S.get_or_init(decide::<f16>);
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    S.get_or_init(not_here)
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn not_here() -> Result<(), Unavailable> {
+    Err(Unavailable {
+        hardware: false,
+        why: "AMX is used on x86-64 Linux only".into(),
     })
 }
 
-/// The answer for one AMX feature: the CPU has it (`has`), `ACCEL_CPU_KERNEL` allows amx,
-/// Linux gives the process tile data (asked once for both features: the `PERMIT` cell below), and the feature's
-/// self-check passes.
+/// The answer for S's AMX feature: CPUID shows it and AMX-TILE (`system::amx_features`),
+/// `ACCEL_CPU_KERNEL` allows amx, Linux gives the process tile data (asked once for both
+/// features: the `PERMIT` cell below), and S's self-check passes.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-fn decide(
-    feature: &str,
-    has: bool,
-    self_check: fn() -> Result<(), String>,
-) -> Result<(), Unavailable> {
+fn decide<S: asm_kernel::Ins>() -> Result<(), Unavailable> {
     let refused = |why: String| Unavailable {
         hardware: true,
         why,
     };
-    if !has {
+    let cpu = crate::base::system::amx_features();
+    if !(cpu.contains(&"amx-tile") && cpu.contains(&S::FLAG)) {
         return Err(Unavailable {
             hardware: false,
-            why: format!("this CPU has no {feature}"),
+            why: format!("this CPU has no {}", S::FLAG.to_uppercase()),
         });
     }
     if !super::kernel::allowed("amx") {
@@ -199,31 +188,29 @@ fn decide(
         .get_or_init(asm_kernel::permit)
         .clone()
         .map_err(refused)?;
-    self_check().map_err(refused)
+    asm_kernel::self_check::<S>().map_err(refused)
 }
 
 /// The bf16 tile kernel for this machine, when [`status`] is Ok.
 pub(super) fn tiles() -> Option<Tiles> {
-    static T: std::sync::OnceLock<Option<Tiles>> = std::sync::OnceLock::new();
-    *T.get_or_init(|| {
-        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        if status().is_ok() {
-            return Some(asm_kernel::tiles::<bf16>(Caches::of_this_machine()));
-        }
-        None
-    })
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        static T: std::sync::OnceLock<Option<Tiles>> = std::sync::OnceLock::new();
+        *T.get_or_init(|| asm_kernel::tiles::<bf16>(status()))
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    None
 }
 
 /// The f16 tile kernel for this machine, when [`status_f16`] is Ok.
 pub(super) fn tiles_f16() -> Option<Tiles> {
-    static T: std::sync::OnceLock<Option<Tiles>> = std::sync::OnceLock::new();
-    *T.get_or_init(|| {
-        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        if status_f16().is_ok() {
-            return Some(asm_kernel::tiles::<f16>(Caches::of_this_machine()));
-        }
-        None
-    })
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        static T: std::sync::OnceLock<Option<Tiles>> = std::sync::OnceLock::new();
+        *T.get_or_init(|| asm_kernel::tiles::<f16>(status_f16()))
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    None
 }
 
 /// Packs rows 0..mc, columns 0..kc of A (at `a`) as whole rows of pairs: row i's pair s (k =
@@ -343,18 +330,13 @@ pub(super) unsafe fn gemm_tiles<S: Half>(
                 panel_set[(q * kstride + ks) * NR..(q + 1) * kstride * NR].fill(Bf16Pair(0));
             }
             let (dst, len) = (OutPtr(panel_set.as_mut_ptr()), panel_set.len());
-            let ranges = pack_units(ks, threads);
-            let claims = helper::Claims::new(ranges.len());
-            let pack = |_: usize, _: &mut ()| {
-                while let Some(u) = claims.next() {
-                    // SAFETY: pack_b reads b.at(pc + p, jc + j) for p < kc, j < nc, valid by
-                    // gemm_tiles' # Safety; `dst` holds `len` = kstride * panels * NR values
-                    // (the `panel_set` slice, borrowed for this packing only) and each range
-                    // is claimed once: pack_b writes only its steps' places.
-                    unsafe { pack_b(kc, nc, NR, bsrc, ranges[u].clone(), (dst, len), kstride) };
-                }
-            };
-            helper::for_each_part(&mut vec![(); threads], pack);
+            pack_in_turn(ks, threads, |steps| {
+                // SAFETY: pack_b reads b.at(pc + p, jc + j) for p < kc, j < nc, valid by
+                // gemm_tiles' # Safety; `dst` holds `len` = kstride * panels * NR values (the
+                // `panel_set` slice, borrowed for this packing only) and pack_in_turn gives
+                // each range of steps once: pack_b writes only its steps' places.
+                unsafe { pack_b(kc, nc, NR, bsrc, steps, (dst, len), kstride) };
+            });
             let bpack = &bpack[..];
             let split = Split::new(threads, (m, nc), (MR, NR), t.mc);
             let claims = helper::Claims::new(split.units);
@@ -500,19 +482,26 @@ mod asm_kernel {
         Config(c)
     };
 
-    /// The tile kernel for each 16-bit type: `tdpbf16ps` for bf16, `tdpfp16ps` for f16.
+    /// The tile kernel for each 16-bit type, and the CPUID flag it needs (as
+    /// `system::amx_features` names it): `tdpbf16ps` for bf16, `tdpfp16ps` for f16.
     pub(super) trait Ins: Half {
         const RUN: TileKernel;
+        const FLAG: &'static str;
     }
     impl Ins for bf16 {
         const RUN: TileKernel = kernel_bf16;
+        const FLAG: &'static str = "amx-bf16";
     }
     impl Ins for f16 {
         const RUN: TileKernel = kernel_fp16;
+        const FLAG: &'static str = "amx-fp16";
     }
 
-    pub(super) fn tiles<S: Ins>(caches: Caches) -> Tiles {
-        Tiles::blocked(S::RUN, enter, leave, caches)
+    /// S's tile kernel with this machine's blocking, where `status` (S's) is Ok.
+    pub(super) fn tiles<S: Ins>(status: &Result<(), Unavailable>) -> Option<Tiles> {
+        status
+            .is_ok()
+            .then(|| Tiles::blocked(S::RUN, enter, leave, Caches::of_this_machine()))
     }
 
     /// # Safety
@@ -599,41 +588,6 @@ mod asm_kernel {
     }
     tile_kernel!(kernel_bf16, "tdpbf16ps");
     tile_kernel!(kernel_fp16, "tdpfp16ps");
-
-    /// Whether CPUID shows AMX-TILE and AMX-BF16 (leaf 7 EDX bits 24 and 22).
-    pub(super) fn has_amx_bf16() -> bool {
-        use std::arch::x86_64::{__cpuid, __cpuid_count};
-        // SAFETY: CPUID exists on every x86-64 CPU; leaf 7 is read only where leaf 0 says
-        // it is there.
-        #[allow(unused_unsafe)]
-        let l7 = unsafe {
-            if __cpuid(0).eax < 7 {
-                return false;
-            }
-            __cpuid_count(7, 0)
-        };
-        l7.edx >> 24 & 1 == 1 && l7.edx >> 22 & 1 == 1
-    }
-
-    /// Whether CPUID shows AMX-TILE (leaf 7 EDX bit 24) and AMX-FP16 (leaf 7 sub-leaf 1 EAX
-    /// bit 21).
-    pub(super) fn has_amx_fp16() -> bool {
-        use std::arch::x86_64::{__cpuid, __cpuid_count};
-        // SAFETY: as in has_amx_bf16; sub-leaf 1 of leaf 7 exists where sub-leaf 0's EAX
-        // (the highest sub-leaf) is at least 1.
-        #[allow(unused_unsafe)]
-        let (l7, l71) = unsafe {
-            if __cpuid(0).eax < 7 {
-                return false;
-            }
-            let l7 = __cpuid_count(7, 0);
-            if l7.eax < 1 {
-                return false;
-            }
-            (l7, __cpuid_count(7, 1))
-        };
-        l7.edx >> 24 & 1 == 1 && l71.eax >> 21 & 1 == 1
-    }
 
     /// Asks Linux for the tile data registers (once a process; every thread then has them).
     pub(super) fn permit() -> Result<(), String> {

@@ -361,6 +361,18 @@ fn pack_units(ks: usize, threads: usize) -> Vec<std::ops::Range<usize>> {
         .collect()
 }
 
+/// Runs `pack(steps)` for the k steps 0..ks of a B panel cut into `pack_units` ranges, each
+/// range once, the `threads` threads claiming them in turn (`helper::Claims`).
+fn pack_in_turn(ks: usize, threads: usize, pack: impl Fn(std::ops::Range<usize>) + Sync + Send) {
+    let ranges = pack_units(ks, threads);
+    let claims = helper::Claims::new(ranges.len());
+    helper::for_each_part(&mut vec![(); threads], |_, _| {
+        while let Some(u) = claims.next() {
+            pack(ranges[u].clone());
+        }
+    });
+}
+
 /// How one compute phase's m x nc block of C is cut into units that the threads claim in
 /// turn (`helper::Claims`), so that a thread slowed by another process takes fewer of them
 /// (a fixed half each ran two threads at the slower one's pace: f32 N=2000 at 150 GFLOP/s
@@ -503,19 +515,14 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
             let panels = &mut bpack[..ks * nc.div_ceil(nr) * nr];
             let (dst, len) = (OutPtr(panels.as_mut_ptr()), panels.len());
             // The threads pack ranges of k steps of every panel (see pack_b), in turn.
-            let ranges = pack_units(ks, threads);
-            let claims = helper::Claims::new(ranges.len());
-            let pack = |_: usize, _: &mut ()| {
-                while let Some(u) = claims.next() {
-                    // SAFETY: pack_b reads b.at(pc + p, jc + j) for p < kc, j < nc: elements
-                    // of the k x n operand that gemm's caller promised valid (# Safety of
-                    // gemm_with). `dst` holds `len` values (the `panels` slice, borrowed
-                    // mutably for this packing only); each range is claimed once, and
-                    // pack_b writes only the places of its steps, disjoint from the others'.
-                    unsafe { pack_b(kc, nc, nr, bsrc, ranges[u].clone(), (dst, len), ks) };
-                }
-            };
-            helper::for_each_part(&mut vec![(); threads], pack);
+            pack_in_turn(ks, threads, |steps| {
+                // SAFETY: pack_b reads b.at(pc + p, jc + j) for p < kc, j < nc: elements of
+                // the k x n operand that gemm's caller promised valid (# Safety of
+                // gemm_with). `dst` holds `len` values (the `panels` slice, borrowed mutably
+                // for this packing only); pack_in_turn gives each range of steps once, and
+                // pack_b writes only the places of its steps, disjoint from the others'.
+                unsafe { pack_b(kc, nc, nr, bsrc, steps, (dst, len), ks) };
+            });
             let bpack = &bpack[..];
             let split = Split::new(threads, (m, nc), (mr, nr), mcb);
             let claims = helper::Claims::new(split.units);

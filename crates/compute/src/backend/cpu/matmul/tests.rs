@@ -713,11 +713,16 @@ fn amx_loop_nest_matches_the_naive_loop() {
     check_tiles_f16(&t, "amx-fp16-portable");
 }
 
-/// The AMX kernel itself, where this CPU has AMX and Linux gives it to the process (the
-/// self-check in `amx::status` has then passed too), with small and default blocking.
-#[test]
-fn amx_kernel_matches_the_naive_loop() {
-    match (amx::status(), amx::tiles()) {
+/// Runs `check` with the tile kernel `t` found here, with small and with default blocking;
+/// where there is none, prints why and skips, unless ACCEL_TEST_REQUIRE names amx and
+/// `must_run` says the CPU should have had it.
+fn tiles_or_skip(
+    (status, t): (&Result<(), amx::Unavailable>, Option<amx::Tiles>),
+    name: &str,
+    check: fn(&amx::Tiles, &str),
+    must_run: fn(Option<&amx::Unavailable>) -> bool,
+) {
+    match (status, t) {
         (Ok(()), Some(t)) => {
             let small = amx::Tiles {
                 ks: 16,
@@ -725,15 +730,26 @@ fn amx_kernel_matches_the_naive_loop() {
                 nc: 128,
                 ..t
             };
-            check_tiles(&small, "amx");
-            check_tiles(&t, "amx");
+            check(&small, name);
+            check(&t, name);
         }
         (status, _) => {
-            let why = status.as_ref().err().map_or("no tiles", |e| e.why.as_str());
-            assert!(!required("amx"), "ACCEL_TEST_REQUIRE names amx, but {why}");
+            let e = status.as_ref().err();
+            let why = e.map_or("no tiles", |e| e.why.as_str());
+            assert!(
+                !(required("amx") && must_run(e)),
+                "ACCEL_TEST_REQUIRE names amx, but {why}"
+            );
             println!("skipped: amx: {why}");
         }
     }
+}
+
+/// The AMX kernel itself, where this CPU has AMX and Linux gives it to the process (the
+/// self-check in `amx::status` has then passed too), with small and default blocking.
+#[test]
+fn amx_kernel_matches_the_naive_loop() {
+    tiles_or_skip((amx::status(), amx::tiles()), "amx", check_tiles, |_| true);
 }
 
 /// The AMX-FP16 kernel, where this CPU has it (Granite Rapids on) and Linux gives the tiles
@@ -741,25 +757,10 @@ fn amx_kernel_matches_the_naive_loop() {
 /// a CPU with AMX-BF16 only skips it.
 #[test]
 fn amx_fp16_kernel_matches_the_naive_loop() {
-    match (amx::status_f16(), amx::tiles_f16()) {
-        (Ok(()), Some(t)) => {
-            let small = amx::Tiles {
-                ks: 16,
-                mc: 32,
-                nc: 128,
-                ..t
-            };
-            check_tiles_f16(&small, "amx-fp16");
-            check_tiles_f16(&t, "amx-fp16");
-        }
-        (status, _) => {
-            let e = status.as_ref().err();
-            let why = e.map_or("no tiles", |e| e.why.as_str());
-            assert!(
-                !(required("amx") && e.is_some_and(|e| e.hardware)),
-                "ACCEL_TEST_REQUIRE names amx, but {why}"
-            );
-            println!("skipped: amx: {why}");
-        }
-    }
+    tiles_or_skip(
+        (amx::status_f16(), amx::tiles_f16()),
+        "amx-fp16",
+        check_tiles_f16,
+        |e| e.is_some_and(|e| e.hardware),
+    );
 }
