@@ -378,8 +378,60 @@ pub(super) mod avx512 {
             } else if $mr == MR && $ks > 0 {
                 let esz = elem_size(a);
                 strided_loop!(a, $rsa * esz, $csa * esz, b, $rsb * esz, $ks, acc, $asm);
+            } else if 2 * $mr <= MR {
+                // A last tile of at most 7 rows, where they lie (rows past `mr` read row
+                // `mr - 1` again): only the first 7 rows' accumulators, half a tile's work,
+                // with B prefetched as in `strided_loop!`. `gemm_float` splits C's rows
+                // between two threads so that such a tile evens out their shares (f32 N=256:
+                // 9 tiles and 9 and a half, where a whole-tile edge made it 10 and 9).
+                macro_rules! half_step {
+                    ($u:expr) => {{
+                        let bp = b.add($u * bstep);
+                        let ap = a.add($u * astep);
+                        let b0 = {
+                            let $lb = bp;
+                            $load_b
+                        };
+                        let b1 = {
+                            let $lb = bp.add($lanes);
+                            $load_b
+                        };
+                        for (i, row) in acc.iter_mut().enumerate().take(MR / 2) {
+                            let av = {
+                                let $la = ap.add(roff[i]);
+                                $bcast_a
+                            };
+                            row[0] = {
+                                let ($acc, $x, $y) = (row[0], av, b0);
+                                $fma
+                            };
+                            row[1] = {
+                                let ($acc, $x, $y) = (row[1], av, b1);
+                                $fma
+                            };
+                        }
+                    }};
+                }
+                for _ in 0..$ks / 4 {
+                    for u in 0..4 {
+                        let p = b.wrapping_add((8 + u) * bstep) as *const i8;
+                        _mm_prefetch::<_MM_HINT_T0>(p);
+                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64));
+                    }
+                    half_step!(0);
+                    half_step!(1);
+                    half_step!(2);
+                    half_step!(3);
+                    a = a.add(4 * astep);
+                    b = b.add(4 * bstep);
+                }
+                for _ in 0..$ks % 4 {
+                    half_step!(0);
+                    a = a.add(astep);
+                    b = b.add(bstep);
+                }
             } else {
-                // A last tile of fewer than 14 rows, where they lie (rows past `mr` read row
+                // A last tile of 8 to 13 rows, where they lie (rows past `mr` read row
                 // `mr - 1` again): unrolled by 4, no software prefetch. One tile in each
                 // column of tiles, so its spills cost little.
                 for _ in 0..$ks / 4 {

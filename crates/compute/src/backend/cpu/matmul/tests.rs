@@ -546,11 +546,18 @@ fn check_small<D: Accum + Into<f64>>(
     to: impl Fn(f64) -> D,
     tol: f64,
 ) {
-    let shapes =
-        SHAPES
-            .iter()
-            .copied()
-            .chain([(13, 64, 5), (28, 96, 64), (3, 31, 200), (64, 64, 64)]);
+    let shapes = SHAPES
+        .iter()
+        .copied()
+        // m = 21 and 22: a last tile of 7 rows (half a tile's work) and of 8.
+        .chain([
+            (13, 64, 5),
+            (28, 96, 64),
+            (3, 31, 200),
+            (64, 64, 64),
+            (21, 40, 17),
+            (22, 40, 17),
+        ]);
     for (m, n, k) in shapes {
         for ta in [false, true] {
             let brs = n + 3;
@@ -577,6 +584,33 @@ fn check_small<D: Accum + Into<f64>>(
             }
         }
     }
+}
+
+#[test]
+fn the_small_path_splits_rows_in_half_tiles_and_evens_the_shares() {
+    // Tiles a share of `rows` costs, in halves: whole tiles 2, a last one of up to 7 rows 1.
+    let cost =
+        |rows: usize| 2 * (rows / 14) + [0, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2][rows % 14];
+    for m in 28..2000 {
+        let s = small_split(m, 14);
+        assert!(s > 0 && s < m && s.is_multiple_of(7), "m = {m}: {s}");
+        // Never worse than whole tiles for the first share, the split used before.
+        let whole = (m / 2).next_multiple_of(14).min(m - 1);
+        let worst = |s: usize| cost(s).max(cost(m - s));
+        assert!(
+            worst(s) <= worst(whole),
+            "m = {m}: {s} ({}) against {whole} ({})",
+            worst(s),
+            worst(whole)
+        );
+        assert!(
+            worst(s) <= cost(m) / 2 + 2,
+            "m = {m}: {s} leaves one thread most of the work"
+        );
+    }
+    // f32 N=256: 18 tiles and 4 rows as 9 tiles and 9 and a half.
+    assert_eq!(small_split(256, 14), 126);
+    assert_eq!(small_split(512, 14), 259);
 }
 
 #[test]
