@@ -157,6 +157,12 @@ const PARALLEL_MIN_FLOPS: usize = 1 << 24;
 /// one up to N=512 (300: 329-396 vs 230-281 GFLOP/s; 512: 401-426 vs 335-373), not at 768.
 const SMALL_MAX_FLOPS: usize = 1 << 27;
 
+/// The same for f64 (N=322): its kernel does half the multiply-adds of f32's for each byte of
+/// B it reads, and B's strips come from L2. Measured on the Emerald Rapids VM of
+/// bench/README.md, two threads, the two paths alternated within one process: the packed
+/// path 0.94-0.97x of the unpacked one at f64 N=320, 1.01-1.08x at 384, 1.05-1.28x at 448.
+const SMALL_MAX_FLOPS_F64: usize = 1 << 25;
+
 /// The deepest k the unpacked path takes: a B strip of k x NR (128 KiB of f32 at 1024) stays
 /// in L2 while every row tile of A streams past it.
 const SMALL_MAX_K: usize = 1024;
@@ -185,14 +191,7 @@ pub(crate) unsafe fn gemm_float<D: Accum + PackFrom<D> + PackInto<D>>(
 ) {
     let kern = D::kernel();
     match kern.small {
-        Some(small)
-            if m * n * k <= SMALL_MAX_FLOPS
-                && k <= SMALL_MAX_K
-                && b.cs == 1
-                && k > 0
-                && m > 0
-                && n > 0 =>
-        {
+        Some(small) if takes_small_path::<D>(m, n, k, b, kern.mr) => {
             let (mr, nr) = (kern.mr, kern.nr);
             if threads > 1 && m * n * k >= SMALL_SPLIT_FLOPS && m >= 2 * mr {
                 // Two shares of C's rows: the first here, the second on the spinning helper.
@@ -214,6 +213,25 @@ pub(crate) unsafe fn gemm_float<D: Accum + PackFrom<D> + PackInto<D>>(
         }
         _ => gemm_with(&kern, m, n, k, a, b, c, threads, finish),
     }
+}
+
+/// Whether a product of m x k by k x n (B as `b`) runs on the unpacked path, for a kernel
+/// of `mr` rows: few enough multiply-adds for its dtype, k up to SMALL_MAX_K, B with unit
+/// column stride, and B's rows not a multiple of 4 KiB apart once C has 8 tiles of rows or
+/// more. Such rows all fall into the same sets of L1, so a B strip read in place misses on
+/// every row, each time a tile of A passes it. Measured as for SMALL_MAX_FLOPS_F64, the
+/// packed path against this one: f32 256x1024x512 (m x n x k) 1.48x, 128x1024x1024 1.75x,
+/// f64 N=512 1.92x; with fewer rows the packing of B is not repaid: f32 64x1024x1024 0.96x,
+/// 28x1024x1024 0.62x. (Rows 2 KiB apart, f32 N=512: 0.96-1.04x, left unpacked.)
+fn takes_small_path<D>(m: usize, n: usize, k: usize, b: MatRef<D>, mr: usize) -> bool {
+    let size = std::mem::size_of::<D>();
+    let max = if size > 4 {
+        SMALL_MAX_FLOPS_F64
+    } else {
+        SMALL_MAX_FLOPS
+    };
+    let aliased = (b.rs * size).is_multiple_of(4096) && m >= 8 * mr;
+    m * n * k <= max && k <= SMALL_MAX_K && b.cs == 1 && k > 0 && m > 0 && n > 0 && !aliased
 }
 
 /// Where the small path splits m rows between two threads: a multiple of half a tile near
