@@ -176,7 +176,7 @@ pub(super) fn allowed(family: &str) -> bool {
 }
 
 /// Whether the CPU has every feature of the `family` kernels (and the family is `allowed`).
-fn usable(family: &str) -> bool {
+pub(super) fn usable(family: &str) -> bool {
     if !allowed(family) {
         return false;
     }

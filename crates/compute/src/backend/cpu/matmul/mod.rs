@@ -24,6 +24,7 @@ mod micro;
 mod pack;
 #[cfg(test)]
 mod tests;
+mod thin;
 
 use half::bf16;
 use rayon::prelude::*;
@@ -32,6 +33,7 @@ pub(crate) use helper::join;
 pub(crate) use kernel::describe;
 pub(crate) use kernel::{bf16_kernel, Accum};
 pub(crate) use pack::{MatRef, OutPtr, PackInto};
+pub(crate) use thin::Thin;
 
 use kernel::CpuKernel;
 use micro::Prefetch;
@@ -174,12 +176,13 @@ const SMALL_MAX_K: usize = 1024;
 /// rayon (whose sleeping worker had to be woken each time) the split only paid from N=147.
 const SMALL_SPLIT_FLOPS: usize = 3 << 15;
 
-/// C = A * B for f32 or f64 (no conversion while packing): small products without packing
-/// where this CPU's kernel allows it (`gemm_small`), the rest as [`gemm_with`].
+/// C = A * B for f32 or f64 (no conversion while packing): products with few rows or
+/// columns through `thin::gemm_thin`, small products without packing where this CPU's kernel
+/// allows it (`gemm_small`), the rest as [`gemm_with`].
 ///
 /// # Safety
 /// As for [`gemm_with`].
-pub(crate) unsafe fn gemm_float<D: Accum + PackFrom<D> + PackInto<D>>(
+pub(crate) unsafe fn gemm_float<D: Thin + PackFrom<D> + PackInto<D>>(
     m: usize,
     n: usize,
     k: usize,
@@ -189,6 +192,12 @@ pub(crate) unsafe fn gemm_float<D: Accum + PackFrom<D> + PackInto<D>>(
     threads: usize,
     finish: Option<Finish<D>>,
 ) {
+    if thin::gemm_thin(m, n, k, a, b, c, threads) {
+        if let Some(f) = finish {
+            f(c.as_ptr(), 0..m, 0..n);
+        }
+        return;
+    }
     let kern = D::kernel();
     match kern.small {
         Some(small) if takes_small_path::<D>(m, n, k, b, kern.mr) => {
