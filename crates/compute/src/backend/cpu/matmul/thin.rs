@@ -138,7 +138,7 @@ pub(super) unsafe fn gemm_thin<D: Thin>(
 ///
 /// # Safety
 /// As for `gemm_thin`, with m, n, k > 0 and the strides `form` asks for `f`: b.cs == 1 and
-/// m <= ROWS_MAX for rows; a.cs == 1, b.rs == 1 and m or n at most DOTS_MAX for dots.
+/// m <= ROWS_MAX for rows; unit column stride for A and unit row stride for B, and m or n at most DOTS_MAX for dots.
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_thin_as<D: Thin>(
     f: Form,
@@ -304,7 +304,7 @@ unsafe fn rows_body<D: Thin, const FUSED: bool>(
 }
 
 /// The dots form for C's rows `rows` and columns `cols`: C[i][j] = A's row i . B's column j,
-/// both contiguous (a.cs == 1, b.rs == 1).
+/// both contiguous (unit column stride for A, unit row stride for B).
 ///
 /// # Safety
 /// As for `gemm_thin`, with those strides, the ranges inside m and n, C's rows `ldc` apart;
