@@ -138,7 +138,8 @@ pub(super) unsafe fn gemm_thin<D: Thin>(
 ///
 /// # Safety
 /// As for `gemm_thin`, with m, n, k > 0 and the strides `form` asks for `f`: b.cs == 1 and
-/// m <= ROWS_MAX for rows; unit column stride for A and unit row stride for B, and m or n at most DOTS_MAX for dots.
+/// m <= ROWS_MAX for rows; unit column stride for A and unit row stride for B, and m or n
+/// at most DOTS_MAX, for dots.
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_thin_as<D: Thin>(
     f: Form,
