@@ -232,6 +232,43 @@ pub(super) unsafe fn pack_b<S: Copy, P: PackFrom<S>>(
         }
         return;
     }
+    if b.rs == 1 && P::K_PER == 1 {
+        // Column-major B (a transposed view: `x @ W.t()`): each column is contiguous in k.
+        // Panel by panel, in blocks of 128 steps: read each column's 128 values (contiguous)
+        // and deal them down the panel, whose 128 rows (16 KiB of f32) stay in L1 meanwhile.
+        // Value by value through `at`, packing took 67% of f32 32 x 512 by a transposed
+        // 512 x 512; this ran it 2.1x faster (28.7 -> 61.3 GFLOP/s; blocks of 16: 55.0, and
+        // 0.9x at 16 x 256 x 256, against 1.1x for 128).
+        const BLOCK: usize = 128;
+        for q in 0..panels {
+            let j0 = q * nr;
+            let w = nr.min(nc - j0);
+            let base = dst.get().add(q * kstride * nr);
+            let mut s0 = steps.start;
+            while s0 < steps.end {
+                let s1 = (s0 + BLOCK).min(steps.end);
+                for j in 0..nr {
+                    if j < w {
+                        // SAFETY: rows s0..s1 <= ks = kc of column j0 + j < nc: valid by
+                        // # Safety, and contiguous (rs == 1).
+                        let col =
+                            std::slice::from_raw_parts(b.ptr.add(s0 + (j0 + j) * b.cs), s1 - s0);
+                        for (t, &x) in col.iter().enumerate() {
+                            // SAFETY: as for `place`: q < panels, s0 + t < ks <= kstride, j < nr.
+                            *base.add((s0 + t) * nr + j) = P::make(|_| Some(x));
+                        }
+                    } else {
+                        for t in s0..s1 {
+                            // SAFETY: as above.
+                            *base.add(t * nr + j) = P::default();
+                        }
+                    }
+                }
+                s0 = s1;
+            }
+        }
+        return;
+    }
     for q in 0..panels {
         let j0 = q * nr;
         let w = nr.min(nc - j0);
