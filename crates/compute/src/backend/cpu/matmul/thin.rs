@@ -7,13 +7,15 @@
 //! against PyTorch's oneMKL): 1 x 4096 by 4096 x 4096 3.4 against 18; 4096 x 4096 by a
 //! vector 3.4 against 19; 8 rows 23-27 against 66-70.
 //!
-//! Two forms, chosen from the operands' strides (`gemm_thin`):
-//! - **rows** (B's rows contiguous, up to `ROWS_MAX` rows of C): C's rows are built as sums
-//!   of B's rows scaled by A's values, four rows of B at a time, over column blocks small
-//!   enough that C's rows stay in L1 while B streams past once, in order.
+//! Two forms, chosen from the operands' strides and B's size (`form`):
+//! - **rows** (B's rows contiguous, up to `ROWS_MAX` rows of C, B larger than half of L2):
+//!   C's rows are built as sums of B's rows scaled by A's values, four rows of B at a time,
+//!   over column blocks small enough that C's rows stay in L1 while B streams past once, in
+//!   order.
 //! - **dots** (A's rows and B's columns contiguous, up to `DOTS_MAX` rows or columns of C):
 //!   every element of C is one dot product of two contiguous vectors (`x @ W.t()` of a
-//!   Linear layer, a matrix times a vector), summed in 64 lanes.
+//!   Linear layer, a matrix times a vector), in four AVX-512 accumulators (`dot_wide`), or
+//!   64 lanes of plain Rust elsewhere.
 //!
 //! Two or more threads split the dimension that is large, in whole vectors.
 
