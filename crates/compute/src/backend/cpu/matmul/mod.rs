@@ -148,9 +148,14 @@ impl Drop for Scratch {
     }
 }
 
-/// Below this many multiply-adds one thread is faster than waking the pool (measured on Zen 5:
-/// f32 N=128 takes 32 us on one thread and 73 us on two, N=256 207 and 189 us).
-const PARALLEL_MIN_FLOPS: usize = 1 << 24;
+/// Below this many multiply-adds (f32 N=161) the packed path runs on one thread. It was 2^24
+/// (N=256) when the second thread was rayon's, which had to be woken each time (Zen 5: f32
+/// N=128 took 32 us on one thread and 73 us on two). With the spinning helper, two threads
+/// pay from here: on the Emerald Rapids VM of bench/README.md, products with a transposed B
+/// (packed), 2^22 against 2^24, 4 interleaved rounds: 200 x 200 x 200 1.03-1.26x, 32 x 512 x
+/// 512 1.02-1.60x, 100 x 400 x 400 1.13-1.59x, 256 x 128 x 128 0.98-1.16x. (The small path
+/// splits from SMALL_SPLIT_FLOPS.)
+const PARALLEL_MIN_FLOPS: usize = 1 << 22;
 
 /// Products up to this many multiply-adds (f32 N=512), with k up to SMALL_MAX_K, run
 /// without packing where the kernel has a twin for unpacked operands and B has unit column
