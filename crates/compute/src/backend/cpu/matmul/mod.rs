@@ -23,6 +23,8 @@ mod kernel;
 mod micro;
 mod pack;
 #[cfg(test)]
+mod small_tests;
+#[cfg(test)]
 mod tests;
 mod thin;
 

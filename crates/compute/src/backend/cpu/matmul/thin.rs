@@ -477,20 +477,8 @@ dot_wide!(
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::values;
     use super::*;
-
-    /// Deterministic values in [-1, 1) with a few exact zeros and sign changes.
-    fn values(n: usize, seed: u64) -> Vec<f64> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
-            })
-            .collect()
-    }
 
     /// Every shape, both layouts of A and of B, one and two threads, and every compiled
     /// copy this CPU runs, against a naive loop in f64.

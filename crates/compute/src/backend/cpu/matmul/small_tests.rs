@@ -1,0 +1,181 @@
+//! The small-product path (`gemm_small`, no packing): which products take it, how two
+//! threads split C's rows, and its kernels against a naive f64 loop.
+#[cfg(target_arch = "x86_64")]
+use super::micro::*;
+#[cfg(target_arch = "x86_64")]
+use super::tests::avx512_required;
+use super::tests::{naive, values, view, SHAPES};
+use super::*;
+
+/// Runs the small-product path with kernel `small` (tile `tile`) on odd shapes, A row-major
+/// and transposed, B row-major with padded rows (so full-width strips are read in place and
+/// the last strip is copied), against the naive loop within `tol` x k.
+#[cfg(target_arch = "x86_64")]
+fn check_small<D: Accum + Into<f64>>(
+    small: kernel::SmallKernel<D>,
+    tile: (usize, usize),
+    to: impl Fn(f64) -> D,
+    tol: f64,
+) {
+    let shapes = SHAPES
+        .iter()
+        .copied()
+        // m = 21 and 22: a last tile of 7 rows (half a tile's work) and of 8.
+        .chain([
+            (13, 64, 5),
+            (28, 96, 64),
+            (3, 31, 200),
+            (64, 64, 64),
+            (21, 40, 17),
+            (22, 40, 17),
+        ]);
+    for (m, n, k) in shapes {
+        for ta in [false, true] {
+            let brs = n + 3;
+            let a: Vec<D> = values(m * k, 3).into_iter().map(&to).collect();
+            let b: Vec<D> = values(k * brs, 4).into_iter().map(&to).collect();
+            let (af, bf): (Vec<f64>, Vec<f64>) = (
+                a.iter().map(|&x| x.into()).collect(),
+                b.iter().map(|&x| x.into()).collect(),
+            );
+            let (ars, acs) = if ta { (1, m) } else { (k, 1) };
+            let want = naive(m, n, k, (&af, ars, acs), (&bf, brs, 1));
+            let mut c = vec![D::default(); m * n];
+            let ar = view(&a, ars, acs);
+            let br = view(&b, brs, 1);
+            // SAFETY: the views cover the m x k and k x (n + 3) values allocated above, b's
+            // column stride is 1, c holds m * n, and the caller checked the CPU has AVX-512.
+            unsafe { gemm_small(small, tile.0, tile.1, m, n, k, ar, br, &mut c) };
+            for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
+                let g: f64 = (*g).into();
+                assert!(
+                    (g - w).abs() <= tol * k as f64 * w.abs().max(1.0),
+                    "small {m}x{n}x{k} ta={ta} at {idx}: {g}, naive {w}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_small_path_takes_what_it_is_faster_for() {
+    // Only the strides matter: nothing is read.
+    let (x32, x64) = ([0f32; 1], [0f64; 1]);
+    let b32 = |rs: usize| view(&x32, rs, 1);
+    let b64 = |rs: usize| view(&x64, rs, 1);
+    // f32 up to N=512, f64 up to N=322 (by multiply-adds).
+    assert!(takes_small_path(512, 512, 512, b32(512), 14));
+    assert!(!takes_small_path(513, 512, 512, b32(512), 14));
+    assert!(takes_small_path(320, 320, 320, b64(320), 14));
+    assert!(!takes_small_path(384, 384, 384, b64(384), 14));
+    // B's rows 4 KiB apart: packed once C has 8 tiles of rows.
+    assert!(!takes_small_path(256, 1024, 512, b32(1024), 14));
+    assert!(!takes_small_path(112, 512, 256, b64(512), 14));
+    assert!(takes_small_path(111, 512, 256, b64(512), 14));
+    assert!(takes_small_path(28, 1024, 1024, b32(1024), 14));
+    // A padded row (not a multiple of 4 KiB) stays unpacked.
+    assert!(takes_small_path(256, 1024, 512, b32(1028), 14));
+    // No small path for k deeper than SMALL_MAX_K, B not unit-stride, or empty products.
+    assert!(!takes_small_path(8, 8, 2048, b32(8), 14));
+    assert!(!takes_small_path(8, 8, 8, view(&x32, 1, 8), 14));
+    assert!(!takes_small_path(0, 8, 8, b32(8), 14));
+}
+
+#[test]
+fn the_small_path_splits_rows_in_half_tiles_and_evens_the_shares() {
+    // Tiles a share of `rows` costs, in halves: whole tiles 2, a last one of up to 7 rows 1.
+    let cost =
+        |rows: usize| 2 * (rows / 14) + [0, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2][rows % 14];
+    for m in 28..2000 {
+        let s = small_split(m, 14);
+        assert!(s > 0 && s < m && s.is_multiple_of(7), "m = {m}: {s}");
+        // Never worse than whole tiles for the first share, the split used before.
+        let whole = (m / 2).next_multiple_of(14).min(m - 1);
+        let worst = |s: usize| cost(s).max(cost(m - s));
+        assert!(
+            worst(s) <= worst(whole),
+            "m = {m}: {s} ({}) against {whole} ({})",
+            worst(s),
+            worst(whole)
+        );
+        assert!(
+            worst(s) <= cost(m) / 2 + 2,
+            "m = {m}: {s} leaves one thread most of the work"
+        );
+    }
+    // f32 N=256: 18 tiles and 4 rows as 9 tiles and 9 and a half.
+    assert_eq!(small_split(256, 14), 126);
+    assert_eq!(small_split(512, 14), 259);
+}
+
+#[test]
+fn small_products_without_packing_match_the_naive_loop() {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        check_small(avx512::small_f32, (14, 32), |x| x as f32, 1e-6);
+        check_small(avx512::small_f64, (14, 16), |x| x, 1e-15);
+        // And through the entry point the CPU backend calls, which takes this path below
+        // SMALL_MAX_FLOPS: the same values as the packed kernel's.
+        let (m, n, k) = (20, 45, 33);
+        let a: Vec<f32> = values(m * k, 5).into_iter().map(|x| x as f32).collect();
+        let b: Vec<f32> = values(k * n, 6).into_iter().map(|x| x as f32).collect();
+        let (ar, br) = (view(&a, k, 1), view(&b, n, 1));
+        let (mut c1, mut c2) = (vec![0f32; m * n], vec![0f32; m * n]);
+        // SAFETY: as in check_small.
+        unsafe {
+            gemm_float(m, n, k, ar, br, &mut c1, 2, None);
+            gemm_with(&f32::kernel(), m, n, k, ar, br, &mut c2, 1, None);
+        }
+        let close = c1
+            .iter()
+            .zip(&c2)
+            .all(|(x, y)| (x - y).abs() <= 1e-5 * y.abs().max(1.0));
+        assert!(close, "{c1:?} vs {c2:?}");
+        // Above SMALL_SPLIT_FLOPS on two threads (C's rows in two halves), with an odd m and
+        // a transposed A, against the naive loop.
+        let (m, n, k) = (201, 190, 131);
+        let a: Vec<f32> = values(m * k, 7).into_iter().map(|x| x as f32).collect();
+        let b: Vec<f32> = values(k * n, 8).into_iter().map(|x| x as f32).collect();
+        let (af, bf): (Vec<f64>, Vec<f64>) = (
+            a.iter().map(|&x| x as f64).collect(),
+            b.iter().map(|&x| x as f64).collect(),
+        );
+        assert!(m * n * k >= SMALL_SPLIT_FLOPS);
+        let want = naive(m, n, k, (&af, 1, m), (&bf, n, 1));
+        let mut c = vec![0f32; m * n];
+        let (ar, br) = (view(&a, 1, m), view(&b, n, 1));
+        let check = |c: &[f32]| {
+            for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
+                let g = *g as f64;
+                assert!(
+                    (g - w).abs() <= 1e-6 * k as f64 * w.abs().max(1.0),
+                    "split at {idx}: {g}, naive {w}"
+                );
+            }
+        };
+        // SAFETY: A is read transposed (k x m storage, strides (1, m)); the views cover the
+        // values allocated above; c holds m * n.
+        unsafe { gemm_float(m, n, k, ar, br, &mut c, 2, None) };
+        check(&c);
+        // Four callers at once, repeatedly: one has the spinning helper, the others fall
+        // back to rayon; every product must still be the naive loop's.
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..20 {
+                        let mut c = vec![f32::NAN; m * n];
+                        // SAFETY: as above.
+                        unsafe { gemm_float(m, n, k, ar, br, &mut c, 2, None) };
+                        check(&c);
+                    }
+                });
+            }
+        });
+        return;
+    }
+    assert!(
+        !avx512_required(),
+        "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512f"
+    );
+    println!("skipped: avx512: this CPU has no avx512f");
+}
