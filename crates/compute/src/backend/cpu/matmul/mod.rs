@@ -18,6 +18,7 @@
 #![allow(clippy::too_many_arguments)]
 
 pub(crate) mod amx;
+mod dot_tiles;
 mod helper;
 mod kernel;
 mod micro;
@@ -31,6 +32,7 @@ mod thin;
 use half::bf16;
 use rayon::prelude::*;
 
+pub(crate) use dot_tiles::DotTile;
 pub(crate) use helper::join;
 pub(crate) use kernel::describe;
 pub(crate) use kernel::{bf16_kernel, Accum};
@@ -184,12 +186,13 @@ const SMALL_MAX_K: usize = 1024;
 const SMALL_SPLIT_FLOPS: usize = 3 << 15;
 
 /// C = A * B for f32 or f64 (no conversion while packing): products with few rows or
-/// columns through `thin::gemm_thin`, small products without packing where this CPU's kernel
+/// columns through `thin::gemm_thin`, a batch of 9 to 96 rows by a transposed B through
+/// `dot_tiles::gemm`, small products without packing where this CPU's kernel
 /// allows it (`gemm_small`), the rest as [`gemm_with`].
 ///
 /// # Safety
 /// As for [`gemm_with`].
-pub(crate) unsafe fn gemm_float<D: Thin + PackFrom<D> + PackInto<D>>(
+pub(crate) unsafe fn gemm_float<D: Thin + DotTile + PackFrom<D> + PackInto<D>>(
     m: usize,
     n: usize,
     k: usize,
@@ -199,7 +202,7 @@ pub(crate) unsafe fn gemm_float<D: Thin + PackFrom<D> + PackInto<D>>(
     threads: usize,
     finish: Option<Finish<D>>,
 ) {
-    if thin::gemm_thin(m, n, k, a, b, c, threads) {
+    if thin::gemm_thin(m, n, k, a, b, c, threads) || dot_tiles::gemm(m, n, k, a, b, c, threads) {
         if let Some(f) = finish {
             f(c.as_ptr(), 0..m, 0..n);
         }

@@ -169,7 +169,7 @@ impl PackFrom<half::f16> for Bf16Pair {
 /// valid for writes of `len` >= kstride * ceil(nc / nr) * nr values, with kstride >= ks
 /// (both checked: this panics otherwise), and no one else may read or write the places of
 /// `steps` during the call.
-pub(super) unsafe fn pack_b<S: Copy, P: PackFrom<S>>(
+pub(super) unsafe fn pack_b<S: Copy + 'static, P: PackFrom<S>>(
     kc: usize,
     nc: usize,
     nr: usize,
@@ -234,12 +234,34 @@ pub(super) unsafe fn pack_b<S: Copy, P: PackFrom<S>>(
     }
     if b.rs == 1 && P::K_PER == 1 {
         // Column-major B (a transposed view: `x @ W.t()`): each column is contiguous in k.
-        // Panel by panel, in blocks of 128 steps: read each column's 128 values (contiguous)
-        // and deal them down the panel, whose 128 rows (16 KiB of f32) stay in L1 meanwhile.
-        // Value by value through `at`, packing took 67% of f32 32 x 512 by a transposed
-        // 512 x 512; this ran it 2.1x faster (28.7 -> 61.3 GFLOP/s; blocks of 16: 55.0, and
-        // 0.9x at 16 x 256 x 256, against 1.1x for 128).
+        // With AVX-512, f32 and f64 as 16 x 16 or 8 x 8 transposes (`cols_simd`: packing
+        // went from 42% of f32 64 x 512 by a transposed 512 x 512 to 33%, and the product
+        // 1.1-1.4x faster). Otherwise panel by panel, in blocks of 128 steps: read each
+        // column's 128 values (contiguous) and deal them down the panel, whose 128 rows (16
+        // KiB of f32) stay in L1 meanwhile. Value by value through `at`, packing took 67% of
+        // f32 32 x 512 by a transposed 512 x 512; blocks ran it 2.1x faster (28.7 -> 61.3
+        // GFLOP/s; blocks of 16: 55.0, and 0.9x at 16 x 256 x 256, against 1.1x for 128).
         const BLOCK: usize = 128;
+        #[cfg(target_arch = "x86_64")]
+        if simd::usable()
+            && std::any::TypeId::of::<S>() == std::any::TypeId::of::<P>()
+            && matches!(size_of::<P>(), 4 | 8)
+        {
+            // SAFETY: S is P (f32 or f64: plain words); the rest as for `cols_simd`'s # Safety,
+            // which this call's own gives.
+            unsafe {
+                cols_simd(
+                    nc,
+                    nr,
+                    b,
+                    steps,
+                    dst.get() as *mut u8,
+                    size_of::<P>(),
+                    kstride,
+                )
+            };
+            return;
+        }
         for q in 0..panels {
             let j0 = q * nr;
             let w = nr.min(nc - j0);
@@ -279,6 +301,64 @@ pub(super) unsafe fn pack_b<S: Copy, P: PackFrom<S>>(
                 } else {
                     P::default()
                 };
+            }
+        }
+    }
+}
+
+/// `pack_b`'s column-major case (unit row stride, packed values the source's own `word`-byte
+/// words, 4 or 8) with AVX-512 transposes: each panel's columns in groups of one vector's
+/// lanes (16 or 8), each group's steps a vector of each column at a time, the rest one
+/// value at a time; lanes past the matrix's last column are zero.
+///
+/// # Safety
+/// As `pack_b`'s, with its assertion checked, `dst` as its words; the CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn cols_simd<S>(
+    nc: usize,
+    nr: usize,
+    b: MatRef<S>,
+    steps: std::ops::Range<usize>,
+    dst: *mut u8,
+    word: usize,
+    kstride: usize,
+) {
+    let lanes = 64 / word;
+    let (len, full) = (steps.len(), steps.len() / lanes * lanes);
+    for q in 0..nc.div_ceil(nr) {
+        let j0 = q * nr;
+        let w = nr.min(nc - j0);
+        let panel = dst.add(q * kstride * nr * word);
+        for g in (0..nr).step_by(lanes) {
+            let h = w.saturating_sub(g).min(lanes).min(nr - g);
+            let mut rows = [std::ptr::null::<u8>(); 16];
+            for (i, r) in rows.iter_mut().enumerate().take(h) {
+                // Column j0 + g + i < nc from step `steps.start` (rs == 1).
+                *r = b.ptr.wrapping_add((j0 + g + i) * b.cs + steps.start) as *const u8;
+            }
+            let lanes_here = (nr - g).min(lanes);
+            let out = panel.add((steps.start * nr + g) * word);
+            // SAFETY: rows i < h are columns of B (valid by # Safety for steps.start +
+            // `full` <= kc values, contiguous); the stores go to steps `steps` of lanes g..g +
+            // lanes_here < nr of panel q, inside `dst` by pack_b's assertion.
+            if word == 4 {
+                let mask = ((1u32 << lanes_here) - 1) as u16;
+                simd::transpose32(&rows[..h], full, out as *mut u32, nr, mask);
+            } else {
+                let mask = ((1u32 << lanes_here) - 1) as u8;
+                simd::transpose64(&rows[..h], full, out as *mut u64, nr, mask);
+            }
+            // The last steps, value by value (rows past h are zero lanes).
+            for t in full..len {
+                for (i, row) in rows.iter().enumerate().take(lanes_here) {
+                    let to = out.add((t * nr + i) * word);
+                    if i < h {
+                        std::ptr::copy_nonoverlapping(row.wrapping_add(t * word), to, word);
+                    } else {
+                        std::ptr::write_bytes(to, 0, word);
+                    }
+                }
             }
         }
     }
@@ -397,13 +477,10 @@ mod simd {
     }
 
     /// Writes `steps` (a multiple of 16) steps of a 14-tall panel of 32-bit words: word s of
-    /// row i (at `rows[i] + 4 s`, for i < h; rows h..14 are zero) to `dst[s * 14 + i]`. Each
-    /// 16 steps: 16 row loads, a 16 x 16 transpose (unpacks of 32 and 64 bits, then two
-    /// rounds of 128-bit lane shuffles), 16 stores of 14 words.
+    /// row i (at `rows[i] + 4 s`, for i < h; rows h..14 are zero) to `dst[s * 14 + i]`.
     ///
     /// # Safety
-    /// The CPU must have AVX-512F; `rows[i]` readable for 4 * steps bytes for i < h <= 14;
-    /// `dst` writable for steps * 14 words.
+    /// As for [`transpose32`], with `rows[..h]`, stride 14.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn transpose14(
         rows: &[*const u8; ROWS],
@@ -411,10 +488,30 @@ mod simd {
         steps: usize,
         dst: *mut u32,
     ) {
+        transpose32(&rows[..h], steps, dst, ROWS, 0x3fff)
+    }
+
+    /// Writes `steps` (a multiple of 16) steps of up to 16 rows of 32-bit words, transposed:
+    /// word s of row i (at `rows[i] + 4 s`) to `dst[s * stride + i]`, for the lanes i in
+    /// `mask` (rows past `rows.len()` give zeros). Each 16 steps: 16 row loads, a 16 x 16
+    /// transpose (unpacks of 32 and 64 bits, then two rounds of 128-bit lane shuffles), 16
+    /// masked stores.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F; `rows.len()` <= 16; `rows[i]` readable for 4 * steps
+    /// bytes; `dst + s * stride` writable for the lanes of `mask`, for every s < steps.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn transpose32(
+        rows: &[*const u8],
+        steps: usize,
+        dst: *mut u32,
+        stride: usize,
+        mask: u16,
+    ) {
         for s0 in (0..steps).step_by(16) {
             let mut r = [_mm512_setzero_si512(); 16];
-            for (i, v) in r.iter_mut().enumerate().take(h) {
-                *v = _mm512_loadu_si512(rows[i].add(4 * s0) as *const __m512i);
+            for (v, row) in r.iter_mut().zip(rows) {
+                *v = _mm512_loadu_si512(row.add(4 * s0) as *const __m512i);
             }
             // t[2j] lane L: (r2j c0, r2j+1 c0, r2j c1, r2j+1 c1), c = 4L..; t[2j+1]: c2, c3.
             let mut t = [_mm512_setzero_si512(); 16];
@@ -432,22 +529,65 @@ mod simd {
             }
             // Column 4L + q = lanes L of u[q], u[4 + q], u[8 + q], u[12 + q].
             for q in 0..4 {
-                let (a, b, c, d) = (u[q], u[4 + q], u[8 + q], u[12 + q]);
-                let ab_lo = _mm512_shuffle_i32x4::<0x44>(a, b);
-                let ab_hi = _mm512_shuffle_i32x4::<0xEE>(a, b);
-                let cd_lo = _mm512_shuffle_i32x4::<0x44>(c, d);
-                let cd_hi = _mm512_shuffle_i32x4::<0xEE>(c, d);
-                let cols = [
-                    _mm512_shuffle_i32x4::<0x88>(ab_lo, cd_lo),
-                    _mm512_shuffle_i32x4::<0xDD>(ab_lo, cd_lo),
-                    _mm512_shuffle_i32x4::<0x88>(ab_hi, cd_hi),
-                    _mm512_shuffle_i32x4::<0xDD>(ab_hi, cd_hi),
-                ];
+                let cols = lanes(u[q], u[4 + q], u[8 + q], u[12 + q]);
                 for (l, col) in cols.into_iter().enumerate() {
                     let st = s0 + 4 * l + q;
-                    _mm512_mask_storeu_epi32(dst.add(st * ROWS) as *mut i32, 0x3fff, col);
+                    _mm512_mask_storeu_epi32(dst.add(st * stride) as *mut i32, mask, col);
                 }
             }
         }
+    }
+
+    /// As [`transpose32`] for 64-bit words: up to 8 rows, `steps` a multiple of 8, word s of
+    /// row i (at `rows[i] + 8 s`) to `dst[s * stride + i]` for the lanes i in `mask`. Each 8
+    /// steps: 8 row loads, unpacks of 64 bits, one round of lane shuffles, 8 masked stores.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F; `rows.len()` <= 8; `rows[i]` readable for 8 * steps
+    /// bytes; `dst + s * stride` writable for the lanes of `mask`, for every s < steps.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn transpose64(
+        rows: &[*const u8],
+        steps: usize,
+        dst: *mut u64,
+        stride: usize,
+        mask: u8,
+    ) {
+        for s0 in (0..steps).step_by(8) {
+            let mut r = [_mm512_setzero_si512(); 8];
+            for (v, row) in r.iter_mut().zip(rows) {
+                *v = _mm512_loadu_si512(row.add(8 * s0) as *const __m512i);
+            }
+            // t[2j] lane L: (r2j c, r2j+1 c) for c = 2L; t[2j+1]: the same for c = 2L + 1.
+            let mut t = [_mm512_setzero_si512(); 8];
+            for j in 0..4 {
+                t[2 * j] = _mm512_unpacklo_epi64(r[2 * j], r[2 * j + 1]);
+                t[2 * j + 1] = _mm512_unpackhi_epi64(r[2 * j], r[2 * j + 1]);
+            }
+            // Column 2L + p = lanes L of t[p], t[2 + p], t[4 + p], t[6 + p].
+            for p in 0..2 {
+                let cols = lanes(t[p], t[2 + p], t[4 + p], t[6 + p]);
+                for (l, col) in cols.into_iter().enumerate() {
+                    let st = s0 + 2 * l + p;
+                    _mm512_mask_storeu_epi64(dst.add(st * stride) as *mut i64, mask, col);
+                }
+            }
+        }
+    }
+
+    /// The four vectors made of 128-bit lane L of a, b, c and d, for L = 0..4.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn lanes(a: __m512i, b: __m512i, c: __m512i, d: __m512i) -> [__m512i; 4] {
+        let ab_lo = _mm512_shuffle_i32x4::<0x44>(a, b);
+        let ab_hi = _mm512_shuffle_i32x4::<0xEE>(a, b);
+        let cd_lo = _mm512_shuffle_i32x4::<0x44>(c, d);
+        let cd_hi = _mm512_shuffle_i32x4::<0xEE>(c, d);
+        [
+            _mm512_shuffle_i32x4::<0x88>(ab_lo, cd_lo),
+            _mm512_shuffle_i32x4::<0xDD>(ab_lo, cd_lo),
+            _mm512_shuffle_i32x4::<0x88>(ab_hi, cd_hi),
+            _mm512_shuffle_i32x4::<0xDD>(ab_hi, cd_hi),
+        ]
     }
 }

@@ -536,6 +536,57 @@ fn blocking_follows_the_caches() {
     );
 }
 
+/// `pack_b` of a column-major B (a transposed view; AVX-512 transposes where the CPU has
+/// them) puts value (s, j) of panel q at q * kstride * nr + s * nr + j, zero past the last
+/// column, and writes nothing outside its steps: edges of vectors and panels in k and in
+/// the columns, ranges of steps that start and end off a vector, kstride above ks.
+#[test]
+fn column_major_b_packs_by_the_layout() {
+    fn check<T: PackFrom<T> + PartialEq + std::fmt::Debug + 'static>(
+        to: impl Fn(f64) -> T,
+        nr: usize,
+    ) {
+        for (kc, nc) in [(1, 1), (37, 45), (128, 64), (200, 33), (17, 70)] {
+            let v: Vec<T> = values(kc * nc, 5).into_iter().map(&to).collect();
+            for steps in [0..kc, 3.min(kc)..kc, kc / 2..kc, 0..kc.saturating_sub(5)] {
+                let kstride = kc + 5;
+                let panels = nc.div_ceil(nr);
+                let len = kstride * panels * nr;
+                let mut dst = vec![to(9.0); len];
+                // SAFETY: B is nc columns of kc contiguous values (strides 1, kc) inside v;
+                // dst holds len values, as asserted by pack_b.
+                unsafe {
+                    pack_b(
+                        kc,
+                        nc,
+                        nr,
+                        view(&v, 1, kc),
+                        steps.clone(),
+                        (OutPtr(dst.as_mut_ptr()), len),
+                        kstride,
+                    )
+                };
+                for (e, got) in dst.iter().enumerate() {
+                    let (q, s, j) = (e / (kstride * nr), e % (kstride * nr) / nr, e % nr);
+                    let col = q * nr + j;
+                    let want = if !steps.contains(&s) {
+                        to(9.0)
+                    } else if col < nc {
+                        v[col * kc + s]
+                    } else {
+                        to(0.0)
+                    };
+                    assert_eq!(*got, want, "kc {kc} nc {nc} nr {nr} steps {steps:?} at {e}");
+                }
+            }
+        }
+    }
+    check(|x| x as f32, 32);
+    check(|x| x as f32, 16);
+    check(|x| x, 16);
+    check(|x| x, 8);
+}
+
 fn required(what: &str) -> bool {
     std::env::var("ACCEL_TEST_REQUIRE")
         .unwrap_or_default()

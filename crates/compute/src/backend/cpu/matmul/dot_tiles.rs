@@ -1,0 +1,377 @@
+//! A times a transposed B with more rows than the thin path takes: `x @ W.t()` of a Linear
+//! layer on a batch, where A's rows and B's columns (W's rows) are both contiguous in k.
+//!
+//! The packed path gathers such a B column by column into k-major panels, which for a batch
+//! of 64 rows cost as much as the product (f32 64 x 512 by a transposed 512 x 512 on the
+//! Emerald Rapids VM of bench/README.md: packing 42% of the time, 97-122 GFLOP/s against
+//! PyTorch's 237). Here nothing is packed: a tile of C of `TR` rows by `TC` columns is `TR`
+//! x `TC` dot products of contiguous vectors, kept in as many AVX-512 accumulators while
+//! k streams past (`TR` + `TC` loads for `TR` x `TC` multiply-adds), and summed across
+//! lanes once at the end. B is read once from memory, in blocks of `TC` columns that stay
+//! in L1 while every tile of A's rows passes them from L2; k is cut into chunks that keep
+//! a block in L1.
+//!
+//! Measured there (f32, two threads, GFLOP/s, medians of 3 interleaved rounds; m x n x k,
+//! before this path and with it, against PyTorch 2.15's oneMKL): 16 x 256 x 256 26 -> 106
+//! (86), 48 x 512 x 512 78 -> 134 (114), 64 x 1024 x 1024 84 -> 128 (154), 96 x 1024 x
+//! 1024 105 -> 158 (193), 32 x 4096 x 4096 28 -> 108 (124). From about 96 rows the packed
+//! path (with `pack_b`'s transposes) is as fast: 96 x 512 x 512 152 packed against 138,
+//! 128 x 1024 x 1024 155 against 127. Each step's four loads of A from L2 are where the
+//! kernel waits; a software prefetch of B's next block into L2 did not help.
+
+use super::pack::{MatRef, OutPtr};
+use super::{helper, Accum};
+
+/// Rows of A (and of C) in one tile.
+pub(super) const TR: usize = 4;
+/// Columns of B (and of C) in one tile: 24 accumulators, 4 + 1 more registers of 32.
+pub(super) const TC: usize = 6;
+/// Fewest rows of C this path takes (fewer: the thin path's dots form).
+const MIN_M: usize = 9;
+/// Most rows of C this path takes: with more, packing B is repaid by the packed kernel,
+/// which needs no sums across lanes and loads one vector of B for 14 rows.
+const MAX_M: usize = 96;
+/// Shallowest k: each dot ends with a sum across lanes, to be spread over enough steps.
+const MIN_K: usize = 64;
+/// Bytes of B's block (`TC` columns of a k chunk) kept in L1.
+const B_BLOCK_BYTES: usize = 24 << 10;
+/// Fewer multiply-adds than this run on the calling thread alone.
+const SPLIT_FLOPS: usize = 1 << 18;
+
+/// Element types with a tile kernel.
+pub(crate) trait DotTile: Accum {
+    /// `out[i][j]` = a[i] . b[j] over k elements.
+    ///
+    /// # Safety
+    /// Every a[i] and b[j] readable for k elements; the CPU has AVX-512F and FMA.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn tile(a: &[*const Self; TR], b: &[*const Self; TC], k: usize) -> [[Self; TC]; TR];
+}
+
+#[cfg(target_arch = "x86_64")]
+impl DotTile for f32 {
+    unsafe fn tile(a: &[*const f32; TR], b: &[*const f32; TC], k: usize) -> [[f32; TC]; TR] {
+        tile_f32(a, b, k)
+    }
+}
+#[cfg(target_arch = "x86_64")]
+impl DotTile for f64 {
+    unsafe fn tile(a: &[*const f64; TR], b: &[*const f64; TC], k: usize) -> [[f64; TC]; TR] {
+        tile_f64(a, b, k)
+    }
+}
+#[cfg(not(target_arch = "x86_64"))]
+impl DotTile for f32 {}
+#[cfg(not(target_arch = "x86_64"))]
+impl DotTile for f64 {}
+
+/// Whether an m x k by k x n product with these operands takes this path: A's rows and B's
+/// columns contiguous, MIN_M..=MAX_M rows, more than a few columns, k from MIN_K, and the
+/// AVX-512 kernels allowed on this CPU (`kernel::usable`).
+pub(super) fn takes<D>(m: usize, n: usize, k: usize, a: MatRef<D>, b: MatRef<D>) -> bool {
+    a.cs == 1
+        && b.rs == 1
+        && (MIN_M..=MAX_M).contains(&m)
+        && n > TC
+        && k >= MIN_K
+        && super::kernel::usable("avx512")
+}
+
+/// C = A B through this path where `takes` says so (returns false, touching nothing,
+/// otherwise), on up to `threads` threads: m x k by k x n, C row-major m x n.
+///
+/// # Safety
+/// As for `gemm_with`: `a.at(i, p)` valid for i < m, p < k, `b.at(p, j)` for p < k, j < n,
+/// `c` holds m * n elements; A and B are not written during the call.
+pub(super) unsafe fn gemm<D: DotTile>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<D>,
+    b: MatRef<D>,
+    c: &mut [D],
+    threads: usize,
+) -> bool {
+    if !takes(m, n, k, a, b) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // Threads split C's columns (each reads its own part of B once) in whole tiles.
+        let parts = if threads > 1 && m * n * k >= SPLIT_FLOPS {
+            threads.min(n / TC).max(1)
+        } else {
+            1
+        };
+        let per = n.div_ceil(parts).next_multiple_of(TC);
+        let mut ranges: Vec<std::ops::Range<usize>> = (0..parts)
+            .map(|t| (t * per).min(n)..((t + 1) * per).min(n))
+            .filter(|r| !r.is_empty())
+            .collect();
+        let cp = OutPtr(c.as_mut_ptr());
+        helper::for_each_part(&mut ranges, |_, cols| {
+            // SAFETY: the caller's contract covers A, B and C, and `takes` the strides and
+            // the CPU; each part writes only its own columns of C, which no other part
+            // writes, and nothing reads C until every part has returned.
+            unsafe { run(0..m, cols.clone(), k, a, b, cp.get(), n) }
+        });
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (c, threads);
+        unreachable!("`takes` asks for AVX-512")
+    }
+}
+
+/// C's block `rows` x `cols` (C's rows `ldc` apart), tile by tile: k in chunks whose B
+/// block fits B_BLOCK_BYTES, B's blocks of TC columns outside, A's tiles of TR rows inside.
+/// Edge tiles repeat their last row or column (read, computed, not stored).
+///
+/// # Safety
+/// As for `gemm`, with a.cs == 1, b.rs == 1, the ranges inside m and n, and AVX-512F and
+/// FMA on this CPU; no one else writes that block of C during the call.
+#[cfg(target_arch = "x86_64")]
+unsafe fn run<D: DotTile>(
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+    k: usize,
+    a: MatRef<D>,
+    b: MatRef<D>,
+    c: *mut D,
+    ldc: usize,
+) {
+    if rows.is_empty() || cols.is_empty() {
+        return;
+    }
+    let chunk = (B_BLOCK_BYTES / TC / std::mem::size_of::<D>()).max(64) / 64 * 64;
+    let mut k0 = 0;
+    while k0 < k {
+        let kl = chunk.min(k - k0);
+        for j0 in cols.clone().step_by(TC) {
+            let w = TC.min(cols.end - j0);
+            let mut bp = [std::ptr::null::<D>(); TC];
+            for (j, p) in bp.iter_mut().enumerate() {
+                *p = b.ptr.add((j0 + j.min(w - 1)) * b.cs + k0);
+            }
+            for i0 in rows.clone().step_by(TR) {
+                let h = TR.min(rows.end - i0);
+                let mut ap = [std::ptr::null::<D>(); TR];
+                for (i, p) in ap.iter_mut().enumerate() {
+                    *p = a.ptr.add((i0 + i.min(h - 1)) * a.rs + k0);
+                }
+                let out = D::tile(&ap, &bp, kl);
+                for (i, row) in out.iter().enumerate().take(h) {
+                    let cr = c.add((i0 + i) * ldc + j0);
+                    for (j, &v) in row.iter().enumerate().take(w) {
+                        *cr.add(j) = if k0 == 0 { v } else { *cr.add(j) + v };
+                    }
+                }
+            }
+        }
+        k0 += kl;
+    }
+}
+
+/// The tile kernel for one element type, in assembly: the accumulators of C's element (i,
+/// j) in zmm(4 j + i), A's four vectors in zmm24..zmm27, B's vector in zmm28 or zmm29 in
+/// turn; whole vectors of k, then the rest under a mask (masked lanes read nothing). In
+/// Rust with arrays of vectors, LLVM kept half the accumulators on the stack and shuffled
+/// the rest between registers every step (55-80 GFLOP/s at f32 256 x 512 x 512).
+macro_rules! tile_kernel {
+    ($name:ident, $t:ty, $vec:ty, $zero:ident, $lanes:expr, $mov:literal, $fma:literal, $reduce:ident) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,fma")]
+        unsafe fn $name(a: &[*const $t; TR], b: &[*const $t; TC], k: usize) -> [[$t; TC]; TR] {
+            use std::arch::x86_64::*;
+            const V: usize = $lanes;
+            let size = std::mem::size_of::<$t>();
+            let end = k / V * V * size;
+            let mask: u16 = ((1u32 << (k % V)) - 1) as u16;
+            let mut acc: [$vec; TR * TC] = [$zero(); TR * TC];
+            // SAFETY: the loads read a[i] and b[j] at byte offsets below k * size (whole
+            // vectors below `end`, then the lanes of `mask`, which suppresses the others'
+            // reads and faults): inside the caller's vectors (# Safety). Nothing is written
+            // to memory; every register changed is an operand or clobber.
+            std::arch::asm!(
+                "vpxord zmm0, zmm0, zmm0", "vpxord zmm1, zmm1, zmm1",
+                "vpxord zmm2, zmm2, zmm2", "vpxord zmm3, zmm3, zmm3",
+                "vpxord zmm4, zmm4, zmm4", "vpxord zmm5, zmm5, zmm5",
+                "vpxord zmm6, zmm6, zmm6", "vpxord zmm7, zmm7, zmm7",
+                "vpxord zmm8, zmm8, zmm8", "vpxord zmm9, zmm9, zmm9",
+                "vpxord zmm10, zmm10, zmm10", "vpxord zmm11, zmm11, zmm11",
+                "vpxord zmm12, zmm12, zmm12", "vpxord zmm13, zmm13, zmm13",
+                "vpxord zmm14, zmm14, zmm14", "vpxord zmm15, zmm15, zmm15",
+                "vpxord zmm16, zmm16, zmm16", "vpxord zmm17, zmm17, zmm17",
+                "vpxord zmm18, zmm18, zmm18", "vpxord zmm19, zmm19, zmm19",
+                "vpxord zmm20, zmm20, zmm20", "vpxord zmm21, zmm21, zmm21",
+                "vpxord zmm22, zmm22, zmm22", "vpxord zmm23, zmm23, zmm23",
+                "cmp {p}, {end}",
+                "jae 3f",
+                "2:",
+                tile_step!($mov, $fma, ""),
+                "add {p}, 64",
+                "cmp {p}, {end}",
+                "jb 2b",
+                "3:",
+                "kortestw {m}, {m}",
+                "jz 4f",
+                tile_step!($mov, $fma, " {{{m}}}{{z}}"),
+                "4:",
+                a0 = in(reg) a[0], a1 = in(reg) a[1], a2 = in(reg) a[2], a3 = in(reg) a[3],
+                b0 = in(reg) b[0], b1 = in(reg) b[1], b2 = in(reg) b[2],
+                b3 = in(reg) b[3], b4 = in(reg) b[4], b5 = in(reg) b[5],
+                p = inout(reg) 0usize => _,
+                end = in(reg) end,
+                m = in(kreg) mask,
+                out("zmm0") acc[0], out("zmm1") acc[1], out("zmm2") acc[2], out("zmm3") acc[3],
+                out("zmm4") acc[4], out("zmm5") acc[5], out("zmm6") acc[6], out("zmm7") acc[7],
+                out("zmm8") acc[8], out("zmm9") acc[9], out("zmm10") acc[10], out("zmm11") acc[11],
+                out("zmm12") acc[12], out("zmm13") acc[13], out("zmm14") acc[14],
+                out("zmm15") acc[15], out("zmm16") acc[16], out("zmm17") acc[17],
+                out("zmm18") acc[18], out("zmm19") acc[19], out("zmm20") acc[20],
+                out("zmm21") acc[21], out("zmm22") acc[22], out("zmm23") acc[23],
+                out("zmm24") _, out("zmm25") _, out("zmm26") _, out("zmm27") _,
+                out("zmm28") _, out("zmm29") _,
+                options(nostack, readonly),
+            );
+            let mut out = [[0.0; TC]; TR];
+            for (i, row) in out.iter_mut().enumerate() {
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = $reduce(acc[4 * j + i]);
+                }
+            }
+            out
+        }
+    };
+}
+
+/// One step of the tile kernel: A's four vectors at byte offset {p}, then each of B's six,
+/// with its four FMAs; `$mask` is "" or a zeroing mask on the loads.
+macro_rules! tile_step {
+    ($mov:literal, $fma:literal, $mask:literal) => {
+        concat!(
+            $mov, " zmm24", $mask, ", [{a0} + {p}]\n",
+            $mov, " zmm25", $mask, ", [{a1} + {p}]\n",
+            $mov, " zmm26", $mask, ", [{a2} + {p}]\n",
+            $mov, " zmm27", $mask, ", [{a3} + {p}]\n",
+            tile_step!(@b $mov, $fma, $mask, "{b0}", "zmm28", "zmm0", "zmm1", "zmm2", "zmm3"),
+            tile_step!(@b $mov, $fma, $mask, "{b1}", "zmm29", "zmm4", "zmm5", "zmm6", "zmm7"),
+            tile_step!(@b $mov, $fma, $mask, "{b2}", "zmm28", "zmm8", "zmm9", "zmm10", "zmm11"),
+            tile_step!(@b $mov, $fma, $mask, "{b3}", "zmm29", "zmm12", "zmm13", "zmm14", "zmm15"),
+            tile_step!(@b $mov, $fma, $mask, "{b4}", "zmm28", "zmm16", "zmm17", "zmm18", "zmm19"),
+            tile_step!(@b $mov, $fma, $mask, "{b5}", "zmm29", "zmm20", "zmm21", "zmm22", "zmm23"),
+        )
+    };
+    (@b $mov:literal, $fma:literal, $mask:literal, $bp:literal, $r:literal, $c0:literal,
+     $c1:literal, $c2:literal, $c3:literal) => {
+        concat!(
+            $mov, " ", $r, $mask, ", [", $bp, " + {p}]\n",
+            $fma, " ", $c0, ", zmm24, ", $r, "\n",
+            $fma, " ", $c1, ", zmm25, ", $r, "\n",
+            $fma, " ", $c2, ", zmm26, ", $r, "\n",
+            $fma, " ", $c3, ", zmm27, ", $r, "\n",
+        )
+    };
+}
+tile_kernel!(
+    tile_f32,
+    f32,
+    __m512,
+    _mm512_setzero_ps,
+    16,
+    "vmovups",
+    "vfmadd231ps",
+    _mm512_reduce_add_ps
+);
+tile_kernel!(
+    tile_f64,
+    f64,
+    __m512d,
+    _mm512_setzero_pd,
+    8,
+    "vmovupd",
+    "vfmadd231pd",
+    _mm512_reduce_add_pd
+);
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{avx512_required, naive, values, view};
+    use super::*;
+
+    /// Edges in every direction (rows not a multiple of TR, columns of TC, k of a vector),
+    /// k over several chunks (f32 1024 a chunk, f64 512), the bounds of m, one and two
+    /// threads, against the naive loop in f64; and products it does not take left alone.
+    fn check<D: DotTile + Into<f64>>(to: impl Fn(f64) -> D, tol: f64) {
+        let shapes = [
+            (MIN_M, TC + 1, MIN_K),
+            (10, 7, 65),
+            (13, 50, 100),
+            (32, 61, 257),
+            (MAX_M, 37, 1100),
+            (23, 300, 2100),
+        ];
+        for (m, n, k) in shapes {
+            let (a, b): (Vec<D>, Vec<D>) = (
+                values(m * k, 3).into_iter().map(&to).collect(),
+                values(k * n, 4).into_iter().map(&to).collect(),
+            );
+            let (af, bf): (Vec<f64>, Vec<f64>) = (
+                a.iter().map(|&x| x.into()).collect(),
+                b.iter().map(|&x| x.into()).collect(),
+            );
+            // A row-major, B transposed: stored n x k, read with strides (1, k).
+            let want = naive(m, n, k, (&af, k, 1), (&bf, 1, k));
+            let (ar, br) = (view(&a, k, 1), view(&b, 1, k));
+            assert!(takes(m, n, k, ar, br), "{m}x{n}x{k}");
+            for threads in [1, 2] {
+                let mut c = vec![to(7.0); m * n];
+                // SAFETY: the views cover the m x k and n x k values above; c holds m * n.
+                assert!(unsafe { gemm(m, n, k, ar, br, &mut c, threads) });
+                for (e, (g, w)) in c.iter().zip(&want).enumerate() {
+                    let g: f64 = (*g).into();
+                    assert!(
+                        (g - w).abs() <= tol * k as f64,
+                        "{m}x{n}x{k} threads {threads} at {e}: {g}, naive {w}"
+                    );
+                }
+            }
+        }
+        // Not taken: too few or too many rows, too few columns, too shallow, B row-major,
+        // A transposed.
+        let (a, b) = (vec![to(1.0); 200 * 200], vec![to(1.0); 200 * 200]);
+        for (m, n, k, (ars, acs), (brs, bcs)) in [
+            (MIN_M - 1, 50, 100, (100, 1), (1, 100)),
+            (MAX_M + 1, 50, 100, (100, 1), (1, 100)),
+            (20, TC, 100, (100, 1), (1, 100)),
+            (20, 50, MIN_K - 1, (MIN_K - 1, 1), (1, MIN_K - 1)),
+            (20, 50, 100, (100, 1), (50, 1)),
+            (20, 50, 100, (1, 20), (1, 100)),
+        ] {
+            let (ar, br) = (view(&a, ars, acs), view(&b, brs, bcs));
+            assert!(!takes(m, n, k, ar, br), "{m}x{n}x{k}");
+            let mut c = vec![to(7.0); m * n];
+            // SAFETY: every view reads inside the 200 x 200 values; c holds m * n.
+            assert!(!unsafe { gemm(m, n, k, ar, br, &mut c, 2) });
+            assert!(
+                c.iter().all(|&x| x.into() == 7.0),
+                "a refused product wrote C"
+            );
+        }
+    }
+
+    #[test]
+    fn dot_tiles_match_the_naive_loop() {
+        if !super::super::kernel::usable("avx512") {
+            assert!(
+                !avx512_required(),
+                "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512f"
+            );
+            println!("skipped: avx512: this CPU has no avx512f (or ACCEL_CPU_KERNEL forbids it)");
+            return;
+        }
+        check::<f32>(|x| x as f32, 1e-6);
+        check::<f64>(|x| x, 1e-14);
+    }
+}
