@@ -185,6 +185,17 @@ const SMALL_MAX_K: usize = 1024;
 /// rayon (whose sleeping worker had to be woken each time) the split only paid from N=147.
 const SMALL_SPLIT_FLOPS: usize = 3 << 15;
 
+/// From this many column strips the small path's threads claim whole strips (every row);
+/// with fewer, a strip's rows are cut in two shares (`small_split`) to have units enough.
+/// Claimed in turn rather than as two fixed halves of the rows, since the two vCPUs of the
+/// Emerald Rapids VM of bench/README.md run this path at different speeds (one thread,
+/// f32 N=1024, pinned: 127-145 GFLOP/s on one, 104-116 on the other; PyTorch 122-130 on
+/// both), and fixed halves ran at the slower one's pace. f32, two threads, medians of 5
+/// interleaved rounds, halves against claims (PyTorch): 128 x 512 x 512 163 -> 203 (233),
+/// N=300 170 -> 225 (218), N=512 209 -> 240 (246), N=256 187 -> 187 (238). Shares of rows
+/// below 8 strips, or from 17, measured the same within the noise.
+const SMALL_STRIPS_ALONE: usize = 8;
+
 /// C = A * B for f32 or f64 (no conversion while packing): products with few rows or
 /// columns through `thin::gemm_thin`, a batch of 9 to 96 rows by a transposed B through
 /// `dot_tiles::gemm`, small products without packing where this CPU's kernel
@@ -212,19 +223,31 @@ pub(crate) unsafe fn gemm_float<D: Thin + DotTile + PackFrom<D> + PackInto<D>>(
     match kern.small {
         Some(small) if takes_small_path::<D>(m, n, k, b, kern.mr) => {
             let (mr, nr) = (kern.mr, kern.nr);
+            let strips = n.div_ceil(nr);
+            let cp = OutPtr(c.as_mut_ptr());
             if threads > 1 && m * n * k >= SMALL_SPLIT_FLOPS && m >= 2 * mr {
-                // Two shares of C's rows: the first here, the second on the spinning helper.
+                // Units of one column strip (with all rows, or with one of two shares of
+                // them where the strips are few) claimed in turn by this thread and the
+                // spinning helper, so that a thread slowed by another process does fewer.
+                let shares = if strips >= SMALL_STRIPS_ALONE { 1 } else { 2 };
                 let half = small_split(m, mr);
-                let (c0, c1) = c.split_at_mut(half * n);
-                let a1 = a.offset(half, 0);
-                helper::join(
-                    // SAFETY (both): as for this function, for rows 0..half and half..m of A
-                    // and C; the two halves of C are disjoint slices.
-                    || unsafe { gemm_small(small, mr, nr, half, n, k, a, b, c0) },
-                    || unsafe { gemm_small(small, mr, nr, m - half, n, k, a1, b, c1) },
-                );
+                let rows = [(0, if shares == 1 { m } else { half }), (half, m - half)];
+                let claims = helper::Claims::new(strips * shares);
+                helper::for_each_part(&mut [(); 2], |_, _| {
+                    while let Some(u) = claims.next() {
+                        let (s, (r0, rn)) = (u / shares, rows[u % shares]);
+                        // SAFETY: as for this function, for rows r0..r0 + rn of A and C and
+                        // the strip s of C's columns; each (strip, share) is claimed once, so
+                        // no two threads write one element of C, and nothing reads C before
+                        // both threads have returned.
+                        unsafe {
+                            let (ar, cr) = (a.offset(r0, 0), cp.get().add(r0 * n));
+                            gemm_small(small, (mr, nr), rn, n, k, ar, b, (cr, n), s..s + 1)
+                        }
+                    }
+                });
             } else {
-                gemm_small(small, mr, nr, m, n, k, a, b, c)
+                gemm_small(small, (mr, nr), m, n, k, a, b, (cp.get(), n), 0..strips)
             }
             if let Some(f) = finish {
                 f(c.as_ptr(), 0..m, 0..n);
@@ -276,27 +299,29 @@ fn small_split(m: usize, mr: usize) -> usize {
         .unwrap_or(m / 2)
 }
 
-/// C = A * B, one tile at a time over the whole of k, reading A and B where they lie: B's
-/// full-width column strips in place (unit column stride), its last, narrower strip copied
-/// into a zero-padded k x NR buffer.
+/// C = A * B for the column strips `strips` (NR columns each) of C, one tile at a time over
+/// the whole of k, reading A and B where they lie: B's full-width column strips in place
+/// (unit column stride), its last, narrower strip copied into a zero-padded k x NR buffer.
+/// C is m x n with rows `ldc` apart.
 ///
 /// # Safety
 /// As for [`gemm_with`], with `small` from this CPU's kernel (`CpuKernel::small`), (mr, nr) its
-/// tile, b.cs == 1, and m, n, k > 0.
+/// tile, b.cs == 1, m, n, k > 0, strips inside ceil(n / NR), and `c` valid for writes of
+/// those columns of m rows; no one else writes them during the call.
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_small<D: Accum>(
     small: kernel::SmallKernel<D>,
-    mr_t: usize,
-    nr_t: usize,
+    (mr_t, nr_t): (usize, usize),
     m: usize,
     n: usize,
     k: usize,
     a: MatRef<D>,
     b: MatRef<D>,
-    c: &mut [D],
+    (c, ldc): (*mut D, usize),
+    strips: std::ops::Range<usize>,
 ) {
     let mut edge: Vec<D> = Vec::new();
-    for j0 in (0..n).step_by(nr_t) {
+    for j0 in strips.map(|s| s * nr_t) {
         let nr = (n - j0).min(nr_t);
         let (bp, rsb) = if nr == nr_t {
             // Columns j0..j0 + NR of every row p < k: in bounds (b.cs == 1, j0 + NR <= n).
@@ -322,8 +347,8 @@ unsafe fn gemm_small<D: Accum>(
                 a.cs,
                 bp,
                 rsb,
-                c.as_mut_ptr().add(i0 * n + j0),
-                n,
+                c.add(i0 * ldc + j0),
+                ldc,
                 mr,
                 nr,
             );

@@ -45,7 +45,19 @@ fn check_small<D: Accum + Into<f64>>(
             let br = view(&b, brs, 1);
             // SAFETY: the views cover the m x k and k x (n + 3) values allocated above, b's
             // column stride is 1, c holds m * n, and the caller checked the CPU has AVX-512.
-            unsafe { gemm_small(small, tile.0, tile.1, m, n, k, ar, br, &mut c) };
+            unsafe {
+                gemm_small(
+                    small,
+                    tile,
+                    m,
+                    n,
+                    k,
+                    ar,
+                    br,
+                    (c.as_mut_ptr(), n),
+                    0..n.div_ceil(tile.1),
+                )
+            };
             for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
                 let g: f64 = (*g).into();
                 assert!(
@@ -131,46 +143,49 @@ fn small_products_without_packing_match_the_naive_loop() {
             .zip(&c2)
             .all(|(x, y)| (x - y).abs() <= 1e-5 * y.abs().max(1.0));
         assert!(close, "{c1:?} vs {c2:?}");
-        // Above SMALL_SPLIT_FLOPS on two threads (C's rows in two halves), with an odd m and
-        // a transposed A, against the naive loop.
-        let (m, n, k) = (201, 190, 131);
-        let a: Vec<f32> = values(m * k, 7).into_iter().map(|x| x as f32).collect();
-        let b: Vec<f32> = values(k * n, 8).into_iter().map(|x| x as f32).collect();
-        let (af, bf): (Vec<f64>, Vec<f64>) = (
-            a.iter().map(|&x| x as f64).collect(),
-            b.iter().map(|&x| x as f64).collect(),
-        );
-        assert!(m * n * k >= SMALL_SPLIT_FLOPS);
-        let want = naive(m, n, k, (&af, 1, m), (&bf, n, 1));
-        let mut c = vec![0f32; m * n];
-        let (ar, br) = (view(&a, 1, m), view(&b, n, 1));
-        let check = |c: &[f32]| {
-            for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
-                let g = *g as f64;
-                assert!(
-                    (g - w).abs() <= 1e-6 * k as f64 * w.abs().max(1.0),
-                    "split at {idx}: {g}, naive {w}"
-                );
-            }
-        };
-        // SAFETY: A is read transposed (k x m storage, strides (1, m)); the views cover the
-        // values allocated above; c holds m * n.
-        unsafe { gemm_float(m, n, k, ar, br, &mut c, 2, None) };
-        check(&c);
-        // Four callers at once, repeatedly: one has the spinning helper, the others fall
-        // back to rayon; every product must still be the naive loop's.
-        std::thread::scope(|s| {
-            for _ in 0..4 {
-                s.spawn(|| {
-                    for _ in 0..20 {
-                        let mut c = vec![f32::NAN; m * n];
-                        // SAFETY: as above.
-                        unsafe { gemm_float(m, n, k, ar, br, &mut c, 2, None) };
-                        check(&c);
-                    }
-                });
-            }
-        });
+        // Above SMALL_SPLIT_FLOPS on two threads (claiming strips of C's columns with each
+        // of two shares of the rows: 6 strips; with every row: 10 strips, the last ragged),
+        // with an odd m and a transposed A, against the naive loop.
+        for (m, n, k) in [(201usize, 190usize, 131usize), (60, 300, 100)] {
+            assert_eq!(n.div_ceil(32) >= SMALL_STRIPS_ALONE, m == 60);
+            let a: Vec<f32> = values(m * k, 7).into_iter().map(|x| x as f32).collect();
+            let b: Vec<f32> = values(k * n, 8).into_iter().map(|x| x as f32).collect();
+            let (af, bf): (Vec<f64>, Vec<f64>) = (
+                a.iter().map(|&x| x as f64).collect(),
+                b.iter().map(|&x| x as f64).collect(),
+            );
+            assert!(m * n * k >= SMALL_SPLIT_FLOPS);
+            let want = naive(m, n, k, (&af, 1, m), (&bf, n, 1));
+            let mut c = vec![0f32; m * n];
+            let (ar, br) = (view(&a, 1, m), view(&b, n, 1));
+            let check = |c: &[f32]| {
+                for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
+                    let g = *g as f64;
+                    assert!(
+                        (g - w).abs() <= 1e-6 * k as f64 * w.abs().max(1.0),
+                        "split at {idx}: {g}, naive {w}"
+                    );
+                }
+            };
+            // SAFETY: A is read transposed (k x m storage, strides (1, m)); the views cover the
+            // values allocated above; c holds m * n.
+            unsafe { gemm_float(m, n, k, ar, br, &mut c, 2, None) };
+            check(&c);
+            // Four callers at once, repeatedly: one has the spinning helper, the others fall
+            // back to rayon; every product must still be the naive loop's.
+            std::thread::scope(|s| {
+                for _ in 0..4 {
+                    s.spawn(|| {
+                        for _ in 0..20 {
+                            let mut c = vec![f32::NAN; m * n];
+                            // SAFETY: as above.
+                            unsafe { gemm_float(m, n, k, ar, br, &mut c, 2, None) };
+                            check(&c);
+                        }
+                    });
+                }
+            });
+        }
         return;
     }
     assert!(
