@@ -28,15 +28,26 @@ pub(super) const TR: usize = 4;
 pub(super) const TC: usize = 6;
 /// Fewest rows of C this path takes (fewer: the thin path's dots form).
 const MIN_M: usize = 9;
-/// Most rows of C this path takes: with more, packing B is repaid by the packed kernel,
-/// which needs no sums across lanes and loads one vector of B for 14 rows.
-const MAX_M: usize = 96;
+/// Most rows of C this path takes, for f32 and for f64: with more, packing B is repaid by
+/// the packed kernel, which needs no sums across lanes and loads one vector of B for 14
+/// rows. Measured as in the module's note, packed against this path (PyTorch): f32 96 x 512
+/// x 512 152 against 138, 96 x 1024 x 1024 120 against 156; f64 64 x 1024 x 1024 59 against
+/// 75 (97), 80 x 1024 x 1024 73 against 75, 96 x 1024 x 1024 88 against 78 (109).
+const MAX_M: [usize; 2] = [96, 72];
 /// Shallowest k: each dot ends with a sum across lanes, to be spread over enough steps.
 const MIN_K: usize = 64;
 /// Bytes of B's block (`TC` columns of a k chunk) kept in L1.
 const B_BLOCK_BYTES: usize = 24 << 10;
 /// Fewer multiply-adds than this run on the calling thread alone.
 const SPLIT_FLOPS: usize = 1 << 18;
+/// Columns of C a thread claims at a time: eight blocks of B, whole cache lines of C's
+/// rows (192 bytes of f32), so that two threads never write one line.
+const UNIT_COLS: usize = 8 * TC;
+
+/// MAX_M for this element type.
+fn max_m<D>() -> usize {
+    MAX_M[usize::from(std::mem::size_of::<D>() > 4)]
+}
 
 /// Element types with a tile kernel.
 pub(crate) trait DotTile: Accum {
@@ -66,12 +77,12 @@ impl DotTile for f32 {}
 impl DotTile for f64 {}
 
 /// Whether an m x k by k x n product with these operands takes this path: A's rows and B's
-/// columns contiguous, MIN_M..=MAX_M rows, more than a few columns, k from MIN_K, and the
+/// columns contiguous, MIN_M..=`max_m` rows, more than a few columns, k from MIN_K, and the
 /// AVX-512 kernels allowed on this CPU (`kernel::usable`).
 pub(super) fn takes<D>(m: usize, n: usize, k: usize, a: MatRef<D>, b: MatRef<D>) -> bool {
     a.cs == 1
         && b.rs == 1
-        && (MIN_M..=MAX_M).contains(&m)
+        && (MIN_M..=max_m::<D>()).contains(&m)
         && n > TC
         && k >= MIN_K
         && super::kernel::usable("avx512")
@@ -97,24 +108,28 @@ pub(super) unsafe fn gemm<D: DotTile>(
     }
     #[cfg(target_arch = "x86_64")]
     {
-        // Threads split C's columns (each reads its own part of B once) in whole tiles.
-        let parts = if threads > 1 && m * n * k >= SPLIT_FLOPS {
-            threads.min(n / TC).max(1)
-        } else {
-            1
-        };
-        let per = n.div_ceil(parts).next_multiple_of(TC);
-        let mut ranges: Vec<std::ops::Range<usize>> = (0..parts)
-            .map(|t| (t * per).min(n)..((t + 1) * per).min(n))
-            .filter(|r| !r.is_empty())
-            .collect();
+        // Threads claim blocks of C's columns in turn (each block's part of B is read once,
+        // by the thread that claims it), so that a thread slowed by another process on its
+        // CPU does fewer (`helper::Claims`).
         let cp = OutPtr(c.as_mut_ptr());
-        helper::for_each_part(&mut ranges, |_, cols| {
+        let units = n.div_ceil(UNIT_COLS);
+        let run_unit = |u: usize| {
+            let cols = u * UNIT_COLS..((u + 1) * UNIT_COLS).min(n);
             // SAFETY: the caller's contract covers A, B and C, and `takes` the strides and
-            // the CPU; each part writes only its own columns of C, which no other part
-            // writes, and nothing reads C until every part has returned.
-            unsafe { run(0..m, cols.clone(), k, a, b, cp.get(), n) }
-        });
+            // the CPU; each unit writes only its own columns of C and is claimed once, and
+            // nothing reads C until every thread has returned.
+            unsafe { run(0..m, cols, k, a, b, cp.get(), n) }
+        };
+        if threads > 1 && m * n * k >= SPLIT_FLOPS && units > 1 {
+            let claims = helper::Claims::new(units);
+            helper::for_each_part(&mut vec![(); threads.min(units)], |_, _| {
+                while let Some(u) = claims.next() {
+                    run_unit(u);
+                }
+            });
+        } else {
+            (0..units).for_each(run_unit);
+        }
         true
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -309,7 +324,7 @@ mod tests {
             (10, 7, 65),
             (13, 50, 100),
             (32, 61, 257),
-            (MAX_M, 37, 1100),
+            (max_m::<D>(), 37, 1100),
             (23, 300, 2100),
         ];
         for (m, n, k) in shapes {
@@ -343,7 +358,7 @@ mod tests {
         let (a, b) = (vec![to(1.0); 200 * 200], vec![to(1.0); 200 * 200]);
         for (m, n, k, (ars, acs), (brs, bcs)) in [
             (MIN_M - 1, 50, 100, (100, 1), (1, 100)),
-            (MAX_M + 1, 50, 100, (100, 1), (1, 100)),
+            (max_m::<D>() + 1, 50, 100, (100, 1), (1, 100)),
             (20, TC, 100, (100, 1), (1, 100)),
             (20, 50, MIN_K - 1, (MIN_K - 1, 1), (1, MIN_K - 1)),
             (20, 50, 100, (100, 1), (50, 1)),
