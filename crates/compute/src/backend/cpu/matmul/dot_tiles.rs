@@ -144,7 +144,7 @@ pub(super) unsafe fn gemm<D: DotTile>(
 /// Edge tiles repeat their last row or column (read, computed, not stored).
 ///
 /// # Safety
-/// As for `gemm`, with a.cs == 1, b.rs == 1, the ranges inside m and n, and AVX-512F and
+/// As for `gemm`, with the strides `takes` asks for, the ranges inside m and n, and AVX-512F and
 /// FMA on this CPU; no one else writes that block of C during the call.
 #[cfg(target_arch = "x86_64")]
 unsafe fn run<D: DotTile>(
