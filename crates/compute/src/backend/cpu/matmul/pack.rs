@@ -232,36 +232,61 @@ pub(super) unsafe fn pack_b<S: Copy + 'static, P: PackFrom<S>>(
         }
         return;
     }
-    if b.rs == 1 && P::K_PER == 1 {
-        // Column-major B (a transposed view: `x @ W.t()`): each column is contiguous in k.
-        // With AVX-512, f32 and f64 as 16 x 16 or 8 x 8 transposes (`cols_simd`: packing
-        // went from 42% of f32 64 x 512 by a transposed 512 x 512 to 33%, and the product
-        // 1.1-1.4x faster). Otherwise panel by panel, in blocks of 128 steps: read each
-        // column's 128 values (contiguous) and deal them down the panel, whose 128 rows (16
-        // KiB of f32) stay in L1 meanwhile. Value by value through `at`, packing took 67% of
-        // f32 32 x 512 by a transposed 512 x 512; blocks ran it 2.1x faster (28.7 -> 61.3
-        // GFLOP/s; blocks of 16: 55.0, and 0.9x at 16 x 256 x 256, against 1.1x for 128).
-        const BLOCK: usize = 128;
-        #[cfg(target_arch = "x86_64")]
-        if simd::usable()
-            && std::any::TypeId::of::<S>() == std::any::TypeId::of::<P>()
-            && matches!(size_of::<P>(), 4 | 8)
-        {
-            // SAFETY: S is P (f32 or f64: plain words); the rest as for `cols_simd`'s # Safety,
-            // which this call's own gives.
+    // Column-major B (a transposed view: `x @ W.t()`): each column is contiguous in k. With
+    // AVX-512, whole words of the source's as 16 x 16 or 8 x 8 transposes (`cols_simd`):
+    // f32 and f64 as they are, and 16-bit pairs (bf16 or f16 into `Bf16Pair`, a pair being
+    // the column's 32-bit word at 2 s, the first value in the low half, as `PackFrom` makes
+    // it); a last step of a single 16-bit value (odd kc) is made through `at`. For f32
+    // packing went from 42% of 64 x 512 by a transposed 512 x 512 to 33%, and the product
+    // 1.1-1.4x faster.
+    #[cfg(target_arch = "x86_64")]
+    if b.rs == 1 && simd::usable() {
+        let same = std::any::TypeId::of::<S>() == std::any::TypeId::of::<P>()
+            && matches!(size_of::<P>(), 4 | 8);
+        let pairs = P::K_PER == 2
+            && size_of::<S>() == 2
+            && size_of::<P>() == 4
+            && cfg!(target_endian = "little");
+        if same || pairs {
+            // Steps made of whole words: all but an odd kc's last.
+            let whole = kc / P::K_PER;
+            let simd_steps = steps.start.min(whole)..steps.end.min(whole);
+            // SAFETY: every packed value is a word of the source (`same`, or `pairs` within
+            // `whole`); the rest as for `cols_simd`'s # Safety, which this call's own gives.
             unsafe {
                 cols_simd(
                     nc,
                     nr,
                     b,
-                    steps,
+                    simd_steps,
+                    P::K_PER,
                     dst.get() as *mut u8,
                     size_of::<P>(),
                     kstride,
                 )
             };
+            for s in steps.start.max(whole)..steps.end {
+                for q in 0..panels {
+                    let j0 = q * nr;
+                    for (j, v) in place(q, s).iter_mut().enumerate() {
+                        *v = if j0 + j < nc {
+                            at(s * P::K_PER, j0 + j)
+                        } else {
+                            P::default()
+                        };
+                    }
+                }
+            }
             return;
         }
+    }
+    if b.rs == 1 && P::K_PER == 1 {
+        // Without AVX-512 (or converting): panel by panel, in blocks of 128 steps: read each
+        // column's 128 values (contiguous) and deal them down the panel, whose 128 rows (16
+        // KiB of f32) stay in L1 meanwhile. Value by value through `at`, packing took 67% of
+        // f32 32 x 512 by a transposed 512 x 512; blocks ran it 2.1x faster (28.7 -> 61.3
+        // GFLOP/s; blocks of 16: 55.0, and 0.9x at 16 x 256 x 256, against 1.1x for 128).
+        const BLOCK: usize = 128;
         for q in 0..panels {
             let j0 = q * nr;
             let w = nr.min(nc - j0);
@@ -306,13 +331,15 @@ pub(super) unsafe fn pack_b<S: Copy + 'static, P: PackFrom<S>>(
     }
 }
 
-/// `pack_b`'s column-major case (unit row stride, packed values the source's own `word`-byte
-/// words, 4 or 8) with AVX-512 transposes: each panel's columns in groups of one vector's
-/// lanes (16 or 8), each group's steps a vector of each column at a time, the rest one
-/// value at a time; lanes past the matrix's last column are zero.
+/// `pack_b`'s column-major case (unit row stride), for packed steps that are words of the
+/// source (`word` bytes, 4 or 8: `per` source values each, step s at value per * s of the
+/// column), with AVX-512 transposes: each panel's columns in groups of one vector's lanes
+/// (16 or 8), each group's steps a vector of each column at a time, the rest one word at a
+/// time; lanes past the matrix's last column are zero.
 ///
 /// # Safety
-/// As `pack_b`'s, with its assertion checked, `dst` as its words; the CPU has AVX-512F.
+/// As `pack_b`'s, with its assertion checked, `dst` as its words, and the words of `steps`
+/// whole inside each column (per * steps.end <= kc); the CPU has AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn cols_simd<S>(
@@ -320,6 +347,7 @@ unsafe fn cols_simd<S>(
     nr: usize,
     b: MatRef<S>,
     steps: std::ops::Range<usize>,
+    per: usize,
     dst: *mut u8,
     word: usize,
     kstride: usize,
@@ -335,7 +363,7 @@ unsafe fn cols_simd<S>(
             let mut rows = [std::ptr::null::<u8>(); 16];
             for (i, r) in rows.iter_mut().enumerate().take(h) {
                 // Column j0 + g + i < nc from step `steps.start` (rs == 1).
-                *r = b.ptr.wrapping_add((j0 + g + i) * b.cs + steps.start) as *const u8;
+                *r = b.ptr.wrapping_add((j0 + g + i) * b.cs + per * steps.start) as *const u8;
             }
             let lanes_here = (nr - g).min(lanes);
             let out = panel.add((steps.start * nr + g) * word);

@@ -585,6 +585,56 @@ fn column_major_b_packs_by_the_layout() {
     check(|x| x as f32, 16);
     check(|x| x, 16);
     check(|x| x, 8);
+    // 16-bit values in pairs of consecutive k (`Bf16Pair`), an odd kc's last step a single
+    // value and a zero.
+    fn pairs<S: Copy + 'static>(to: impl Fn(f64) -> S, bits: impl Fn(S) -> u16)
+    where
+        Bf16Pair: PackFrom<S>,
+    {
+        let nr = 32;
+        for (kc, nc) in [(1, 1), (37, 45), (128, 64), (201, 33)] {
+            let v: Vec<S> = values(kc * nc, 6).into_iter().map(&to).collect();
+            let ks = kc.div_ceil(2);
+            for steps in [0..ks, 3.min(ks)..ks, ks / 2..ks, 0..ks.saturating_sub(5)] {
+                let kstride = ks + 3;
+                let len = kstride * nc.div_ceil(nr) * nr;
+                let mut dst = vec![Bf16Pair(u32::MAX); len];
+                // SAFETY: as in `check` above.
+                unsafe {
+                    pack_b(
+                        kc,
+                        nc,
+                        nr,
+                        view(&v, 1, kc),
+                        steps.clone(),
+                        (OutPtr(dst.as_mut_ptr()), len),
+                        kstride,
+                    )
+                };
+                for (e, got) in dst.iter().enumerate() {
+                    let (q, s, j) = (e / (kstride * nr), e % (kstride * nr) / nr, e % nr);
+                    let col = q * nr + j;
+                    let half = |p: usize| {
+                        if p < kc {
+                            bits(v[col * kc + p]) as u32
+                        } else {
+                            0
+                        }
+                    };
+                    let want = if !steps.contains(&s) {
+                        u32::MAX
+                    } else if col < nc {
+                        half(2 * s) | half(2 * s + 1) << 16
+                    } else {
+                        0
+                    };
+                    assert_eq!(got.0, want, "kc {kc} nc {nc} steps {steps:?} at {e}");
+                }
+            }
+        }
+    }
+    pairs(bf16::from_f64, |x| x.to_bits());
+    pairs(half::f16::from_f64, |x| x.to_bits());
 }
 
 fn required(what: &str) -> bool {
