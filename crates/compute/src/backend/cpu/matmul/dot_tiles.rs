@@ -1,5 +1,5 @@
-//! A times a transposed B with more rows than the thin path takes: `x @ W.t()` of a Linear
-//! layer on a batch, where A's rows and B's columns (W's rows) are both contiguous in k.
+//! A times a transposed B with 3 to 96 rows: `x @ W.t()` of a Linear layer on a batch,
+//! where A's rows and B's columns (W's rows) are both contiguous in k.
 //!
 //! The packed path gathers such a B column by column into k-major panels, which for a batch
 //! of 64 rows cost as much as the product (f32 64 x 512 by a transposed 512 x 512 on the
@@ -26,8 +26,13 @@ use super::{helper, Accum};
 pub(super) const TR: usize = 4;
 /// Columns of B (and of C) in one tile: 24 accumulators, 4 + 1 more registers of 32.
 pub(super) const TC: usize = 6;
-/// Fewest rows of C this path takes (fewer: the thin path's dots form).
-const MIN_M: usize = 9;
+/// Fewest rows of C this path takes. From three rows it beats the thin path's dots form
+/// (one dot product at a time, two loads an FMA), though a tile then computes some rows
+/// twice: f32, two threads, 3 interleaved rounds, dots form against tiles (PyTorch): 3 x
+/// 256 x 256 62 against 69 (67), 4 x 1000 x 100 49 against 62 (32), 8 x 512 x 512 90
+/// against 159 (139), 8 x 4096 x 4096 27 against 80 (41). With one or two rows and a short
+/// k it lost (1 x 1000 x 100 31 against 13, 2 x 1000 x 100 41 against 26).
+const MIN_M: usize = 3;
 /// Most rows of C this path takes, for f32 and for f64: with more, packing B is repaid by
 /// the packed kernel, which needs no sums across lanes and loads one vector of B for 14
 /// rows. Measured as in the module's note, packed against this path (PyTorch): f32 96 x 512
@@ -321,6 +326,8 @@ mod tests {
     fn check<D: DotTile + Into<f64>>(to: impl Fn(f64) -> D, tol: f64) {
         let shapes = [
             (MIN_M, TC + 1, MIN_K),
+            (3, 50, 77),
+            (8, 40, 512),
             (10, 7, 65),
             (13, 50, 100),
             (32, 61, 257),

@@ -196,9 +196,9 @@ const SMALL_SPLIT_FLOPS: usize = 3 << 15;
 /// below 8 strips, or from 17, measured the same within the noise.
 const SMALL_STRIPS_ALONE: usize = 8;
 
-/// C = A * B for f32 or f64 (no conversion while packing): products with few rows or
-/// columns through `thin::gemm_thin`, a batch of 9 to 96 rows by a transposed B through
-/// `dot_tiles::gemm`, small products without packing where this CPU's kernel
+/// C = A * B for f32 or f64 (no conversion while packing): 3 to 96 rows by a transposed B
+/// through `dot_tiles::gemm`, other products with few rows or columns through
+/// `thin::gemm_thin`, small products without packing where this CPU's kernel
 /// allows it (`gemm_small`), the rest as [`gemm_with`].
 ///
 /// # Safety
@@ -213,7 +213,7 @@ pub(crate) unsafe fn gemm_float<D: Thin + DotTile + PackFrom<D> + PackInto<D>>(
     threads: usize,
     finish: Option<Finish<D>>,
 ) {
-    if thin::gemm_thin(m, n, k, a, b, c, threads) || dot_tiles::gemm(m, n, k, a, b, c, threads) {
+    if dot_tiles::gemm(m, n, k, a, b, c, threads) || thin::gemm_thin(m, n, k, a, b, c, threads) {
         if let Some(f) = finish {
             f(c.as_ptr(), 0..m, 0..n);
         }
