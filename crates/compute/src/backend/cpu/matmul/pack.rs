@@ -432,6 +432,7 @@ pub(super) unsafe fn pack_a<S: Copy + 'static, P: PackFrom<S>>(
             // 32-bit words into 14-tall panels: whole blocks of 16 steps as AVX-512
             // transposes (the scalar loop below waits on its loads, one word of each of 14
             // rows per step: 6% of a bf16 N=1024 product), the rest below.
+            #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
             let mut first = 0;
             #[cfg(target_arch = "x86_64")]
             if size_of::<P>() == 4 && mr == simd::ROWS && simd::usable() {
