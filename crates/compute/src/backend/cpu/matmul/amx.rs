@@ -78,6 +78,7 @@ impl Tiles {
     /// and B came back from L2 for every A micro-panel). The A block takes half of L2 and the
     /// B panel 0.4 of L3, as the vector kernels' (`CpuKernel::blocked`). Not yet timed on
     /// AMX hardware.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(super) fn blocked(
         run: TileKernel,
         enter: unsafe fn(),
@@ -102,6 +103,7 @@ impl Tiles {
 pub(super) trait Half: Copy + Send + Sync + 'static {
     fn bits(self) -> u16;
     fn widen(bits: u16) -> f32;
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     fn narrow(x: f32) -> u16;
 }
 impl Half for bf16 {

@@ -195,6 +195,7 @@ pub(super) fn usable(family: &str) -> bool {
 }
 
 /// Whether bf16 products can use AVX512_BF16's pair dot products here.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn bf16_dot_usable() -> bool {
     #[cfg(target_arch = "x86_64")]
     {

@@ -13,6 +13,7 @@ use super::pack::Bf16Pair;
 /// from `ptr` (a hint: a prefetch never faults, whatever the address).
 #[derive(Clone, Copy)]
 pub(crate) struct Prefetch {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(super) ptr: *const i8,
     pub(super) lines: usize,
 }
