@@ -315,89 +315,6 @@ tile_kernel!(
     sums_f64
 );
 
-#[cfg(test)]
-mod tests {
-    use super::super::tests::{avx512_required, naive, values, view};
-    use super::*;
-
-    /// Edges in every direction (rows not a multiple of TR, columns of TC, k of a vector),
-    /// k over several chunks (f32 1024 a chunk, f64 512), the bounds of m, one and two
-    /// threads, against the naive loop in f64; and products it does not take left alone.
-    fn check<D: DotTile + Into<f64>>(to: impl Fn(f64) -> D, tol: f64) {
-        let shapes = [
-            (MIN_M, TC + 1, MIN_K),
-            (3, 50, 77),
-            (8, 40, 512),
-            (10, 7, 65),
-            (13, 50, 100),
-            (32, 61, 257),
-            (max_m::<D>(), 37, 1100),
-            (23, 300, 2100),
-        ];
-        for (m, n, k) in shapes {
-            let (a, b): (Vec<D>, Vec<D>) = (
-                values(m * k, 3).into_iter().map(&to).collect(),
-                values(k * n, 4).into_iter().map(&to).collect(),
-            );
-            let (af, bf): (Vec<f64>, Vec<f64>) = (
-                a.iter().map(|&x| x.into()).collect(),
-                b.iter().map(|&x| x.into()).collect(),
-            );
-            // A row-major, B transposed: stored n x k, read with strides (1, k).
-            let want = naive(m, n, k, (&af, k, 1), (&bf, 1, k));
-            let (ar, br) = (view(&a, k, 1), view(&b, 1, k));
-            assert!(takes(m, n, k, ar, br), "{m}x{n}x{k}");
-            for threads in [1, 2] {
-                let mut c = vec![to(7.0); m * n];
-                // SAFETY: the views cover the m x k and n x k values above; c holds m * n.
-                assert!(unsafe { gemm(m, n, k, ar, br, &mut c, threads) });
-                for (e, (g, w)) in c.iter().zip(&want).enumerate() {
-                    let g: f64 = (*g).into();
-                    assert!(
-                        (g - w).abs() <= tol * k as f64,
-                        "{m}x{n}x{k} threads {threads} at {e}: {g}, naive {w}"
-                    );
-                }
-            }
-        }
-        // Not taken: too few or too many rows, too few columns, too shallow, B row-major,
-        // A transposed.
-        let (a, b) = (vec![to(1.0); 200 * 200], vec![to(1.0); 200 * 200]);
-        for (m, n, k, (ars, acs), (brs, bcs)) in [
-            (MIN_M - 1, 50, 100, (100, 1), (1, 100)),
-            (max_m::<D>() + 1, 50, 100, (100, 1), (1, 100)),
-            (20, TC, 100, (100, 1), (1, 100)),
-            (20, 50, MIN_K - 1, (MIN_K - 1, 1), (1, MIN_K - 1)),
-            (20, 50, 100, (100, 1), (50, 1)),
-            (20, 50, 100, (1, 20), (1, 100)),
-        ] {
-            let (ar, br) = (view(&a, ars, acs), view(&b, brs, bcs));
-            assert!(!takes(m, n, k, ar, br), "{m}x{n}x{k}");
-            let mut c = vec![to(7.0); m * n];
-            // SAFETY: every view reads inside the 200 x 200 values; c holds m * n.
-            assert!(!unsafe { gemm(m, n, k, ar, br, &mut c, 2) });
-            assert!(
-                c.iter().all(|&x| x.into() == 7.0),
-                "a refused product wrote C"
-            );
-        }
-    }
-
-    #[test]
-    fn dot_tiles_match_the_naive_loop() {
-        if !super::super::kernel::usable("avx512") {
-            assert!(
-                !avx512_required(),
-                "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512f"
-            );
-            println!("skipped: avx512: this CPU has no avx512f (or ACCEL_CPU_KERNEL forbids it)");
-            return;
-        }
-        check::<f32>(|x| x as f32, 1e-6);
-        check::<f64>(|x| x, 1e-14);
-    }
-}
-
 /// The 24 sums across lanes of the tile's accumulators (element (i, j) of C in acc[4 j + i])
 /// as a tree of shuffles and adds (69 instructions, against about 190 for 24 separate
 /// reductions): each column's four vectors fold to one of four 128-bit lanes (lane i: four
@@ -488,4 +405,87 @@ unsafe fn sums_f64(acc: &[std::arch::x86_64::__m512d; TR * TC]) -> [[f64; TC]; T
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{avx512_required, naive, values, view};
+    use super::*;
+
+    /// Edges in every direction (rows not a multiple of TR, columns of TC, k of a vector),
+    /// k over several chunks (f32 1024 a chunk, f64 512), the bounds of m, one and two
+    /// threads, against the naive loop in f64; and products it does not take left alone.
+    fn check<D: DotTile + Into<f64>>(to: impl Fn(f64) -> D, tol: f64) {
+        let shapes = [
+            (MIN_M, TC + 1, MIN_K),
+            (3, 50, 77),
+            (8, 40, 512),
+            (10, 7, 65),
+            (13, 50, 100),
+            (32, 61, 257),
+            (max_m::<D>(), 37, 1100),
+            (23, 300, 2100),
+        ];
+        for (m, n, k) in shapes {
+            let (a, b): (Vec<D>, Vec<D>) = (
+                values(m * k, 3).into_iter().map(&to).collect(),
+                values(k * n, 4).into_iter().map(&to).collect(),
+            );
+            let (af, bf): (Vec<f64>, Vec<f64>) = (
+                a.iter().map(|&x| x.into()).collect(),
+                b.iter().map(|&x| x.into()).collect(),
+            );
+            // A row-major, B transposed: stored n x k, read with strides (1, k).
+            let want = naive(m, n, k, (&af, k, 1), (&bf, 1, k));
+            let (ar, br) = (view(&a, k, 1), view(&b, 1, k));
+            assert!(takes(m, n, k, ar, br), "{m}x{n}x{k}");
+            for threads in [1, 2] {
+                let mut c = vec![to(7.0); m * n];
+                // SAFETY: the views cover the m x k and n x k values above; c holds m * n.
+                assert!(unsafe { gemm(m, n, k, ar, br, &mut c, threads) });
+                for (e, (g, w)) in c.iter().zip(&want).enumerate() {
+                    let g: f64 = (*g).into();
+                    assert!(
+                        (g - w).abs() <= tol * k as f64,
+                        "{m}x{n}x{k} threads {threads} at {e}: {g}, naive {w}"
+                    );
+                }
+            }
+        }
+        // Not taken: too few or too many rows, too few columns, too shallow, B row-major,
+        // A transposed.
+        let (a, b) = (vec![to(1.0); 200 * 200], vec![to(1.0); 200 * 200]);
+        for (m, n, k, (ars, acs), (brs, bcs)) in [
+            (MIN_M - 1, 50, 100, (100, 1), (1, 100)),
+            (max_m::<D>() + 1, 50, 100, (100, 1), (1, 100)),
+            (20, TC, 100, (100, 1), (1, 100)),
+            (20, 50, MIN_K - 1, (MIN_K - 1, 1), (1, MIN_K - 1)),
+            (20, 50, 100, (100, 1), (50, 1)),
+            (20, 50, 100, (1, 20), (1, 100)),
+        ] {
+            let (ar, br) = (view(&a, ars, acs), view(&b, brs, bcs));
+            assert!(!takes(m, n, k, ar, br), "{m}x{n}x{k}");
+            let mut c = vec![to(7.0); m * n];
+            // SAFETY: every view reads inside the 200 x 200 values; c holds m * n.
+            assert!(!unsafe { gemm(m, n, k, ar, br, &mut c, 2) });
+            assert!(
+                c.iter().all(|&x| x.into() == 7.0),
+                "a refused product wrote C"
+            );
+        }
+    }
+
+    #[test]
+    fn dot_tiles_match_the_naive_loop() {
+        if !super::super::kernel::usable("avx512") {
+            assert!(
+                !avx512_required(),
+                "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512f"
+            );
+            println!("skipped: avx512: this CPU has no avx512f (or ACCEL_CPU_KERNEL forbids it)");
+            return;
+        }
+        check::<f32>(|x| x as f32, 1e-6);
+        check::<f64>(|x| x, 1e-14);
+    }
 }
