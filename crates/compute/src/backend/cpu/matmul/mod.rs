@@ -183,18 +183,15 @@ const SMALL_MAX_K: usize = 1024;
 /// Measured on Zen 5, 30 back-to-back products, best of 4 rounds, one thread against two:
 /// f32 N=32 81 vs 70 GFLOP/s, N=48 77 vs 86, N=64 158 vs 194, N=128 169 vs 305. Through
 /// rayon (whose sleeping worker had to be woken each time) the split only paid from N=147.
+/// The two threads each take the strips of their own share of rows, then help with the
+/// other's: the two vCPUs of the Emerald Rapids VM of bench/README.md run this path at
+/// different speeds at times (one thread, f32 N=1024, pinned: 127-145 GFLOP/s on one,
+/// 104-116 on the other; PyTorch 122-130 on both), and fixed shares then ran at the slower
+/// one's pace. Whole strips claimed in turn, every row in each, gained in that phase (f32,
+/// 5 rounds: 128 x 512 x 512 163 -> 203, N=300 170 -> 225, N=512 209 -> 240) but lost 5-15%
+/// when both vCPUs ran at full speed (N=256 296 -> 255); own share first measured level with
+/// fixed shares there (5 rounds: N=256 298 against 291, N=512 298 against 303).
 const SMALL_SPLIT_FLOPS: usize = 3 << 15;
-
-/// From this many column strips the small path's threads claim whole strips (every row);
-/// with fewer, a strip's rows are cut in two shares (`small_split`) to have units enough.
-/// Claimed in turn rather than as two fixed halves of the rows, since the two vCPUs of the
-/// Emerald Rapids VM of bench/README.md run this path at different speeds (one thread,
-/// f32 N=1024, pinned: 127-145 GFLOP/s on one, 104-116 on the other; PyTorch 122-130 on
-/// both), and fixed halves ran at the slower one's pace. f32, two threads, medians of 5
-/// interleaved rounds, halves against claims (PyTorch): 128 x 512 x 512 163 -> 203 (233),
-/// N=300 170 -> 225 (218), N=512 209 -> 240 (246), N=256 187 -> 187 (238). Shares of rows
-/// below 8 strips, or from 17, measured the same within the noise.
-const SMALL_STRIPS_ALONE: usize = 8;
 
 /// C = A * B for f32 or f64 (no conversion while packing): 3 to 96 rows by a transposed B
 /// through `dot_tiles::gemm`, other products with few rows or columns through
@@ -226,23 +223,25 @@ pub(crate) unsafe fn gemm_float<D: Thin + DotTile + PackFrom<D> + PackInto<D>>(
             let strips = n.div_ceil(nr);
             let cp = OutPtr(c.as_mut_ptr());
             if threads > 1 && m * n * k >= SMALL_SPLIT_FLOPS && m >= 2 * mr {
-                // Units of one column strip (with all rows, or with one of two shares of
-                // them where the strips are few) claimed in turn by this thread and the
-                // spinning helper, so that a thread slowed by another process does fewer.
-                let shares = if strips >= SMALL_STRIPS_ALONE { 1 } else { 2 };
+                // Two shares of C's rows (`small_split`), each a run of column strips: each
+                // thread takes the strips of its own share in turn, then helps with what is
+                // left of the other's, so that a thread slowed by another process does fewer
+                // while, on equal CPUs, each keeps to its own rows.
                 let half = small_split(m, mr);
-                let rows = [(0, if shares == 1 { m } else { half }), (half, m - half)];
-                let claims = helper::Claims::new(strips * shares);
-                helper::for_each_part(&mut [(); 2], |_, _| {
-                    while let Some(u) = claims.next() {
-                        let (s, (r0, rn)) = (u / shares, rows[u % shares]);
-                        // SAFETY: as for this function, for rows r0..r0 + rn of A and C and
-                        // the strip s of C's columns; each (strip, share) is claimed once, so
-                        // no two threads write one element of C, and nothing reads C before
-                        // both threads have returned.
-                        unsafe {
-                            let (ar, cr) = (a.offset(r0, 0), cp.get().add(r0 * n));
-                            gemm_small(small, (mr, nr), rn, n, k, ar, b, (cr, n), s..s + 1)
+                let rows = [(0, half), (half, m - half)];
+                let claims = [helper::Claims::new(strips), helper::Claims::new(strips)];
+                helper::for_each_part(&mut [(); 2], |t, _| {
+                    for share in [t, 1 - t] {
+                        let (r0, rn) = rows[share];
+                        while let Some(s) = claims[share].next() {
+                            // SAFETY: as for this function, for rows r0..r0 + rn of A and C
+                            // and the strip s of C's columns; each (share, strip) is claimed
+                            // once, so no two threads write one element of C, and nothing
+                            // reads C before both threads have returned.
+                            unsafe {
+                                let (ar, cr) = (a.offset(r0, 0), cp.get().add(r0 * n));
+                                gemm_small(small, (mr, nr), rn, n, k, ar, b, (cr, n), s..s + 1)
+                            }
                         }
                     }
                 });
