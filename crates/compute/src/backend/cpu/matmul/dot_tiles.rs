@@ -7,8 +7,9 @@
 //! PyTorch's 237). Here nothing is packed: a tile of C of `TR` rows by `TC` columns is `TR`
 //! x `TC` dot products of contiguous vectors, kept in as many AVX-512 accumulators while
 //! k streams past (`TR` + `TC` loads for `TR` x `TC` multiply-adds), and summed across
-//! lanes once at the end (`sums_f32`, `sums_f64`: one tree of shuffles for the tile). B is read once from memory, in blocks of `TC` columns that stay
-//! in L1 while every tile of A's rows passes them from L2; k is cut into chunks that keep
+//! lanes once at the end (`sums_f32`, `sums_f64`: one tree of shuffles for the tile). B
+//! is read once from memory, in blocks of `TC` columns that stay in L1 while every tile of
+//! A's rows passes them from L2; k is cut into chunks that keep
 //! a block in L1.
 //!
 //! Measured there (f32, two threads, GFLOP/s, medians of 3 interleaved rounds; m x n x k,

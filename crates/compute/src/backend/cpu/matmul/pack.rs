@@ -240,45 +240,38 @@ pub(super) unsafe fn pack_b<S: Copy + 'static, P: PackFrom<S>>(
     // packing went from 42% of 64 x 512 by a transposed 512 x 512 to 33%, and the product
     // 1.1-1.4x faster.
     #[cfg(target_arch = "x86_64")]
-    if b.rs == 1 && simd::usable() {
-        let same = std::any::TypeId::of::<S>() == std::any::TypeId::of::<P>()
-            && matches!(size_of::<P>(), 4 | 8);
-        let pairs = P::K_PER == 2
-            && size_of::<S>() == 2
-            && size_of::<P>() == 4
-            && cfg!(target_endian = "little");
-        if same || pairs {
-            // Steps made of whole words: all but an odd kc's last.
-            let whole = kc / P::K_PER;
-            let simd_steps = steps.start.min(whole)..steps.end.min(whole);
-            // SAFETY: every packed value is a word of the source (`same`, or `pairs` within
-            // `whole`); the rest as for `cols_simd`'s # Safety, which this call's own gives.
-            unsafe {
-                cols_simd(
-                    nc,
-                    nr,
-                    b,
-                    simd_steps,
-                    P::K_PER,
-                    dst.get() as *mut u8,
-                    size_of::<P>(),
-                    kstride,
-                )
-            };
-            for s in steps.start.max(whole)..steps.end {
-                for q in 0..panels {
-                    let j0 = q * nr;
-                    for (j, v) in place(q, s).iter_mut().enumerate() {
-                        *v = if j0 + j < nc {
-                            at(s * P::K_PER, j0 + j)
-                        } else {
-                            P::default()
-                        };
-                    }
+    if b.rs == 1 && simd::usable() && words_of_source::<S, P>() && matches!(size_of::<P>(), 4 | 8) {
+        // Steps made of whole words: all but an odd kc's last.
+        let whole = kc / P::K_PER;
+        let simd_steps = steps.start.min(whole)..steps.end.min(whole);
+        // SAFETY: every packed value is a word of the source (`words_of_source`; a pair
+        // only within `whole`); the rest as for `cols_simd`'s # Safety, which this call's
+        // own gives.
+        unsafe {
+            cols_simd(
+                nc,
+                nr,
+                b,
+                simd_steps,
+                P::K_PER,
+                dst.get() as *mut u8,
+                size_of::<P>(),
+                kstride,
+            )
+        };
+        for s in steps.start.max(whole)..steps.end {
+            for q in 0..panels {
+                let j0 = q * nr;
+                for (j, v) in place(q, s).iter_mut().enumerate() {
+                    *v = if j0 + j < nc {
+                        at(s * P::K_PER, j0 + j)
+                    } else {
+                        P::default()
+                    };
                 }
             }
-            return;
         }
+        return;
     }
     if b.rs == 1 && P::K_PER == 1 {
         // Without AVX-512 (or converting): panel by panel, in blocks of 128 steps: read each
@@ -329,6 +322,19 @@ pub(super) unsafe fn pack_b<S: Copy + 'static, P: PackFrom<S>>(
             }
         }
     }
+}
+
+/// Whether every packed value is a word of the source as it lies in memory: S packed as
+/// itself (f32, f64), or two 16-bit values of consecutive k in a 32-bit pair, the first in
+/// the low half as `PackFrom` makes it (little-endian only). `pack_a` and `pack_b` then
+/// move words (transposes) instead of making values one by one.
+fn words_of_source<S: 'static, P: Packed>() -> bool {
+    let same = std::any::TypeId::of::<S>() == std::any::TypeId::of::<P>();
+    let pairs = P::K_PER == 2
+        && size_of::<S>() == 2
+        && size_of::<P>() == 4
+        && cfg!(target_endian = "little");
+    same || pairs
 }
 
 /// `pack_b`'s column-major case (unit row stride), for packed steps that are words of the
@@ -421,12 +427,7 @@ pub(super) unsafe fn pack_a<S: Copy + 'static, P: PackFrom<S>>(
         // 16-bit values in pairs (a pair is the row's 32-bit word at 2 s, the first value in
         // the low half, as `PackFrom` makes it). The block is then a transpose of words,
         // written in order (step by step, rows inner).
-        let same = std::any::TypeId::of::<S>() == std::any::TypeId::of::<P>();
-        let pairs = P::K_PER == 2
-            && size_of::<S>() == 2
-            && size_of::<P>() == 4
-            && cfg!(target_endian = "little");
-        if a.cs == 1 && (same || pairs) {
+        if a.cs == 1 && words_of_source::<S, P>() {
             let per = P::K_PER;
             let full = kc / per;
             // 32-bit words into 14-tall panels: whole blocks of 16 steps as AVX-512
@@ -453,7 +454,7 @@ pub(super) unsafe fn pack_a<S: Copy + 'static, P: PackFrom<S>>(
                     // SAFETY: row i0 + i < mc, columns per * st .. per * st + per <= kc:
                     // valid by # Safety and contiguous (cs == 1); read unaligned (a pair is
                     // two 2-byte aligned values). Every bit pattern is a valid P (`Packed`),
-                    // and with `same` the bytes are a P already.
+                    // and where S is P the bytes are a P already.
                     *v = unsafe {
                         (a.ptr.add((i0 + i) * a.rs + per * st) as *const P).read_unaligned()
                     };

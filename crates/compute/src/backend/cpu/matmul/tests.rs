@@ -542,6 +542,37 @@ fn blocking_follows_the_caches() {
 /// the columns, ranges of steps that start and end off a vector, kstride above ks.
 #[test]
 fn column_major_b_packs_by_the_layout() {
+    /// pack_b of the kc x nc column-major B in `v` (strides 1, kc) over `steps`, into
+    /// nr-wide panels `kstride` steps apart prefilled with `fill`: each place's (step, column
+    /// of B, value).
+    fn pack_columns<S: Copy + 'static, P: PackFrom<S>>(
+        v: &[S],
+        (kc, nc, nr): (usize, usize, usize),
+        steps: std::ops::Range<usize>,
+        kstride: usize,
+        fill: P,
+    ) -> Vec<(usize, usize, P)> {
+        let len = kstride * nc.div_ceil(nr) * nr;
+        let mut dst = vec![fill; len];
+        // SAFETY: B is nc columns of kc contiguous values (strides 1, kc) inside v (the
+        // callers' v holds kc * nc); dst holds len values, as asserted by pack_b.
+        unsafe {
+            pack_b(
+                kc,
+                nc,
+                nr,
+                view(v, 1, kc),
+                steps,
+                (OutPtr(dst.as_mut_ptr()), len),
+                kstride,
+            )
+        };
+        let place = |e: usize| (e % (kstride * nr) / nr, e / (kstride * nr) * nr + e % nr);
+        dst.into_iter()
+            .enumerate()
+            .map(|(e, x)| (place(e).0, place(e).1, x))
+            .collect()
+    }
     fn check<T: PackFrom<T> + PartialEq + std::fmt::Debug + 'static>(
         to: impl Fn(f64) -> T,
         nr: usize,
@@ -549,26 +580,8 @@ fn column_major_b_packs_by_the_layout() {
         for (kc, nc) in [(1, 1), (37, 45), (128, 64), (200, 33), (17, 70)] {
             let v: Vec<T> = values(kc * nc, 5).into_iter().map(&to).collect();
             for steps in [0..kc, 3.min(kc)..kc, kc / 2..kc, 0..kc.saturating_sub(5)] {
-                let kstride = kc + 5;
-                let panels = nc.div_ceil(nr);
-                let len = kstride * panels * nr;
-                let mut dst = vec![to(9.0); len];
-                // SAFETY: B is nc columns of kc contiguous values (strides 1, kc) inside v;
-                // dst holds len values, as asserted by pack_b.
-                unsafe {
-                    pack_b(
-                        kc,
-                        nc,
-                        nr,
-                        view(&v, 1, kc),
-                        steps.clone(),
-                        (OutPtr(dst.as_mut_ptr()), len),
-                        kstride,
-                    )
-                };
-                for (e, got) in dst.iter().enumerate() {
-                    let (q, s, j) = (e / (kstride * nr), e % (kstride * nr) / nr, e % nr);
-                    let col = q * nr + j;
+                let packed = pack_columns(&v, (kc, nc, nr), steps.clone(), kc + 5, to(9.0));
+                for (e, (s, col, got)) in packed.into_iter().enumerate() {
                     let want = if !steps.contains(&s) {
                         to(9.0)
                     } else if col < nc {
@@ -576,7 +589,7 @@ fn column_major_b_packs_by_the_layout() {
                     } else {
                         to(0.0)
                     };
-                    assert_eq!(*got, want, "kc {kc} nc {nc} nr {nr} steps {steps:?} at {e}");
+                    assert_eq!(got, want, "kc {kc} nc {nc} nr {nr} steps {steps:?} at {e}");
                 }
             }
         }
@@ -591,29 +604,13 @@ fn column_major_b_packs_by_the_layout() {
     where
         Bf16Pair: PackFrom<S>,
     {
-        let nr = 32;
         for (kc, nc) in [(1, 1), (37, 45), (128, 64), (201, 33)] {
             let v: Vec<S> = values(kc * nc, 6).into_iter().map(&to).collect();
             let ks = kc.div_ceil(2);
             for steps in [0..ks, 3.min(ks)..ks, ks / 2..ks, 0..ks.saturating_sub(5)] {
-                let kstride = ks + 3;
-                let len = kstride * nc.div_ceil(nr) * nr;
-                let mut dst = vec![Bf16Pair(u32::MAX); len];
-                // SAFETY: as in `check` above.
-                unsafe {
-                    pack_b(
-                        kc,
-                        nc,
-                        nr,
-                        view(&v, 1, kc),
-                        steps.clone(),
-                        (OutPtr(dst.as_mut_ptr()), len),
-                        kstride,
-                    )
-                };
-                for (e, got) in dst.iter().enumerate() {
-                    let (q, s, j) = (e / (kstride * nr), e % (kstride * nr) / nr, e % nr);
-                    let col = q * nr + j;
+                let fill = Bf16Pair(u32::MAX);
+                let packed = pack_columns(&v, (kc, nc, 32), steps.clone(), ks + 3, fill);
+                for (e, (s, col, got)) in packed.into_iter().enumerate() {
                     let half = |p: usize| {
                         if p < kc {
                             bits(v[col * kc + p]) as u32
