@@ -24,6 +24,8 @@ mod kernel;
 mod micro;
 mod pack;
 #[cfg(test)]
+mod pack_tests;
+#[cfg(test)]
 mod small_tests;
 #[cfg(test)]
 mod tests;

@@ -232,21 +232,27 @@ pub(super) unsafe fn pack_b<S: Copy + 'static, P: PackFrom<S>>(
         }
         return;
     }
-    // Column-major B (a transposed view: `x @ W.t()`): each column is contiguous in k. With
-    // AVX-512, whole words of the source's as 16 x 16 or 8 x 8 transposes (`cols_simd`):
-    // f32 and f64 as they are, and 16-bit pairs (bf16 or f16 into `Bf16Pair`, a pair being
-    // the column's 32-bit word at 2 s, the first value in the low half, as `PackFrom` makes
-    // it); a last step of a single 16-bit value (odd kc) is made through `at`. For f32
-    // packing went from 42% of 64 x 512 by a transposed 512 x 512 to 33%, and the product
-    // 1.1-1.4x faster.
+    // Column-major B (a transposed view: `x @ W.t()`): each column is contiguous in k.
+    // Whole words of the source's as vector transposes (`cols_simd`; AVX-512: 16 x 16 or 8
+    // x 8, AVX2: 8 x 8 or 4 x 4, whole vectors only): f32 and f64 as they are, and 16-bit
+    // pairs (bf16 or f16 into `Bf16Pair`, a pair being the column's 32-bit word at 2 s, the
+    // first value in the low half, as `PackFrom` makes it); a last step of a single 16-bit
+    // value (odd kc) is made through `at`. For f32 packing went from 42% of 64 x 512 by a
+    // transposed 512 x 512 to 33%, and the product 1.1-1.4x faster.
     #[cfg(target_arch = "x86_64")]
-    if b.rs == 1 && simd::usable() && words_of_source::<S, P>() && matches!(size_of::<P>(), 4 | 8) {
+    let width = simd::width().filter(|&v| {
+        let word = size_of::<P>();
+        matches!(word, 4 | 8) && (v == 64 || nr.is_multiple_of(v / word))
+    });
+    #[cfg(target_arch = "x86_64")]
+    if let Some(vbytes) = width.filter(|_| b.rs == 1 && words_of_source::<S, P>()) {
         // Steps made of whole words: all but an odd kc's last.
         let whole = kc / P::K_PER;
         let simd_steps = steps.start.min(whole)..steps.end.min(whole);
         // SAFETY: every packed value is a word of the source (`words_of_source`; a pair
-        // only within `whole`); the rest as for `cols_simd`'s # Safety, which this call's
-        // own gives.
+        // only within `whole`); with 32-byte vectors nr is a multiple of their lanes
+        // (`width` above); the rest as for `cols_simd`'s # Safety, which this call's own
+        // gives.
         unsafe {
             cols_simd(
                 nc,
@@ -254,9 +260,8 @@ pub(super) unsafe fn pack_b<S: Copy + 'static, P: PackFrom<S>>(
                 b,
                 simd_steps,
                 P::K_PER,
-                dst.get() as *mut u8,
-                size_of::<P>(),
-                kstride,
+                (dst.get() as *mut u8, kstride),
+                (size_of::<P>(), vbytes),
             )
         };
         for s in steps.start.max(whole)..steps.end {
@@ -274,7 +279,7 @@ pub(super) unsafe fn pack_b<S: Copy + 'static, P: PackFrom<S>>(
         return;
     }
     if b.rs == 1 && P::K_PER == 1 {
-        // Without AVX-512 (or converting): panel by panel, in blocks of 128 steps: read each
+        // Without AVX2 (or converting): panel by panel, in blocks of 128 steps: read each
         // column's 128 values (contiguous) and deal them down the panel, whose 128 rows (16
         // KiB of f32) stay in L1 meanwhile. Value by value through `at`, packing took 67% of
         // f32 32 x 512 by a transposed 512 x 512; blocks ran it 2.1x faster (28.7 -> 61.3
@@ -339,26 +344,25 @@ fn words_of_source<S: 'static, P: Packed>() -> bool {
 
 /// `pack_b`'s column-major case (unit row stride), for packed steps that are words of the
 /// source (`word` bytes, 4 or 8: `per` source values each, step s at value per * s of the
-/// column), with AVX-512 transposes: each panel's columns in groups of one vector's lanes
-/// (16 or 8), each group's steps a vector of each column at a time, the rest one word at a
-/// time; lanes past the matrix's last column are zero.
+/// column), with transposes of `vbytes`-wide vectors (64: AVX-512, 32: AVX2): each panel's
+/// columns in groups of one vector's lanes, each group's steps a vector of each column at a
+/// time, the rest one word at a time; lanes past the matrix's last column are zero.
 ///
 /// # Safety
 /// As `pack_b`'s, with its assertion checked, `dst` as its words, and the words of `steps`
-/// whole inside each column (per * steps.end <= kc); the CPU has AVX-512F.
+/// whole inside each column (per * steps.end <= kc); the CPU has AVX-512F for `vbytes` 64,
+/// AVX2 for 32, and then nr is a multiple of 32 / word.
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn cols_simd<S>(
+pub(super) unsafe fn cols_simd<S>(
     nc: usize,
     nr: usize,
     b: MatRef<S>,
     steps: std::ops::Range<usize>,
     per: usize,
-    dst: *mut u8,
-    word: usize,
-    kstride: usize,
+    (dst, kstride): (*mut u8, usize),
+    (word, vbytes): (usize, usize),
 ) {
-    let lanes = 64 / word;
+    let lanes = vbytes / word;
     let (len, full) = (steps.len(), steps.len() / lanes * lanes);
     for q in 0..nc.div_ceil(nr) {
         let j0 = q * nr;
@@ -372,16 +376,35 @@ unsafe fn cols_simd<S>(
                 *r = b.ptr.wrapping_add((j0 + g + i) * b.cs + per * steps.start) as *const u8;
             }
             let lanes_here = (nr - g).min(lanes);
+            // The transposes read every row: a group short of columns (the matrix's last)
+            // goes value by value.
+            let full = if h < lanes { 0 } else { full };
             let out = panel.add((steps.start * nr + g) * word);
             // SAFETY: rows i < h are columns of B (valid by # Safety for steps.start +
             // `full` <= kc values, contiguous); the stores go to steps `steps` of lanes g..g +
-            // lanes_here < nr of panel q, inside `dst` by pack_b's assertion.
-            if word == 4 {
-                let mask = ((1u32 << lanes_here) - 1) as u16;
-                simd::transpose32(&rows[..h], full, out as *mut u32, nr, mask);
-            } else {
-                let mask = ((1u32 << lanes_here) - 1) as u8;
-                simd::transpose64(&rows[..h], full, out as *mut u64, nr, mask);
+            // lanes_here < nr of panel q, inside `dst` by pack_b's assertion (with 32-byte
+            // vectors lanes_here is all their lanes: nr is a multiple of them); `full` is 0
+            // unless h is all the lanes, so every row the transposes read is a column. The
+            // CPU has the features of `vbytes` (# Safety).
+            match (vbytes, word) {
+                (64, 4) => {
+                    let mask = ((1u32 << lanes_here) - 1) as u16;
+                    let rows = &rows;
+                    simd::transpose32::<16>(rows, full, out as *mut u32, nr, mask);
+                }
+                (64, _) => {
+                    let mask = ((1u32 << lanes_here) - 1) as u8;
+                    let rows = rows[..8].try_into().expect("8 of 16");
+                    simd::transpose64::<8>(rows, full, out as *mut u64, nr, mask);
+                }
+                (_, 4) => {
+                    let rows = rows[..8].try_into().expect("8 of 16");
+                    simd::transpose32_avx2::<8, 8>(rows, full, out as *mut f32, nr);
+                }
+                _ => {
+                    let rows = rows[..4].try_into().expect("4 of 16");
+                    simd::transpose64_avx2(rows, full, out as *mut f64, nr);
+                }
             }
             // The last steps, value by value (rows past h are zero lanes).
             for t in full..len {
@@ -432,21 +455,34 @@ pub(super) unsafe fn pack_a<S: Copy + 'static, P: PackFrom<S>>(
             let full = kc / per;
             // 32-bit words into 14-tall panels: whole blocks of 16 steps as AVX-512
             // transposes (the scalar loop below waits on its loads, one word of each of 14
-            // rows per step: 6% of a bf16 N=1024 product), the rest below.
+            // rows per step: 6% of a bf16 N=1024 product), or into AVX2's 6-tall ones; the
+            // rest below.
             #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
             let mut first = 0;
             #[cfg(target_arch = "x86_64")]
             if size_of::<P>() == 4 && mr == simd::ROWS && simd::usable() {
-                let mut rows = [std::ptr::null::<u8>(); simd::ROWS];
-                for (i, r) in rows.iter_mut().enumerate().take(h) {
-                    *r = a.ptr.wrapping_add((i0 + i) * a.rs) as *const u8;
-                }
+                // Rows past h (a last panel of fewer) read row i0 again, into lanes that
+                // are not stored (zeroed below).
+                let rows: [*const u8; simd::ROWS] = std::array::from_fn(|i| {
+                    let i = if i < h { i } else { 0 };
+                    a.ptr.wrapping_add((i0 + i) * a.rs) as *const u8
+                });
                 first = full / 16 * 16;
-                // SAFETY: rows i < h start at row i0 + i of A, and the words of steps
-                // 0..first are columns 0..per * first <= kc of it: valid by # Safety and
-                // contiguous (cs == 1); the panel holds ks * mr >= first * 14 values of 4
+                // SAFETY: rows i < 14 start at row i0 + i (or i0) < mc of A, and the words of
+                // steps 0..first are columns 0..per * first <= kc of it: valid by # Safety
+                // and contiguous (cs == 1); the panel holds ks * mr >= first * 14 values of 4
                 // bytes. The CPU has AVX-512F (`simd::usable`).
                 unsafe { simd::transpose14(&rows, h, first, panel.as_mut_ptr() as *mut u32) };
+            } else if size_of::<P>() == 4 && mr == 6 && h == 6 && simd::avx2() {
+                // The same into AVX2's 6-tall panels, 8 steps at a time (a last panel of
+                // fewer rows below).
+                let rows: [*const u8; 6] =
+                    std::array::from_fn(|i| a.ptr.wrapping_add((i0 + i) * a.rs) as *const u8);
+                first = full / 8 * 8;
+                // SAFETY: as above, with all 6 rows inside A (h == 6), 6-value steps (KEEP
+                // = stride = 6) and the CPU's AVX2 (`simd::avx2`).
+                let dst = panel.as_mut_ptr() as *mut f32;
+                unsafe { simd::transpose32_avx2::<6, 6>(&rows, first, dst, 6) };
             }
             for st in first..full {
                 let out = &mut panel[st * mr..st * mr + h];
@@ -502,15 +538,35 @@ mod simd {
     /// The panel height these transposes fill (the AVX-512 kernels' MR).
     pub(super) const ROWS: usize = 14;
 
+    /// Whether the AVX-512 transposes may run: the CPU has AVX-512F and `ACCEL_CPU_KERNEL`
+    /// allows that family (`kernel::usable`).
     pub(super) fn usable() -> bool {
-        std::is_x86_feature_detected!("avx512f")
+        super::super::kernel::usable("avx512")
+    }
+
+    /// Whether the AVX2 transposes may run (`kernel::usable`).
+    pub(super) fn avx2() -> bool {
+        super::super::kernel::usable("avx2")
+    }
+
+    /// The widest vectors, in bytes, the transposes may use here: 64 (AVX-512), 32 (AVX2,
+    /// where only the AVX2 family may run), or none.
+    pub(super) fn width() -> Option<usize> {
+        if usable() {
+            Some(64)
+        } else if avx2() {
+            Some(32)
+        } else {
+            None
+        }
     }
 
     /// Writes `steps` (a multiple of 16) steps of a 14-tall panel of 32-bit words: word s of
-    /// row i (at `rows[i] + 4 s`, for i < h; rows h..14 are zero) to `dst[s * 14 + i]`.
+    /// row i (at `rows[i] + 4 s`) to `dst[s * 14 + i]`, for i < h (lanes h..14 are not
+    /// written).
     ///
     /// # Safety
-    /// As for [`transpose32`], with `rows[..h]`, stride 14.
+    /// As for [`transpose32`], with stride 14 and h <= 14: all 14 `rows` are read.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn transpose14(
         rows: &[*const u8; ROWS],
@@ -518,21 +574,22 @@ mod simd {
         steps: usize,
         dst: *mut u32,
     ) {
-        transpose32(&rows[..h], steps, dst, ROWS, 0x3fff)
+        transpose32::<ROWS>(rows, steps, dst, ROWS, ((1u32 << h) - 1) as u16)
     }
 
-    /// Writes `steps` (a multiple of 16) steps of up to 16 rows of 32-bit words, transposed:
-    /// word s of row i (at `rows[i] + 4 s`) to `dst[s * stride + i]`, for the lanes i in
-    /// `mask` (rows past `rows.len()` give zeros). Each 16 steps: 16 row loads, a 16 x 16
+    /// Writes `steps` (a multiple of 16) steps of R (up to 16) rows of 32-bit words,
+    /// transposed: word s of row i (at `rows[i] + 4 s`) to `dst[s * stride + i]`, for the
+    /// lanes i in `mask` (lanes from R on are zero). Each 16 steps: R row loads, a 16 x 16
     /// transpose (unpacks of 32 and 64 bits, then two rounds of 128-bit lane shuffles), 16
-    /// masked stores.
+    /// masked stores. (R is a constant: with a slice of rows the loop kept its 16 vectors
+    /// on the stack, 22% of 256 x 1024 by a transposed 1024 x 1024.)
     ///
     /// # Safety
-    /// The CPU must have AVX-512F; `rows.len()` <= 16; `rows[i]` readable for 4 * steps
-    /// bytes; `dst + s * stride` writable for the lanes of `mask`, for every s < steps.
+    /// The CPU must have AVX-512F; `rows[i]` readable for 4 * steps bytes; `dst + s *
+    /// stride` writable for the lanes of `mask`, for every s < steps.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn transpose32(
-        rows: &[*const u8],
+    pub(super) unsafe fn transpose32<const R: usize>(
+        rows: &[*const u8; R],
         steps: usize,
         dst: *mut u32,
         stride: usize,
@@ -540,8 +597,8 @@ mod simd {
     ) {
         for s0 in (0..steps).step_by(16) {
             let mut r = [_mm512_setzero_si512(); 16];
-            for (v, row) in r.iter_mut().zip(rows) {
-                *v = _mm512_loadu_si512(row.add(4 * s0) as *const __m512i);
+            for i in 0..R.min(16) {
+                r[i] = _mm512_loadu_si512(rows[i].add(4 * s0) as *const __m512i);
             }
             // t[2j] lane L: (r2j c0, r2j+1 c0, r2j c1, r2j+1 c1), c = 4L..; t[2j+1]: c2, c3.
             let mut t = [_mm512_setzero_si512(); 16];
@@ -568,16 +625,17 @@ mod simd {
         }
     }
 
-    /// As [`transpose32`] for 64-bit words: up to 8 rows, `steps` a multiple of 8, word s of
-    /// row i (at `rows[i] + 8 s`) to `dst[s * stride + i]` for the lanes i in `mask`. Each 8
-    /// steps: 8 row loads, unpacks of 64 bits, one round of lane shuffles, 8 masked stores.
+    /// As [`transpose32`] for 64-bit words: R (up to 8) rows, `steps` a multiple of 8, word
+    /// s of row i (at `rows[i] + 8 s`) to `dst[s * stride + i]` for the lanes i in `mask`.
+    /// Each 8 steps: R row loads, unpacks of 64 bits, one round of lane shuffles, 8 masked
+    /// stores.
     ///
     /// # Safety
-    /// The CPU must have AVX-512F; `rows.len()` <= 8; `rows[i]` readable for 8 * steps
-    /// bytes; `dst + s * stride` writable for the lanes of `mask`, for every s < steps.
+    /// The CPU must have AVX-512F; `rows[i]` readable for 8 * steps bytes; `dst + s *
+    /// stride` writable for the lanes of `mask`, for every s < steps.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn transpose64(
-        rows: &[*const u8],
+    pub(super) unsafe fn transpose64<const R: usize>(
+        rows: &[*const u8; R],
         steps: usize,
         dst: *mut u64,
         stride: usize,
@@ -585,8 +643,8 @@ mod simd {
     ) {
         for s0 in (0..steps).step_by(8) {
             let mut r = [_mm512_setzero_si512(); 8];
-            for (v, row) in r.iter_mut().zip(rows) {
-                *v = _mm512_loadu_si512(row.add(8 * s0) as *const __m512i);
+            for i in 0..R.min(8) {
+                r[i] = _mm512_loadu_si512(rows[i].add(8 * s0) as *const __m512i);
             }
             // t[2j] lane L: (r2j c, r2j+1 c) for c = 2L; t[2j+1]: the same for c = 2L + 1.
             let mut t = [_mm512_setzero_si512(); 8];
@@ -601,6 +659,101 @@ mod simd {
                     let st = s0 + 2 * l + p;
                     _mm512_mask_storeu_epi64(dst.add(st * stride) as *mut i64, mask, col);
                 }
+            }
+        }
+    }
+
+    /// As [`transpose32`] with AVX2's 8-lane vectors, for R (up to 8) rows, all read:
+    /// `steps` a multiple of 8, word s of row i (at `rows[i] + 4 s`) to `dst[s * stride +
+    /// i]` for the first KEEP lanes (lanes from R on are zero). Each 8 steps: R row loads,
+    /// unpacks of 32 bits, shuffles of 64-bit pairs, then 128-bit halves swapped, 8 stores.
+    /// The words are moved as f32 lanes: shuffles keep every bit, NaN payloads included.
+    /// (Rows and lanes are constants: with a count of rows and a lane mask as arguments the
+    /// loop tested each and spilled its vectors, and ran slower than a scalar copy.)
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `rows[i]` readable for 4 * steps bytes; KEEP is 8, or
+    /// `stride` itself (a panel of fewer than 8 rows, steps adjacent: each step's store of 8
+    /// lanes runs into the next step's first ones, stored over afterwards, and the last
+    /// step stores KEEP); `dst + s * stride` writable for KEEP values, for every s < steps.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn transpose32_avx2<const R: usize, const KEEP: usize>(
+        rows: &[*const u8; R],
+        steps: usize,
+        dst: *mut f32,
+        stride: usize,
+    ) {
+        for s0 in (0..steps).step_by(8) {
+            let mut r = [_mm256_setzero_ps(); 8];
+            for i in 0..R.min(8) {
+                r[i] = _mm256_loadu_ps(rows[i].add(4 * s0) as *const f32);
+            }
+            // t[2j] half H: (r2j c, r2j+1 c, r2j c+1, r2j+1 c+1) for c = 4H; t[2j+1]: c = 4H + 2.
+            let mut t = [_mm256_setzero_ps(); 8];
+            for j in 0..4 {
+                t[2 * j] = _mm256_unpacklo_ps(r[2 * j], r[2 * j + 1]);
+                t[2 * j + 1] = _mm256_unpackhi_ps(r[2 * j], r[2 * j + 1]);
+            }
+            // u[4h + q] half H: column 4H + q of rows 4h..4h + 4.
+            let mut u = [_mm256_setzero_ps(); 8];
+            for h in 0..2 {
+                let (a, b, c, d) = (t[4 * h], t[4 * h + 1], t[4 * h + 2], t[4 * h + 3]);
+                u[4 * h] = _mm256_shuffle_ps::<0x44>(a, c);
+                u[4 * h + 1] = _mm256_shuffle_ps::<0xEE>(a, c);
+                u[4 * h + 2] = _mm256_shuffle_ps::<0x44>(b, d);
+                u[4 * h + 3] = _mm256_shuffle_ps::<0xEE>(b, d);
+            }
+            // Column q: the low halves of u[q] and u[4 + q]; column 4 + q: their high
+            // halves. Stored in order of steps (see KEEP).
+            for q in 0..4 {
+                let lo = _mm256_permute2f128_ps::<0x20>(u[q], u[4 + q]);
+                _mm256_storeu_ps(dst.add((s0 + q) * stride), lo);
+            }
+            for q in 0..4 {
+                let hi = _mm256_permute2f128_ps::<0x31>(u[q], u[4 + q]);
+                let to = dst.add((s0 + 4 + q) * stride);
+                if KEEP == 8 || s0 + 4 + q + 1 < steps {
+                    _mm256_storeu_ps(to, hi);
+                } else {
+                    let mut last = [0f32; 8];
+                    _mm256_storeu_ps(last.as_mut_ptr(), hi);
+                    std::ptr::copy_nonoverlapping(last.as_ptr(), to, KEEP);
+                }
+            }
+        }
+    }
+
+    /// As [`transpose32_avx2`] for 64-bit words: 4 rows, `steps` a multiple of 4, word s of
+    /// row i (at `rows[i] + 8 s`) to `dst[s * stride + i]` for all 4 lanes. Each 4 steps: 4
+    /// row loads, unpacks of 64 bits, 128-bit halves swapped, 4 stores.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `rows[i]` readable for 8 * steps bytes; `dst + s * stride`
+    /// writable for 4 values, for every s < steps.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn transpose64_avx2(
+        rows: &[*const u8; 4],
+        steps: usize,
+        dst: *mut f64,
+        stride: usize,
+    ) {
+        for s0 in (0..steps).step_by(4) {
+            let mut r = [_mm256_setzero_pd(); 4];
+            for i in 0..4 {
+                r[i] = _mm256_loadu_pd(rows[i].add(8 * s0) as *const f64);
+            }
+            // t[2j] half H: (r2j c, r2j+1 c) for c = 2H; t[2j+1]: c = 2H + 1.
+            let t = [
+                _mm256_unpacklo_pd(r[0], r[1]),
+                _mm256_unpackhi_pd(r[0], r[1]),
+                _mm256_unpacklo_pd(r[2], r[3]),
+                _mm256_unpackhi_pd(r[2], r[3]),
+            ];
+            for p in 0..2 {
+                let lo = _mm256_permute2f128_pd::<0x20>(t[p], t[2 + p]);
+                let hi = _mm256_permute2f128_pd::<0x31>(t[p], t[2 + p]);
+                _mm256_storeu_pd(dst.add((s0 + p) * stride), lo);
+                _mm256_storeu_pd(dst.add((s0 + 2 + p) * stride), hi);
             }
         }
     }
