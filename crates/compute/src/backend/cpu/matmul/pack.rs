@@ -201,33 +201,43 @@ pub(super) unsafe fn pack_b<S: Copy + 'static, P: PackFrom<S>>(
         })
     };
     if b.cs == 1 {
-        // Row-major B: read each row (group of K_PER rows) front to back, one page at a time
-        // however far apart the rows are, and deal its nr-wide pieces out to the panels.
-        for s in steps {
-            let p0 = s * P::K_PER;
+        // Row-major B: blocks of ROWS_AT_ONCE steps, each dealt out panel by panel, so that
+        // the panels are written in runs of that many steps. Step by step (each row's
+        // nr-wide pieces dealt out to every panel in turn), the writes went to places a
+        // whole panel apart, 128 KiB at KC = 1024, all in the same sets of L1: on the
+        // Emerald Rapids VM of bench/README.md (two paths alternated call by call, 2 rounds)
+        // f64 128 x 1024 x 1024 ran 98-100 GFLOP/s against 108-110 in blocks of 16, 256 x
+        // 1024 x 1024 121-125 against 128-131, f32 128 x 1024 x 1024 206-218 against 210-223
+        // (blocks of 4 gained half of that; 32 and 64 no more than 16).
+        const ROWS_AT_ONCE: usize = 16;
+        for s0 in steps.clone().step_by(ROWS_AT_ONCE) {
             for q in 0..panels {
-                let j0 = q * nr;
-                let w = nr.min(nc - j0);
-                let out = place(q, s);
-                let (body, pad) = out.split_at_mut(w);
-                // SAFETY (both slices): row p < kc, columns j0..j0 + w <= nc: valid by
-                // # Safety, and contiguous (cs == 1).
-                let row =
-                    |p: usize| unsafe { std::slice::from_raw_parts(b.ptr.add(p * b.rs + j0), w) };
-                if P::K_PER == 1 {
-                    for (v, &x) in body.iter_mut().zip(row(p0)) {
-                        *v = P::make(|_| Some(x));
+                for s in s0..(s0 + ROWS_AT_ONCE).min(steps.end) {
+                    let p0 = s * P::K_PER;
+                    let j0 = q * nr;
+                    let w = nr.min(nc - j0);
+                    let out = place(q, s);
+                    let (body, pad) = out.split_at_mut(w);
+                    // SAFETY (both slices): row p < kc, columns j0..j0 + w <= nc: valid by
+                    // # Safety, and contiguous (cs == 1).
+                    let row = |p: usize| unsafe {
+                        std::slice::from_raw_parts(b.ptr.add(p * b.rs + j0), w)
+                    };
+                    if P::K_PER == 1 {
+                        for (v, &x) in body.iter_mut().zip(row(p0)) {
+                            *v = P::make(|_| Some(x));
+                        }
+                    } else if P::K_PER == 2 && p0 + 1 < kc {
+                        for ((v, &x0), &x1) in body.iter_mut().zip(row(p0)).zip(row(p0 + 1)) {
+                            *v = P::make(|t| Some(if t == 0 { x0 } else { x1 }));
+                        }
+                    } else {
+                        for (j, v) in body.iter_mut().enumerate() {
+                            *v = at(p0, j0 + j);
+                        }
                     }
-                } else if P::K_PER == 2 && p0 + 1 < kc {
-                    for ((v, &x0), &x1) in body.iter_mut().zip(row(p0)).zip(row(p0 + 1)) {
-                        *v = P::make(|t| Some(if t == 0 { x0 } else { x1 }));
-                    }
-                } else {
-                    for (j, v) in body.iter_mut().enumerate() {
-                        *v = at(p0, j0 + j);
-                    }
+                    pad.fill(P::default());
                 }
-                pad.fill(P::default());
             }
         }
         return;
