@@ -170,6 +170,16 @@ const PARALLEL_MIN_FLOPS: usize = 1 << 22;
 /// one up to N=512 (300: 329-396 vs 230-281 GFLOP/s; 512: 401-426 vs 335-373), not at 768.
 const SMALL_MAX_FLOPS: usize = 1 << 27;
 
+/// Up to this many f32 multiply-adds (N=645) where A, which the small path reads once for
+/// every strip of B's columns, fits in 7/8 of L2. Measured on the Emerald Rapids VM of
+/// bench/README.md (2 MiB of L2), the two limits alternated call by call in one process, 3
+/// rounds, GFLOP/s: N=576 239-273 packed against 255-294 unpacked, N=600 188-281 against
+/// 180-299, N=640 211-292 against 197-304, 300 x 1000 x 800 (m x n x k) 184-225 against
+/// 208-258, 128 x 2000 x 1000 149-217 against 151-243; with A past L2 packed stays ahead:
+/// N=768 290-297 against 273-283, 1024 x 256 x 1024 237-258 against 218-246, 512 x 512 x
+/// 1024 level.
+const SMALL_MAX_FLOPS_A_IN_L2: usize = 1 << 28;
+
 /// The same for f64 (N=322): its kernel does half the multiply-adds of f32's for each byte of
 /// B it reads, and B's strips come from L2. Measured on the Emerald Rapids VM of
 /// bench/README.md, two threads, the two paths alternated within one process: the packed
@@ -220,7 +230,9 @@ pub(crate) unsafe fn gemm_float<D: Thin + DotTile + PackFrom<D> + PackInto<D>>(
     }
     let kern = D::kernel();
     match kern.small {
-        Some(small) if takes_small_path::<D>(m, n, k, b, kern.mr) => {
+        Some(small)
+            if takes_small_path::<D>(m, n, k, b, kern.mr, kernel::Caches::of_this_machine().l2) =>
+        {
             let (mr, nr) = (kern.mr, kern.nr);
             let strips = n.div_ceil(nr);
             let cp = OutPtr(c.as_mut_ptr());
@@ -265,11 +277,14 @@ pub(crate) unsafe fn gemm_float<D: Thin + DotTile + PackFrom<D> + PackInto<D>>(
 /// every row, each time a tile of A passes it. Measured as for SMALL_MAX_FLOPS_F64, the
 /// packed path against this one: f32 256x1024x512 (m x n x k) 1.48x, 128x1024x1024 1.75x,
 /// f64 N=512 1.92x; with fewer rows the packing of B is not repaid: f32 64x1024x1024 0.96x,
-/// 28x1024x1024 0.62x. (Rows 2 KiB apart, f32 N=512: 0.96-1.04x, left unpacked.)
-fn takes_small_path<D>(m: usize, n: usize, k: usize, b: MatRef<D>, mr: usize) -> bool {
+/// 28x1024x1024 0.62x. (Rows 2 KiB apart, f32 N=512: 0.96-1.04x, left unpacked.) `l2` is
+/// one core's L2 in bytes (`Caches`).
+fn takes_small_path<D>(m: usize, n: usize, k: usize, b: MatRef<D>, mr: usize, l2: usize) -> bool {
     let size = std::mem::size_of::<D>();
     let max = if size > 4 {
         SMALL_MAX_FLOPS_F64
+    } else if m * k * size <= l2 / 8 * 7 {
+        SMALL_MAX_FLOPS_A_IN_L2
     } else {
         SMALL_MAX_FLOPS
     };

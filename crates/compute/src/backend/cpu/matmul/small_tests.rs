@@ -75,22 +75,29 @@ fn the_small_path_takes_what_it_is_faster_for() {
     let (x32, x64) = ([0f32; 1], [0f64; 1]);
     let b32 = |rs: usize| view(&x32, rs, 1);
     let b64 = |rs: usize| view(&x64, rs, 1);
-    // f32 up to N=512, f64 up to N=322 (by multiply-adds).
-    assert!(takes_small_path(512, 512, 512, b32(512), 14));
-    assert!(!takes_small_path(513, 512, 512, b32(512), 14));
-    assert!(takes_small_path(320, 320, 320, b64(320), 14));
-    assert!(!takes_small_path(384, 384, 384, b64(384), 14));
+    // f32 up to N=512, f64 up to N=322 (by multiply-adds); f32 up to N=645 where A fits in
+    // 7/8 of L2 (1 MiB of A at N=512, 1.6 MiB at N=640).
+    let small = |m, n, k, b, l2| takes_small_path(m, n, k, b, 14, l2);
+    let (mib, l2) = (1 << 20, 2 << 20);
+    assert!(small(512, 512, 512, b32(512), mib));
+    assert!(!small(513, 512, 512, b32(512), mib));
+    assert!(small(640, 640, 640, b32(640), l2));
+    assert!(!small(640, 640, 640, b32(640), mib));
+    assert!(!small(700, 700, 700, b32(700), l2));
+    assert!(!small(1024, 256, 1024, b32(256), l2));
+    assert!(takes_small_path(320, 320, 320, b64(320), 14, l2));
+    assert!(!takes_small_path(384, 384, 384, b64(384), 14, l2));
     // B's rows 4 KiB apart: packed once C has 8 tiles of rows.
-    assert!(!takes_small_path(256, 1024, 512, b32(1024), 14));
-    assert!(!takes_small_path(112, 512, 256, b64(512), 14));
-    assert!(takes_small_path(111, 512, 256, b64(512), 14));
-    assert!(takes_small_path(28, 1024, 1024, b32(1024), 14));
+    assert!(!takes_small_path(256, 1024, 512, b32(1024), 14, 1 << 20));
+    assert!(!takes_small_path(112, 512, 256, b64(512), 14, 1 << 20));
+    assert!(takes_small_path(111, 512, 256, b64(512), 14, 1 << 20));
+    assert!(takes_small_path(28, 1024, 1024, b32(1024), 14, 1 << 20));
     // A padded row (not a multiple of 4 KiB) stays unpacked.
-    assert!(takes_small_path(256, 1024, 512, b32(1028), 14));
+    assert!(takes_small_path(256, 1024, 512, b32(1028), 14, 1 << 20));
     // No small path for k deeper than SMALL_MAX_K, B not unit-stride, or empty products.
-    assert!(!takes_small_path(8, 8, 2048, b32(8), 14));
-    assert!(!takes_small_path(8, 8, 8, view(&x32, 1, 8), 14));
-    assert!(!takes_small_path(0, 8, 8, b32(8), 14));
+    assert!(!takes_small_path(8, 8, 2048, b32(8), 14, 1 << 20));
+    assert!(!takes_small_path(8, 8, 8, view(&x32, 1, 8), 14, 1 << 20));
+    assert!(!takes_small_path(0, 8, 8, b32(8), 14, 1 << 20));
 }
 
 #[test]
