@@ -1,5 +1,6 @@
-//! A times a transposed B with 3 to 96 rows: `x @ W.t()` of a Linear layer on a batch,
-//! where A's rows and B's columns (W's rows) are both contiguous in k.
+//! A times a transposed B with 3 to 96 rows (AVX-512; with AVX2 up to 192, as A's chunk
+//! fits in L2): `x @ W.t()` of a Linear layer on a batch, where A's rows and B's columns
+//! (W's rows) are both contiguous in k.
 //!
 //! The packed path gathers such a B column by column into k-major panels, which for a batch
 //! of 64 rows cost as much as the product (f32 64 x 512 by a transposed 512 x 512 on the
@@ -19,8 +20,12 @@
 //! path (with `pack_b`'s transposes) is as fast: 96 x 512 x 512 152 packed against 138,
 //! 128 x 1024 x 1024 155 against 127. Each step's four loads of A from L2 are where the
 //! kernel waits; a software prefetch of B's next block into L2 did not help.
+//!
+//! Without AVX-512 (Zen 2 and 3, Intel's client cores) the same in 3 x 4 tiles of AVX2
+//! vectors (`tile_kernel_avx2!`), 1.3-2.9x the packed AVX2 path up to 128 rows (numbers
+//! at MAX_M_AVX2).
 
-// Off x86-64 `takes` says no (no AVX-512) and nothing else here is reachable.
+// Off x86-64 `Width::here` is none (no AVX-512 or AVX2) and nothing else here is reachable.
 #![cfg_attr(
     not(target_arch = "x86_64"),
     allow(dead_code, unused_imports, unused_macros)
@@ -29,10 +34,14 @@
 use super::pack::{MatRef, OutPtr};
 use super::{helper, Accum};
 
-/// Rows of A (and of C) in one tile.
+/// Rows of A (and of C) in one AVX-512 tile.
 pub(super) const TR: usize = 4;
-/// Columns of B (and of C) in one tile: 24 accumulators, 4 + 1 more registers of 32.
+/// Columns of B (and of C) in one AVX-512 tile: 24 accumulators, 4 + 1 more registers of 32.
 pub(super) const TC: usize = 6;
+/// Rows of an AVX2 tile.
+pub(super) const TR2: usize = 3;
+/// Columns of an AVX2 tile: 12 accumulators, 3 + 1 more registers of 16.
+pub(super) const TC2: usize = 4;
 /// Fewest rows of C this path takes. From three rows it beats the thin path's dots form
 /// (one dot product at a time, two loads an FMA), though a tile then computes some rows
 /// twice: f32, two threads, 3 interleaved rounds, dots form against tiles (PyTorch): 3 x
@@ -46,19 +55,77 @@ const MIN_M: usize = 3;
 /// x 512 152 against 138, 96 x 1024 x 1024 120 against 156; f64 64 x 1024 x 1024 59 against
 /// 75 (97), 80 x 1024 x 1024 73 against 75, 96 x 1024 x 1024 88 against 78 (109).
 const MAX_M: [usize; 2] = [96, 72];
+/// The most rows, f32 and f64, for the AVX2 tiles, where A's chunk of that many rows fits
+/// in half of L2 (`max_m`; Zen 2 and 3 have 512 KiB: 64 rows). Measured with
+/// `ACCEL_CPU_KERNEL=avx2` on the Emerald Rapids VM of bench/README.md (2 MiB of L2), the
+/// packed path against these tiles alternated call by call in one process, two threads,
+/// GFLOP/s, m x n x k (B transposed), 2 rounds: f32 8 x 1024 x 1024 38 against 109-113, 32
+/// x 1024 x 1024 78-79 against 143-147, 64 x 1024 x 1024 86-90 against 145-151, 128 x 1024
+/// x 1024 117 against 155-157, 192 x 1024 x 1024 133-138 against 140-154, 192 x 2048 x 2048
+/// 130 against 129-132; f64 8 x 1024 x 1024 14-16 against 44-48, 64 x 1024 x 1024 43-44
+/// against 60-62, 128 x 1024 x 1024 53-57 against 55-63, 192 x 1024 x 1024 level.
+const MAX_M_AVX2: [usize; 2] = [192, 128];
 /// Shallowest k: each dot ends with a sum across lanes, to be spread over enough steps.
 const MIN_K: usize = 64;
-/// Bytes of B's block (`TC` columns of a k chunk) kept in L1.
-const B_BLOCK_BYTES: usize = 24 << 10;
+/// Bytes of B's block (a tile's columns of a k chunk) kept in L1: AVX-512 (48 KiB of L1
+/// on the CPUs measured), AVX2 (Zen 2 and 3: 32 KiB; 16 KiB ran as fast as 24 here, 12 KiB
+/// 3-6% slower).
+const B_BLOCK_BYTES: [usize; 2] = [24 << 10, 16 << 10];
 /// Fewer multiply-adds than this run on the calling thread alone.
 const SPLIT_FLOPS: usize = 1 << 18;
-/// Columns of C a thread claims at a time: eight blocks of B, whole cache lines of C's
-/// rows (192 bytes of f32), so that two threads never write one line.
-const UNIT_COLS: usize = 8 * TC;
+/// Blocks of B a thread claims at a time: with AVX-512's six columns a block, whole cache
+/// lines of C's rows (192 bytes of f32; AVX2's four columns: 128), so that two threads
+/// never write one line.
+const UNIT_BLOCKS: usize = 8;
 
-/// MAX_M for this element type.
-fn max_m<D>() -> usize {
-    MAX_M[usize::from(std::mem::size_of::<D>() > 4)]
+/// Which tile kernel runs here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Width {
+    /// TR x TC tiles in zmm registers.
+    Avx512,
+    /// TR2 x TC2 tiles in ymm registers.
+    Avx2,
+}
+
+impl Width {
+    /// The widest this CPU has and `ACCEL_CPU_KERNEL` allows (`kernel::usable`).
+    fn here() -> Option<Width> {
+        if super::kernel::usable("avx512") {
+            Some(Width::Avx512)
+        } else if super::kernel::usable("avx2") {
+            Some(Width::Avx2)
+        } else {
+            None
+        }
+    }
+
+    /// Columns of a tile.
+    fn cols(self) -> usize {
+        match self {
+            Width::Avx512 => TC,
+            Width::Avx2 => TC2,
+        }
+    }
+}
+
+/// MAX_M for this element type and kernel (for AVX2 no more rows than fit A's chunk in
+/// half of this machine's L2).
+fn max_m<D>(w: Width) -> usize {
+    let f64 = usize::from(std::mem::size_of::<D>() > 4);
+    match w {
+        Width::Avx512 => MAX_M[f64],
+        Width::Avx2 => {
+            let row = chunk::<D>(w) * std::mem::size_of::<D>();
+            let l2 = super::kernel::Caches::of_this_machine().l2;
+            (l2 / 2 / row).clamp(MIN_M, MAX_M_AVX2[f64])
+        }
+    }
+}
+
+/// Elements of k a B block holds (`B_BLOCK_BYTES`), a multiple of 64.
+fn chunk<D>(w: Width) -> usize {
+    let bytes = B_BLOCK_BYTES[usize::from(w == Width::Avx2)];
+    (bytes / w.cols() / std::mem::size_of::<D>()).max(64) / 64 * 64
 }
 
 /// Element types with a tile kernel.
@@ -69,6 +136,16 @@ pub(crate) trait DotTile: Accum {
     /// Every a[i] and b[j] readable for k elements; the CPU has AVX-512F and FMA.
     #[cfg(target_arch = "x86_64")]
     unsafe fn tile(a: &[*const Self; TR], b: &[*const Self; TC], k: usize) -> [[Self; TC]; TR];
+    /// The same for a TR2 x TC2 tile.
+    ///
+    /// # Safety
+    /// Every a[i] and b[j] readable for k elements; the CPU has AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn tile_avx2(
+        a: &[*const Self; TR2],
+        b: &[*const Self; TC2],
+        k: usize,
+    ) -> [[Self; TC2]; TR2];
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -76,11 +153,25 @@ impl DotTile for f32 {
     unsafe fn tile(a: &[*const f32; TR], b: &[*const f32; TC], k: usize) -> [[f32; TC]; TR] {
         tile_f32(a, b, k)
     }
+    unsafe fn tile_avx2(
+        a: &[*const f32; TR2],
+        b: &[*const f32; TC2],
+        k: usize,
+    ) -> [[f32; TC2]; TR2] {
+        tile_avx2_f32(a, b, k)
+    }
 }
 #[cfg(target_arch = "x86_64")]
 impl DotTile for f64 {
     unsafe fn tile(a: &[*const f64; TR], b: &[*const f64; TC], k: usize) -> [[f64; TC]; TR] {
         tile_f64(a, b, k)
+    }
+    unsafe fn tile_avx2(
+        a: &[*const f64; TR2],
+        b: &[*const f64; TC2],
+        k: usize,
+    ) -> [[f64; TC2]; TR2] {
+        tile_avx2_f64(a, b, k)
     }
 }
 #[cfg(not(target_arch = "x86_64"))]
@@ -88,19 +179,14 @@ impl DotTile for f32 {}
 #[cfg(not(target_arch = "x86_64"))]
 impl DotTile for f64 {}
 
-/// Whether an m x k by k x n product with these operands takes this path: A's rows and B's
-/// columns contiguous, MIN_M..=`max_m` rows, more than a few columns, k from MIN_K, and the
-/// AVX-512 kernels allowed on this CPU (`kernel::usable`).
-pub(super) fn takes<D>(m: usize, n: usize, k: usize, a: MatRef<D>, b: MatRef<D>) -> bool {
-    a.cs == 1
-        && b.rs == 1
-        && (MIN_M..=max_m::<D>()).contains(&m)
-        && n > TC
-        && k >= MIN_K
-        && super::kernel::usable("avx512")
+/// Whether an m x k by k x n product with these operands takes this path with the kernel
+/// `w` (`gemm` asks for the widest this CPU has, `Width::here`): A's rows and B's columns
+/// contiguous, MIN_M..=`max_m` rows, more than a few columns, k from MIN_K.
+fn takes_at<D>(w: Width, m: usize, n: usize, k: usize, a: MatRef<D>, b: MatRef<D>) -> bool {
+    a.cs == 1 && b.rs == 1 && (MIN_M..=max_m::<D>(w)).contains(&m) && n > TC && k >= MIN_K
 }
 
-/// C = A B through this path where `takes` says so (returns false, touching nothing,
+/// C = A B through this path where `takes_at` says so for this CPU's kernel (returns false, touching nothing,
 /// otherwise), on up to `threads` threads: m x k by k x n, C row-major m x n.
 ///
 /// # Safety
@@ -115,22 +201,51 @@ pub(super) unsafe fn gemm<D: DotTile>(
     c: &mut [D],
     threads: usize,
 ) -> bool {
-    if !takes(m, n, k, a, b) {
-        return false;
+    match Width::here() {
+        Some(w) if takes_at(w, m, n, k, a, b) => {
+            // SAFETY: the caller's contract, `takes_at` for w, and w is usable here.
+            unsafe { gemm_at(w, m, n, k, a, b, c, threads) };
+            true
+        }
+        _ => false,
     }
+}
+
+/// C = A B with the kernel `w`, on up to `threads` threads.
+///
+/// # Safety
+/// As for `gemm`, with `takes_at(w, ..)` true and `w` usable on this CPU (`Width::here`
+/// or below it).
+unsafe fn gemm_at<D: DotTile>(
+    w: Width,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<D>,
+    b: MatRef<D>,
+    c: &mut [D],
+    threads: usize,
+) {
     #[cfg(target_arch = "x86_64")]
     {
         // Threads claim blocks of C's columns in turn (each block's part of B is read once,
         // by the thread that claims it), so that a thread slowed by another process on its
         // CPU does fewer (`helper::Claims`).
         let cp = OutPtr(c.as_mut_ptr());
-        let units = n.div_ceil(UNIT_COLS);
+        let unit_cols = UNIT_BLOCKS * w.cols();
+        let units = n.div_ceil(unit_cols);
         let run_unit = |u: usize| {
-            let cols = u * UNIT_COLS..((u + 1) * UNIT_COLS).min(n);
-            // SAFETY: the caller's contract covers A, B and C, and `takes` the strides and
-            // the CPU; each unit writes only its own columns of C and is claimed once, and
-            // nothing reads C until every thread has returned.
-            unsafe { run(0..m, cols, k, a, b, cp.get(), n) }
+            let cols = u * unit_cols..((u + 1) * unit_cols).min(n);
+            // SAFETY: the caller's contract covers A, B and C, and `takes_at` the strides
+            // and the CPU; each unit writes only its own columns of C and is claimed once,
+            // and nothing reads C until every thread has returned.
+            unsafe {
+                let (c, chunk) = ((cp.get(), n), chunk::<D>(w));
+                match w {
+                    Width::Avx512 => run(0..m, cols, (k, chunk), a, b, c, D::tile),
+                    Width::Avx2 => run(0..m, cols, (k, chunk), a, b, c, D::tile_avx2),
+                }
+            }
         };
         if threads > 1 && m * n * k >= SPLIT_FLOPS && units > 1 {
             let claims = helper::Claims::new(units);
@@ -142,52 +257,55 @@ pub(super) unsafe fn gemm<D: DotTile>(
         } else {
             (0..units).for_each(run_unit);
         }
-        true
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (c, threads);
-        unreachable!("`takes` asks for AVX-512")
+        let _ = (w, m, n, k, a, b, c, threads);
+        unreachable!("`takes_at` is for x86-64 kernels")
     }
 }
 
-/// C's block `rows` x `cols` (C's rows `ldc` apart), tile by tile: k in chunks whose B
-/// block fits B_BLOCK_BYTES, B's blocks of TC columns outside, A's tiles of TR rows inside.
-/// Edge tiles repeat their last row or column (read, computed, not stored).
+/// A tile kernel: `out[i][j]` = a[i] . b[j] over k elements (`DotTile`).
+type TileFn<D, const R: usize, const C: usize> =
+    unsafe fn(&[*const D; R], &[*const D; C], usize) -> [[D; C]; R];
+
+/// C's block `rows` x `cols` (C's rows `ldc` apart), tile by tile with `tile` (R x C):
+/// k in chunks of `chunk` (a B block that fits B_BLOCK_BYTES), B's blocks of C columns
+/// outside, A's tiles of R rows inside. Edge tiles repeat their last row or column (read, computed, not
+/// stored).
 ///
 /// # Safety
-/// As for `gemm`, with the strides `takes` asks for, the ranges inside m and n, and AVX-512F and
-/// FMA on this CPU; no one else writes that block of C during the call.
+/// As for `gemm`, with the strides `takes_at` asks for, the ranges inside m and n, and `tile`
+/// callable on this CPU; no one else writes that block of C during the call.
 #[cfg(target_arch = "x86_64")]
-unsafe fn run<D: DotTile>(
+unsafe fn run<D: DotTile, const R: usize, const C: usize>(
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
-    k: usize,
+    (k, chunk): (usize, usize),
     a: MatRef<D>,
     b: MatRef<D>,
-    c: *mut D,
-    ldc: usize,
+    (c, ldc): (*mut D, usize),
+    tile: TileFn<D, R, C>,
 ) {
     if rows.is_empty() || cols.is_empty() {
         return;
     }
-    let chunk = (B_BLOCK_BYTES / TC / std::mem::size_of::<D>()).max(64) / 64 * 64;
     let mut k0 = 0;
     while k0 < k {
         let kl = chunk.min(k - k0);
-        for j0 in cols.clone().step_by(TC) {
-            let w = TC.min(cols.end - j0);
-            let mut bp = [std::ptr::null::<D>(); TC];
+        for j0 in cols.clone().step_by(C) {
+            let w = C.min(cols.end - j0);
+            let mut bp = [std::ptr::null::<D>(); C];
             for (j, p) in bp.iter_mut().enumerate() {
                 *p = b.ptr.add((j0 + j.min(w - 1)) * b.cs + k0);
             }
-            for i0 in rows.clone().step_by(TR) {
-                let h = TR.min(rows.end - i0);
-                let mut ap = [std::ptr::null::<D>(); TR];
+            for i0 in rows.clone().step_by(R) {
+                let h = R.min(rows.end - i0);
+                let mut ap = [std::ptr::null::<D>(); R];
                 for (i, p) in ap.iter_mut().enumerate() {
                     *p = a.ptr.add((i0 + i.min(h - 1)) * a.rs + k0);
                 }
-                let out = D::tile(&ap, &bp, kl);
+                let out = tile(&ap, &bp, kl);
                 for (i, row) in out.iter().enumerate().take(h) {
                     let cr = c.add((i0 + i) * ldc + j0);
                     for (j, &v) in row.iter().enumerate().take(w) {
@@ -408,15 +526,145 @@ unsafe fn sums_f64(acc: &[std::arch::x86_64::__m512d; TR * TC]) -> [[f64; TC]; T
     out
 }
 
+/// The AVX2 tile kernel for one element type, in assembly as [`tile_kernel!`]'s: the
+/// accumulators of C's element (i, j) in ymm(3 j + i), A's three vectors in ymm12..ymm14,
+/// B's vector in ymm15 (all sixteen registers); whole vectors of k, then the last values
+/// (fewer than a vector) in Rust, added to the sums.
+macro_rules! tile_kernel_avx2 {
+    ($name:ident, $t:ty, $vec:ty, $zero:ident, $lanes:expr, $mov:literal, $fma:literal, $reduce:ident) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn $name(a: &[*const $t; TR2], b: &[*const $t; TC2], k: usize) -> [[$t; TC2]; TR2] {
+            use std::arch::x86_64::*;
+            let whole = k / $lanes * $lanes;
+            let mut acc: [$vec; TR2 * TC2] = [$zero(); TR2 * TC2];
+            // SAFETY: the loads read a[i] and b[j] at byte offsets below whole * size <= k *
+            // size: inside the caller's vectors (# Safety). Nothing is written to memory;
+            // every register changed is an operand or clobber.
+            std::arch::asm!(
+                "vxorps ymm0, ymm0, ymm0", "vxorps ymm1, ymm1, ymm1",
+                "vxorps ymm2, ymm2, ymm2", "vxorps ymm3, ymm3, ymm3",
+                "vxorps ymm4, ymm4, ymm4", "vxorps ymm5, ymm5, ymm5",
+                "vxorps ymm6, ymm6, ymm6", "vxorps ymm7, ymm7, ymm7",
+                "vxorps ymm8, ymm8, ymm8", "vxorps ymm9, ymm9, ymm9",
+                "vxorps ymm10, ymm10, ymm10", "vxorps ymm11, ymm11, ymm11",
+                "cmp {p}, {end}",
+                "jae 3f",
+                "2:",
+                concat!(
+                    $mov, " ymm12, [{a0} + {p}]\n",
+                    $mov, " ymm13, [{a1} + {p}]\n",
+                    $mov, " ymm14, [{a2} + {p}]\n",
+                    tile_kernel_avx2!(@b $mov, $fma, "{b0}", "ymm0", "ymm1", "ymm2"),
+                    tile_kernel_avx2!(@b $mov, $fma, "{b1}", "ymm3", "ymm4", "ymm5"),
+                    tile_kernel_avx2!(@b $mov, $fma, "{b2}", "ymm6", "ymm7", "ymm8"),
+                    tile_kernel_avx2!(@b $mov, $fma, "{b3}", "ymm9", "ymm10", "ymm11"),
+                ),
+                "add {p}, 32",
+                "cmp {p}, {end}",
+                "jb 2b",
+                "3:",
+                a0 = in(reg) a[0], a1 = in(reg) a[1], a2 = in(reg) a[2],
+                b0 = in(reg) b[0], b1 = in(reg) b[1], b2 = in(reg) b[2], b3 = in(reg) b[3],
+                p = inout(reg) 0usize => _,
+                end = in(reg) whole * std::mem::size_of::<$t>(),
+                out("ymm0") acc[0], out("ymm1") acc[1], out("ymm2") acc[2], out("ymm3") acc[3],
+                out("ymm4") acc[4], out("ymm5") acc[5], out("ymm6") acc[6], out("ymm7") acc[7],
+                out("ymm8") acc[8], out("ymm9") acc[9], out("ymm10") acc[10],
+                out("ymm11") acc[11],
+                out("ymm12") _, out("ymm13") _, out("ymm14") _, out("ymm15") _,
+                options(nostack, readonly),
+            );
+            let mut out = $reduce(&acc);
+            for p in whole..k {
+                for (i, row) in out.iter_mut().enumerate() {
+                    let x = *a[i].add(p);
+                    for (j, v) in row.iter_mut().enumerate() {
+                        *v += x * *b[j].add(p);
+                    }
+                }
+            }
+            out
+        }
+    };
+    (@b $mov:literal, $fma:literal, $bp:literal, $c0:literal, $c1:literal, $c2:literal) => {
+        concat!(
+            $mov, " ymm15, [", $bp, " + {p}]\n",
+            $fma, " ", $c0, ", ymm12, ymm15\n",
+            $fma, " ", $c1, ", ymm13, ymm15\n",
+            $fma, " ", $c2, ", ymm14, ymm15\n",
+        )
+    };
+}
+tile_kernel_avx2!(
+    tile_avx2_f32,
+    f32,
+    __m256,
+    _mm256_setzero_ps,
+    8,
+    "vmovups",
+    "vfmadd231ps",
+    sums_avx2_f32
+);
+tile_kernel_avx2!(
+    tile_avx2_f64,
+    f64,
+    __m256d,
+    _mm256_setzero_pd,
+    4,
+    "vmovupd",
+    "vfmadd231pd",
+    sums_avx2_f64
+);
+
+/// The 12 sums across lanes of an AVX2 tile's accumulators (element (i, j) in acc[3 j +
+/// i]): for each row, its four columns' vectors folded by horizontal adds to one vector
+/// per 128-bit half, the halves then added.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn sums_avx2_f32(acc: &[std::arch::x86_64::__m256; TR2 * TC2]) -> [[f32; TC2]; TR2] {
+    use std::arch::x86_64::*;
+    let mut out = [[0f32; TC2]; TR2];
+    for (i, row) in out.iter_mut().enumerate() {
+        // (c0 01, c0 23, c1 01, c1 23 | the same of lanes 4..8), then c2 and c3.
+        let t0 = _mm256_hadd_ps(acc[i], acc[3 + i]);
+        let t1 = _mm256_hadd_ps(acc[6 + i], acc[9 + i]);
+        // (c0 0..4, c1 0..4, c2 0..4, c3 0..4 | the same of lanes 4..8).
+        let t = _mm256_hadd_ps(t0, t1);
+        let s = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps::<1>(t));
+        _mm_storeu_ps(row.as_mut_ptr(), s);
+    }
+    out
+}
+
+/// As [`sums_avx2_f32`] for f64.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn sums_avx2_f64(acc: &[std::arch::x86_64::__m256d; TR2 * TC2]) -> [[f64; TC2]; TR2] {
+    use std::arch::x86_64::*;
+    let mut out = [[0f64; TC2]; TR2];
+    for (i, row) in out.iter_mut().enumerate() {
+        // (c0 01, c1 01, c0 23, c1 23), then c2 and c3.
+        let t0 = _mm256_hadd_pd(acc[i], acc[3 + i]);
+        let t1 = _mm256_hadd_pd(acc[6 + i], acc[9 + i]);
+        let lo = _mm256_permute2f128_pd::<0x20>(t0, t1);
+        let hi = _mm256_permute2f128_pd::<0x31>(t0, t1);
+        _mm256_storeu_pd(row.as_mut_ptr(), _mm256_add_pd(lo, hi));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{avx512_required, naive, values, view};
+    use super::super::tests::{naive, required, values, view};
     use super::*;
 
-    /// Edges in every direction (rows not a multiple of TR, columns of TC, k of a vector),
-    /// k over several chunks (f32 1024 a chunk, f64 512), the bounds of m, one and two
-    /// threads, against the naive loop in f64; and products it does not take left alone.
-    fn check<D: DotTile + Into<f64>>(to: impl Fn(f64) -> D, tol: f64) {
+    /// Edges in every direction (rows not a multiple of the tile's, columns neither, k not
+    /// of a vector), k over several chunks (AVX-512 f32 1024 a chunk, f64 512), the bounds
+    /// of m, one and two threads, with kernel `w`, against the naive loop in f64.
+    fn check<D: DotTile + Into<f64>>(w: Width, to: impl Fn(f64) -> D, tol: f64) {
         let shapes = [
             (MIN_M, TC + 1, MIN_K),
             (3, 50, 77),
@@ -424,7 +672,7 @@ mod tests {
             (10, 7, 65),
             (13, 50, 100),
             (32, 61, 257),
-            (max_m::<D>(), 37, 1100),
+            (max_m::<D>(w), 37, 1100),
             (23, 300, 2100),
         ];
         for (m, n, k) in shapes {
@@ -439,54 +687,62 @@ mod tests {
             // A row-major, B transposed: stored n x k, read with strides (1, k).
             let want = naive(m, n, k, (&af, k, 1), (&bf, 1, k));
             let (ar, br) = (view(&a, k, 1), view(&b, 1, k));
-            assert!(takes(m, n, k, ar, br), "{m}x{n}x{k}");
+            assert!(takes_at(w, m, n, k, ar, br), "{m}x{n}x{k}");
             for threads in [1, 2] {
                 let mut c = vec![to(7.0); m * n];
-                // SAFETY: the views cover the m x k and n x k values above; c holds m * n.
-                assert!(unsafe { gemm(m, n, k, ar, br, &mut c, threads) });
-                for (e, (g, w)) in c.iter().zip(&want).enumerate() {
+                // SAFETY: the views cover the m x k and n x k values above; c holds m * n;
+                // `takes_at` said yes and the caller checked that w runs here.
+                unsafe { gemm_at(w, m, n, k, ar, br, &mut c, threads) };
+                for (e, (g, want)) in c.iter().zip(&want).enumerate() {
                     let g: f64 = (*g).into();
                     assert!(
-                        (g - w).abs() <= tol * k as f64,
-                        "{m}x{n}x{k} threads {threads} at {e}: {g}, naive {w}"
+                        (g - want).abs() <= tol * k as f64,
+                        "{w:?} {m}x{n}x{k} threads {threads} at {e}: {g}, naive {want}"
                     );
                 }
             }
         }
         // Not taken: too few or too many rows, too few columns, too shallow, B row-major,
         // A transposed.
-        let (a, b) = (vec![to(1.0); 200 * 200], vec![to(1.0); 200 * 200]);
         for (m, n, k, (ars, acs), (brs, bcs)) in [
             (MIN_M - 1, 50, 100, (100, 1), (1, 100)),
-            (max_m::<D>() + 1, 50, 100, (100, 1), (1, 100)),
+            (max_m::<D>(w) + 1, 50, 100, (100, 1), (1, 100)),
             (20, TC, 100, (100, 1), (1, 100)),
             (20, 50, MIN_K - 1, (MIN_K - 1, 1), (1, MIN_K - 1)),
             (20, 50, 100, (100, 1), (50, 1)),
             (20, 50, 100, (1, 20), (1, 100)),
         ] {
+            let (a, b) = (vec![to(1.0); 200 * 200], vec![to(1.0); 200 * 200]);
             let (ar, br) = (view(&a, ars, acs), view(&b, brs, bcs));
-            assert!(!takes(m, n, k, ar, br), "{m}x{n}x{k}");
-            let mut c = vec![to(7.0); m * n];
-            // SAFETY: every view reads inside the 200 x 200 values; c holds m * n.
-            assert!(!unsafe { gemm(m, n, k, ar, br, &mut c, 2) });
-            assert!(
-                c.iter().all(|&x| x.into() == 7.0),
-                "a refused product wrote C"
-            );
+            assert!(!takes_at(w, m, n, k, ar, br), "{m}x{n}x{k}");
+            if Width::here() == Some(w) {
+                let mut c = vec![to(7.0); m * n];
+                // SAFETY: every view reads inside the 200 x 200 values; c holds m * n.
+                assert!(!unsafe { gemm(m, n, k, ar, br, &mut c, 2) });
+                assert!(
+                    c.iter().all(|&x| x.into() == 7.0),
+                    "a refused product wrote C"
+                );
+            }
         }
     }
 
+    /// Each kernel this CPU can run (AVX-512's and AVX2's), whichever `gemm` picks here.
     #[test]
     fn dot_tiles_match_the_naive_loop() {
-        if !super::super::kernel::usable("avx512") {
-            assert!(
-                !avx512_required(),
-                "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512f"
-            );
-            println!("skipped: avx512: this CPU has no avx512f (or ACCEL_CPU_KERNEL forbids it)");
-            return;
+        for (w, family) in [(Width::Avx512, "avx512"), (Width::Avx2, "avx2")] {
+            if !super::super::kernel::usable(family) {
+                assert!(
+                    !required(family),
+                    "ACCEL_TEST_REQUIRE names {family}, but this CPU has none"
+                );
+                println!(
+                    "skipped: {family}: this CPU has no {family} (or ACCEL_CPU_KERNEL forbids it)"
+                );
+                continue;
+            }
+            check::<f32>(w, |x| x as f32, 1e-6);
+            check::<f64>(w, |x| x, 1e-14);
         }
-        check::<f32>(|x| x as f32, 1e-6);
-        check::<f64>(|x| x, 1e-14);
     }
 }

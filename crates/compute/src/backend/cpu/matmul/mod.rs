@@ -205,8 +205,8 @@ const SMALL_MAX_K: usize = 1024;
 /// fixed shares there (5 rounds: N=256 298 against 291, N=512 298 against 303).
 const SMALL_SPLIT_FLOPS: usize = 3 << 15;
 
-/// C = A * B for f32 or f64 (no conversion while packing): 3 to 96 rows by a transposed B
-/// through `dot_tiles::gemm`, other products with few rows or columns through
+/// C = A * B for f32 or f64 (no conversion while packing): 3 to 96 rows (AVX2: up to 192)
+/// by a transposed B through `dot_tiles::gemm`, other products with few rows or columns through
 /// `thin::gemm_thin`, small products without packing where this CPU's kernel
 /// allows it (`gemm_small`), the rest as [`gemm_with`].
 ///

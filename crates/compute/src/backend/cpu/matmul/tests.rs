@@ -536,7 +536,7 @@ fn blocking_follows_the_caches() {
     );
 }
 
-fn required(what: &str) -> bool {
+pub(super) fn required(what: &str) -> bool {
     std::env::var("ACCEL_TEST_REQUIRE")
         .unwrap_or_default()
         .split(',')

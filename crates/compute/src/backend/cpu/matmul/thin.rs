@@ -15,9 +15,10 @@
 //! - **dots** (A's rows and B's columns contiguous, up to `DOTS_MAX` rows or columns of C):
 //!   every element of C is one dot product of two contiguous vectors (`x @ W.t()` of a
 //!   Linear layer, a matrix times a vector), in four AVX-512 accumulators (`dot_wide`), or
-//!   64 lanes of plain Rust elsewhere. With AVX-512, `gemm_float` offers a transposed B with
-//!   3 to 96 rows to `dot_tiles` first (tiles of dot products, faster there); this form
-//!   keeps what it declines (1 or 2 rows, k below 64, at most 6 columns, no AVX-512).
+//!   64 lanes of plain Rust elsewhere. With AVX-512 or AVX2, `gemm_float` offers a
+//!   transposed B with 3 to 96 rows (AVX2: up to 192) to `dot_tiles` first (tiles of dot
+//!   products, faster there); this form keeps what it declines (1 or 2 rows, k below 64,
+//!   at most 6 columns, neither AVX-512 nor AVX2).
 //!
 //! Two or more threads split the dimension that is large, in whole vectors.
 
