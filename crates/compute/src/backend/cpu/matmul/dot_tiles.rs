@@ -88,15 +88,9 @@ pub(super) enum Width {
 }
 
 impl Width {
-    /// The widest this CPU has and `ACCEL_CPU_KERNEL` allows (`kernel::usable`).
+    /// The widest this CPU has and `ACCEL_CPU_KERNEL` allows (`kernel::vector_bytes`).
     fn here() -> Option<Width> {
-        if super::kernel::usable("avx512") {
-            Some(Width::Avx512)
-        } else if super::kernel::usable("avx2") {
-            Some(Width::Avx2)
-        } else {
-            None
-        }
+        super::kernel::vector_bytes().map(|b| if b == 64 { Width::Avx512 } else { Width::Avx2 })
     }
 
     /// Columns of a tile.
@@ -434,6 +428,18 @@ tile_kernel!(
     sums_f64
 );
 
+/// One column of an AVX-512 tile (its four rows' accumulators `$v`) folded so that 128-bit
+/// lane i holds values summing to row i's: lanes paired across rows 0-1 and 2-3, then
+/// across the pairs, with the type's 128-bit lane shuffle `$shuffle` and add `$add`.
+macro_rules! fold_column {
+    ($v:expr, $shuffle:ident, $add:ident) => {{
+        let v = $v;
+        let t01 = $add($shuffle::<0x44>(v[0], v[1]), $shuffle::<0xEE>(v[0], v[1]));
+        let t23 = $add($shuffle::<0x44>(v[2], v[3]), $shuffle::<0xEE>(v[2], v[3]));
+        $add($shuffle::<0x88>(t01, t23), $shuffle::<0xDD>(t01, t23))
+    }};
+}
+
 /// The 24 sums across lanes of the tile's accumulators (element (i, j) of C in acc[4 j + i])
 /// as a tree of shuffles and adds (69 instructions, against about 190 for 24 separate
 /// reductions): each column's four vectors fold to one of four 128-bit lanes (lane i: four
@@ -447,19 +453,7 @@ unsafe fn sums_f32(acc: &[std::arch::x86_64::__m512; TR * TC]) -> [[f32; TC]; TR
     // Column j: lane i of the result holds four values that sum to acc[4 j + i]'s lanes.
     let mut col = [_mm512_setzero_ps(); TC];
     for (j, c) in col.iter_mut().enumerate() {
-        let v = &acc[4 * j..4 * j + 4];
-        let t01 = _mm512_add_ps(
-            _mm512_shuffle_f32x4::<0x44>(v[0], v[1]),
-            _mm512_shuffle_f32x4::<0xEE>(v[0], v[1]),
-        );
-        let t23 = _mm512_add_ps(
-            _mm512_shuffle_f32x4::<0x44>(v[2], v[3]),
-            _mm512_shuffle_f32x4::<0xEE>(v[2], v[3]),
-        );
-        *c = _mm512_add_ps(
-            _mm512_shuffle_f32x4::<0x88>(t01, t23),
-            _mm512_shuffle_f32x4::<0xDD>(t01, t23),
-        );
+        *c = fold_column!(&acc[4 * j..4 * j + 4], _mm512_shuffle_f32x4, _mm512_add_ps);
     }
     // Within each 128-bit lane, x = (x0, x1, x2, x3) and y the same: (x0 + x1, x2 + x3,
     // y0 + y1, y2 + y3).
@@ -498,19 +492,7 @@ unsafe fn sums_f64(acc: &[std::arch::x86_64::__m512d; TR * TC]) -> [[f64; TC]; T
     use std::arch::x86_64::*;
     let mut col = [_mm512_setzero_pd(); TC];
     for (j, c) in col.iter_mut().enumerate() {
-        let v = &acc[4 * j..4 * j + 4];
-        let t01 = _mm512_add_pd(
-            _mm512_shuffle_f64x2::<0x44>(v[0], v[1]),
-            _mm512_shuffle_f64x2::<0xEE>(v[0], v[1]),
-        );
-        let t23 = _mm512_add_pd(
-            _mm512_shuffle_f64x2::<0x44>(v[2], v[3]),
-            _mm512_shuffle_f64x2::<0xEE>(v[2], v[3]),
-        );
-        *c = _mm512_add_pd(
-            _mm512_shuffle_f64x2::<0x88>(t01, t23),
-            _mm512_shuffle_f64x2::<0xDD>(t01, t23),
-        );
+        *c = fold_column!(&acc[4 * j..4 * j + 4], _mm512_shuffle_f64x2, _mm512_add_pd);
     }
     let mut out = [[0f64; TC]; TR];
     for p in 0..TC / 2 {

@@ -194,6 +194,19 @@ pub(super) fn usable(family: &str) -> bool {
     }
 }
 
+/// The widest vectors, in bytes, that the code around the micro-kernels (packing's
+/// transposes, the dot tiles) may use here: 64 (AVX-512), 32 (AVX2 with FMA) or none, as
+/// `usable` allows.
+pub(super) fn vector_bytes() -> Option<usize> {
+    if usable("avx512") {
+        Some(64)
+    } else if usable("avx2") {
+        Some(32)
+    } else {
+        None
+    }
+}
+
 /// Whether bf16 products can use AVX512_BF16's pair dot products here.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn bf16_dot_usable() -> bool {

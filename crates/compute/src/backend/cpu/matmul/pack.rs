@@ -559,16 +559,9 @@ mod simd {
         super::super::kernel::usable("avx2")
     }
 
-    /// The widest vectors, in bytes, the transposes may use here: 64 (AVX-512), 32 (AVX2,
-    /// where only the AVX2 family may run), or none.
+    /// The widest vectors, in bytes, the transposes may use here (`kernel::vector_bytes`).
     pub(super) fn width() -> Option<usize> {
-        if usable() {
-            Some(64)
-        } else if avx2() {
-            Some(32)
-        } else {
-            None
-        }
+        super::super::kernel::vector_bytes()
     }
 
     /// Writes `steps` (a multiple of 16) steps of a 14-tall panel of 32-bit words: word s of

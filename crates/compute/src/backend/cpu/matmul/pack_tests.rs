@@ -2,8 +2,41 @@
 //! `x @ W.t()`) through each width of vector transposes this CPU has, against where each
 //! value must land.
 use super::pack::*;
-use super::tests::{values, view};
+use super::tests::{required, values, view};
 use half::bf16;
+
+/// The packed buffer of nr-wide panels `kstride` steps apart, as (step, column of B, value)
+/// for each place: value (s, j) of panel q lies at q * kstride * nr + s * nr + j.
+fn places<P>(dst: Vec<P>, kstride: usize, nr: usize) -> Vec<(usize, usize, P)> {
+    let panel = kstride * nr;
+    dst.into_iter()
+        .enumerate()
+        .map(|(e, x)| (e % panel / nr, e / panel * nr + e % nr, x))
+        .collect()
+}
+
+/// Asserts that `packed` (from `places`) holds B's value (s, col) for each step s of `steps`
+/// (B: kc x nc, column-major in `v`, one word a step), `zero` past the last column, and
+/// `fill` (what the buffer held before) at every other step.
+fn assert_words<T: Copy + PartialEq + std::fmt::Debug>(
+    packed: Vec<(usize, usize, T)>,
+    v: &[T],
+    (kc, nc): (usize, usize),
+    steps: &std::ops::Range<usize>,
+    (fill, zero): (T, T),
+    what: &str,
+) {
+    for (e, (s, col, got)) in packed.into_iter().enumerate() {
+        let want = if !steps.contains(&s) {
+            fill
+        } else if col < nc {
+            v[col * kc + s]
+        } else {
+            zero
+        };
+        assert_eq!(got, want, "{what}: kc {kc} nc {nc} steps {steps:?} at {e}");
+    }
+}
 
 /// `pack_b` of a column-major B (a transposed view; vector transposes where the CPU has
 /// them) puts value (s, j) of panel q at q * kstride * nr + s * nr + j, zero past the last
@@ -36,11 +69,7 @@ fn column_major_b_packs_by_the_layout() {
                 kstride,
             )
         };
-        let place = |e: usize| (e % (kstride * nr) / nr, e / (kstride * nr) * nr + e % nr);
-        dst.into_iter()
-            .enumerate()
-            .map(|(e, x)| (place(e).0, place(e).1, x))
-            .collect()
+        places(dst, kstride, nr)
     }
     fn check<T: PackFrom<T> + PartialEq + std::fmt::Debug + 'static>(
         to: impl Fn(f64) -> T,
@@ -50,16 +79,8 @@ fn column_major_b_packs_by_the_layout() {
             let v: Vec<T> = values(kc * nc, 5).into_iter().map(&to).collect();
             for steps in [0..kc, 3.min(kc)..kc, kc / 2..kc, 0..kc.saturating_sub(5)] {
                 let packed = pack_columns(&v, (kc, nc, nr), steps.clone(), kc + 5, to(9.0));
-                for (e, (s, col, got)) in packed.into_iter().enumerate() {
-                    let want = if !steps.contains(&s) {
-                        to(9.0)
-                    } else if col < nc {
-                        v[col * kc + s]
-                    } else {
-                        to(0.0)
-                    };
-                    assert_eq!(got, want, "kc {kc} nc {nc} nr {nr} steps {steps:?} at {e}");
-                }
+                let (fill, what) = ((to(9.0), to(0.0)), format!("nr {nr}"));
+                assert_words(packed, &v, (kc, nc), &steps, fill, &what);
             }
         }
     }
@@ -134,35 +155,26 @@ fn column_transposes_of_each_width_match_the_layout() {
                             (word, vbytes),
                         )
                     };
-                    for (e, got) in dst.into_iter().enumerate() {
-                        let (q, s, j) = (e / (kstride * nr), e % (kstride * nr) / nr, e % nr);
-                        let col = q * nr + j;
-                        let want = if !steps.contains(&s) {
-                            to(9.0)
-                        } else if col < nc {
-                            v[col * kc + s]
-                        } else {
-                            to(0.0)
-                        };
-                        assert_eq!(
-                            got, want,
-                            "{vbytes} bytes: kc {kc} nc {nc} nr {nr} {steps:?}"
-                        );
-                    }
+                    let (fill, what) = ((to(9.0), to(0.0)), format!("{vbytes} bytes, nr {nr}"));
+                    assert_words(places(dst, kstride, nr), &v, (kc, nc), &steps, fill, &what);
                 }
             }
         }
     }
     let widths = [
-        (32, std::is_x86_feature_detected!("avx2")),
-        (64, std::is_x86_feature_detected!("avx512f")),
+        (32, "avx2", std::is_x86_feature_detected!("avx2")),
+        (64, "avx512", std::is_x86_feature_detected!("avx512f")),
     ];
-    for (vbytes, has) in widths {
+    for (vbytes, family, has) in widths {
         if has {
             check(|x| x as f32, vbytes);
             check(|x| x, vbytes);
         } else {
-            println!("skipped: {vbytes}-byte transposes: this CPU has no such vectors");
+            assert!(
+                !required(family),
+                "ACCEL_TEST_REQUIRE names {family}, but this CPU has none"
+            );
+            println!("skipped: {family}: this CPU has no {vbytes}-byte vectors for the transposes");
         }
     }
 }
