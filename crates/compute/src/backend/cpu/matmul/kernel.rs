@@ -43,7 +43,7 @@ pub(crate) struct CpuKernel<P, D> {
     pub kc: usize,
     pub nc: usize,
     pub(super) run: MicroKernel<P, D>,
-    /// Its twin over unpacked operands, for small products (AVX-512 f32 and f64).
+    /// Its twin over unpacked operands, for small products (AVX-512 and AVX2, f32 and f64).
     pub(super) small: Option<SmallKernel<D>>,
 }
 
@@ -240,11 +240,11 @@ pub(crate) trait Accum:
 type Family<D> = ((usize, usize), MicroKernel<D, D>);
 
 /// The best of the three families this CPU may run (`usable`), with its blocking; the
-/// AVX-512 one with its twin for small products.
+/// AVX-512 and AVX2 ones with their twins for small products.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn best<D: Packed>(
     avx512: (Family<D>, SmallKernel<D>),
-    avx2: Family<D>,
+    avx2: (Family<D>, SmallKernel<D>),
     portable: Family<D>,
 ) -> CpuKernel<D, D> {
     let caches = Caches::of_this_machine();
@@ -254,15 +254,16 @@ fn best<D: Packed>(
         k.small = Some(small);
         return k;
     }
-    let (name, (tile, run)) = if usable("avx2") {
-        ("avx2", avx2)
-    } else {
-        ("portable", portable)
-    };
-    CpuKernel::blocked(name, tile, run, caches, Rule::L1Panel)
+    if usable("avx2") {
+        let ((tile, run), small) = avx2;
+        let mut k = CpuKernel::blocked("avx2", tile, run, caches, Rule::L1Panel);
+        k.small = Some(small);
+        return k;
+    }
+    CpuKernel::blocked("portable", portable.0, portable.1, caches, Rule::L1Panel)
 }
 
-/// Off x86-64 no family has a small-product twin (`best` only takes it for AVX-512).
+/// Off x86-64 no family has a small-product twin (`best` takes one for AVX-512 and AVX2).
 #[cfg(not(target_arch = "x86_64"))]
 unsafe fn no_small<D>(
     _: usize,
@@ -276,7 +277,7 @@ unsafe fn no_small<D>(
     _: usize,
     _: usize,
 ) {
-    unreachable!("AVX-512 is x86-64 only")
+    unreachable!("AVX-512 and AVX2 are x86-64 only")
 }
 
 impl Accum for f32 {
@@ -289,10 +290,16 @@ impl Accum for f32 {
                 ((14, 32), avx512::kernel_f32 as MicroKernel<f32, f32>),
                 avx512::small_f32 as SmallKernel<f32>,
             ),
-            ((6, 16), avx2::kernel_f32 as MicroKernel<f32, f32>),
+            (
+                ((6, 16), avx2::kernel_f32 as MicroKernel<f32, f32>),
+                avx2::small_f32 as SmallKernel<f32>,
+            ),
         );
         #[cfg(not(target_arch = "x86_64"))]
-        let simd = ((portable, no_small::<f32> as SmallKernel<f32>), portable);
+        let simd = (
+            (portable, no_small::<f32> as SmallKernel<f32>),
+            (portable, no_small::<f32> as SmallKernel<f32>),
+        );
         *K.get_or_init(|| best(simd.0, simd.1, portable))
     }
 }
@@ -307,10 +314,16 @@ impl Accum for f64 {
                 ((14, 16), avx512::kernel_f64 as MicroKernel<f64, f64>),
                 avx512::small_f64 as SmallKernel<f64>,
             ),
-            ((6, 8), avx2::kernel_f64 as MicroKernel<f64, f64>),
+            (
+                ((6, 8), avx2::kernel_f64 as MicroKernel<f64, f64>),
+                avx2::small_f64 as SmallKernel<f64>,
+            ),
         );
         #[cfg(not(target_arch = "x86_64"))]
-        let simd = ((portable, no_small::<f64> as SmallKernel<f64>), portable);
+        let simd = (
+            (portable, no_small::<f64> as SmallKernel<f64>),
+            (portable, no_small::<f64> as SmallKernel<f64>),
+        );
         *K.get_or_init(|| best(simd.0, simd.1, portable))
     }
 }

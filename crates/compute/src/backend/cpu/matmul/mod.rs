@@ -229,38 +229,66 @@ pub(crate) unsafe fn gemm_float<D: Thin + DotTile + PackFrom<D> + PackInto<D>>(
         return;
     }
     let kern = D::kernel();
+    let l2 = kernel::Caches::of_this_machine().l2;
     match kern.small {
-        Some(small)
-            if takes_small_path::<D>(m, n, k, b, kern.mr, kernel::Caches::of_this_machine().l2) =>
-        {
+        Some(small) if takes_small_path::<D>(m, n, k, b, kern.mr, l2) => {
             let (mr, nr) = (kern.mr, kern.nr);
             let strips = n.div_ceil(nr);
+            let mb = small_block_rows(k, std::mem::size_of::<D>(), mr, l2);
             let cp = OutPtr(c.as_mut_ptr());
             if threads > 1 && m * n * k >= SMALL_SPLIT_FLOPS && m >= 2 * mr {
-                // Two shares of C's rows (`small_split`), each a run of column strips: each
-                // thread takes the strips of its own share in turn, then helps with what is
-                // left of the other's, so that a thread slowed by another process does fewer
-                // while, on equal CPUs, each keeps to its own rows.
+                // Two shares of C's rows (`small_split`), each cut into blocks of `mb` rows
+                // and each block into column strips: each thread takes the (block, strip)
+                // units of its own share in turn, then helps with what is left of the
+                // other's, so that a thread slowed by another process does fewer while, on
+                // equal CPUs, each keeps to its own rows.
                 let half = small_split(m, mr);
                 let rows = [(0, half), (half, m - half)];
-                let claims = [helper::Claims::new(strips), helper::Claims::new(strips)];
+                let units = |rn: usize| rn.div_ceil(mb) * strips;
+                let claims = [
+                    helper::Claims::new(units(half)),
+                    helper::Claims::new(units(m - half)),
+                ];
                 helper::for_each_part(&mut [(); 2], |t, _| {
                     for share in [t, 1 - t] {
                         let (r0, rn) = rows[share];
-                        while let Some(s) = claims[share].next() {
-                            // SAFETY: as for this function, for rows r0..r0 + rn of A and C
-                            // and the strip s of C's columns; each (share, strip) is claimed
-                            // once, so no two threads write one element of C, and nothing
-                            // reads C before both threads have returned.
+                        while let Some(u) = claims[share].next() {
+                            let (i0, s) = (r0 + u / strips * mb, u % strips);
+                            let rb = mb.min(r0 + rn - i0);
+                            // SAFETY: as for this function, for rows i0..i0 + rb of A and C
+                            // (inside the share r0..r0 + rn) and the strip s of C's
+                            // columns; each (share, unit) is claimed once, so no two
+                            // threads write one element of C, and nothing reads C before
+                            // both threads have returned.
                             unsafe {
-                                let (ar, cr) = (a.offset(r0, 0), cp.get().add(r0 * n));
-                                gemm_small(small, (mr, nr), rn, n, k, ar, b, (cr, n), s..s + 1)
+                                let (ar, cr) = (a.offset(i0, 0), cp.get().add(i0 * n));
+                                gemm_small(
+                                    small,
+                                    (mr, nr),
+                                    (rb, mb),
+                                    n,
+                                    k,
+                                    ar,
+                                    b,
+                                    (cr, n),
+                                    s..s + 1,
+                                )
                             }
                         }
                     }
                 });
             } else {
-                gemm_small(small, (mr, nr), m, n, k, a, b, (cp.get(), n), 0..strips)
+                gemm_small(
+                    small,
+                    (mr, nr),
+                    (m, mb),
+                    n,
+                    k,
+                    a,
+                    b,
+                    (cp.get(), n),
+                    0..strips,
+                )
             }
             if let Some(f) = finish {
                 f(c.as_ptr(), 0..m, 0..n);
@@ -277,8 +305,9 @@ pub(crate) unsafe fn gemm_float<D: Thin + DotTile + PackFrom<D> + PackInto<D>>(
 /// every row, each time a tile of A passes it. Measured as for SMALL_MAX_FLOPS_F64, the
 /// packed path against this one: f32 256x1024x512 (m x n x k) 1.48x, 128x1024x1024 1.75x,
 /// f64 N=512 1.92x; with fewer rows the packing of B is not repaid: f32 64x1024x1024 0.96x,
-/// 28x1024x1024 0.62x. (Rows 2 KiB apart, f32 N=512: 0.96-1.04x, left unpacked.) `l2` is
-/// one core's L2 in bytes (`Caches`).
+/// 28x1024x1024 0.62x. (Rows 2 KiB apart, f32 N=512: 0.96-1.04x, left unpacked.) And a
+/// k under SMALL_MIN_K only for a C of up to SMALL_SHORT_MAX_MN elements. `l2` is one
+/// core's L2 in bytes (`Caches`).
 fn takes_small_path<D>(m: usize, n: usize, k: usize, b: MatRef<D>, mr: usize, l2: usize) -> bool {
     let size = std::mem::size_of::<D>();
     let max = if size > 4 {
@@ -289,8 +318,26 @@ fn takes_small_path<D>(m: usize, n: usize, k: usize, b: MatRef<D>, mr: usize, l2
         SMALL_MAX_FLOPS
     };
     let aliased = (b.rs * size).is_multiple_of(4096) && m >= 8 * mr;
-    m * n * k <= max && k <= SMALL_MAX_K && b.cs == 1 && k > 0 && m > 0 && n > 0 && !aliased
+    let short = k < SMALL_MIN_K && m * n > SMALL_SHORT_MAX_MN;
+    !short
+        && m * n * k <= max
+        && k <= SMALL_MAX_K
+        && b.cs == 1
+        && k > 0
+        && m > 0
+        && n > 0
+        && !aliased
 }
+
+/// Below this k the small path (`takes_small_path`) takes only products with a C of up to
+/// SMALL_SHORT_MAX_MN elements: each tile's few steps of k then pay for its prologue and
+/// its stores, and the packed kernel did better (Emerald Rapids, two threads, the two
+/// paths alternated in one process, packed against unpacked: f32 1000 x 1000 x 32 1.27x,
+/// 4096 x 256 x 64 1.03-1.13x, 2000 x 256 x 128 1.08x; f64 1000 x 1000 x 32 1.22-1.30x),
+/// except for a small C (f32 256 x 256 x 32 0.73x, 512 x 512 x 64 0.92x, 1000 x 256 x 64
+/// 0.97x). Both AVX-512 and AVX2.
+const SMALL_MIN_K: usize = 256;
+const SMALL_SHORT_MAX_MN: usize = 1 << 18;
 
 /// Where the small path splits m rows between two threads: a multiple of half a tile near
 /// m / 2 whose two shares cost the least at the slower one, counting a whole tile of `mr`
@@ -315,10 +362,20 @@ fn small_split(m: usize, mr: usize) -> usize {
         .unwrap_or(m / 2)
 }
 
+/// Rows of C the small path computes together (`gemm_small`): a block whose A rows take an
+/// eighth of L2 (`l2` bytes), in whole tiles of `mr` rows, at least 4. Down all of C's
+/// rows, each strip passed all of A: f32 2048 x 512 x 128 (1 MiB of A) ran at 0.84x the
+/// packed path, 0.92-0.95x in blocks of 224-448 rows (Emerald Rapids, 2 MiB L2, the two
+/// alternated in one process); squares level.
+fn small_block_rows(k: usize, size: usize, mr: usize, l2: usize) -> usize {
+    (l2 / 8 / (k * size).max(1) / mr * mr).max(4 * mr)
+}
+
 /// C = A * B for the column strips `strips` (NR columns each) of C, one tile at a time over
 /// the whole of k, reading A and B where they lie: B's full-width column strips in place
 /// (unit column stride), its last, narrower strip copied into a zero-padded k x NR buffer.
-/// C is m x n with rows `ldc` apart.
+/// C is m x n with rows `ldc` apart. C's rows are taken in blocks of `mb` (a multiple of
+/// the tile's rows), each block's strips in turn.
 ///
 /// # Safety
 /// As for [`gemm_with`], with `small` from this CPU's kernel (`CpuKernel::small`), (mr, nr) its
@@ -328,7 +385,7 @@ fn small_split(m: usize, mr: usize) -> usize {
 unsafe fn gemm_small<D: Accum>(
     small: kernel::SmallKernel<D>,
     (mr_t, nr_t): (usize, usize),
-    m: usize,
+    (m, mb): (usize, usize),
     n: usize,
     k: usize,
     a: MatRef<D>,
@@ -336,38 +393,46 @@ unsafe fn gemm_small<D: Accum>(
     (c, ldc): (*mut D, usize),
     strips: std::ops::Range<usize>,
 ) {
+    // The last strip, when narrower than NR, copied once.
     let mut edge: Vec<D> = Vec::new();
-    for j0 in strips.map(|s| s * nr_t) {
-        let nr = (n - j0).min(nr_t);
-        let (bp, rsb) = if nr == nr_t {
-            // Columns j0..j0 + NR of every row p < k: in bounds (b.cs == 1, j0 + NR <= n).
-            (b.ptr.wrapping_add(j0), b.rs)
-        } else {
-            edge.clear();
-            edge.resize(k * nr_t, D::default());
-            for p in 0..k {
-                for j in 0..nr {
-                    edge[p * nr_t + j] = b.at(p, j0 + j);
-                }
+    let last = n / nr_t;
+    if !n.is_multiple_of(nr_t) && strips.contains(&last) {
+        let (j0, nr) = (last * nr_t, n % nr_t);
+        edge.resize(k * nr_t, D::default());
+        for p in 0..k {
+            for j in 0..nr {
+                edge[p * nr_t + j] = b.at(p, j0 + j);
             }
-            (edge.as_ptr(), nr_t)
-        };
-        for i0 in (0..m).step_by(mr_t) {
-            let mr = (m - i0).min(mr_t);
-            // SAFETY: rows i0..i0 + mr of A (valid for i < m, p < k: the caller's contract),
-            // B's strip as above, C's tile inside its m x n (c holds m * n, row stride n).
-            small(
-                k,
-                a.ptr.wrapping_add(i0 * a.rs),
-                a.rs,
-                a.cs,
-                bp,
-                rsb,
-                c.add(i0 * ldc + j0),
-                ldc,
-                mr,
-                nr,
-            );
+        }
+    }
+    for r0 in (0..m).step_by(mb) {
+        let r1 = m.min(r0 + mb);
+        for j0 in strips.clone().map(|s| s * nr_t) {
+            let nr = (n - j0).min(nr_t);
+            let (bp, rsb) = if nr == nr_t {
+                // Columns j0..j0 + NR of every row p < k: in bounds (b.cs == 1, j0 + NR <= n).
+                (b.ptr.wrapping_add(j0), b.rs)
+            } else {
+                (edge.as_ptr(), nr_t)
+            };
+            for i0 in (r0..r1).step_by(mr_t) {
+                let mr = (r1 - i0).min(mr_t);
+                // SAFETY: rows i0..i0 + mr of A (valid for i < m, p < k: the caller's
+                // contract), B's strip as above, C's tile inside its m x n (c holds m * n,
+                // row stride n).
+                small(
+                    k,
+                    a.ptr.wrapping_add(i0 * a.rs),
+                    a.rs,
+                    a.cs,
+                    bp,
+                    rsb,
+                    c.add(i0 * ldc + j0),
+                    ldc,
+                    mr,
+                    nr,
+                );
+            }
         }
     }
 }

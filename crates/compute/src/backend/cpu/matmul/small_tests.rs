@@ -29,7 +29,7 @@ fn check_small<D: Accum + Into<f64>>(
             (21, 40, 17),
             (22, 40, 17),
         ]);
-    for (m, n, k) in shapes {
+    for ((m, n, k), mb) in shapes.flat_map(|s| [(s, tile.0), (s, usize::MAX / 2)]) {
         for ta in [false, true] {
             let brs = n + 3;
             let a: Vec<D> = values(m * k, 3).into_iter().map(&to).collect();
@@ -49,7 +49,7 @@ fn check_small<D: Accum + Into<f64>>(
                 gemm_small(
                     small,
                     tile,
-                    m,
+                    (m, mb),
                     n,
                     k,
                     ar,
@@ -62,7 +62,7 @@ fn check_small<D: Accum + Into<f64>>(
                 let g: f64 = (*g).into();
                 assert!(
                     (g - w).abs() <= tol * k as f64 * w.abs().max(1.0),
-                    "small {m}x{n}x{k} ta={ta} at {idx}: {g}, naive {w}"
+                    "small {m}x{n}x{k} ta={ta} mb={mb} at {idx}: {g}, naive {w}"
                 );
             }
         }
@@ -98,6 +98,25 @@ fn the_small_path_takes_what_it_is_faster_for() {
     assert!(!takes_small_path(8, 8, 2048, b32(8), 14, 1 << 20));
     assert!(!takes_small_path(8, 8, 8, view(&x32, 1, 8), 14, 1 << 20));
     assert!(!takes_small_path(0, 8, 8, b32(8), 14, 1 << 20));
+    // A k under SMALL_MIN_K only for a C of up to 2^18 elements.
+    assert!(small(256, 256, 32, b32(256), l2));
+    assert!(small(512, 512, 64, b32(512), l2));
+    assert!(!small(513, 512, 64, b32(512), l2));
+    assert!(!small(1000, 1000, 32, b32(1000), l2));
+    assert!(!small(2048, 512, 128, b32(512), l2));
+    assert!(small(1024, 256, 256, b32(256), l2));
+    assert!(!takes_small_path(1000, 1000, 32, b64(1000), 14, l2));
+}
+
+#[test]
+fn the_small_path_blocks_rows_by_an_eighth_of_l2() {
+    let l2 = 2 << 20;
+    // f32, k = 128: 512 bytes a row, 256 KiB = 512 rows, in tiles of 14: 504.
+    assert_eq!(small_block_rows(128, 4, 14, l2), 504);
+    assert_eq!(small_block_rows(128, 8, 6, l2), 252);
+    // Never under 4 tiles, even for deep k and a small L2.
+    assert_eq!(small_block_rows(1024, 8, 14, 512 << 10), 56);
+    assert_eq!(small_block_rows(1024, 4, 6, 256 << 10), 24);
 }
 
 #[test]
@@ -153,7 +172,14 @@ fn small_products_without_packing_match_the_naive_loop() {
         // Above SMALL_SPLIT_FLOPS on two threads (each claiming the column strips of its
         // share of rows, then the other's: 6 strips; 10, the last ragged), with an odd m and
         // a transposed A, against the naive loop.
-        for (m, n, k) in [(201usize, 190usize, 131usize), (60, 300, 100)] {
+        // (And 300 x 64 x 1000: each share of 150 rows in blocks of 64 rows or fewer.)
+        let l2 = kernel::Caches::of_this_machine().l2;
+        assert!(small_block_rows(1000, 4, 14, l2) <= 64 || l2 > 2 << 20);
+        for (m, n, k) in [
+            (201usize, 190usize, 131usize),
+            (60, 300, 100),
+            (300, 64, 1000),
+        ] {
             let a: Vec<f32> = values(m * k, 7).into_iter().map(|x| x as f32).collect();
             let b: Vec<f32> = values(k * n, 8).into_iter().map(|x| x as f32).collect();
             let (af, bf): (Vec<f64>, Vec<f64>) = (
@@ -199,4 +225,19 @@ fn small_products_without_packing_match_the_naive_loop() {
         "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512f"
     );
     println!("skipped: avx512: this CPU has no avx512f");
+}
+
+#[test]
+fn small_products_on_avx2_match_the_naive_loop() {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        check_small(avx2::small_f32, (6, 16), |x| x as f32, 1e-6);
+        check_small(avx2::small_f64, (6, 8), |x| x, 1e-15);
+        return;
+    }
+    assert!(
+        !super::tests::required("avx2"),
+        "ACCEL_TEST_REQUIRE names avx2, but this CPU has no avx2 and fma"
+    );
+    println!("skipped: avx2: this CPU has no avx2 and fma");
 }
