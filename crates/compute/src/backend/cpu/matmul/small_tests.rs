@@ -109,14 +109,14 @@ fn the_small_path_takes_what_it_is_faster_for() {
 }
 
 #[test]
-fn the_small_path_blocks_rows_by_an_eighth_of_l2() {
+fn the_small_path_blocks_rows_by_half_of_l2() {
     let l2 = 2 << 20;
-    // f32, k = 128: 512 bytes a row, 256 KiB = 512 rows, in tiles of 14: 504.
-    assert_eq!(small_block_rows(128, 4, 14, l2), 504);
-    assert_eq!(small_block_rows(128, 8, 6, l2), 252);
+    // f32, k = 512: 2 KiB a row, 1 MiB = 512 rows, in tiles of 14: 504.
+    assert_eq!(small_block_rows(512, 4, 14, l2), 504);
+    assert_eq!(small_block_rows(512, 8, 6, l2), 252);
     // Never under 4 tiles, even for deep k and a small L2.
     assert_eq!(small_block_rows(1024, 8, 14, 512 << 10), 56);
-    assert_eq!(small_block_rows(1024, 4, 6, 256 << 10), 24);
+    assert_eq!(small_block_rows(1024, 4, 6, 64 << 10), 24);
 }
 
 #[test]
@@ -172,13 +172,13 @@ fn small_products_without_packing_match_the_naive_loop() {
         // Above SMALL_SPLIT_FLOPS on two threads (each claiming the column strips of its
         // share of rows, then the other's: 6 strips; 10, the last ragged), with an odd m and
         // a transposed A, against the naive loop.
-        // (And 300 x 64 x 1000: each share of 150 rows in blocks of 64 rows or fewer.)
+        // (And 600 x 64 x 1000: each share of 300 rows in blocks of 252 rows or fewer.)
         let l2 = kernel::Caches::of_this_machine().l2;
-        assert!(small_block_rows(1000, 4, 14, l2) <= 64 || l2 > 2 << 20);
+        assert!(small_block_rows(1000, 4, 14, l2) <= 252 || l2 > 2 << 20);
         for (m, n, k) in [
             (201usize, 190usize, 131usize),
             (60, 300, 100),
-            (300, 64, 1000),
+            (600, 64, 1000),
         ] {
             let a: Vec<f32> = values(m * k, 7).into_iter().map(|x| x as f32).collect();
             let b: Vec<f32> = values(k * n, 8).into_iter().map(|x| x as f32).collect();
