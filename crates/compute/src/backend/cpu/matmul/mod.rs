@@ -342,11 +342,11 @@ fn takes_small_path<D>(m: usize, n: usize, k: usize, b: MatRef<D>, mr: usize, l2
 
 /// Below this k the small path (`takes_small_path`) takes only products with a C of up to
 /// SMALL_SHORT_MAX_MN elements: each tile's few steps of k then pay for its prologue and
-/// its stores, and the packed kernel did better (Emerald Rapids, two threads, the two
-/// paths alternated in one process, packed against unpacked: f32 1000 x 1000 x 32 1.27x,
-/// 4096 x 256 x 64 1.03-1.13x, 2000 x 256 x 128 1.08x; f64 1000 x 1000 x 32 1.22-1.30x),
-/// except for a small C (f32 256 x 256 x 32 0.73x, 512 x 512 x 64 0.92x, 1000 x 256 x 64
-/// 0.97x). Both AVX-512 and AVX2.
+/// its stores, and the packed kernel did better (Emerald Rapids, AVX-512, two threads, the
+/// two paths alternated in one process, packed against unpacked: f32 2048 x 512 x 128
+/// 1.14-1.20x, 4096 x 256 x 64 1.21-1.34x, 1000 x 1000 x 32 1.27x; f64 1000 x 1000 x 32
+/// 1.12-1.16x, 2048 x 256 x 64 1.26-1.36x; AVX2 alike), except for a small C (f32 256 x
+/// 256 x 32 0.73x, 512 x 512 x 64 0.92x, 1000 x 256 x 64 0.97x).
 const SMALL_MIN_K: usize = 256;
 const SMALL_SHORT_MAX_MN: usize = 1 << 18;
 
