@@ -45,6 +45,10 @@ pub(crate) struct CpuKernel<P, D> {
     pub(super) run: MicroKernel<P, D>,
     /// Its twin over unpacked operands, for small products (AVX-512 and AVX2, f32 and f64).
     pub(super) small: Option<SmallKernel<D>>,
+    /// Whether `small` computes a last tile of up to mr / 2 rows at about half the cost of a
+    /// whole one (AVX-512's twins; AVX2's compute all 6 rows whatever `mr`), which
+    /// `small_split` counts on.
+    pub(super) small_halves: bool,
 }
 
 /// The cache sizes the blocking is derived from, in bytes: L1 data and L2 of one core, L3 of
@@ -148,6 +152,7 @@ impl<P: Packed, D> CpuKernel<P, D> {
             nc,
             run,
             small: None,
+            small_halves: false,
         }
     }
 }
@@ -252,6 +257,7 @@ fn best<D: Packed>(
         let ((tile, run), small) = avx512;
         let mut k = CpuKernel::blocked("avx512", tile, run, caches, Rule::L2Panel);
         k.small = Some(small);
+        k.small_halves = true;
         return k;
     }
     if usable("avx2") {

@@ -253,7 +253,7 @@ pub(crate) unsafe fn gemm_float<D: Thin + DotTile + PackFrom<D> + PackInto<D>>(
                 // units of its own share in turn, then helps with what is left of the
                 // other's, so that a thread slowed by another process does fewer while, on
                 // equal CPUs, each keeps to its own rows.
-                let half = small_split(m, mr);
+                let half = small_split(m, mr, kern.small_halves);
                 let rows = [(0, half), (half, m - half)];
                 let units = |rn: usize| rn.div_ceil(mb) * strips;
                 let claims = [
@@ -350,18 +350,19 @@ fn takes_small_path<D>(m: usize, n: usize, k: usize, b: MatRef<D>, mr: usize, l2
 const SMALL_MIN_K: usize = 256;
 const SMALL_SHORT_MAX_MN: usize = 1 << 18;
 
-/// Where the small path splits m rows between two threads: a multiple of half a tile near
-/// m / 2 whose two shares cost the least at the slower one, counting a whole tile of `mr`
-/// rows as 2, a last tile of up to mr / 2 rows as 1 (the kernel computes only those
-/// rows) and one of more as 2. f32 N=256 (18 tiles and 4 rows): 126 and 130 rows, 18 and 19
-/// halves, where a split into whole tiles gave 20 and 18.
-fn small_split(m: usize, mr: usize) -> usize {
-    let h = (mr / 2).max(1);
+/// Where the small path splits m rows between two threads: the split whose two shares cost
+/// the least at the slower one, counting a whole tile of `mr` rows as 2 and a last, partial
+/// one as 2, or, where the kernel computes only its rows (`halves`: AVX-512's twins), a
+/// last tile of up to mr / 2 rows as 1. With `halves` the split is a multiple of half a
+/// tile, else of a tile. f32 N=256 on AVX-512 (18 tiles and 4 rows): 126 and 130 rows, 18
+/// and 19 halves, where a split into whole tiles gave 20 and 18.
+fn small_split(m: usize, mr: usize, halves: bool) -> usize {
+    let h = if halves { (mr / 2).max(1) } else { mr };
     let cost = |rows: usize| {
         2 * (rows / mr)
             + match rows % mr {
                 0 => 0,
-                r if 2 * r <= mr => 1,
+                r if halves && 2 * r <= mr => 1,
                 _ => 2,
             }
     };
@@ -406,7 +407,9 @@ unsafe fn gemm_small<D: Accum>(
     (c, ldc): (*mut D, usize),
     strips: std::ops::Range<usize>,
 ) {
-    // The last strip, when narrower than NR, copied once.
+    // The last strip, when narrower than NR, copied once a call (on two threads each unit
+    // is a call: once a block of rows, k x NR values against the block's mb x k x NR
+    // multiply-adds).
     let mut edge: Vec<D> = Vec::new();
     let last = n / nr_t;
     if !n.is_multiple_of(nr_t) && strips.contains(&last) {

@@ -44,7 +44,8 @@ fn check_small<D: Accum + Into<f64>>(
             let ar = view(&a, ars, acs);
             let br = view(&b, brs, 1);
             // SAFETY: the views cover the m x k and k x (n + 3) values allocated above, b's
-            // column stride is 1, c holds m * n, and the caller checked the CPU has AVX-512.
+            // column stride is 1, c holds m * n, and the caller checked that the CPU has the
+            // features `small` needs.
             unsafe {
                 gemm_small(
                     small,
@@ -125,7 +126,7 @@ fn the_small_path_splits_rows_in_half_tiles_and_evens_the_shares() {
     let cost =
         |rows: usize| 2 * (rows / 14) + [0, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2][rows % 14];
     for m in 28..2000 {
-        let s = small_split(m, 14);
+        let s = small_split(m, 14, true);
         assert!(s > 0 && s < m && s.is_multiple_of(7), "m = {m}: {s}");
         // Never worse than whole tiles for the first share, the split used before.
         let whole = (m / 2).next_multiple_of(14).min(m - 1);
@@ -142,8 +143,21 @@ fn the_small_path_splits_rows_in_half_tiles_and_evens_the_shares() {
         );
     }
     // f32 N=256: 18 tiles and 4 rows as 9 tiles and 9 and a half.
-    assert_eq!(small_split(256, 14), 126);
-    assert_eq!(small_split(512, 14), 259);
+    assert_eq!(small_split(256, 14, true), 126);
+    assert_eq!(small_split(512, 14, true), 259);
+}
+
+#[test]
+fn without_half_tiles_the_small_path_splits_rows_in_whole_tiles() {
+    // AVX2's twins compute all 6 rows of a last tile: a share costs its tiles, rounded up.
+    for m in 12..2000 {
+        let s = small_split(m, 6, false);
+        assert!(s > 0 && s < m && s.is_multiple_of(6), "m = {m}: {s}");
+        let worst = s.div_ceil(6).max((m - s).div_ceil(6));
+        assert_eq!(worst, m.div_ceil(6).div_ceil(2), "m = {m}: {s}");
+    }
+    // 5 tiles: 3 and 2, not 15 and 15 rows (3 and 3).
+    assert_eq!(small_split(30, 6, false), 12);
 }
 
 #[test]
@@ -152,72 +166,6 @@ fn small_products_without_packing_match_the_naive_loop() {
     if std::is_x86_feature_detected!("avx512f") {
         check_small(avx512::small_f32, (14, 32), |x| x as f32, 1e-6);
         check_small(avx512::small_f64, (14, 16), |x| x, 1e-15);
-        // And through the entry point the CPU backend calls, which takes this path below
-        // SMALL_MAX_FLOPS: the same values as the packed kernel's.
-        let (m, n, k) = (20, 45, 33);
-        let a: Vec<f32> = values(m * k, 5).into_iter().map(|x| x as f32).collect();
-        let b: Vec<f32> = values(k * n, 6).into_iter().map(|x| x as f32).collect();
-        let (ar, br) = (view(&a, k, 1), view(&b, n, 1));
-        let (mut c1, mut c2) = (vec![0f32; m * n], vec![0f32; m * n]);
-        // SAFETY: as in check_small.
-        unsafe {
-            gemm_float(m, n, k, ar, br, &mut c1, 2, None);
-            gemm_with(&f32::kernel(), m, n, k, ar, br, &mut c2, 1, None);
-        }
-        let close = c1
-            .iter()
-            .zip(&c2)
-            .all(|(x, y)| (x - y).abs() <= 1e-5 * y.abs().max(1.0));
-        assert!(close, "{c1:?} vs {c2:?}");
-        // Above SMALL_SPLIT_FLOPS on two threads (each claiming the column strips of its
-        // share of rows, then the other's: 6 strips; 10, the last ragged), with an odd m and
-        // a transposed A, against the naive loop.
-        // (And 600 x 64 x 1000: each share of 300 rows in blocks of 252 rows or fewer.)
-        let l2 = kernel::Caches::of_this_machine().l2;
-        assert!(small_block_rows(1000, 4, 14, l2) <= 252 || l2 > 2 << 20);
-        for (m, n, k) in [
-            (201usize, 190usize, 131usize),
-            (60, 300, 100),
-            (600, 64, 1000),
-        ] {
-            let a: Vec<f32> = values(m * k, 7).into_iter().map(|x| x as f32).collect();
-            let b: Vec<f32> = values(k * n, 8).into_iter().map(|x| x as f32).collect();
-            let (af, bf): (Vec<f64>, Vec<f64>) = (
-                a.iter().map(|&x| x as f64).collect(),
-                b.iter().map(|&x| x as f64).collect(),
-            );
-            assert!(m * n * k >= SMALL_SPLIT_FLOPS);
-            let want = naive(m, n, k, (&af, 1, m), (&bf, n, 1));
-            let mut c = vec![0f32; m * n];
-            let (ar, br) = (view(&a, 1, m), view(&b, n, 1));
-            let check = |c: &[f32]| {
-                for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
-                    let g = *g as f64;
-                    assert!(
-                        (g - w).abs() <= 1e-6 * k as f64 * w.abs().max(1.0),
-                        "split at {idx}: {g}, naive {w}"
-                    );
-                }
-            };
-            // SAFETY: A is read transposed (k x m storage, strides (1, m)); the views cover the
-            // values allocated above; c holds m * n.
-            unsafe { gemm_float(m, n, k, ar, br, &mut c, 2, None) };
-            check(&c);
-            // Four callers at once, repeatedly: one has the spinning helper, the others fall
-            // back to rayon; every product must still be the naive loop's.
-            std::thread::scope(|s| {
-                for _ in 0..4 {
-                    s.spawn(|| {
-                        for _ in 0..20 {
-                            let mut c = vec![f32::NAN; m * n];
-                            // SAFETY: as above.
-                            unsafe { gemm_float(m, n, k, ar, br, &mut c, 2, None) };
-                            check(&c);
-                        }
-                    });
-                }
-            });
-        }
         return;
     }
     assert!(
@@ -240,4 +188,78 @@ fn small_products_on_avx2_match_the_naive_loop() {
         "ACCEL_TEST_REQUIRE names avx2, but this CPU has no avx2 and fma"
     );
     println!("skipped: avx2: this CPU has no avx2 and fma");
+}
+
+#[test]
+fn small_products_through_the_entry_point_match_the_naive_loop() {
+    // Through the entry point the CPU backend calls, with whatever kernel this CPU runs
+    // (AVX-512's or AVX2's twin; the portable kernel has none and packs): the same values
+    // as the packed kernel's.
+    let (m, n, k) = (20, 45, 33);
+    let a: Vec<f32> = values(m * k, 5).into_iter().map(|x| x as f32).collect();
+    let b: Vec<f32> = values(k * n, 6).into_iter().map(|x| x as f32).collect();
+    let (ar, br) = (view(&a, k, 1), view(&b, n, 1));
+    let (mut c1, mut c2) = (vec![0f32; m * n], vec![0f32; m * n]);
+    // SAFETY: as in check_small.
+    unsafe {
+        gemm_float(m, n, k, ar, br, &mut c1, 2, None);
+        gemm_with(&f32::kernel(), m, n, k, ar, br, &mut c2, 1, None);
+    }
+    let close = c1
+        .iter()
+        .zip(&c2)
+        .all(|(x, y)| (x - y).abs() <= 1e-5 * y.abs().max(1.0));
+    assert!(close, "{c1:?} vs {c2:?}");
+    // Above SMALL_SPLIT_FLOPS on two threads (each claiming the column strips of its
+    // share of rows, then the other's: 6 strips; 10, the last ragged), with an odd m and
+    // a transposed A, against the naive loop.
+    // And m x 64 x 1000 with two blocks of rows and more in each share.
+    let kern = f32::kernel();
+    let l2 = kernel::Caches::of_this_machine().l2;
+    let mb = small_block_rows(1000, 4, kern.mr, l2);
+    let tall = 2 * mb + 2 * kern.mr + 1;
+    for (m, n, k) in [
+        (201usize, 190usize, 131usize),
+        (60, 300, 100),
+        (tall, 64, 1000),
+    ] {
+        let a: Vec<f32> = values(m * k, 7).into_iter().map(|x| x as f32).collect();
+        let b: Vec<f32> = values(k * n, 8).into_iter().map(|x| x as f32).collect();
+        let (af, bf): (Vec<f64>, Vec<f64>) = (
+            a.iter().map(|&x| x as f64).collect(),
+            b.iter().map(|&x| x as f64).collect(),
+        );
+        assert!(m * n * k >= SMALL_SPLIT_FLOPS);
+        assert!(takes_small_path(m, n, k, view(&b, n, 1), kern.mr, l2));
+        let want = naive(m, n, k, (&af, 1, m), (&bf, n, 1));
+        let mut c = vec![0f32; m * n];
+        let (ar, br) = (view(&a, 1, m), view(&b, n, 1));
+        let check = |c: &[f32]| {
+            for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
+                let g = *g as f64;
+                assert!(
+                    (g - w).abs() <= 1e-6 * k as f64 * w.abs().max(1.0),
+                    "split at {idx}: {g}, naive {w}"
+                );
+            }
+        };
+        // SAFETY: A is read transposed (k x m storage, strides (1, m)); the views cover the
+        // values allocated above; c holds m * n.
+        unsafe { gemm_float(m, n, k, ar, br, &mut c, 2, None) };
+        check(&c);
+        // Four callers at once, repeatedly: one has the spinning helper, the others fall
+        // back to rayon; every product must still be the naive loop's.
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..20 {
+                        let mut c = vec![f32::NAN; m * n];
+                        // SAFETY: as above.
+                        unsafe { gemm_float(m, n, k, ar, br, &mut c, 2, None) };
+                        check(&c);
+                    }
+                });
+            }
+        });
+    }
 }

@@ -148,6 +148,7 @@ macro_rules! kernels {
             // B's rows are prefetched 8 steps ahead (as `strided_loop!` does for
             // AVX-512): rows far apart defeat the hardware's stream prefetch.
             let ahead = 8 * rsb * std::mem::size_of::<$t>();
+            debug_assert!((1..=6).contains(&mr));
             let rows: [*const $t; 6] = std::array::from_fn(|i| a.add(i.min(mr - 1) * rsa));
             let mut acc = [[$zero(); 2]; 6];
             let (mut bp, mut off) = (b, 0usize);
