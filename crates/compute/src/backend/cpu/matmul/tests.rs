@@ -344,6 +344,46 @@ fn two_threads_over_many_slices_match_the_naive_loop() {
     }
 }
 
+/// C of at most two blocks of rows on two threads: each thread packs the micro-panels of its
+/// own share of columns (`Split::columns`, `gemm_with`'s `own_panels`), over several KC
+/// slices and NC panels (TINY caches): at 2 x MC rows (where `Split::new` would share rows)
+/// and one row under 4 tiles a thread (where it shares columns itself).
+fn check_own_panels<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum + Into<f64>>(
+    kern: &CpuKernel<P, D>,
+    to: impl Fn(f64) -> S,
+    back: impl Fn(S) -> f64,
+    tol: f64,
+) {
+    let (mr, mc) = (kern.mr, kern.mc);
+    let shapes = [(2 * mc, 700, 231), (2 * mr * 4 - 1, 700, 231)];
+    for (m, n, k) in shapes {
+        assert!(m * n * k >= PARALLEL_MIN_FLOPS && n > kern.nc && k > kern.kc);
+    }
+    assert!(Split::new(2, (2 * mc, kern.nc), (mr, kern.nr), mc).rows);
+    check_shapes(kern, &shapes, &[2], to, back, tol);
+}
+
+#[test]
+fn two_threads_on_shares_of_columns_match_the_naive_loop() {
+    check_own_panels(&portable_f32(TINY), |x| x as f32, |x| x as f64, 1e-6);
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        check_own_panels(&avx512_f32(TINY), |x| x as f32, |x| x as f64, 1e-6);
+        check_own_panels(&avx512_f64(TINY), |x| x, |x| x, 1e-15);
+    }
+    // The shares cover the block's columns once, in whole micro-panels, each with all rows.
+    for (m, nc, nr) in [(48usize, 700usize, 16usize), (112, 128, 32), (10, 20, 16)] {
+        let s = Split::columns(2, (m, nc), (6, nr));
+        let mut seen = vec![0u8; nc];
+        for u in 0..s.units {
+            let (rows, (j0, j1)) = s.unit(u);
+            assert!(rows == (0..m) && j0.is_multiple_of(nr) && j0 <= j1 && j1 <= nc);
+            seen[j0..j1].iter_mut().for_each(|x| *x += 1);
+        }
+        assert!(seen.iter().all(|&x| x == 1), "{m}x{nc}: {seen:?}");
+    }
+}
+
 /// On many cores C's rows are shared in whole tiles, and the shares can run out before the
 /// last threads: with 16 threads and 6-row tiles, m = 400 gives shares of 30 rows and nothing
 /// for threads 14 and 15. Found on a 16-core Xeon, where `accel bench matmul --size 1024`
