@@ -340,13 +340,13 @@ struct Split {
 impl Split {
     fn new(threads: usize, (m, nc): (usize, usize), (mr, nr): (usize, usize), mc: usize) -> Split {
         let threads = threads.max(1);
-        let rows = m >= threads * mr * 4;
+        if m < threads * mr * 4 {
+            return Split::columns(threads, (m, nc), (mr, nr));
+        }
         let tiles = m.div_ceil(mr);
         // Units of at most MC rows: ceil(tiles / units) <= mc / mr tiles.
         let fit = tiles.div_ceil((mc / mr).max(1));
-        let units = if !rows {
-            threads
-        } else if threads == 1 {
+        let units = if threads == 1 {
             fit
         } else {
             let min_tiles = (mc / mr / 4).max(4);
@@ -356,7 +356,7 @@ impl Split {
                 .min(tiles)
         };
         Split {
-            rows,
+            rows: true,
             units,
             tiles,
             threads,
