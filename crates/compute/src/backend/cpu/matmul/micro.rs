@@ -96,20 +96,41 @@ pub(super) mod avx512 {
     /// broadcast A values in the 32 zmm registers.
     const MR_WIDE: usize = 14;
 
+    /// One row of a tile for one step of k, its A value at `[addr]` (the address pieces
+    /// concatenated) and B's two vectors in zmm28 and zmm29. With `()`, the A value is
+    /// broadcast into `$ar` (zmm30 and zmm31 in turn: renaming makes two enough), then two
+    /// FMAs; with `($embed)` (`{1toN}`), each of the two FMAs broadcasts it from memory
+    /// itself: 2 instructions a row rather than 3.
+    macro_rules! asm_row {
+        ((), $bcast:literal, $ptr:literal, $fma:literal, [$($addr:literal),*], $ar:literal,
+         $c0:literal, $c1:literal) => {
+            concat!(
+                $bcast, " ", $ar, ", ", $ptr, " ", $($addr,)* "\n",
+                $fma, " ", $c0, ", ", $ar, ", zmm28\n",
+                $fma, " ", $c1, ", ", $ar, ", zmm29\n",
+            )
+        };
+        (($embed:literal), $bcast:literal, $ptr:literal, $fma:literal, [$($addr:literal),*],
+         $ar:literal, $c0:literal, $c1:literal) => {
+            concat!(
+                $fma, " ", $c0, ", zmm28, ", $ptr, " ", $($addr,)* $embed, "\n",
+                $fma, " ", $c1, ", zmm29, ", $ptr, " ", $($addr,)* $embed, "\n",
+            )
+        };
+    }
+
     /// One step of k in assembly, `$s` steps into an unrolled turn: B's two vectors into
-    /// zmm28 and zmm29, then for each row of the tile its A value broadcast (into zmm30 and
-    /// zmm31 in turn: renaming makes two enough) and two FMAs into the row's accumulators.
+    /// zmm28 and zmm29, then each row of the tile (`asm_row!`).
     macro_rules! asm_step {
-        ($s:literal, $bcast:literal, $ptr:literal, $fma:literal, $astep:literal,
+        ($s:literal, $embed:tt, $bcast:literal, $ptr:literal, $fma:literal, $astep:literal,
          $esz:literal, [$(($i:literal, $ar:literal, $c0:literal, $c1:literal)),*]) => {
             concat!(
                 "vmovups zmm28, [{b} + 128*", $s, "]\n",
                 "vmovups zmm29, [{b} + 128*", $s, " + 64]\n",
                 $(
-                    $bcast, " ", $ar, ", ", $ptr, " [{a} + ", $astep, "*", $s, " + ",
-                    $esz, "*", $i, "]\n",
-                    $fma, " ", $c0, ", ", $ar, ", zmm28\n",
-                    $fma, " ", $c1, ", ", $ar, ", zmm29\n",
+                    asm_row!($embed, $bcast, $ptr, $fma,
+                             ["[{a} + ", $astep, "*", $s, " + ", $esz, "*", $i, "]"],
+                             $ar, $c0, $c1),
                 )*
             )
         };
@@ -121,17 +142,19 @@ pub(super) mod avx512 {
     /// 4 x 128 bytes a turn, fetched 2 KiB ahead) and, every `period` turns, one row of C
     /// from `cpf` on (128 bytes, rows `ldcb` bytes apart; rows past the tile's belong to the
     /// next tile down), and in each of the first `npairs` turns two lines of the next B
-    /// micro-panel from `npf` on, into L2; then the ks % 4 remaining steps.
+    /// micro-panel from `npf` on, into L2; then the ks % 4 remaining steps. Each row's A
+    /// value is broadcast as the kernel's `embed` says (`asm_row!`).
     macro_rules! packed_loop {
         ($a:ident, $b:ident, $ks:expr, $acc:ident, $cpf:ident, $ldcb:ident, $period:ident,
          $npf:ident, $npairs:ident,
-         { bcast: $bcast:literal, ptr: $ptr:literal, fma: $fma:literal, astep: $astep:literal,
+         { embed: $embed:tt,
+           bcast: $bcast:literal, ptr: $ptr:literal, fma: $fma:literal, astep: $astep:literal,
            esz: $esz:literal, }) => {{
             let turns: usize = $ks / 4;
             let rest: usize = $ks % 4;
             // (row, its A register, its two accumulators)
             packed_loop!(@asm $a, $b, turns, rest, $acc, $cpf, $ldcb, $period, $npf, $npairs,
-                         $bcast, $ptr, $fma, $astep, $esz, [
+                         $embed, $bcast, $ptr, $fma, $astep, $esz, [
                 (0, "zmm30", "zmm0", "zmm1"), (1, "zmm31", "zmm2", "zmm3"),
                 (2, "zmm30", "zmm4", "zmm5"), (3, "zmm31", "zmm6", "zmm7"),
                 (4, "zmm30", "zmm8", "zmm9"), (5, "zmm31", "zmm10", "zmm11"),
@@ -142,7 +165,8 @@ pub(super) mod avx512 {
             ]);
         }};
         (@asm $a:ident, $b:ident, $turns:ident, $rest:ident, $acc:ident, $cpf:ident,
-         $ldcb:ident, $period:ident, $npf:ident, $npairs:ident, $bcast:literal, $ptr:literal,
+         $ldcb:ident, $period:ident, $npf:ident, $npairs:ident, $embed:tt,
+         $bcast:literal, $ptr:literal,
          $fma:literal, $astep:literal, $esz:literal,
          [$(($i:tt, $ar:tt, $c0:tt, $c1:tt)),*]) => {
             // SAFETY: the kernel's contract: `a` holds ks * MR packed values and `b` ks * NR
@@ -177,10 +201,10 @@ pub(super) mod avx512 {
                 "prefetcht0 [{b} + 2368]",
                 "prefetcht0 [{b} + 2432]",
                 "prefetcht0 [{b} + 2496]",
-                asm_step!(0, $bcast, $ptr, $fma, $astep, $esz, [$(($i, $ar, $c0, $c1)),*]),
-                asm_step!(1, $bcast, $ptr, $fma, $astep, $esz, [$(($i, $ar, $c0, $c1)),*]),
-                asm_step!(2, $bcast, $ptr, $fma, $astep, $esz, [$(($i, $ar, $c0, $c1)),*]),
-                asm_step!(3, $bcast, $ptr, $fma, $astep, $esz, [$(($i, $ar, $c0, $c1)),*]),
+                asm_step!(0, $embed, $bcast, $ptr, $fma, $astep, $esz, [$(($i, $ar, $c0, $c1)),*]),
+                asm_step!(1, $embed, $bcast, $ptr, $fma, $astep, $esz, [$(($i, $ar, $c0, $c1)),*]),
+                asm_step!(2, $embed, $bcast, $ptr, $fma, $astep, $esz, [$(($i, $ar, $c0, $c1)),*]),
+                asm_step!(3, $embed, $bcast, $ptr, $fma, $astep, $esz, [$(($i, $ar, $c0, $c1)),*]),
                 concat!("add {a}, 4*", $astep),
                 "add {b}, 512",
                 "dec {turns}",
@@ -189,7 +213,7 @@ pub(super) mod avx512 {
                 "test {rest}, {rest}",
                 "jz 5f",
                 "4:",
-                asm_step!(0, $bcast, $ptr, $fma, $astep, $esz, [$(($i, $ar, $c0, $c1)),*]),
+                asm_step!(0, $embed, $bcast, $ptr, $fma, $astep, $esz, [$(($i, $ar, $c0, $c1)),*]),
                 concat!("add {a}, ", $astep),
                 "add {b}, 128",
                 "dec {rest}",
@@ -224,7 +248,8 @@ pub(super) mod avx512 {
     /// 146 GFLOP/s at best, a median 5-9% faster over 5-10 interleaved rounds).
     macro_rules! strided_loop {
         ($a:ident, $rsab:expr, $csab:expr, $b:ident, $rsbb:expr, $k:expr, $acc:ident,
-         { bcast: $bcast:literal, ptr: $ptr:literal, fma: $fma:literal, astep: $astep:literal,
+         { embed: $embed:tt,
+           bcast: $bcast:literal, ptr: $ptr:literal, fma: $fma:literal, astep: $astep:literal,
            esz: $esz:literal, }) => {{
             let (a0, rsab) = ($a as *const u8, $rsab);
             strided_loop!(@asm a0, a0.wrapping_add(6 * rsab), a0.wrapping_add(12 * rsab),
@@ -260,11 +285,11 @@ pub(super) mod avx512 {
                 "prefetcht0 [{b} + {pf} + 64]",
                 "vmovups zmm28, [{b}]",
                 "vmovups zmm29, [{b} + 64]",
-                $(
-                    concat!($bcast, " ", $ar, ", ", $ptr, " ", $addr),
-                    concat!($fma, " ", $c0, ", ", $ar, ", zmm28"),
-                    concat!($fma, " ", $c1, ", ", $ar, ", zmm29"),
-                )*
+                // Always an explicit broadcast: broadcast inside the FMAs (as f32's packed loop
+                // does), the small f32 path ran 12-15% slower, likely because an FMA with an
+                // index register in its address is split in two on Intel (Emerald Rapids, two threads, 128^3 to
+                // 512^3, calls alternated in one process).
+                $(asm_row!((), $bcast, $ptr, $fma, [$addr], $ar, $c0, $c1),)*
                 "add {b}, {rb}",
                 "add {a0}, {cs}",
                 "add {a6}, {cs}",
@@ -563,7 +588,13 @@ pub(super) mod avx512 {
         load_c = _mm512_loadu_ps,
         add_c = _mm512_add_ps,
         store_c = _mm512_storeu_ps,
+        // f32's packed loop broadcasts A inside its FMAs (`asm_row!`): 30 instructions a step
+        // rather than 44, each A value loaded twice (the second from L1). Emerald Rapids VM, the two alternated call by
+        // call in one process, median ratio over pairs: N=2000 one thread 1.047 (87 of 120
+        // pairs faster), two threads 1.012 (125 of 214); N=4096 two threads 1.014; N=1000
+        // 1.009; N=600 1.000. f64 the same way read 0.993 and 1.001, and stays as it was.
         asm = {
+            embed: ("{{1to16}}"),
             bcast: "vbroadcastss",
             ptr: "dword ptr",
             fma: "vfmadd231ps",
@@ -589,6 +620,7 @@ pub(super) mod avx512 {
         add_c = _mm512_add_pd,
         store_c = _mm512_storeu_pd,
         asm = {
+            embed: (),
             bcast: "vbroadcastsd",
             ptr: "qword ptr",
             fma: "vfmadd231pd",
@@ -616,6 +648,7 @@ pub(super) mod avx512 {
         add_c = _mm512_add_ps,
         store_c = _mm512_storeu_ps,
         asm = {
+            embed: (),
             bcast: "vpbroadcastd",
             ptr: "dword ptr",
             fma: "vdpbf16ps",
