@@ -201,7 +201,7 @@ pub(crate) unsafe fn gemm_float<D: Thin + DotTile + PackFrom<D> + PackInto<D>>(
     let kern = D::kernel();
     let l2 = kernel::Caches::of_this_machine().l2;
     match kern.small {
-        Some(small) if small::takes(m, n, k, b, kern.mr, l2) => {
+        Some(small) if small::takes(m, n, k, b, (kern.mr, kern.nr), l2) => {
             small::gemm(&kern, small, m, n, k, a, b, c, threads, l2);
             if let Some(f) = finish {
                 f(c.as_ptr(), 0..m, 0..n);

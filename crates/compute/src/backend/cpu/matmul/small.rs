@@ -123,10 +123,24 @@ pub(super) unsafe fn gemm<D: Accum>(
 /// every row, each time a tile of A passes it. Measured as for SMALL_MAX_FLOPS_F64, the
 /// packed path against this one: f32 256x1024x512 (m x n x k) 1.48x, 128x1024x1024 1.75x,
 /// f64 N=512 1.92x; with fewer rows the packing of B is not repaid: f32 64x1024x1024 0.96x,
-/// 28x1024x1024 0.62x. (Rows 2 KiB apart, f32 N=512: 0.96-1.04x, left unpacked.) And a
-/// k under SMALL_MIN_K only for a C of up to SMALL_SHORT_MAX_MN elements. `l2` is one
-/// core's L2 in bytes (`Caches`).
-pub(super) fn takes<D>(m: usize, n: usize, k: usize, b: MatRef<D>, mr: usize, l2: usize) -> bool {
+/// 28x1024x1024 0.62x. B's f32 rows a multiple of 2 KiB apart (N=512) with 128-byte
+/// strips (AVX-512's 32 columns) are packed too once C has 24 tiles of rows and k is 384
+/// or more: against MKL in one process (`sgemm_` from PyTorch's own library, calls paired)
+/// the small path read 0.80-0.91x at f32 N=512, packing 0.985x. Packed against unpacked,
+/// paired, two threads: 512 x 512 x 512 (m x n x k) 1.12x, 640 x 512 x 512 1.11x, 448 x
+/// 512 x 512 1.06x, 384 x 512 x 512 1.03x, 512 x 512 x 384 1.08x; one thread 512^3 1.09x;
+/// but 256 x 512 x 512 0.90x, 512 x 512 x 256 0.99x; AVX2's 64-byte strips level
+/// (0.99-1.02x), f64 with rows 2 KiB apart (N=256) 0.88-0.96x. And a k under SMALL_MIN_K
+/// only for a C of up to SMALL_SHORT_MAX_MN elements. `(mr, nr)` is the kernel's tile and
+/// `l2` one core's L2 in bytes (`Caches`).
+pub(super) fn takes<D>(
+    m: usize,
+    n: usize,
+    k: usize,
+    b: MatRef<D>,
+    (mr, nr): (usize, usize),
+    l2: usize,
+) -> bool {
     let size = std::mem::size_of::<D>();
     let max = if size > 4 {
         SMALL_MAX_FLOPS_F64
@@ -135,7 +149,13 @@ pub(super) fn takes<D>(m: usize, n: usize, k: usize, b: MatRef<D>, mr: usize, l2
     } else {
         SMALL_MAX_FLOPS
     };
-    let aliased = (b.rs * size).is_multiple_of(4096) && m >= 8 * mr;
+    let row_bytes = b.rs * size;
+    let aliased = row_bytes.is_multiple_of(4096) && m >= 8 * mr
+        || size == 4
+            && nr * size == 128
+            && row_bytes.is_multiple_of(2048)
+            && m >= 24 * mr
+            && k >= 384;
     let short = k < SMALL_MIN_K && m * n > SMALL_SHORT_MAX_MN;
     !short
         && m * n * k <= max

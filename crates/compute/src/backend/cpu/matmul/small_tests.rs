@@ -79,27 +79,35 @@ fn the_small_path_takes_what_it_is_faster_for() {
     let b64 = |rs: usize| view(&x64, rs, 1);
     // f32 up to N=512, f64 up to N=322 (by multiply-adds); f32 up to N=645 where A fits in
     // 7/8 of L2 (1 MiB of A at N=512, 1.6 MiB at N=640).
-    let small = |m, n, k, b, l2| takes(m, n, k, b, 14, l2);
+    let small = |m, n, k, b, l2| takes(m, n, k, b, (14, 32), l2);
     let (mib, l2) = (1 << 20, 2 << 20);
-    assert!(small(512, 512, 512, b32(512), mib));
-    assert!(!small(513, 512, 512, b32(512), mib));
+    assert!(small(512, 512, 512, b32(520), mib));
+    assert!(!small(513, 512, 512, b32(520), mib));
     assert!(small(640, 640, 640, b32(640), l2));
     assert!(!small(640, 640, 640, b32(640), mib));
     assert!(!small(700, 700, 700, b32(700), l2));
     assert!(!small(1024, 256, 1024, b32(256), l2));
-    assert!(takes(320, 320, 320, b64(320), 14, l2));
-    assert!(!takes(384, 384, 384, b64(384), 14, l2));
+    assert!(takes(320, 320, 320, b64(320), (14, 32), l2));
+    assert!(!takes(384, 384, 384, b64(384), (14, 32), l2));
     // B's rows 4 KiB apart: packed once C has 8 tiles of rows.
-    assert!(!takes(256, 1024, 512, b32(1024), 14, 1 << 20));
-    assert!(!takes(112, 512, 256, b64(512), 14, 1 << 20));
-    assert!(takes(111, 512, 256, b64(512), 14, 1 << 20));
-    assert!(takes(28, 1024, 1024, b32(1024), 14, 1 << 20));
+    assert!(!takes(256, 1024, 512, b32(1024), (14, 32), 1 << 20));
+    assert!(!takes(112, 512, 256, b64(512), (14, 32), 1 << 20));
+    assert!(takes(111, 512, 256, b64(512), (14, 32), 1 << 20));
+    assert!(takes(28, 1024, 1024, b32(1024), (14, 32), 1 << 20));
+    // f32 rows 2 KiB apart with AVX-512's 128-byte strips: packed from 24 tiles of rows
+    // and k 384; AVX2's 64-byte strips and f64 stay unpacked.
+    assert!(!small(512, 512, 512, b32(512), mib));
+    assert!(!small(336, 512, 512, b32(512), mib));
+    assert!(small(335, 512, 512, b32(512), mib));
+    assert!(small(512, 512, 383, b32(512), mib));
+    assert!(takes(512, 512, 512, b32(512), (6, 16), mib));
+    assert!(takes(256, 256, 256, b64(256), (14, 16), l2));
     // A padded row (not a multiple of 4 KiB) stays unpacked.
-    assert!(takes(256, 1024, 512, b32(1028), 14, 1 << 20));
+    assert!(takes(256, 1024, 512, b32(1028), (14, 32), 1 << 20));
     // No small path for k deeper than SMALL_MAX_K, B not unit-stride, or empty products.
-    assert!(!takes(8, 8, 2048, b32(8), 14, 1 << 20));
-    assert!(!takes(8, 8, 8, view(&x32, 1, 8), 14, 1 << 20));
-    assert!(!takes(0, 8, 8, b32(8), 14, 1 << 20));
+    assert!(!takes(8, 8, 2048, b32(8), (14, 32), 1 << 20));
+    assert!(!takes(8, 8, 8, view(&x32, 1, 8), (14, 32), 1 << 20));
+    assert!(!takes(0, 8, 8, b32(8), (14, 32), 1 << 20));
     // A k under SMALL_MIN_K only for a C of up to 2^18 elements.
     assert!(small(256, 256, 32, b32(256), l2));
     assert!(small(512, 512, 64, b32(512), l2));
@@ -107,7 +115,7 @@ fn the_small_path_takes_what_it_is_faster_for() {
     assert!(!small(1000, 1000, 32, b32(1000), l2));
     assert!(!small(2048, 512, 128, b32(512), l2));
     assert!(small(1024, 256, 256, b32(256), l2));
-    assert!(!takes(1000, 1000, 32, b64(1000), 14, l2));
+    assert!(!takes(1000, 1000, 32, b64(1000), (14, 32), l2));
 }
 
 #[test]
@@ -231,7 +239,7 @@ fn small_products_through_the_entry_point_match_the_naive_loop() {
             b.iter().map(|&x| x as f64).collect(),
         );
         assert!(m * n * k >= SMALL_SPLIT_FLOPS);
-        assert!(takes(m, n, k, view(&b, n, 1), kern.mr, l2));
+        assert!(takes(m, n, k, view(&b, n, 1), (kern.mr, kern.nr), l2));
         let want = naive(m, n, k, (&af, 1, m), (&bf, n, 1));
         let mut c = vec![0f32; m * n];
         let (ar, br) = (view(&a, 1, m), view(&b, n, 1));
