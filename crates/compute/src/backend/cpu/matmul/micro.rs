@@ -287,8 +287,8 @@ pub(super) mod avx512 {
                 "vmovups zmm29, [{b} + 64]",
                 // Always an explicit broadcast: broadcast inside the FMAs (as f32's packed loop
                 // does), the small f32 path ran 12-15% slower, likely because an FMA with an
-                // index register in its address is split in two on Intel (Emerald Rapids, two threads, 128^3 to
-                // 512^3, calls alternated in one process).
+                // index register in its address is split in two on Intel (Emerald Rapids, two
+                // threads, 128^3 to 512^3, calls alternated in one process).
                 $(asm_row!((), $bcast, $ptr, $fma, [$addr], $ar, $c0, $c1),)*
                 "add {b}, {rb}",
                 "add {a0}, {cs}",
@@ -589,10 +589,11 @@ pub(super) mod avx512 {
         add_c = _mm512_add_ps,
         store_c = _mm512_storeu_ps,
         // f32's packed loop broadcasts A inside its FMAs (`asm_row!`): 30 instructions a step
-        // rather than 44, each A value loaded twice (the second from L1). Emerald Rapids VM, the two alternated call by
-        // call in one process, median ratio over pairs: N=2000 one thread 1.047 (87 of 120
-        // pairs faster), two threads 1.012 (125 of 214); N=4096 two threads 1.014; N=1000
-        // 1.009; N=600 1.000. f64 the same way read 0.993 and 1.001, and stays as it was.
+        // rather than 44, each A value loaded twice (the second from L1). Emerald Rapids VM,
+        // the two alternated call by call in one process, median ratio over pairs: N=2000
+        // one thread 1.047 (87 of 120 pairs faster), two threads 1.012 (125 of 214); N=4096
+        // two threads 1.014; N=1000 1.009; N=600 1.000. f64 the same way read 0.993 and
+        // 1.001, and stays as it was.
         asm = {
             embed: ("{{1to16}}"),
             bcast: "vbroadcastss",
