@@ -55,6 +55,59 @@ fn symbol(lib: *mut c_void, name: &CStr) -> Result<*mut c_void, String> {
     Ok(p)
 }
 
+/// One dtype's row-major operands and result for MKL.
+struct Operands<T> {
+    a: Vec<T>,
+    b: Vec<T>,
+    c: Vec<T>,
+    dims: (c_int, c_int, c_int),
+}
+
+impl<T: Copy + Default> Operands<T> {
+    /// A (m x k) and B (k x n) from accel's values, C zeroed.
+    fn new(a: &[f64], b: &[f64], (m, n, k): (usize, usize, usize), conv: fn(f64) -> T) -> Self {
+        Operands {
+            a: a.iter().map(|&x| conv(x)).collect(),
+            b: b.iter().map(|&x| conv(x)).collect(),
+            c: vec![T::default(); m * n],
+            dims: (m as c_int, n as c_int, k as c_int),
+        }
+    }
+
+    /// C = A B through `gemm` (`one` is 1 in T). Row-major C = A B is column-major C^T =
+    /// B^T A^T: B first, then A.
+    fn multiply(&mut self, gemm: Gemm<T>, one: T) {
+        let (m, n, k) = self.dims;
+        let (b, a, c) = (self.b.as_ptr(), self.a.as_ptr(), self.c.as_mut_ptr());
+        let zero = T::default();
+        // SAFETY: column-major n x k, k x m and n x m operands with leading dimensions n, k
+        // and n, inside these buffers of k * n, m * k and m * n values (`new`).
+        unsafe {
+            gemm(
+                c"N".as_ptr(),
+                c"N".as_ptr(),
+                &n,
+                &m,
+                &k,
+                &one,
+                b,
+                &n,
+                a,
+                &k,
+                &zero,
+                c,
+                &n,
+            )
+        }
+    }
+}
+
+/// The operands of the dtype asked for.
+enum Mkl {
+    F32(Operands<f32>),
+    F64(Operands<f64>),
+}
+
 fn run() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [lib, dtype, secs, shapes @ ..] = &args[..] else {
@@ -100,55 +153,14 @@ fn run() -> Result<(), String> {
         let a = Tensor::randn_with(0.0, 1.0, (m, k), dt, &cpu).map_err(e)?;
         let b = Tensor::randn_with(0.0, 1.0, (k, n), dt, &cpu).map_err(e)?;
         let (a64, b64) = (a.to_vec_f64().map_err(e)?, b.to_vec_f64().map_err(e)?);
-        let (a32, b32): (Vec<f32>, Vec<f32>) = (
-            a64.iter().map(|&x| x as f32).collect(),
-            b64.iter().map(|&x| x as f32).collect(),
-        );
-        let (mut c32, mut c64) = (vec![0f32; m * n], vec![0f64; m * n]);
-        let (mi, ni, ki) = (m as c_int, n as c_int, k as c_int);
-        // Row-major C = A B is column-major C^T = B^T A^T: B first, then A.
-        let mut mkl = || {
-            // SAFETY: column-major n x k, k x m and n x m operands with leading dimensions
-            // n, k and n, inside these buffers of k * n, m * k and m * n values.
-            unsafe {
-                if f64s {
-                    let (one, zero) = (1.0f64, 0.0f64);
-                    let (b, a, c) = (b64.as_ptr(), a64.as_ptr(), c64.as_mut_ptr());
-                    dgemm(
-                        c"N".as_ptr(),
-                        c"N".as_ptr(),
-                        &ni,
-                        &mi,
-                        &ki,
-                        &one,
-                        b,
-                        &ni,
-                        a,
-                        &ki,
-                        &zero,
-                        c,
-                        &ni,
-                    )
-                } else {
-                    let (one, zero) = (1.0f32, 0.0f32);
-                    let (b, a, c) = (b32.as_ptr(), a32.as_ptr(), c32.as_mut_ptr());
-                    sgemm(
-                        c"N".as_ptr(),
-                        c"N".as_ptr(),
-                        &ni,
-                        &mi,
-                        &ki,
-                        &one,
-                        b,
-                        &ni,
-                        a,
-                        &ki,
-                        &zero,
-                        c,
-                        &ni,
-                    )
-                }
-            }
+        let mut ops = if f64s {
+            Mkl::F64(Operands::new(&a64, &b64, (m, n, k), |x| x))
+        } else {
+            Mkl::F32(Operands::new(&a64, &b64, (m, n, k), |x| x as f32))
+        };
+        let mut mkl = || match &mut ops {
+            Mkl::F32(o) => o.multiply(sgemm, 1.0),
+            Mkl::F64(o) => o.multiply(dgemm, 1.0),
         };
         let (mut ta, mut tm, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
         let start = Instant::now();
@@ -176,10 +188,9 @@ fn run() -> Result<(), String> {
             ratio.push(t[1] / t[0]);
         }
         let ours = a.matmul(&b).map_err(e)?.to_vec_f64().map_err(e)?;
-        let theirs: Vec<f64> = if f64s {
-            c64.clone()
-        } else {
-            c32.iter().map(|&x| x as f64).collect()
+        let theirs: Vec<f64> = match &ops {
+            Mkl::F32(o) => o.c.iter().map(|&x| x as f64).collect(),
+            Mkl::F64(o) => o.c.clone(),
         };
         let diff = ours
             .iter()

@@ -17,7 +17,7 @@
 /// the seeds' examples as `cargo test --all-targets` builds them, `numpy` and `torch` for
 /// `accel bench --compare`'s peers in the test environment's Python, `amx` for the bf16 kernel on
 /// AMX's tiles).
-pub const KNOWN: [&str; 20] = [
+pub const KNOWN: [&str; 21] = [
     "cpu",
     "cuda",
     "nvrtc",
@@ -31,6 +31,7 @@ pub const KNOWN: [&str; 20] = [
     "tmux",
     "grpc",
     "avx512",
+    "avx2",
     "chromium",
     "standin",
     "cgroup",

@@ -640,7 +640,7 @@ unsafe fn sums_avx2_f64(acc: &[std::arch::x86_64::__m256d; TR2 * TC2]) -> [[f64;
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{naive, required, values, view};
+    use super::super::tests::{naive, values, view};
     use super::*;
 
     /// Edges in every direction (rows not a multiple of the tile's, columns neither, k not
@@ -714,12 +714,10 @@ mod tests {
     fn dot_tiles_match_the_naive_loop() {
         for (w, family) in [(Width::Avx512, "avx512"), (Width::Avx2, "avx2")] {
             if !super::super::kernel::usable(family) {
-                assert!(
-                    !required(family),
-                    "ACCEL_TEST_REQUIRE names {family}, but this CPU has none"
-                );
-                println!(
-                    "skipped: {family}: this CPU has no {family} (or ACCEL_CPU_KERNEL forbids it)"
+                accelkit_testkit::skip(
+                    family,
+                    &format!("this CPU has no {family} (or ACCEL_CPU_KERNEL forbids it)"),
+                    "dot_tiles_match_the_naive_loop",
                 );
                 continue;
             }

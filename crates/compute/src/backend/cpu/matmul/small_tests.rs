@@ -4,7 +4,6 @@
 use super::micro::*;
 use super::small::*;
 #[cfg(target_arch = "x86_64")]
-use super::tests::avx512_required;
 use super::tests::{naive, values, view, SHAPES};
 use super::*;
 
@@ -177,11 +176,11 @@ fn small_products_without_packing_match_the_naive_loop() {
         check_small(avx512::small_f64, (14, 16), |x| x, 1e-15);
         return;
     }
-    assert!(
-        !avx512_required(),
-        "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512f"
+    accelkit_testkit::skip(
+        "avx512",
+        "this CPU has no avx512f",
+        "small_products_without_packing_match_the_naive_loop",
     );
-    println!("skipped: avx512: this CPU has no avx512f");
 }
 
 #[test]
@@ -192,11 +191,11 @@ fn small_products_on_avx2_match_the_naive_loop() {
         check_small(avx2::small_f64, (6, 8), |x| x, 1e-15);
         return;
     }
-    assert!(
-        !super::tests::required("avx2"),
-        "ACCEL_TEST_REQUIRE names avx2, but this CPU has no avx2 and fma"
+    accelkit_testkit::skip(
+        "avx2",
+        "this CPU has no avx2 and fma",
+        "small_products_on_avx2_match_the_naive_loop",
     );
-    println!("skipped: avx2: this CPU has no avx2 and fma");
 }
 
 #[test]

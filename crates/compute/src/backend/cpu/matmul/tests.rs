@@ -153,10 +153,6 @@ fn check_with<S: Copy + Send + Sync + 'static, D: Accum + Into<f64>>(
     }
 }
 
-pub(super) fn avx512_required() -> bool {
-    required("avx512")
-}
-
 /// The portable f32 kernel (6 x 16, any CPU) with the blocking `caches` give it.
 fn portable_f32(caches: Caches) -> CpuKernel<f32, f32> {
     CpuKernel::blocked(
@@ -241,11 +237,11 @@ fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
             check(&avx512_f32(TINY), |x| x as f32, |x| x as f64, 1e-6);
             check(&avx512_f64(TINY), |x| x, |x| x, 1e-15);
         } else {
-            assert!(
-                !avx512_required(),
-                "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512f"
+            accelkit_testkit::skip(
+                "avx512",
+                "this CPU has no avx512f",
+                "every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop",
             );
-            println!("skipped: avx512: this CPU has no avx512f");
         }
     }
 }
@@ -285,19 +281,19 @@ fn avx512_kernels_over_deep_slices_match_the_naive_loop() {
                 1e-6,
             );
         } else {
-            assert!(
-                !avx512_required(),
-                "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512_bf16"
+            accelkit_testkit::skip(
+                "avx512",
+                "this CPU has no avx512_bf16",
+                "avx512_kernels_over_deep_slices_match_the_naive_loop",
             );
-            println!("skipped: avx512: this CPU has no avx512_bf16");
         }
         return;
     }
-    assert!(
-        !avx512_required(),
-        "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512f"
+    accelkit_testkit::skip(
+        "avx512",
+        "this CPU has no avx512f",
+        "avx512_kernels_over_deep_slices_match_the_naive_loop",
     );
-    println!("skipped: avx512: this CPU has no avx512f");
 }
 
 /// Above PARALLEL_MIN_FLOPS, so that two threads pack each B panel together (each a range
@@ -371,11 +367,11 @@ fn two_threads_on_shares_of_columns_match_the_naive_loop() {
         check_own_panels(&avx512_f32(TINY), |x| x as f32, |x| x as f64, 1e-6);
         check_own_panels(&avx512_f64(TINY), |x| x, |x| x, 1e-15);
     } else {
-        assert!(
-            !avx512_required(),
-            "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512f"
+        accelkit_testkit::skip(
+            "avx512",
+            "this CPU has no avx512f (the portable kernel ran)",
+            "two_threads_on_shares_of_columns_match_the_naive_loop",
         );
-        println!("skipped: avx512: this CPU has no avx512f (the portable kernel ran)");
     }
     // The shares cover the block's columns once, in whole micro-panels, each with all rows.
     for (m, nc, nr) in [(48usize, 700usize, 16usize), (112, 128, 32), (10, 20, 16)] {
@@ -505,11 +501,11 @@ fn bf16_pair_dot_kernel_matches_the_naive_loop() {
         // A k of 1 and odd k: the last pair is half padding.
         return;
     }
-    assert!(
-        !avx512_required(),
-        "ACCEL_TEST_REQUIRE names avx512, but this CPU has no avx512_bf16"
+    accelkit_testkit::skip(
+        "avx512",
+        "this CPU has no avx512_bf16",
+        "bf16_pair_dot_kernel_matches_the_naive_loop",
     );
-    println!("skipped: avx512: this CPU has no avx512_bf16");
 }
 
 #[test]
@@ -580,13 +576,6 @@ fn blocking_follows_the_caches() {
         k.mc,
         k.nc
     );
-}
-
-pub(super) fn required(what: &str) -> bool {
-    std::env::var("ACCEL_TEST_REQUIRE")
-        .unwrap_or_default()
-        .split(',')
-        .any(|s| s.trim().eq_ignore_ascii_case(what))
 }
 
 /// Shapes for the AMX loop nest with TINY caches (KC = 32 of k, MC = 32 rows, NC = 128
@@ -668,7 +657,7 @@ fn tiles_or_skip(
             let e = status.as_ref().err();
             let why = e.map_or("no tiles", |e| e.why.as_str());
             assert!(
-                !(required("amx") && must_run(e)),
+                !(accelkit_testkit::is_required("amx") && must_run(e)),
                 "ACCEL_TEST_REQUIRE names amx, but {why}"
             );
             println!("skipped: amx: {why}");
