@@ -29,6 +29,17 @@ pub(super) type MicroKernel<P, D> =
 pub(super) type SmallKernel<D> =
     unsafe fn(usize, *const D, usize, usize, *const D, usize, *mut D, usize, usize, usize);
 
+/// `(ks, a, rsa, b, c, ldc, accumulate, nr, out)`: a whole MR-tall tile over a packed B
+/// micro-panel that reads A where it lies (row-major: element (i, p) at `a + i * rsa + p`)
+/// and writes A's packed micro-panel to `out` as it goes (`pack_a`'s layout), so that the
+/// first column of tiles of a block packs A without a pass of its own.
+///
+/// Calling one is unsafe: `ks` > 0, A's 14 rows readable for ks values, `b` and `c` as for
+/// `MicroKernel` with mr = MR, `out` writable for ks * MR values, and the CPU must have the
+/// kernel's features.
+pub(super) type PackingKernel<P, D> =
+    unsafe fn(usize, *const P, usize, *const P, *mut D, usize, bool, usize, *mut P);
+
 /// One micro-kernel, its tile (MR x NR) and the blocking derived for it from this machine's
 /// caches (MC x KC blocks of A in L2, KC x NR micro-panels of B in L1, KC x NC panels of B in
 /// L3), as BLIS's analytical model does.
@@ -49,6 +60,8 @@ pub(crate) struct CpuKernel<P, D> {
     /// whole one (AVX-512's twins; AVX2's compute all 6 rows whatever `mr`), which
     /// `small_split` counts on.
     pub(super) small_halves: bool,
+    /// Its twin that packs A while it runs (`PackingKernel`: AVX-512, f32 and f64).
+    pub(super) packing: Option<PackingKernel<P, D>>,
 }
 
 /// The cache sizes the blocking is derived from, in bytes: L1 data and L2 of one core, L3 of
@@ -153,6 +166,7 @@ impl<P: Packed, D> CpuKernel<P, D> {
             run,
             small: None,
             small_halves: false,
+            packing: None,
         }
     }
 }
@@ -248,16 +262,17 @@ type Family<D> = ((usize, usize), MicroKernel<D, D>);
 /// AVX-512 and AVX2 ones with their twins for small products.
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn best<D: Packed>(
-    avx512: (Family<D>, SmallKernel<D>),
+    avx512: (Family<D>, SmallKernel<D>, Option<PackingKernel<D, D>>),
     avx2: (Family<D>, SmallKernel<D>),
     portable: Family<D>,
 ) -> CpuKernel<D, D> {
     let caches = Caches::of_this_machine();
     if usable("avx512") {
-        let ((tile, run), small) = avx512;
+        let ((tile, run), small, packing) = avx512;
         let mut k = CpuKernel::blocked("avx512", tile, run, caches, Rule::L2Panel);
         k.small = Some(small);
         k.small_halves = true;
+        k.packing = packing;
         return k;
     }
     if usable("avx2") {
@@ -295,6 +310,7 @@ impl Accum for f32 {
             (
                 ((14, 32), avx512::kernel_f32 as MicroKernel<f32, f32>),
                 avx512::small_f32 as SmallKernel<f32>,
+                Some(avx512::packing_f32 as PackingKernel<f32, f32>),
             ),
             (
                 ((6, 16), avx2::kernel_f32 as MicroKernel<f32, f32>),
@@ -303,7 +319,7 @@ impl Accum for f32 {
         );
         #[cfg(not(target_arch = "x86_64"))]
         let simd = (
-            (portable, no_small::<f32> as SmallKernel<f32>),
+            (portable, no_small::<f32> as SmallKernel<f32>, None),
             (portable, no_small::<f32> as SmallKernel<f32>),
         );
         *K.get_or_init(|| best(simd.0, simd.1, portable))
@@ -319,6 +335,7 @@ impl Accum for f64 {
             (
                 ((14, 16), avx512::kernel_f64 as MicroKernel<f64, f64>),
                 avx512::small_f64 as SmallKernel<f64>,
+                Some(avx512::packing_f64 as PackingKernel<f64, f64>),
             ),
             (
                 ((6, 8), avx2::kernel_f64 as MicroKernel<f64, f64>),
@@ -327,7 +344,7 @@ impl Accum for f64 {
         );
         #[cfg(not(target_arch = "x86_64"))]
         let simd = (
-            (portable, no_small::<f64> as SmallKernel<f64>),
+            (portable, no_small::<f64> as SmallKernel<f64>, None),
             (portable, no_small::<f64> as SmallKernel<f64>),
         );
         *K.get_or_init(|| best(simd.0, simd.1, portable))

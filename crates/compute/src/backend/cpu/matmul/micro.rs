@@ -149,7 +149,7 @@ pub(super) mod avx512 {
          $npf:ident, $npairs:ident,
          { embed: $embed:tt,
            bcast: $bcast:literal, ptr: $ptr:literal, fma: $fma:literal, astep: $astep:literal,
-           esz: $esz:literal, }) => {{
+           esz: $esz:literal, store: $store:literal, }) => {{
             let turns: usize = $ks / 4;
             let rest: usize = $ks % 4;
             // (row, its A register, its two accumulators)
@@ -239,69 +239,106 @@ pub(super) mod avx512 {
     /// The k loop over A and B where they lie (the small path), for a tile of all 14 rows:
     /// `k` > 0 steps into the accumulators `acc` (zmm0..zmm27), A's row i at `a + i * rsab`
     /// bytes and `csab` bytes further each step, B's two vectors at `b`, `rsbb` bytes further
-    /// each step. Every row's address is one of three bases (rows 0, 6 and 12) plus 1 to 5
-    /// row strides as `base + index * scale`, so each broadcast is a single load. Written with
-    /// intrinsics, LLVM kept the 14 row offsets on the stack, loaded one before each broadcast
+    /// each step; with `out` `Some(pointer)` (the packing kernels), each broadcast A value
+    /// is also stored there as it is read, in `pack_a`'s layout (14 values a step, the
+    /// store one more instruction a row). Every row's address is one of three bases (rows
+    /// 0, 6 and 12) plus 1 to 5 row strides as `base + index * scale`, so each broadcast is
+    /// a single load. Written with intrinsics, LLVM kept the 14 row offsets on the stack,
+    /// loaded one before each broadcast
     /// and spilled broadcast vectors inside the loop: 30 loads for 28 FMAs, against 16 here.
     /// B's rows are prefetched 8 steps ahead: at N = 256 its strip (rows 1 KiB apart) does not
     /// stay in L1, and the loop waited on B's loads (f32 N=256, one core of a Xeon: 153 against
     /// 146 GFLOP/s at best, a median 5-9% faster over 5-10 interleaved rounds).
     macro_rules! strided_loop {
         ($a:ident, $rsab:expr, $csab:expr, $b:ident, $rsbb:expr, $k:expr, $acc:ident,
+         $out:expr,
          { embed: $embed:tt,
            bcast: $bcast:literal, ptr: $ptr:literal, fma: $fma:literal, astep: $astep:literal,
-           esz: $esz:literal, }) => {{
+           esz: $esz:literal, store: $store:literal, }) => {{
             let (a0, rsab) = ($a as *const u8, $rsab);
-            strided_loop!(@asm a0, a0.wrapping_add(6 * rsab), a0.wrapping_add(12 * rsab),
-                rsab, $csab, $b, $rsbb, $k, $acc, $bcast, $ptr, $fma, [
-                (0, "[{a0}]", "zmm30", "zmm0", "zmm1"),
-                (1, "[{a0} + {r1}]", "zmm31", "zmm2", "zmm3"),
-                (2, "[{a0} + {r1}*2]", "zmm30", "zmm4", "zmm5"),
-                (3, "[{a0} + {r3}]", "zmm31", "zmm6", "zmm7"),
-                (4, "[{a0} + {r1}*4]", "zmm30", "zmm8", "zmm9"),
-                (5, "[{a0} + {r5}]", "zmm31", "zmm10", "zmm11"),
-                (6, "[{a6}]", "zmm30", "zmm12", "zmm13"),
-                (7, "[{a6} + {r1}]", "zmm31", "zmm14", "zmm15"),
-                (8, "[{a6} + {r1}*2]", "zmm30", "zmm16", "zmm17"),
-                (9, "[{a6} + {r3}]", "zmm31", "zmm18", "zmm19"),
-                (10, "[{a6} + {r1}*4]", "zmm30", "zmm20", "zmm21"),
-                (11, "[{a6} + {r5}]", "zmm31", "zmm22", "zmm23"),
-                (12, "[{a12}]", "zmm30", "zmm24", "zmm25"),
-                (13, "[{a12} + {r1}]", "zmm31", "zmm26", "zmm27")
-            ]);
+            let args = (a0, a0.wrapping_add(6 * rsab), a0.wrapping_add(12 * rsab), rsab);
+            // (row, its address, its A register and that register's low lane, its two
+            // accumulators)
+            strided_loop!(@both $out, args, $csab, $b, $rsbb, $k, $acc, $bcast, $ptr, $fma,
+                          ($store, $ptr, $esz, $astep),
+                [
+                    (0, "[{a0}]", "zmm30", "xmm30", "zmm0", "zmm1"),
+                    (1, "[{a0} + {r1}]", "zmm31", "xmm31", "zmm2", "zmm3"),
+                    (2, "[{a0} + {r1}*2]", "zmm30", "xmm30", "zmm4", "zmm5"),
+                    (3, "[{a0} + {r3}]", "zmm31", "xmm31", "zmm6", "zmm7"),
+                    (4, "[{a0} + {r1}*4]", "zmm30", "xmm30", "zmm8", "zmm9"),
+                    (5, "[{a0} + {r5}]", "zmm31", "xmm31", "zmm10", "zmm11"),
+                    (6, "[{a6}]", "zmm30", "xmm30", "zmm12", "zmm13"),
+                    (7, "[{a6} + {r1}]", "zmm31", "xmm31", "zmm14", "zmm15"),
+                    (8, "[{a6} + {r1}*2]", "zmm30", "xmm30", "zmm16", "zmm17"),
+                    (9, "[{a6} + {r3}]", "zmm31", "xmm31", "zmm18", "zmm19"),
+                    (10, "[{a6} + {r1}*4]", "zmm30", "xmm30", "zmm20", "zmm21"),
+                    (11, "[{a6} + {r5}]", "zmm31", "xmm31", "zmm22", "zmm23"),
+                    (12, "[{a12}]", "zmm30", "xmm30", "zmm24", "zmm25"),
+                    (13, "[{a12} + {r1}]", "zmm31", "xmm31", "zmm26", "zmm27")
+                ])
         }};
-        (@asm $a0:expr, $a6:expr, $a12:expr, $rsab:expr, $csab:expr, $b:expr, $rsbb:expr,
-         $k:expr, $acc:ident, $bcast:literal, $ptr:literal, $fma:literal,
-         [$(($i:tt, $addr:literal, $ar:literal, $c0:tt, $c1:tt)),*]) => {
-            // SAFETY: the small kernel's contract: for p < k, A's rows 0..14 are readable at
-            // `a + i * rsab + p * csab` and B's 2 vectors at `b + p * rsbb`; the loop reads
-            // exactly those, writes no memory, and every register it changes is an operand.
-            std::arch::asm!(
+        (@both $out:expr, $args:ident, $csab:expr, $b:expr, $rsbb:expr, $k:expr, $acc:ident,
+         $bcast:literal, $ptr:literal, $fma:literal,
+         ($store:literal, $sptr:literal, $esz:literal, $astep:literal), $rows:tt) => {
+            match $out {
+                None => strided_loop!(@asm (), $args, $csab, $b, $rsbb, $k, $acc,
+                                      $bcast, $ptr, $fma, $rows),
+                Some(out) => strided_loop!(@asm ($store, $sptr, $esz, $astep, out), $args,
+                                           $csab, $b, $rsbb, $k, $acc, $bcast, $ptr, $fma,
+                                           $rows),
+            }
+        };
+        (@text $st:tt, $bcast:literal, $ptr:literal, $fma:literal,
+         [$(($i:tt, $addr:literal, $ar:literal, $xr:literal, $c0:tt, $c1:tt)),*]) => {
+            concat!(
                 // The loop starts on a cache line: unaligned, the same loop ran 9% slower
                 // (f32 N=256 on one core of a Xeon, 20 rounds interleaved).
-                ".p2align 6",
-                "2:",
-                "prefetcht0 [{b} + {pf}]",
-                "prefetcht0 [{b} + {pf} + 64]",
-                "vmovups zmm28, [{b}]",
-                "vmovups zmm29, [{b} + 64]",
+                ".p2align 6\n",
+                "2:\n",
+                "prefetcht0 [{b} + {pf}]\n",
+                "prefetcht0 [{b} + {pf} + 64]\n",
+                "vmovups zmm28, [{b}]\n",
+                "vmovups zmm29, [{b} + 64]\n",
                 // Always an explicit broadcast: broadcast inside the FMAs (as f32's packed loop
                 // does), the small f32 path ran 12-15% slower, likely because an FMA with an
                 // index register in its address is split in two on Intel (Emerald Rapids, two
                 // threads, 128^3 to 512^3, calls alternated in one process).
-                $(asm_row!((), $bcast, $ptr, $fma, [$addr], $ar, $c0, $c1),)*
-                "add {b}, {rb}",
-                "add {a0}, {cs}",
-                "add {a6}, {cs}",
-                "add {a12}, {cs}",
-                "dec {k}",
-                "jnz 2b",
-                a0 = inout(reg) $a0 => _,
-                a6 = inout(reg) $a6 => _,
-                a12 = inout(reg) $a12 => _,
-                r1 = in(reg) $rsab,
-                r3 = in(reg) 3 * $rsab,
-                r5 = in(reg) 5 * $rsab,
+                $(asm_row!((), $bcast, $ptr, $fma, [$addr], $ar, $c0, $c1),
+                  strided_loop!(@store $st, $i, $xr),)*
+                strided_loop!(@advance $st),
+                "add {b}, {rb}\n",
+                "add {a0}, {cs}\n",
+                "add {a6}, {cs}\n",
+                "add {a12}, {cs}\n",
+                "dec {k}\n",
+                "jnz 2b\n",
+            )
+        };
+        (@store (), $i:tt, $xr:literal) => { "" };
+        (@store ($mov:literal, $ptr:literal, $esz:literal, $astep:literal, $o:expr), $i:tt,
+         $xr:literal) => {
+            concat!($mov, " ", $ptr, " [{o} + ", $esz, "*", $i, "], ", $xr, "\n")
+        };
+        (@advance ()) => { "" };
+        (@advance ($mov:literal, $ptr:literal, $esz:literal, $astep:literal, $o:expr)) => {
+            concat!("add {o}, ", $astep, "\n")
+        };
+        (@asm (), $args:ident, $csab:expr, $b:expr, $rsbb:expr, $k:expr, $acc:ident,
+         $bcast:literal, $ptr:literal, $fma:literal,
+         [$(($i:tt, $addr:literal, $ar:literal, $xr:literal, $c0:tt, $c1:tt)),*]) => {
+            // SAFETY: the small kernel's contract: for p < k, A's rows 0..14 are readable at
+            // `a + i * rsab + p * csab` and B's 2 vectors at `b + p * rsbb`; the loop reads
+            // exactly those, writes no memory, and every register it changes is an operand.
+            std::arch::asm!(
+                strided_loop!(@text (), $bcast, $ptr, $fma,
+                              [$(($i, $addr, $ar, $xr, $c0, $c1)),*]),
+                a0 = inout(reg) $args.0 => _,
+                a6 = inout(reg) $args.1 => _,
+                a12 = inout(reg) $args.2 => _,
+                r1 = in(reg) $args.3,
+                r3 = in(reg) 3 * $args.3,
+                r5 = in(reg) 5 * $args.3,
                 cs = in(reg) $csab,
                 b = inout(reg) $b as *const u8 => _,
                 rb = in(reg) $rsbb,
@@ -310,7 +347,33 @@ pub(super) mod avx512 {
                 $(inout($c0) $acc[$i][0], inout($c1) $acc[$i][1],)*
                 out("zmm28") _, out("zmm29") _, out("zmm30") _, out("zmm31") _,
                 options(nostack, readonly),
-            );
+            )
+        };
+        (@asm ($mov:literal, $sptr:literal, $esz:literal, $astep:literal, $o:expr), $args:ident,
+         $csab:expr, $b:expr, $rsbb:expr, $k:expr, $acc:ident,
+         $bcast:literal, $ptr:literal, $fma:literal,
+         [$(($i:tt, $addr:literal, $ar:literal, $xr:literal, $c0:tt, $c1:tt)),*]) => {
+            // SAFETY: as above, and `o` writable for k * 14 values (the packing kernel's
+            // contract), which the loop writes and nothing else reads meanwhile.
+            std::arch::asm!(
+                strided_loop!(@text ($mov, $sptr, $esz, $astep, $o), $bcast, $ptr, $fma,
+                              [$(($i, $addr, $ar, $xr, $c0, $c1)),*]),
+                a0 = inout(reg) $args.0 => _,
+                a6 = inout(reg) $args.1 => _,
+                a12 = inout(reg) $args.2 => _,
+                r1 = in(reg) $args.3,
+                r3 = in(reg) 3 * $args.3,
+                r5 = in(reg) 5 * $args.3,
+                cs = in(reg) $csab,
+                b = inout(reg) $b as *const u8 => _,
+                rb = in(reg) $rsbb,
+                pf = in(reg) 8 * $rsbb,
+                k = inout(reg) $k => _,
+                o = inout(reg) $o => _,
+                $(inout($c0) $acc[$i][0], inout($c1) $acc[$i][1],)*
+                out("zmm28") _, out("zmm29") _, out("zmm30") _, out("zmm31") _,
+                options(nostack),
+            )
         };
     }
 
@@ -322,7 +385,7 @@ pub(super) mod avx512 {
     macro_rules! kernel_body {
         ($t:ty, $v:ty, $lanes:expr, $mrows:expr, strided = $strided:expr,
          args($ks:ident, $a:ident, $b:ident, $c:ident, $ldc:ident, $accumulate:ident, $mr:ident,
-              $nr:ident, $rsa:ident, $csa:ident, $rsb:ident, $next:ident),
+              $nr:ident, $rsa:ident, $csa:ident, $rsb:ident, $next:ident, $out:ident),
          zero = $zero:expr,
          load_b($lb:ident) = $load_b:expr,
          bcast_a($la:ident) = $bcast_a:expr,
@@ -403,7 +466,17 @@ pub(super) mod avx512 {
                 packed_loop!(a, b, $ks, acc, cpf, ldcb, period, npf, npairs, $asm);
             } else if $mr == MR && $ks > 0 {
                 let esz = elem_size(a);
-                strided_loop!(a, $rsa * esz, $csa * esz, b, $rsb * esz, $ks, acc, $asm);
+                strided_loop!(
+                    a,
+                    $rsa * esz,
+                    $csa * esz,
+                    b,
+                    $rsb * esz,
+                    $ks,
+                    acc,
+                    $out,
+                    $asm
+                );
             } else if 2 * $mr <= MR {
                 // A last tile of at most 7 rows, where they lie (rows past `mr` read row
                 // `mr - 1` again): only the first 7 rows' accumulators, half a tile's work,
@@ -504,10 +577,11 @@ pub(super) mod avx512 {
     }
 
     /// Generates a 14 x (2 * LANES) AVX-512 micro-kernel over packed micro-panels and, with
-    /// `small = NAME`, its twin over operands where they lie (no packing: `SmallKernel`).
+    /// `small = NAME, packing = NAME`, its twin over operands where they lie (no packing:
+    /// `SmallKernel`) and its twin that packs A as it reads it (`PackingKernel`).
     macro_rules! kernel {
         ($name:ident, $p:ty, $t:ty, $v:ty, $lanes:expr, $mrows:expr, $feat:literal,
-         $(small = $small:ident,)?
+         $(small = $small:ident, packing = $packing:ident,)?
          zero = $zero:expr,
          load_b($lb:ident) = $load_b:expr,
          bcast_a($la:ident) = $bcast_a:expr,
@@ -534,8 +608,9 @@ pub(super) mod avx512 {
                 next: super::Prefetch,
             ) {
                 let (rsa, csa, rsb) = (0usize, 0usize, 0usize);
+                let out: Option<*mut $p> = None;
                 kernel_body!($t, $v, $lanes, $mrows, strided = false,
-                    args(ks, a, b, c, ldc, accumulate, mr, nr, rsa, csa, rsb, next),
+                    args(ks, a, b, c, ldc, accumulate, mr, nr, rsa, csa, rsb, next, out),
                     zero = $zero, load_b($lb) = $load_b, bcast_a($la) = $bcast_a,
                     fma($acc, $x, $y) = $fma,
                     load_c = $load_c, add_c = $add_c, store_c = $store_c, asm = $asm)
@@ -562,8 +637,37 @@ pub(super) mod avx512 {
             ) {
                 let accumulate = false;
                 let next = super::Prefetch::NONE;
+                let out: Option<*mut $p> = None;
                 kernel_body!($t, $v, $lanes, $mrows, strided = true,
-                    args(k, a, b, c, ldc, accumulate, mr, nr, rsa, csa, rsb, next),
+                    args(k, a, b, c, ldc, accumulate, mr, nr, rsa, csa, rsb, next, out),
+                    zero = $zero, load_b($lb) = $load_b, bcast_a($la) = $bcast_a,
+                    fma($acc, $x, $y) = $fma,
+                    load_c = $load_c, add_c = $add_c, store_c = $store_c, asm = $asm)
+            }
+
+            /// # Safety
+            /// The CPU must have the target features named above. As for
+            /// `kernel::PackingKernel`: `ks` > 0; a whole tile of 14 rows of A where they lie,
+            /// element (i, p) at `a + i * rsa + p`, readable for i < 14, p < ks; `b` a packed
+            /// micro-panel (ks * NR values); `c` as for the packed kernel with mr = 14; `out`
+            /// writable for ks * 14 values, not otherwise accessed during the call.
+            #[target_feature(enable = $feat)]
+            pub(crate) unsafe fn $packing(
+                ks: usize,
+                a: *const $p,
+                rsa: usize,
+                b: *const $p,
+                c: *mut $t,
+                ldc: usize,
+                accumulate: bool,
+                nr: usize,
+                out: *mut $p,
+            ) {
+                let (csa, rsb, mr) = (1usize, 2 * $lanes, $mrows);
+                let next = super::Prefetch::NONE;
+                let out = Some(out);
+                kernel_body!($t, $v, $lanes, $mrows, strided = true,
+                    args(ks, a, b, c, ldc, accumulate, mr, nr, rsa, csa, rsb, next, out),
                     zero = $zero, load_b($lb) = $load_b, bcast_a($la) = $bcast_a,
                     fma($acc, $x, $y) = $fma,
                     load_c = $load_c, add_c = $add_c, store_c = $store_c, asm = $asm)
@@ -581,6 +685,7 @@ pub(super) mod avx512 {
         MR_WIDE,
         "avx512f",
         small = small_f32,
+        packing = packing_f32,
         zero = _mm512_setzero_ps(),
         load_b(p) = _mm512_loadu_ps(p),
         bcast_a(p) = _mm512_set1_ps(*p),
@@ -601,6 +706,7 @@ pub(super) mod avx512 {
             fma: "vfmadd231ps",
             astep: "56",
             esz: "4",
+            store: "vmovss",
         }
     );
 
@@ -613,6 +719,7 @@ pub(super) mod avx512 {
         MR_WIDE,
         "avx512f",
         small = small_f64,
+        packing = packing_f64,
         zero = _mm512_setzero_pd(),
         load_b(p) = _mm512_loadu_pd(p),
         bcast_a(p) = _mm512_set1_pd(*p),
@@ -627,6 +734,7 @@ pub(super) mod avx512 {
             fma: "vfmadd231pd",
             astep: "112",
             esz: "8",
+            store: "vmovsd",
         }
     );
 
@@ -655,6 +763,7 @@ pub(super) mod avx512 {
             fma: "vdpbf16ps",
             astep: "56",
             esz: "4",
+            store: "vmovd",
         }
     );
 }

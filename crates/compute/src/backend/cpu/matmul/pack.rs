@@ -343,7 +343,7 @@ pub(super) unsafe fn pack_b<S: Copy + 'static, P: PackFrom<S>>(
 /// itself (f32, f64), or two 16-bit values of consecutive k in a 32-bit pair, the first in
 /// the low half as `PackFrom` makes it (little-endian only). `pack_a` and `pack_b` then
 /// move words (transposes) instead of making values one by one.
-fn words_of_source<S: 'static, P: Packed>() -> bool {
+pub(super) fn words_of_source<S: 'static, P: Packed>() -> bool {
     let same = std::any::TypeId::of::<S>() == std::any::TypeId::of::<P>();
     let pairs = P::K_PER == 2
         && size_of::<S>() == 2

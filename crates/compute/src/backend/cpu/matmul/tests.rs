@@ -168,23 +168,29 @@ fn portable_f32(caches: Caches) -> CpuKernel<f32, f32> {
 /// features: callers check).
 #[cfg(target_arch = "x86_64")]
 fn avx512_f32(caches: Caches) -> CpuKernel<f32, f32> {
-    CpuKernel::blocked(
+    let mut k = CpuKernel::blocked(
         "avx512",
         (14, 32),
         avx512::kernel_f32,
         caches,
         Rule::L2Panel,
-    )
+    );
+    // Row-major A then goes through the packing kernel, transposed A through pack_a.
+    k.packing = Some(avx512::packing_f32);
+    k
 }
 #[cfg(target_arch = "x86_64")]
 fn avx512_f64(caches: Caches) -> CpuKernel<f64, f64> {
-    CpuKernel::blocked(
+    let mut k = CpuKernel::blocked(
         "avx512",
         (14, 16),
         avx512::kernel_f64,
         caches,
         Rule::L2Panel,
-    )
+    );
+    // Row-major A then goes through the packing kernel, transposed A through pack_a.
+    k.packing = Some(avx512::packing_f64);
+    k
 }
 #[cfg(target_arch = "x86_64")]
 fn avx512_bf16(caches: Caches) -> CpuKernel<Bf16Pair, f32> {
