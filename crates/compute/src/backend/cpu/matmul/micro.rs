@@ -353,8 +353,9 @@ pub(super) mod avx512 {
          $csab:expr, $b:expr, $rsbb:expr, $k:expr, $acc:ident,
          $bcast:literal, $ptr:literal, $fma:literal,
          [$(($i:tt, $addr:literal, $ar:literal, $xr:literal, $c0:tt, $c1:tt)),*]) => {
-            // SAFETY: as above, and `o` writable for k * 14 values (the packing kernel's
-            // contract), which the loop writes and nothing else reads meanwhile.
+            // SAFETY: the loop reads A and B as the small kernel's (above), and writes only
+            // `o`'s k * 14 values (the packing kernel's contract: writable, not otherwise
+            // accessed during the call); every register it changes is an operand.
             std::arch::asm!(
                 strided_loop!(@text ($mov, $sptr, $esz, $astep, $o), $bcast, $ptr, $fma,
                               [$(($i, $addr, $ar, $xr, $c0, $c1)),*]),

@@ -61,11 +61,11 @@ use pack::{pack_a, pack_b, words_of_source, PackFrom, Packed};
 /// which check); `apack` must hold the mc x kc block packed by `pack_a` with `k.mr`
 /// (ceil(mc / mr) * mr * ks values), or with `fused` only its last partial tile of rows
 /// (the rest is written here), `fused`'s pointer then A's block: 14 rows of ks values at
-/// `rsa` apart for each whole tile, and j1 - j0 >= nr; `bpack` the panel packed by `pack_b`
-/// with `k.nr` covering columns up to j1 rounded up to nr (ceil(j1 / nr) * nr * ks values),
-/// with j0 a multiple of nr; `c` must be valid for reads and writes of rows 0..mc and
-/// columns j0..j1 at row stride `ldc`, and no other thread may touch that block during the
-/// call.
+/// `rsa` apart for each whole tile, `k.mr` 14 (the twin's tile) and j1 - j0 >= nr; `bpack`
+/// the panel packed by `pack_b` with `k.nr` covering columns up to j1 rounded up to nr
+/// (ceil(j1 / nr) * nr * ks values), with j0 a multiple of nr; `c` must be valid for reads
+/// and writes of rows 0..mc and columns j0..j1 at row stride `ldc`, and no other thread may
+/// touch that block during the call.
 #[allow(clippy::too_many_arguments)]
 unsafe fn macro_kernel<P: Packed, D>(
     k: &CpuKernel<P, D>,
@@ -80,7 +80,8 @@ unsafe fn macro_kernel<P: Packed, D>(
     fused: Option<(PackingKernel<P, D>, *const P, usize)>,
 ) {
     let (mr_, nr_) = (k.mr, k.nr);
-    debug_assert!(fused.is_none() || j1 - j0 >= nr_);
+    // The packing kernels' tiles are 14 rows (the AVX-512 kernels', whose twins they are).
+    debug_assert!(fused.is_none() || (j1 - j0 >= nr_ && mr_ == 14));
     let panel_bytes = ks * nr_ * std::mem::size_of::<P>();
     let panel_lines = panel_bytes / 64;
     let tiles = mc.div_ceil(mr_);
@@ -548,9 +549,13 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
                 let mc_even = rows.len().div_ceil(blocks).next_multiple_of(mr).min(mcb);
                 for ic in rows.clone().step_by(mc_even) {
                     let mc = mc_even.min(rows.end - ic);
-                    // SAFETY: pack_a reads A rows ic..ic + mc (< m, since mc <= rows.end -
-                    // ic) and columns pc..pc + kc (<= k), valid by gemm_with's # Safety.
-                    // apack has ceil(min(MC, m) / mr) * mr * ks_max >= the packed size.
+                    // SAFETY: pack_a (or, for the whole tiles with `fused`, the packing
+                    // kernel in macro_kernel's first column) reads A rows ic..ic + mc (< m,
+                    // since mc <= rows.end - ic) and columns pc..pc + kc (<= k), valid by
+                    // gemm_with's # Safety; with `fused`, A is row-major of f32 or f64
+                    // (words_of_source: S is P) and the kernel is AVX-512's (14-row tiles).
+                    // apack, this thread's own, has ceil(min(MC, m) / mr) * mr * ks_max >=
+                    // the packed size, written by one or the other.
                     // `cblk` is C + ic * n + jc + cols.0, inside `c` (m * n elements by #
                     // Safety); macro_kernel writes rows ic..ic + mc and columns jc + cols.0
                     // .. jc + cols.1 of C; the units of a Split are disjoint (runs of whole

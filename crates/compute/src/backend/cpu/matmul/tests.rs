@@ -392,6 +392,66 @@ fn two_threads_on_shares_of_columns_match_the_naive_loop() {
     }
 }
 
+/// A row-major A whose rows are further apart than k (a block of a wider matrix), through
+/// the packing kernels (`PackingKernel`): over several KC slices and MC blocks (TINY
+/// caches), on one and two threads, with fewer rows than a tile (no whole tile: `pack_a`
+/// alone), one tile and a partial one, and blocks of whole and partial tiles.
+#[test]
+fn a_block_of_a_wider_a_through_the_packing_kernels_matches_the_naive_loop() {
+    fn run<T: Accum + PackFrom<T> + Into<f64> + Copy + Send + Sync + 'static>(
+        kern: &CpuKernel<T, T>,
+        to: impl Fn(f64) -> T,
+        tol: f64,
+    ) {
+        for (m, n, k) in [(10, 40, 50), (27, 33, 131), (260, 300, 231)] {
+            let lda = k + 5;
+            let a: Vec<T> = values(m * lda, 3).into_iter().map(&to).collect();
+            let b: Vec<T> = values(k * n, 4).into_iter().map(&to).collect();
+            let af: Vec<f64> = a.iter().map(|&x| x.into()).collect();
+            let bf: Vec<f64> = b.iter().map(|&x| x.into()).collect();
+            let want = naive(m, n, k, (&af, lda, 1), (&bf, n, 1));
+            for threads in [1, 2] {
+                let mut c = vec![T::default(); m * n];
+                // SAFETY: the views cover m rows of lda >= k values and k x n values, all
+                // allocated above; c holds m * n; the kernel's CPU features were checked.
+                unsafe {
+                    gemm_with(
+                        kern,
+                        m,
+                        n,
+                        k,
+                        view(&a, lda, 1),
+                        view(&b, n, 1),
+                        &mut c,
+                        threads,
+                        None,
+                    )
+                };
+                for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
+                    let g: f64 = (*g).into();
+                    assert!(
+                        (g - w).abs() <= tol * k as f64 * w.abs().max(1.0),
+                        "{m}x{n}x{k} threads={threads} at {idx}: {g}, naive {w}"
+                    );
+                }
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        let k32 = avx512_f32(TINY);
+        assert!(k32.packing.is_some());
+        run(&k32, |x| x as f32, 1e-6);
+        run(&avx512_f64(TINY), |x| x, 1e-15);
+        return;
+    }
+    accelkit_testkit::skip(
+        "avx512",
+        "this CPU has no avx512f",
+        "a_block_of_a_wider_a_through_the_packing_kernels_matches_the_naive_loop",
+    );
+}
+
 /// On many cores C's rows are shared in whole tiles, and the shares can run out before the
 /// last threads: with 16 threads and 6-row tiles, m = 400 gives shares of 30 rows and nothing
 /// for threads 14 and 15. Found on a 16-core Xeon, where `accel bench matmul --size 1024`
