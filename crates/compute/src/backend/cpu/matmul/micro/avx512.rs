@@ -673,8 +673,8 @@ kernel!(
     // rather than 44, each A value loaded twice (the second from L1). Emerald Rapids VM,
     // the two alternated call by call in one process, median ratio over pairs: N=2000
     // one thread 1.047 (87 of 120 pairs faster), two threads 1.012 (125 of 214); N=4096
-    // two threads 1.014; N=1000 1.009; N=600 1.000. f64 the same way read 0.993 and
-    // 1.001, and stays as it was.
+    // two threads 1.014; N=1000 1.009; N=600 1.000. (f64 the same way read 0.993 and 1.001
+    // there; see kernel_f64.)
     asm = {
         embed: ("{{1to16}}"),
         bcast: "vbroadcastss",
@@ -706,7 +706,8 @@ kernel!(
     // Broadcasts inside the FMAs, as f32's (30 instructions a step rather than 44). Zen 4,
     // paired in one process against `vbroadcastsd` + FMAs: two threads N=2000 1.007 and
     // 1.009, N=4096 1.015, N=1000 1.002, N=512 1.002; one thread N=2000 1.012, N=1000
-    // 1.000. f32's gained 1.2% (two threads) and 4.7% (one) on an Intel Xeon.
+    // 1.000. On the Emerald Rapids VM (eighth session, kernel_f32's note) 0.993 and 1.001:
+    // level there, a little ahead here.
     asm = {
         embed: ("{{1to8}}"),
         bcast: "vbroadcastsd",
