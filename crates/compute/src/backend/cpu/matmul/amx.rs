@@ -463,26 +463,12 @@ pub(super) unsafe fn tile_portable<S: Half>(
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod tile_asm;
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod asm_kernel {
+    use super::tile_asm::{enter, kernel_bf16, kernel_fp16, leave};
     use super::*;
-    use std::arch::asm;
-
-    /// LDTILECFG's 64 bytes: palette 1; tiles 0-7 all 16 rows of 64 bytes (bytes 16-31:
-    /// bytes per row of each tile, little-endian u16; bytes 48-55: rows).
-    #[repr(C, align(64))]
-    struct Config([u8; 64]);
-
-    static CONFIG: Config = {
-        let mut c = [0u8; 64];
-        c[0] = 1;
-        let mut t = 0;
-        while t < 8 {
-            c[16 + 2 * t] = 64;
-            c[48 + t] = 16;
-            t += 1;
-        }
-        Config(c)
-    };
 
     /// The tile kernel for each 16-bit type, and the CPUID flag it needs (as
     /// `system::amx_features` names it): `tdpbf16ps` for bf16, `tdpfp16ps` for f16.
@@ -505,91 +491,6 @@ mod asm_kernel {
             .is_ok()
             .then(|| Tiles::blocked(S::RUN, enter, leave, Caches::of_this_machine()))
     }
-
-    /// # Safety
-    /// AMX-TILE, with the tile data permitted (`permit`).
-    unsafe fn enter() {
-        asm!("ldtilecfg [{}]", in(reg) CONFIG.0.as_ptr(), options(nostack, readonly));
-    }
-
-    /// # Safety
-    /// AMX-TILE.
-    unsafe fn leave() {
-        asm!("tilerelease", options(nostack, nomem));
-    }
-
-    macro_rules! tile_kernel {
-        ($name:ident, $ins:literal) => {
-            /// C's four tiles: tmm0 (rows 0-15, columns 0-15), tmm1 (0-15, 16-31), tmm2 (16-31,
-            /// 0-15), tmm3 (16-31, 16-31); A's two row tiles in tmm4 and tmm5, B's two column tiles
-            /// in tmm6 and tmm7. Each turn of the loop covers 32 of k: A moves 64 bytes along its
-            /// rows, B 16 steps of 128 bytes down its micro-panel.
-            ///
-            #[doc = concat!("# Safety\nSee [`TileKernel`]; `", $ins, "` needs its AMX feature \
-                (AMX-BF16 for tdpbf16ps, AMX-FP16 for tdpfp16ps).")]
-            unsafe fn $name(
-                chunks: usize,
-                a: *const Bf16Pair,
-                sa: usize,
-                b: *const Bf16Pair,
-                c: *mut f32,
-                sc: usize,
-                load: bool,
-            ) {
-                debug_assert!(chunks >= 1);
-                let a16 = (a as *const u8).add(16 * sa);
-                let c16 = (c as *mut u8).add(16 * sc);
-                asm!(
-                    "test {load}, {load}",
-                    "jz 3f",
-                    "tileloadd tmm0, [{c} + {sc}*1]",
-                    "tileloadd tmm1, [{c} + {sc}*1 + 64]",
-                    "tileloadd tmm2, [{c16} + {sc}*1]",
-                    "tileloadd tmm3, [{c16} + {sc}*1 + 64]",
-                    "jmp 4f",
-                    "3:",
-                    "tilezero tmm0",
-                    "tilezero tmm1",
-                    "tilezero tmm2",
-                    "tilezero tmm3",
-                    "4:",
-                    ".p2align 4",
-                    "2:",
-                    "tileloadd tmm4, [{a} + {sa}*1]",
-                    "tileloadd tmm6, [{b} + {sb}*1]",
-                    "tileloadd tmm7, [{b} + {sb}*1 + 64]",
-                    concat!($ins, " tmm0, tmm4, tmm6"),
-                    concat!($ins, " tmm1, tmm4, tmm7"),
-                    "tileloadd tmm5, [{a16} + {sa}*1]",
-                    concat!($ins, " tmm2, tmm5, tmm6"),
-                    concat!($ins, " tmm3, tmm5, tmm7"),
-                    "add {a}, 64",
-                    "add {a16}, 64",
-                    "add {b}, {bstep}",
-                    "dec {n}",
-                    "jnz 2b",
-                    "tilestored [{c} + {sc}*1], tmm0",
-                    "tilestored [{c} + {sc}*1 + 64], tmm1",
-                    "tilestored [{c16} + {sc}*1], tmm2",
-                    "tilestored [{c16} + {sc}*1 + 64], tmm3",
-                    load = in(reg) load as usize,
-                    c = in(reg) c,
-                    c16 = in(reg) c16,
-                    sc = in(reg) sc,
-                    a = inout(reg) a => _,
-                    a16 = inout(reg) a16 => _,
-                    sa = in(reg) sa,
-                    b = inout(reg) b => _,
-                    sb = in(reg) NR * 4,
-                    bstep = const STEP * NR * 4,
-                    n = inout(reg) chunks => _,
-                    options(nostack),
-                );
-            }
-        };
-    }
-    tile_kernel!(kernel_bf16, "tdpbf16ps");
-    tile_kernel!(kernel_fp16, "tdpfp16ps");
 
     /// Asks Linux for the tile data registers (once a process; every thread then has them).
     pub(super) fn permit() -> Result<(), String> {
@@ -644,42 +545,48 @@ mod asm_kernel {
         let b: Vec<Bf16Pair> = (0..CH * STEP * NR)
             .map(|i| pair((i % 3) as f32 - 1.0, (i % 11) as f32 - 5.0))
             .collect();
-        let mut want = vec![0f32; MR * NR];
-        for i in 0..MR {
-            for j in 0..NR {
-                let mut acc = (i * NR + j) as f32;
-                for s in 0..CH * STEP {
-                    acc += pair_dot::<S>(a[i * CH * STEP + s], b[s * NR + j]);
-                }
-                want[i * NR + j] = acc;
+        // The sums alone (C not loaded), then C = its own index + the sums (loaded).
+        let sums: Vec<f32> = (0..MR * NR)
+            .map(|ij| {
+                let (i, j) = (ij / NR, ij % NR);
+                (0..CH * STEP)
+                    .map(|s| pair_dot::<S>(a[i * CH * STEP + s], b[s * NR + j]))
+                    .sum()
+            })
+            .collect();
+        for load in [false, true] {
+            let start = |i: usize| if load { i as f32 } else { -1.0 };
+            let mut got = Block([0.0; MR * NR]);
+            for (i, v) in got.0.iter_mut().enumerate() {
+                *v = start(i);
+            }
+            // SAFETY: permit() succeeded (`decide` calls it first) and the CPU has AMX-TILE
+            // and S's feature (checked there); a holds 32 rows of CH * STEP pairs, b CH * STEP
+            // steps of NR, got 32 x 32 f32, all local.
+            unsafe {
+                enter();
+                S::RUN(
+                    CH,
+                    a.as_ptr(),
+                    CH * STEP * 4,
+                    b.as_ptr(),
+                    got.0.as_mut_ptr(),
+                    NR * 4,
+                    load,
+                );
+                leave();
+            }
+            let want = |i: usize| if load { start(i) + sums[i] } else { sums[i] };
+            if let Some(i) = (0..MR * NR).find(|&i| got.0[i] != want(i)) {
+                return Err(format!(
+                    "the AMX self-check computed {} where {} is right (element {i}, C {}); \
+                     not using AMX",
+                    got.0[i],
+                    want(i),
+                    if load { "loaded" } else { "not loaded" }
+                ));
             }
         }
-        let mut got = Block([0.0; MR * NR]);
-        for (i, v) in got.0.iter_mut().enumerate() {
-            *v = i as f32;
-        }
-        // SAFETY: permit() succeeded (`decide` calls it first) and the CPU has AMX-TILE and
-        // S's feature (checked there); a holds 32 rows of CH * STEP pairs, b CH * STEP steps of
-        // NR, got 32 x 32 f32, all local.
-        unsafe {
-            enter();
-            S::RUN(
-                CH,
-                a.as_ptr(),
-                CH * STEP * 4,
-                b.as_ptr(),
-                got.0.as_mut_ptr(),
-                NR * 4,
-                true,
-            );
-            leave();
-        }
-        match got.0.iter().zip(&want).position(|(g, w)| g != w) {
-            None => Ok(()),
-            Some(i) => Err(format!(
-                "the AMX self-check computed {} where {} is right (element {i}); not using AMX",
-                got.0[i], want[i]
-            )),
-        }
+        Ok(())
     }
 }
