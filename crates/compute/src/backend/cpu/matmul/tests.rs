@@ -213,6 +213,10 @@ fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
         k.mc
     );
     check(&k, |x| x as f32, |x| x as f64, 1e-6);
+    // f16 operands, widened to f32 while packing (`pack::widen_f16`): the naive loop runs
+    // on the same f16 values, so only f32's sums round.
+    let f16_in = (half::f16::from_f64, |x: half::f16| x.to_f64());
+    check(&k, f16_in.0, f16_in.1, 1e-6);
     let k = CpuKernel::blocked(
         "portable",
         (6, 8),
@@ -224,12 +228,9 @@ fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            check(
-                &CpuKernel::blocked("avx2", (6, 16), avx2::kernel_f32, TINY, Rule::L1Panel),
-                |x| x as f32,
-                |x| x as f64,
-                1e-6,
-            );
+            let k = CpuKernel::blocked("avx2", (6, 16), avx2::kernel_f32, TINY, Rule::L1Panel);
+            check(&k, |x| x as f32, |x| x as f64, 1e-6);
+            check(&k, f16_in.0, f16_in.1, 1e-6);
             check(
                 &CpuKernel::blocked("avx2", (6, 8), avx2::kernel_f64, TINY, Rule::L1Panel),
                 |x| x,
@@ -241,6 +242,7 @@ fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
         }
         if std::is_x86_feature_detected!("avx512f") {
             check(&avx512_f32(TINY), |x| x as f32, |x| x as f64, 1e-6);
+            check(&avx512_f32(TINY), f16_in.0, f16_in.1, 1e-6);
             check(&avx512_f64(TINY), |x| x, |x| x, 1e-15);
         } else {
             accelkit_testkit::skip(
@@ -272,6 +274,9 @@ fn avx512_kernels_over_deep_slices_match_the_naive_loop() {
         let k = avx512_f32(DEEP);
         assert_eq!(k.kc, 200);
         check_shapes(&k, &DEEP_SHAPES, &[1, 2], |x| x as f32, |x| x as f64, 1e-6);
+        // f16 widened while packing, in several runs of `pack::WIDE_STEPS` a slice.
+        let f16_in = (half::f16::from_f64, |x: half::f16| x.to_f64());
+        check_shapes(&k, &DEEP_SHAPES, &[1, 2], f16_in.0, f16_in.1, 1e-6);
         let k = avx512_f64(DEEP);
         assert_eq!(k.kc, 200);
         check_shapes(&k, &DEEP_SHAPES, &[1, 2], |x| x, |x| x, 1e-15);
