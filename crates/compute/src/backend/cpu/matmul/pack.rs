@@ -224,7 +224,7 @@ pub(super) unsafe fn pack_b<S: Copy + 'static, P: PackFrom<S>>(
                         std::slice::from_raw_parts(b.ptr.add(p * b.rs + j0), w)
                     };
                     if P::K_PER == 1 {
-                        if !widen_f16(row(p0), body) {
+                        if !widen(row(p0), body) {
                             for (v, &x) in body.iter_mut().zip(row(p0)) {
                                 *v = P::make(|_| Some(x));
                             }
@@ -327,10 +327,10 @@ pub(super) unsafe fn pack_b<S: Copy + 'static, P: PackFrom<S>>(
                         // # Safety, and contiguous (rs == 1).
                         let col =
                             std::slice::from_raw_parts(b.ptr.add(s0 + (j0 + j) * b.cs), s1 - s0);
-                        if widens_f16::<S, P>() {
-                            // f16: the column widened a vector at a time first.
+                        if widens::<S, P>() {
+                            // f16, bf16: the column widened a vector at a time first.
                             let mut wide = [P::default(); BLOCK];
-                            widen_f16(col, &mut wide[..col.len()]);
+                            widen(col, &mut wide[..col.len()]);
                             for (t, &v) in wide[..col.len()].iter().enumerate() {
                                 // SAFETY: as below.
                                 *base.add((s0 + t) * nr + j) = v;
@@ -381,30 +381,43 @@ pub(super) fn words_of_source<S: 'static, P: Packed>() -> bool {
     same || pairs
 }
 
-/// Whether S is f16 and P f32: packing then widens whole runs of a row at once
-/// ([`widen_f16`]) instead of one value at a time (a call into `half` per value, which
-/// measured 15% of an f16 N=1024 product on Zen 4, packing included).
-fn widens_f16<S: 'static, P: 'static>() -> bool {
+/// Whether S is a 16-bit float (f16 or bf16) and P f32: packing then widens whole runs of a
+/// row at once ([`widen`]) instead of one value at a time (for f16 a call into `half` per
+/// value, which measured 15% of an f16 N=1024 product on Zen 4, packing included).
+fn widens<S: 'static, P: 'static>() -> bool {
     use std::any::TypeId;
-    TypeId::of::<S>() == TypeId::of::<half::f16>() && TypeId::of::<P>() == TypeId::of::<f32>()
+    let s = TypeId::of::<S>();
+    (s == TypeId::of::<half::f16>() || s == TypeId::of::<half::bf16>())
+        && TypeId::of::<P>() == TypeId::of::<f32>()
 }
 
-/// `dst[t] = src[t]` widened, a vector at a time (`half`'s slice conversion: F16C where the
-/// CPU has it), where [`widens_f16`] says S is f16 and P f32; returns false and touches
-/// nothing otherwise. Both slices must have one length (`half` panics otherwise).
-fn widen_f16<S: 'static, P: 'static>(src: &[S], dst: &mut [P]) -> bool {
-    if !widens_f16::<S, P>() {
+/// `dst[t] = src[t]` widened, a vector at a time (f16: `half`'s slice conversion, F16C where
+/// the CPU has it; bf16: a shift), where [`widens`] says S is f16 or bf16 and P f32;
+/// returns false and touches nothing otherwise. Both slices must have one length (`half`
+/// panics otherwise).
+fn widen<S: 'static, P: 'static>(src: &[S], dst: &mut [P]) -> bool {
+    use half::slice::HalfFloatSliceExt;
+    use std::any::TypeId;
+    if !widens::<S, P>() {
         return false;
     }
-    // SAFETY: S is f16 and P is f32 (checked just above), so these are the same slices
-    // with their own types.
-    let (src, dst) = unsafe {
-        (
-            std::slice::from_raw_parts(src.as_ptr() as *const half::f16, src.len()),
-            std::slice::from_raw_parts_mut(dst.as_mut_ptr() as *mut f32, dst.len()),
-        )
-    };
-    half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, dst);
+    // SAFETY: P is f32 (`widens`), so this is the same slice with its own type.
+    let dst = unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr() as *mut f32, dst.len()) };
+    // SAFETY (both): S is the type the pointer is cast to, checked just before.
+    if TypeId::of::<S>() == TypeId::of::<half::f16>() {
+        let src =
+            unsafe { std::slice::from_raw_parts(src.as_ptr() as *const half::f16, src.len()) };
+        src.convert_to_f32_slice(dst);
+    } else {
+        // A shift, inline here (where the compiler vectorizes it for this function's
+        // callers) rather than `half`'s slice conversion, a call per run: through that call
+        // bf16's 64 x 1024 x 1024 on the AVX2 kernel ran 0.88x the value-by-value packing.
+        let src =
+            unsafe { std::slice::from_raw_parts(src.as_ptr() as *const half::bf16, src.len()) };
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = f32::from_bits((s.to_bits() as u32) << 16);
+        }
+    }
     true
 }
 
@@ -567,11 +580,11 @@ pub(super) unsafe fn pack_a<S: Copy + 'static, P: PackFrom<S>>(
                     panel[full * mr + i] = at(i0 + i, per * full);
                 }
             }
-        } else if a.cs == 1 && widens_f16::<S, P>() && mr <= WIDE_ROWS {
-            // Row-major f16 A into f32 panels: runs of WIDE_STEPS values of each row widened
-            // into a small buffer, then dealt out as a transpose of f32 words (AVX-512, 16
-            // steps at a time, as for f32's own) or one at a time.
-            // P is f32 (`widens_f16`): the panel's values as f32.
+        } else if a.cs == 1 && widens::<S, P>() && mr <= WIDE_ROWS {
+            // Row-major f16 or bf16 A into f32 panels: runs of WIDE_STEPS values of each row
+            // widened into a small buffer, then dealt out as a transpose of f32 words
+            // (AVX-512, 16 steps at a time, as for f32's own) or one at a time.
+            // P is f32 (`widens`): the panel's values as f32.
             let out = panel.as_mut_ptr() as *mut f32;
             pack_a_widened(
                 h,
@@ -617,8 +630,8 @@ const WIDE_ROWS: usize = 16;
 /// Values of each row widened at a time (a multiple of the transposes' 16 steps).
 const WIDE_STEPS: usize = 64;
 
-/// One mr-tall panel of steps 0..kc from rows 0..h (`row(i)`, kc f16 values each) widened to
-/// f32 at `out[s * mr + i]`; rows h..mr are left to the caller.
+/// One mr-tall panel of steps 0..kc from rows 0..h (`row(i)`, kc f16 or bf16 values each)
+/// widened to f32 at `out[s * mr + i]`; rows h..mr are left to the caller.
 ///
 /// # Safety
 /// `out` must be valid for writes of kc * mr f32; h <= mr <= WIDE_ROWS.
@@ -633,7 +646,7 @@ unsafe fn pack_a_widened<'r, S: 'static>(
     for s0 in (0..kc).step_by(WIDE_STEPS) {
         let len = WIDE_STEPS.min(kc - s0);
         for (i, b) in buf.iter_mut().enumerate().take(h) {
-            widen_f16(&row(i)[s0..s0 + len], &mut b[..len]);
+            widen(&row(i)[s0..s0 + len], &mut b[..len]);
         }
         #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut first = 0;

@@ -213,10 +213,12 @@ fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
         k.mc
     );
     check(&k, |x| x as f32, |x| x as f64, 1e-6);
-    // f16 operands, widened to f32 while packing (`pack::widen_f16`): the naive loop runs
-    // on the same f16 values, so only f32's sums round.
+    // f16 and bf16 operands, widened to f32 while packing (`pack::widen`): the naive loop
+    // runs on the same 16-bit values, so only f32's sums round.
     let f16_in = (half::f16::from_f64, |x: half::f16| x.to_f64());
+    let bf16_in = (bf16::from_f64, |x: bf16| x.to_f64());
     check(&k, f16_in.0, f16_in.1, 1e-6);
+    check(&k, bf16_in.0, bf16_in.1, 1e-6);
     let k = CpuKernel::blocked(
         "portable",
         (6, 8),
@@ -231,6 +233,7 @@ fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
             let k = CpuKernel::blocked("avx2", (6, 16), avx2::kernel_f32, TINY, Rule::L1Panel);
             check(&k, |x| x as f32, |x| x as f64, 1e-6);
             check(&k, f16_in.0, f16_in.1, 1e-6);
+            check(&k, bf16_in.0, bf16_in.1, 1e-6);
             check(
                 &CpuKernel::blocked("avx2", (6, 8), avx2::kernel_f64, TINY, Rule::L1Panel),
                 |x| x,
@@ -243,6 +246,7 @@ fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
         if std::is_x86_feature_detected!("avx512f") {
             check(&avx512_f32(TINY), |x| x as f32, |x| x as f64, 1e-6);
             check(&avx512_f32(TINY), f16_in.0, f16_in.1, 1e-6);
+            check(&avx512_f32(TINY), bf16_in.0, bf16_in.1, 1e-6);
             check(&avx512_f64(TINY), |x| x, |x| x, 1e-15);
         } else {
             accelkit_testkit::skip(
@@ -274,9 +278,11 @@ fn avx512_kernels_over_deep_slices_match_the_naive_loop() {
         let k = avx512_f32(DEEP);
         assert_eq!(k.kc, 200);
         check_shapes(&k, &DEEP_SHAPES, &[1, 2], |x| x as f32, |x| x as f64, 1e-6);
-        // f16 widened while packing, in several runs of `pack::WIDE_STEPS` a slice.
+        // f16 and bf16 widened while packing, in several runs of `pack::WIDE_STEPS` a slice.
         let f16_in = (half::f16::from_f64, |x: half::f16| x.to_f64());
         check_shapes(&k, &DEEP_SHAPES, &[1, 2], f16_in.0, f16_in.1, 1e-6);
+        let bf16_in = (bf16::from_f64, |x: bf16| x.to_f64());
+        check_shapes(&k, &DEEP_SHAPES, &[1, 2], bf16_in.0, bf16_in.1, 1e-6);
         let k = avx512_f64(DEEP);
         assert_eq!(k.kc, 200);
         check_shapes(&k, &DEEP_SHAPES, &[1, 2], |x| x, |x| x, 1e-15);
