@@ -295,6 +295,19 @@ pub(crate) unsafe fn gemm_f16(
 pub(crate) type Finish<'a, D> =
     &'a (dyn Fn(*const D, std::ops::Range<usize>, std::ops::Range<usize>) + Sync);
 
+/// The most rows of C for which `gemm_with` gives each thread a share of columns (all the
+/// rows) rather than shares of rows, where C is wide enough (four micro-panels a thread).
+/// With shares of rows every thread reads every packed micro-panel of B, half of them packed
+/// by the other core, once per block of A; with shares of columns each reads only its own,
+/// and A is packed by both. Measured on Zen 4 (two threads, blocks of calls of one kind
+/// alternated in one process, median over 8 rounds): f32 N=512 1.05x, 640 1.16x, 768 1.03x,
+/// 256 x 1024 x 1024 1.04x, 700 x 3000 x 700 1.04x; f64 N=384 1.17x, 512 1.06x, 640 1.04x,
+/// 512 x 2000 x 2000 1.14x; bf16 N=384 1.09x, 512 1.05x, 640 1.19x, 768 1.16x, 256 x 1024
+/// x 1024 1.55x, 512 x 2000 x 2000 1.28x. At N=1024 mixed (f32 0.99, f64 1.02, bf16 1.01),
+/// so not there; with C 200 columns wide (768 x 200 x 1000: 7 micro-panels, 4 against 3)
+/// 0.85-0.91x, hence the width condition.
+const COLUMNS_MAX_ROWS: usize = 768;
+
 /// How many units of work a phase is cut into per thread at most (`Split`, `pack_units`):
 /// enough that a thread slowed by another process on its CPU (a busy sibling hyperthread, a
 /// neighbour on a shared VM) hands units to the other, few enough that each A block still
@@ -495,9 +508,11 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
             let panels = &mut bpack[..ks * nc.div_ceil(nr) * nr];
             let (dst, len) = (OutPtr(panels.as_mut_ptr()), panels.len());
             let split = Split::new(threads, (m, nc), (mr, nr), mcb);
-            // C of up to two blocks of rows: one share of columns a thread instead (see
+            // C of up to two blocks of rows, or of up to COLUMNS_MAX_ROWS rows and at least
+            // four micro-panels a thread: one share of columns a thread instead (see
             // `Split::columns`).
-            let split = if threads > 1 && split.rows && m <= 2 * mcb {
+            let wide = m <= COLUMNS_MAX_ROWS && nc >= threads * 4 * nr;
+            let split = if threads > 1 && split.rows && (m <= 2 * mcb || wide) {
                 Split::columns(threads, (m, nc), (mr, nr))
             } else {
                 split

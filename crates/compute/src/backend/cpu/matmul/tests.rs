@@ -313,9 +313,11 @@ fn avx512_kernels_over_deep_slices_match_the_naive_loop() {
     );
 }
 
-/// Above PARALLEL_MIN_FLOPS, so that two threads pack each B panel together (each a range
-/// of its k steps) and split C, over many KC slices and MC blocks (TINY caches).
-const PARALLEL_SHAPES: [(usize, usize, usize); 1] = [(260, 300, 231)];
+/// Above PARALLEL_MIN_FLOPS, so that two threads split C over many KC slices and MC blocks
+/// (TINY caches): 260 rows and 300 columns in shares of columns, each thread packing its
+/// own micro-panels (`COLUMNS_MAX_ROWS`); 800 rows in shares of rows, the two threads
+/// packing each B panel together (each a range of its k steps).
+const PARALLEL_SHAPES: [(usize, usize, usize); 2] = [(260, 300, 231), (800, 96, 64)];
 
 #[test]
 fn two_threads_over_many_slices_match_the_naive_loop() {
