@@ -192,8 +192,8 @@ impl Half {
     }
 }
 
-/// A's and B's values at (i, k) and (k, j): multiples of 1/4 and 1/2 from -1.5 to 2, exact in
-/// both formats, whose products and sums of up to 128 are exact in f32.
+/// A's and B's values at (i, k) and (k, j): multiples of 1/4 from -1.5 to 1.5 and of 1/2
+/// from -2 to 2, exact in both formats, whose products and sums of up to 128 are exact in f32.
 fn a_val(i: usize, k: usize) -> f32 {
     ((i * 7 + k * 3) % 13) as f32 * 0.25 - 1.5
 }
@@ -219,8 +219,9 @@ static mut BUF: Buffers = Buffers {
 };
 
 /// One call of `fmt`'s tile kernel: `chunks` x 32 of k, A rows `a_pairs` pairs apart (the
-/// pairs past the product hold NaN, which must not be read), C rows `c_cols` floats apart
-/// (the floats past column 32 hold a sentinel, which must not change), C loaded or not.
+/// pairs past the product hold NaN, which must not be read, as do B's steps past it), C rows
+/// `c_cols` floats apart (the floats past column 32 hold a sentinel, which must not change),
+/// C loaded or not.
 /// Returns how many values differ from the f64 loop.
 fn case(fmt: Half, chunks: usize, a_pairs: usize, c_cols: usize, load: bool) -> usize {
     assert!(chunks <= 4 && a_pairs >= chunks * STEP && a_pairs <= A_PAIRS);
@@ -240,9 +241,13 @@ fn case(fmt: Half, chunks: usize, a_pairs: usize, c_cols: usize, load: bool) -> 
             };
         }
     }
-    for s in 0..chunks * STEP {
+    for s in 0..4 * STEP {
         for j in 0..NR {
-            buf.b[s * NR + j] = pair(b_val(2 * s, j), b_val(2 * s + 1, j));
+            buf.b[s * NR + j] = if s < chunks * STEP {
+                pair(b_val(2 * s, j), b_val(2 * s + 1, j))
+            } else {
+                NAN_PAIR
+            };
         }
     }
     let start = |i: usize, j: usize| i as f32 - 2.0 * j as f32;

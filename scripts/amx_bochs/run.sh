@@ -39,7 +39,8 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 RUSTFLAGS="-C relocation-model=static -C link-arg=-T$here/linker.ld -C link-arg=-zmax-page-size=0x1000" \
   cargo build -q --release --manifest-path "$here/Cargo.toml" --target x86_64-unknown-none \
-  --target-dir "${AMX_BOCHS_TARGET:-$here/../../target/amx-bochs}"
+  --target-dir "${AMX_BOCHS_TARGET:-$here/../../target/amx-bochs}" ||
+  { echo "amx-bochs: FAIL: the program did not build" >&2; exit 1; }
 elf="${AMX_BOCHS_TARGET:-$here/../../target/amx-bochs}/x86_64-unknown-none/release/amx-bochs"
 
 mkdir -p "$work/iso/boot/grub"

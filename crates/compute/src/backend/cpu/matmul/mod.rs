@@ -295,8 +295,9 @@ pub(crate) unsafe fn gemm_f16(
 pub(crate) type Finish<'a, D> =
     &'a (dyn Fn(*const D, std::ops::Range<usize>, std::ops::Range<usize>) + Sync);
 
-/// The most rows of C for which `gemm_with` gives each thread a share of columns (all the
-/// rows) rather than shares of rows, where C is wide enough (four micro-panels a thread).
+/// The most rows of C for which `gemm_with` gives each of two threads a share of columns
+/// (all the rows) rather than shares of rows, where C is wide enough (four micro-panels a
+/// thread).
 /// With shares of rows every thread reads every packed micro-panel of B, half of them packed
 /// by the other core, once per block of A; with shares of columns each reads only its own,
 /// and A is packed by both. Measured on Zen 4 (two threads, blocks of calls of one kind
@@ -400,7 +401,8 @@ impl Split {
 
     /// One share of columns a thread, all of C's rows each (what `new` gives C with too
     /// few rows). `gemm_with` takes it on several threads for C of up to two blocks of
-    /// rows (MC), where each thread packs the micro-panels of its own share: with a share
+    /// rows (MC), and on two threads for C of up to `COLUMNS_MAX_ROWS` rows wide enough,
+    /// where each thread packs the micro-panels of its own share: with a share
     /// of rows each thread read every micro-panel, half of them packed by the other core,
     /// and waited for all of them to be packed. Two threads, the two alternated in one
     /// process, Emerald Rapids, GFLOP/s: f64 128 x 1024 x 1024 113 -> 121, 114 -> 122 in a
@@ -511,7 +513,9 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
             // C of up to two blocks of rows, or of up to COLUMNS_MAX_ROWS rows and at least
             // four micro-panels a thread: one share of columns a thread instead (see
             // `Split::columns`).
-            let wide = m <= COLUMNS_MAX_ROWS && nc >= threads * 4 * nr;
+            // Measured on two threads only; with more, each would pack all of A and lose
+            // the claims that let a slowed thread hand work to the others.
+            let wide = threads == 2 && m <= COLUMNS_MAX_ROWS && nc >= threads * 4 * nr;
             let split = if threads > 1 && split.rows && (m <= 2 * mcb || wide) {
                 Split::columns(threads, (m, nc), (mr, nr))
             } else {

@@ -584,7 +584,13 @@ pub(super) unsafe fn pack_a<S: Copy + 'static, P: PackFrom<S>>(
             // Row-major f16 or bf16 A into f32 panels: runs of WIDE_STEPS values of each row
             // widened into a small buffer, then dealt out as a transpose of f32 words
             // (AVX-512, 16 steps at a time, as for f32's own) or one at a time.
-            // P is f32 (`widens`): the panel's values as f32.
+            // P is f32 (`widens`): the panel's values as f32, written through a pointer,
+            // so its length is checked here (a short last chunk of a short `dst`).
+            assert!(
+                panel.len() >= ks * mr,
+                "pack_a: {} values for {ks} x {mr}",
+                panel.len()
+            );
             let out = panel.as_mut_ptr() as *mut f32;
             pack_a_widened(
                 h,
