@@ -66,7 +66,17 @@ impl<T> OutPtr<T> {
 
 /// Element types that are packed into an accumulator type `D` (f16 -> f32 and so on).
 pub(crate) trait PackInto<D>: Copy + Send + Sync {
+    /// Whether `conv_run` converts a vector at a time (16-bit floats widened to f32), so that
+    /// packing converts whole runs of a row first (`pack_b`, `pack_a_widened`).
+    const RUNS: bool = false;
     fn conv(self) -> D;
+    /// `dst[t] = src[t].conv()` for every t (the two have one length).
+    #[inline(always)]
+    fn conv_run(src: &[Self], dst: &mut [D]) {
+        for (d, &x) in dst.iter_mut().zip(src) {
+            *d = x.conv();
+        }
+    }
 }
 impl PackInto<f32> for f32 {
     #[inline(always)]
@@ -75,15 +85,32 @@ impl PackInto<f32> for f32 {
     }
 }
 impl PackInto<f32> for f16 {
+    /// One call into `half` a value (`to_f32`, not inlined) measured 15% of an f16 N=1024
+    /// product on Zen 4, packing included; its slice conversion takes 8 at a time (F16C).
+    const RUNS: bool = true;
     #[inline(always)]
     fn conv(self) -> f32 {
         self.to_f32()
     }
+    #[inline(always)]
+    fn conv_run(src: &[f16], dst: &mut [f32]) {
+        half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, dst);
+    }
 }
 impl PackInto<f32> for bf16 {
+    const RUNS: bool = true;
     #[inline(always)]
     fn conv(self) -> f32 {
         self.to_f32()
+    }
+    /// A shift, inline (the compiler vectorizes it where it is used) rather than `half`'s
+    /// slice conversion, a call per run: through that call bf16's 64 x 1024 x 1024 on the
+    /// AVX2 kernel ran 0.88x the value-by-value packing.
+    #[inline(always)]
+    fn conv_run(src: &[bf16], dst: &mut [f32]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = f32::from_bits((s.to_bits() as u32) << 16);
+        }
     }
 }
 impl PackInto<f64> for f64 {
@@ -126,12 +153,33 @@ unsafe impl Packed for Bf16Pair {
 /// Source elements that pack into `P`: `get(t)` is element t of the group of `P::K_PER`
 /// consecutive k elements, or `None` past the end of k or of the matrix (packed as zero).
 pub(crate) trait PackFrom<S>: Packed {
+    /// Whether `run` converts a vector at a time ([`PackInto::RUNS`]).
+    const RUNS: bool = false;
     fn make(get: impl Fn(usize) -> Option<S>) -> Self;
+    /// One packed value per source value (K_PER == 1): `dst[t]` from `src[t]` (the two have
+    /// one length).
+    #[inline(always)]
+    fn run(src: &[S], dst: &mut [Self])
+    where
+        S: Copy,
+    {
+        for (d, &x) in dst.iter_mut().zip(src) {
+            *d = Self::make(|_| Some(x));
+        }
+    }
 }
 impl<S: PackInto<f32>> PackFrom<S> for f32 {
+    const RUNS: bool = S::RUNS;
     #[inline(always)]
     fn make(get: impl Fn(usize) -> Option<S>) -> f32 {
         get(0).map_or(0.0, PackInto::conv)
+    }
+    #[inline(always)]
+    fn run(src: &[S], dst: &mut [f32])
+    where
+        S: Copy,
+    {
+        S::conv_run(src, dst)
     }
 }
 impl PackFrom<f64> for f64 {
@@ -224,11 +272,7 @@ pub(super) unsafe fn pack_b<S: Copy + 'static, P: PackFrom<S>>(
                         std::slice::from_raw_parts(b.ptr.add(p * b.rs + j0), w)
                     };
                     if P::K_PER == 1 {
-                        if !widen(row(p0), body) {
-                            for (v, &x) in body.iter_mut().zip(row(p0)) {
-                                *v = P::make(|_| Some(x));
-                            }
-                        }
+                        P::run(row(p0), body);
                     } else if P::K_PER == 2 && p0 + 1 < kc {
                         // Each visit reads one line of each of 2 x ROWS_AT_ONCE rows, more
                         // streams than the hardware follows: the two rows' piece two panels
@@ -327,10 +371,10 @@ pub(super) unsafe fn pack_b<S: Copy + 'static, P: PackFrom<S>>(
                         // # Safety, and contiguous (rs == 1).
                         let col =
                             std::slice::from_raw_parts(b.ptr.add(s0 + (j0 + j) * b.cs), s1 - s0);
-                        if widens::<S, P>() {
+                        if P::RUNS {
                             // f16, bf16: the column widened a vector at a time first.
                             let mut wide = [P::default(); BLOCK];
-                            widen(col, &mut wide[..col.len()]);
+                            P::run(col, &mut wide[..col.len()]);
                             for (t, &v) in wide[..col.len()].iter().enumerate() {
                                 // SAFETY: as below.
                                 *base.add((s0 + t) * nr + j) = v;
@@ -379,46 +423,6 @@ pub(super) fn words_of_source<S: 'static, P: Packed>() -> bool {
         && size_of::<P>() == 4
         && cfg!(target_endian = "little");
     same || pairs
-}
-
-/// Whether S is a 16-bit float (f16 or bf16) and P f32: packing then widens whole runs of a
-/// row at once ([`widen`]) instead of one value at a time (for f16 a call into `half` per
-/// value, which measured 15% of an f16 N=1024 product on Zen 4, packing included).
-fn widens<S: 'static, P: 'static>() -> bool {
-    use std::any::TypeId;
-    let s = TypeId::of::<S>();
-    (s == TypeId::of::<half::f16>() || s == TypeId::of::<half::bf16>())
-        && TypeId::of::<P>() == TypeId::of::<f32>()
-}
-
-/// `dst[t] = src[t]` widened, a vector at a time (f16: `half`'s slice conversion, F16C where
-/// the CPU has it; bf16: a shift), where [`widens`] says S is f16 or bf16 and P f32;
-/// returns false and touches nothing otherwise. Both slices must have one length (`half`
-/// panics otherwise).
-fn widen<S: 'static, P: 'static>(src: &[S], dst: &mut [P]) -> bool {
-    use half::slice::HalfFloatSliceExt;
-    use std::any::TypeId;
-    if !widens::<S, P>() {
-        return false;
-    }
-    // SAFETY: P is f32 (`widens`), so this is the same slice with its own type.
-    let dst = unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr() as *mut f32, dst.len()) };
-    // SAFETY (both): S is the type the pointer is cast to, checked just before.
-    if TypeId::of::<S>() == TypeId::of::<half::f16>() {
-        let src =
-            unsafe { std::slice::from_raw_parts(src.as_ptr() as *const half::f16, src.len()) };
-        src.convert_to_f32_slice(dst);
-    } else {
-        // A shift, inline here (where the compiler vectorizes it for this function's
-        // callers) rather than `half`'s slice conversion, a call per run: through that call
-        // bf16's 64 x 1024 x 1024 on the AVX2 kernel ran 0.88x the value-by-value packing.
-        let src =
-            unsafe { std::slice::from_raw_parts(src.as_ptr() as *const half::bf16, src.len()) };
-        for (d, s) in dst.iter_mut().zip(src) {
-            *d = f32::from_bits((s.to_bits() as u32) << 16);
-        }
-    }
-    true
 }
 
 /// `pack_b`'s column-major case (unit row stride), for packed steps that are words of the
@@ -580,28 +584,14 @@ pub(super) unsafe fn pack_a<S: Copy + 'static, P: PackFrom<S>>(
                     panel[full * mr + i] = at(i0 + i, per * full);
                 }
             }
-        } else if a.cs == 1 && widens::<S, P>() && mr <= WIDE_ROWS {
+        } else if a.cs == 1 && P::RUNS && mr <= WIDE_ROWS {
             // Row-major f16 or bf16 A into f32 panels: runs of WIDE_STEPS values of each row
             // widened into a small buffer, then dealt out as a transpose of f32 words
             // (AVX-512, 16 steps at a time, as for f32's own) or one at a time.
-            // P is f32 (`widens`): the panel's values as f32, written through a pointer,
-            // so its length is checked here (a short last chunk of a short `dst`).
-            assert!(
-                panel.len() >= ks * mr,
-                "pack_a: {} values for {ks} x {mr}",
-                panel.len()
-            );
-            let out = panel.as_mut_ptr() as *mut f32;
-            pack_a_widened(
-                h,
-                kc,
-                mr,
-                |i| {
-                    // SAFETY: row i0 + i < mc, columns 0..kc: valid by # Safety, contiguous.
-                    unsafe { std::slice::from_raw_parts(a.ptr.add((i0 + i) * a.rs), kc) }
-                },
-                out,
-            );
+            pack_a_widened(h, kc, mr, panel, |i| {
+                // SAFETY: row i0 + i < mc, columns 0..kc: valid by # Safety, contiguous.
+                unsafe { std::slice::from_raw_parts(a.ptr.add((i0 + i) * a.rs), kc) }
+            });
         } else if a.cs == 1 {
             // Row-major A: each row read front to back (in groups of K_PER), dealt out at
             // stride mr.
@@ -636,41 +626,40 @@ const WIDE_ROWS: usize = 16;
 /// Values of each row widened at a time (a multiple of the transposes' 16 steps).
 const WIDE_STEPS: usize = 64;
 
-/// One mr-tall panel of steps 0..kc from rows 0..h (`row(i)`, kc f16 or bf16 values each)
-/// widened to f32 at `out[s * mr + i]`; rows h..mr are left to the caller.
-///
-/// # Safety
-/// `out` must be valid for writes of kc * mr f32; h <= mr <= WIDE_ROWS.
-unsafe fn pack_a_widened<'r, S: 'static>(
+/// One mr-tall panel of steps 0..kc from rows 0..h (`row(i)`, kc values each) converted a
+/// run at a time ([`PackFrom::run`]) into `panel[s * mr + i]`; rows h..mr are left to the
+/// caller. Panics where `panel` is shorter than kc * mr, h > mr or mr > WIDE_ROWS.
+fn pack_a_widened<'r, S: Copy + 'r, P: PackFrom<S>>(
     h: usize,
     kc: usize,
     mr: usize,
+    panel: &mut [P],
     row: impl Fn(usize) -> &'r [S],
-    out: *mut f32,
 ) {
-    let mut buf = [[0f32; WIDE_STEPS]; WIDE_ROWS];
+    assert!(h <= mr && mr <= WIDE_ROWS && panel.len() >= kc * mr);
+    let mut buf = [[P::default(); WIDE_STEPS]; WIDE_ROWS];
     for s0 in (0..kc).step_by(WIDE_STEPS) {
         let len = WIDE_STEPS.min(kc - s0);
         for (i, b) in buf.iter_mut().enumerate().take(h) {
-            widen(&row(i)[s0..s0 + len], &mut b[..len]);
+            P::run(&row(i)[s0..s0 + len], &mut b[..len]);
         }
         #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut first = 0;
         #[cfg(target_arch = "x86_64")]
-        if mr == simd::ROWS && simd::usable() {
+        if size_of::<P>() == 4 && mr == simd::ROWS && simd::usable() {
             // Rows past h read row 0 again, into lanes that are not stored.
             let rows: [*const u8; simd::ROWS] =
                 std::array::from_fn(|i| buf[if i < h { i } else { 0 }].as_ptr() as *const u8);
             first = len / 16 * 16;
-            // SAFETY: each of the 14 rows is a buffer row of WIDE_STEPS >= first f32; the
-            // steps s0..s0 + first of the panel are inside `out` (# Safety); AVX-512F
-            // (`simd::usable`).
-            unsafe { simd::transpose14(&rows, h, first, out.add(s0 * mr) as *mut u32) };
+            let out = panel[s0 * mr..].as_mut_ptr() as *mut u32;
+            // SAFETY: each of the 14 rows is a buffer row of WIDE_STEPS >= first 4-byte
+            // values; steps s0..s0 + first of the panel, 14 values each, end within kc * mr
+            // <= panel.len() (asserted); AVX-512F (`simd::usable`).
+            unsafe { simd::transpose14(&rows, h, first, out) };
         }
         for s in first..len {
             for (i, b) in buf.iter().enumerate().take(h) {
-                // SAFETY: step s0 + s < kc, row i < h <= mr: inside `out` (# Safety).
-                unsafe { *out.add((s0 + s) * mr + i) = b[s] };
+                panel[(s0 + s) * mr + i] = b[s];
             }
         }
     }

@@ -213,7 +213,7 @@ fn every_f32_and_f64_kernel_this_cpu_has_matches_the_naive_loop() {
         k.mc
     );
     check(&k, |x| x as f32, |x| x as f64, 1e-6);
-    // f16 and bf16 operands, widened to f32 while packing (`pack::widen`): the naive loop
+    // f16 and bf16 operands, widened to f32 while packing (`PackFrom::run`): the naive loop
     // runs on the same 16-bit values, so only f32's sums round.
     let f16_in = (half::f16::from_f64, |x: half::f16| x.to_f64());
     let bf16_in = (bf16::from_f64, |x: bf16| x.to_f64());
