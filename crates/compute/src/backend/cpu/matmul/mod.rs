@@ -31,6 +31,7 @@ mod small_tests;
 #[cfg(test)]
 mod tests;
 mod thin;
+mod thin_half;
 
 use half::bf16;
 use rayon::prelude::*;
@@ -255,6 +256,13 @@ pub(crate) unsafe fn gemm_bf16(
     threads: usize,
     finish: Option<Finish<f32>>,
 ) {
+    let native = amx::tiles().is_some() || bf16_kernel().is_some();
+    if thin_half::gemm(m, n, k, a, b, c, threads, native) {
+        if let Some(f) = finish {
+            f(c.as_ptr(), 0..m, 0..n);
+        }
+        return;
+    }
     if let Some(t) = amx::tiles() {
         return amx::gemm_tiles(&t, m, n, k, a, b, c, threads, finish);
     }
@@ -280,6 +288,13 @@ pub(crate) unsafe fn gemm_f16(
     threads: usize,
     finish: Option<Finish<f32>>,
 ) {
+    let native = amx::tiles_f16().is_some();
+    if thin_half::gemm(m, n, k, a, b, c, threads, native) {
+        if let Some(f) = finish {
+            f(c.as_ptr(), 0..m, 0..n);
+        }
+        return;
+    }
     if let Some(t) = amx::tiles_f16() {
         return amx::gemm_tiles(&t, m, n, k, a, b, c, threads, finish);
     }

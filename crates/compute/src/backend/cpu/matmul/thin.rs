@@ -28,7 +28,7 @@ use super::{helper, Accum};
 /// Most rows of C the rows form takes (C's block of rows x `block` columns stays in L1).
 const ROWS_MAX: usize = 8;
 /// Most rows or columns of C the dots form takes.
-const DOTS_MAX: usize = 8;
+pub(super) const DOTS_MAX: usize = 8;
 /// Fewer multiply-adds than this run on the calling thread alone.
 const SPLIT_FLOPS: usize = 1 << 16;
 /// Bytes of C's rows the rows form keeps in L1 while it streams B.
@@ -157,19 +157,7 @@ unsafe fn gemm_thin_as<D: Thin>(
     threads: usize,
 ) {
     let level = level();
-    // The large dimension, cut into one range a thread (whole vectors of 16 columns).
-    let by_cols = f == Form::Rows || m <= DOTS_MAX;
-    let (large, unit) = if by_cols { (n, 16) } else { (m, 1) };
-    let parts = if threads > 1 && m * n * k >= SPLIT_FLOPS {
-        threads.min(large.div_ceil(unit)).max(1)
-    } else {
-        1
-    };
-    let per = large.div_ceil(parts).next_multiple_of(unit);
-    let mut ranges: Vec<std::ops::Range<usize>> = (0..parts)
-        .map(|t| (t * per).min(large)..((t + 1) * per).min(large))
-        .filter(|r| !r.is_empty())
-        .collect();
+    let (by_cols, mut ranges) = parts(f, m, n, k, threads);
     let cp = OutPtr(c.as_mut_ptr());
     helper::for_each_part(&mut ranges, |_, r| {
         let r = r.clone();
@@ -186,9 +174,34 @@ unsafe fn gemm_thin_as<D: Thin>(
     });
 }
 
+/// How form `f` splits an m x k by k x n product between up to `threads` threads: whether by
+/// C's columns (the rows form, and dots with few rows) or rows, and one range of them a
+/// thread (whole vectors of 16 columns).
+pub(super) fn parts(
+    f: Form,
+    m: usize,
+    n: usize,
+    k: usize,
+    threads: usize,
+) -> (bool, Vec<std::ops::Range<usize>>) {
+    let by_cols = f == Form::Rows || m <= DOTS_MAX;
+    let (large, unit) = if by_cols { (n, 16) } else { (m, 1) };
+    let parts = if threads > 1 && m * n * k >= SPLIT_FLOPS {
+        threads.min(large.div_ceil(unit)).max(1)
+    } else {
+        1
+    };
+    let per = large.div_ceil(parts).next_multiple_of(unit);
+    let ranges = (0..parts)
+        .map(|t| (t * per).min(large)..((t + 1) * per).min(large))
+        .filter(|r| !r.is_empty())
+        .collect();
+    (by_cols, ranges)
+}
+
 /// Which compiled copy of the loops this CPU runs: 2 AVX-512, 1 AVX2 and FMA, 0 neither
 /// (`kernel::usable`, so `ACCEL_CPU_KERNEL` holds here too).
-fn level() -> u8 {
+pub(super) fn level() -> u8 {
     static L: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
     *L.get_or_init(|| {
         if super::kernel::usable("avx512") {
@@ -230,7 +243,7 @@ unsafe fn run_rows<D: Thin>(
             ldc: usize,
             cols: std::ops::Range<usize>,
         ) {
-            rows_body::<D, true>(m, k, a, b, c, ldc, cols)
+            rows_body::<D, true>(m, k, a, b, c, ldc, cols, true)
         }
         #[target_feature(enable = "avx2,fma")]
         #[allow(clippy::too_many_arguments)]
@@ -243,7 +256,7 @@ unsafe fn run_rows<D: Thin>(
             ldc: usize,
             cols: std::ops::Range<usize>,
         ) {
-            rows_body::<D, true>(m, k, a, b, c, ldc, cols)
+            rows_body::<D, true>(m, k, a, b, c, ldc, cols, true)
         }
         match level {
             2 => return wide(m, k, a, b, c, ldc, cols),
@@ -252,12 +265,14 @@ unsafe fn run_rows<D: Thin>(
         }
     }
     let _ = level;
-    rows_body::<D, false>(m, k, a, b, c, ldc, cols)
+    rows_body::<D, false>(m, k, a, b, c, ldc, cols, true)
 }
 
-/// The loops of the rows form (see `run_rows`), inlined into each compiled copy.
+/// The loops of the rows form (see `run_rows`), inlined into each compiled copy; with `zero`
+/// false they add to C's values rather than replace them.
 #[inline(always)]
-unsafe fn rows_body<D: Thin, const FUSED: bool>(
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn rows_body<D: Thin, const FUSED: bool>(
     m: usize,
     k: usize,
     a: MatRef<D>,
@@ -265,12 +280,13 @@ unsafe fn rows_body<D: Thin, const FUSED: bool>(
     c: *mut D,
     ldc: usize,
     cols: std::ops::Range<usize>,
+    zero: bool,
 ) {
     let block = (C_BLOCK_BYTES / std::mem::size_of::<D>() / m.max(1)).max(16) / 16 * 16;
     let mut j0 = cols.start;
     while j0 < cols.end {
         let w = block.min(cols.end - j0);
-        for i in 0..m {
+        for i in (0..m).filter(|_| zero) {
             std::slice::from_raw_parts_mut(c.add(i * ldc + j0), w).fill(D::ZERO);
         }
         // A macro, not a closure (see `dots_body`).
@@ -402,7 +418,7 @@ unsafe fn dots_body<D: Thin, const FUSED: bool, const WIDE: bool>(
 /// x . y in 64 lanes, summed in pairs at the end: the portable and AVX2 copies (LLVM keeps
 /// the lanes on the stack here; the AVX-512 copy uses `Thin::dot_wide`).
 #[inline(always)]
-fn dot<D: Thin, const FUSED: bool>(x: &[D], y: &[D]) -> D {
+pub(super) fn dot<D: Thin, const FUSED: bool>(x: &[D], y: &[D]) -> D {
     const L: usize = 64;
     let mut acc = [D::ZERO; L];
     let (xc, yc) = (x.chunks_exact(L), y.chunks_exact(L));
@@ -432,7 +448,7 @@ macro_rules! dot_wide {
     ($name:ident, $t:ty, $lanes:expr, $zero:ident, $load:ident, $fma:ident, $add:ident, $reduce:ident) => {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f,fma")]
-        unsafe fn $name(x: *const $t, y: *const $t, k: usize) -> $t {
+        pub(super) unsafe fn $name(x: *const $t, y: *const $t, k: usize) -> $t {
             use std::arch::x86_64::*;
             const V: usize = $lanes;
             let (mut a0, mut a1, mut a2, mut a3) = ($zero(), $zero(), $zero(), $zero());

@@ -1,0 +1,448 @@
+//! bf16 and f16 products with few rows or columns, accumulated in f32: `thin`'s two forms
+//! (`thin::form`, the same shapes) for 16-bit floats, where they pay (`pays`). The blocked
+//! path packs all of B (pairs for AVX512_BF16, or widened to f32) and runs tiles of 14 rows
+//! of which one is wanted: a bf16 vector times a transposed 1024 x 1024 matrix (a Linear
+//! layer on one token) ran at 14-16 GFLOP/s, PyTorch's at 43-65 (Zen 4, two threads). Here
+//! the few rows of A (or columns of B) are widened to f32 once, and the large operand is read
+//! once: in the dots form with AVX-512 widened 16 values at a time in registers
+//! (`dots_wide`), elsewhere a run at a time into a buffer in L1 (`PackInto::conv_run`: a
+//! shift for bf16, F16C for f16) and multiplied there by `thin`'s f32 loops.
+
+use super::helper;
+use super::kernel::Caches;
+use super::pack::{MatRef, OutPtr, PackInto};
+use super::thin::{self, Form};
+
+/// Values of a row of A or a column of B widened at a time in the dots form (1 KiB of f32,
+/// in L1 beside the same pieces of the few f32 vectors it meets).
+const RUN: usize = 256;
+/// The rows form's block of B widened at a time: `ROWS_B` rows (the rows `thin::rows_body`
+/// takes in one pass over C) of `COLS` columns (32 KiB of f32, beside C's rows, at most 16
+/// KiB for the 2 rows `pays` lets through). Against 512 columns (8 KiB), bf16 1 x 4096 by
+/// 4096 x 4096 read 12.5-15.4 GFLOP/s against 6.6-11.0: B's rows in longer pieces.
+const ROWS_B: usize = 4;
+const COLS: usize = 2048;
+
+/// The 16-bit floats of this path: widened a run at a time (`PackInto::conv_run`), or, with
+/// AVX-512, 16 at a time in a register (`load16`).
+pub(super) trait Half: PackInto<f32> + Copy + Sync {
+    /// 16 values from `p` widened to f32.
+    ///
+    /// # Safety
+    /// `p` readable for 16 values; the CPU has AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m512;
+}
+
+impl Half for half::bf16 {
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        let w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(p as *const __m256i));
+        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(w))
+    }
+}
+
+impl Half for half::f16 {
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
+    }
+}
+
+/// The dots of `x` (k values) with the `F` f32 vectors at `y`, `ld` apart: `x` widened
+/// 16 x `U` values at a time in registers and multiplied into `U` accumulators a vector
+/// (F x U <= 16: the accumulators, the widened values and the loads fit the 32 registers;
+/// U chains of FMAs hide their latency), the last k % 16 values one at a time.
+///
+/// # Safety
+/// `x` readable for k values, `y + q * ld` for k values (q < F); the CPU has AVX-512F and
+/// FMA.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn dots_wide<S: Half, const F: usize, const U: usize>(
+    x: *const S,
+    y: *const f32,
+    ld: usize,
+    k: usize,
+    out: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm512_setzero_ps(); F]; U];
+    let mut p = 0;
+    while p + 16 * U <= k {
+        for (u, acc) in acc.iter_mut().enumerate() {
+            let xu = S::load16(x.add(p + 16 * u));
+            for (q, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_fmadd_ps(xu, _mm512_loadu_ps(y.add(q * ld + p + 16 * u)), *a);
+            }
+        }
+        p += 16 * U;
+    }
+    while p + 16 <= k {
+        let x0 = S::load16(x.add(p));
+        for (q, a) in acc[0].iter_mut().enumerate() {
+            *a = _mm512_fmadd_ps(x0, _mm512_loadu_ps(y.add(q * ld + p)), *a);
+        }
+        p += 16;
+    }
+    for (q, o) in out.iter_mut().enumerate().take(F) {
+        let mut v = acc[0][q];
+        for a in &acc[1..] {
+            v = _mm512_add_ps(v, a[q]);
+        }
+        let mut s = _mm512_reduce_add_ps(v);
+        for t in p..k {
+            s = (*x.add(t)).conv().mul_add(*y.add(q * ld + t), s);
+        }
+        *o = s;
+    }
+}
+
+/// Whether this path is faster here than the blocked one for form `f` (which the shape
+/// takes), `native` where the blocked one multiplies 16-bit values as they are (AVX512_BF16
+/// or AMX) rather than widened to f32. Zen 4, two threads, GFLOP/s, this path against the
+/// blocked one's AVX512_BF16 tiles (bf16) or f32 tiles (f16), PyTorch's in brackets:
+/// - rows form, up to 2 rows: bf16 1 x 1024 by 1024 x 1024 24-35 against 10 (32); 2 x 1024
+///   41-49 against 19-21 (44); 1 x 4096 by 4096 x 4096 12-15 against 7-12 (17); 2 x 4096
+///   20-21 against 18-22 (22). More rows lost (bf16 4 x 1024: 73 against 78).
+/// - dots form, for 1 or 2 few vectors (bf16 1 x 1024 by a transposed 1024 x 1024: 60-76
+///   against 15 (59-65); 1 x 4096: 25-44 against 9-15 (34-65); 1024 x 1024 by a vector:
+///   54-68 against 7 (43-63)), or more while their f32 copies (few x k) stay in 32 KiB (L1)
+///   and, where the blocked one is native, they are B's columns: there a tile's 32 columns
+///   computed 8 (1024 x 8 by 1024: 101-139 against 104-106), where they are A's rows its
+///   14 computed 8 (8 x 1024 by 1024 x 1024: 105-135 against 132-157; f16, widened there:
+///   46-54 against 25).
+fn pays(f: Form, m: usize, n: usize, k: usize, native: bool) -> bool {
+    let few_rows = m <= thin::DOTS_MAX;
+    let few = if few_rows { m } else { n };
+    match f {
+        Form::Rows => m <= 2,
+        Form::Dots => few <= 2 || (few * k <= 8192 && !(native && few_rows)),
+    }
+}
+
+/// C = A B (C in f32) through the thin path where `thin::form` takes the shape and it `pays`
+/// (returns false, touching nothing, where not): m x k by k x n, C row-major m x n; `native`
+/// as for `pays`.
+///
+/// # Safety
+/// As for `thin::gemm_thin`.
+pub(super) unsafe fn gemm<S: Half>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<S>,
+    b: MatRef<S>,
+    c: &mut [f32],
+    threads: usize,
+    native: bool,
+) -> bool {
+    let f = thin::form(m, n, k, a, b, Caches::of_this_machine().l2);
+    let Some(f) = f.filter(|&f| pays(f, m, n, k, native)) else {
+        return false;
+    };
+    gemm_as(f, m, n, k, a, b, c, threads, thin::level());
+    true
+}
+
+/// C = A B in form `f` on up to `threads` threads, with the loops compiled for `level`
+/// (`thin::level`'s numbering).
+///
+/// # Safety
+/// As for `thin::gemm_thin_as`, and `level` at most `thin::level()`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_as<S: Half>(
+    f: Form,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<S>,
+    b: MatRef<S>,
+    c: &mut [f32],
+    threads: usize,
+    level: u8,
+) {
+    let (by_cols, mut ranges) = thin::parts(f, m, n, k, threads);
+    // The few vectors, widened once, k values each: A's rows where the threads split C's
+    // columns (the rows form, dots with few rows), else B's columns.
+    // SAFETY (both): v < m and p < k for A, p < k and v < n for B: the caller's contract.
+    let (count, at): (usize, &dyn Fn(usize, usize) -> S) = if by_cols {
+        (m, &|v, p| unsafe { a.at(v, p) })
+    } else {
+        (n, &|v, p| unsafe { b.at(p, v) })
+    };
+    let mut few = vec![0f32; count * k];
+    for (v, out) in few.chunks_exact_mut(k).enumerate() {
+        for (p, o) in out.iter_mut().enumerate() {
+            *o = at(v, p).conv();
+        }
+    }
+    let few = MatRef {
+        ptr: few.as_ptr(),
+        rs: k,
+        cs: 1,
+    };
+    let cp = OutPtr(c.as_mut_ptr());
+    helper::for_each_part(&mut ranges, |_, r| {
+        let part = Part {
+            f,
+            by_cols,
+            range: r.clone(),
+            m,
+            n,
+            k,
+            a,
+            b,
+            few,
+            c: cp.get(),
+        };
+        // SAFETY: the caller's contract covers A, B and C; `few` holds count * k values and
+        // lives until every part has returned; each part writes only its own columns (by
+        // columns) or rows of C, which no other part writes, and nothing reads C until
+        // every part has returned.
+        unsafe { part.run(level) };
+    });
+}
+
+/// One thread's share of a product: C's columns (`by_cols`) or rows `range`.
+struct Part<S> {
+    f: Form,
+    by_cols: bool,
+    range: std::ops::Range<usize>,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<S>,
+    b: MatRef<S>,
+    /// The few vectors in f32 (`gemm_as`), k apart.
+    few: MatRef<f32>,
+    /// C's first element, rows n apart.
+    c: *mut f32,
+}
+
+impl<S: Half> Part<S> {
+    /// # Safety
+    /// As for `gemm_as`, for this part; `level` at most `thin::level()`.
+    unsafe fn run(&self, level: u8) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx512f,avx512vl,fma")]
+            unsafe fn wide<S: Half>(p: &Part<S>) {
+                p.body::<true, true>()
+            }
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn avx2<S: Half>(p: &Part<S>) {
+                p.body::<true, false>()
+            }
+            match level {
+                2 => return wide(self),
+                1 => return avx2(self),
+                _ => {}
+            }
+        }
+        let _ = level;
+        self.body::<false, false>()
+    }
+
+    /// The loops, inlined into each compiled copy (`thin::dots_body`'s note on closures
+    /// holds here too).
+    #[inline(always)]
+    unsafe fn body<const FUSED: bool, const WIDE: bool>(&self) {
+        let Part {
+            m,
+            n,
+            k,
+            a,
+            b,
+            few,
+            c,
+            ..
+        } = *self;
+        if self.f == Form::Rows {
+            // B's rows are contiguous (`thin::form`): widen a block of them, then add its
+            // products to C's columns with the f32 loop.
+            let mut buf = [0f32; ROWS_B * COLS];
+            let mut j0 = self.range.start;
+            while j0 < self.range.end {
+                let w = COLS.min(self.range.end - j0);
+                let mut p0 = 0;
+                while p0 < k {
+                    let kb = ROWS_B.min(k - p0);
+                    for (t, out) in buf.chunks_exact_mut(w).take(kb).enumerate() {
+                        let src = std::slice::from_raw_parts(b.ptr.add((p0 + t) * b.rs + j0), w);
+                        S::conv_run(src, out);
+                    }
+                    let ar = MatRef {
+                        ptr: few.ptr.add(p0),
+                        ..few
+                    };
+                    let br = MatRef {
+                        ptr: buf.as_ptr(),
+                        rs: w,
+                        cs: 1,
+                    };
+                    thin::rows_body::<f32, FUSED>(m, kb, ar, br, c.add(j0), n, 0..w, p0 == 0);
+                    p0 += kb;
+                }
+                j0 += w;
+            }
+            return;
+        }
+        // Dots: each of the many vectors (B's columns by columns, else A's rows; contiguous)
+        // widened a run at a time, its dot with each few vector summed over the runs.
+        let (inner, ldx) = if self.by_cols { (m, b.cs) } else { (n, a.rs) };
+        let base = if self.by_cols { b.ptr } else { a.ptr };
+        let mut buf = [0f32; RUN];
+        for o in self.range.clone() {
+            let x = base.add(o * ldx);
+            let mut sums = [0f32; thin::DOTS_MAX];
+            #[cfg(target_arch = "x86_64")]
+            if WIDE {
+                let (y, ld) = (few.ptr, few.rs);
+                let f = match inner {
+                    1 => dots_wide::<S, 1, 4>,
+                    2 => dots_wide::<S, 2, 4>,
+                    3 => dots_wide::<S, 3, 2>,
+                    4 => dots_wide::<S, 4, 2>,
+                    5 => dots_wide::<S, 5, 2>,
+                    6 => dots_wide::<S, 6, 2>,
+                    7 => dots_wide::<S, 7, 2>,
+                    _ => dots_wide::<S, 8, 2>,
+                };
+                f(x, y, ld, k, &mut sums);
+                for (q, &s) in sums.iter().enumerate().take(inner) {
+                    let (i, j) = if self.by_cols { (q, o) } else { (o, q) };
+                    *c.add(i * n + j) = s;
+                }
+                continue;
+            }
+            let mut p0 = 0;
+            while p0 < k {
+                let len = RUN.min(k - p0);
+                S::conv_run(std::slice::from_raw_parts(x.add(p0), len), &mut buf[..len]);
+                for (q, s) in sums.iter_mut().enumerate().take(inner) {
+                    let y = few.ptr.add(q * k + p0);
+                    #[cfg(target_arch = "x86_64")]
+                    if WIDE {
+                        *s += <f32 as thin::Thin>::dot_wide(buf.as_ptr(), y, len);
+                        continue;
+                    }
+                    let y = std::slice::from_raw_parts(y, len);
+                    *s += thin::dot::<f32, FUSED>(&buf[..len], y);
+                }
+                p0 += len;
+            }
+            for (q, &s) in sums.iter().enumerate().take(inner) {
+                let (i, j) = if self.by_cols { (q, o) } else { (o, q) };
+                *c.add(i * n + j) = s;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::values;
+    use super::*;
+    use half::{bf16, f16};
+
+    /// Every shape of `thin`'s test that a form takes, both layouts of A and of B, one and
+    /// two threads, every compiled copy this CPU runs, against a naive f64 loop over the
+    /// same 16-bit values (the products are exact in f32; the sums' rounding is the bound).
+    fn check<S: Half + Into<f64>>(to: impl Fn(f64) -> S) {
+        let shapes = [
+            (1, 1, 1),
+            (1, 4096, 300),
+            (1, 37, 1000),
+            (2, 600, 513),
+            (3, 70, 5),
+            (8, 33, 64),
+            (8, 1000, 7),
+            (300, 1, 1000),
+            (129, 3, 70),
+            (700, 8, 257),
+            // Every count of few vectors (4 to 7 here), k with a whole turn, a single vector
+            // and a tail (32 + 16 + 3).
+            (4, 50, 51),
+            (5, 40, 51),
+            (90, 6, 51),
+            (7, 9, 51),
+        ];
+        for (m, n, k) in shapes {
+            let a: Vec<S> = values(m * k, 1).into_iter().map(&to).collect();
+            let b: Vec<S> = values(k * n, 2).into_iter().map(&to).collect();
+            for (ars, acs) in [(k, 1), (1, m)] {
+                for (brs, bcs) in [(n, 1), (1, k)] {
+                    let (ar, br) = (
+                        MatRef {
+                            ptr: a.as_ptr(),
+                            rs: ars,
+                            cs: acs,
+                        },
+                        MatRef {
+                            ptr: b.as_ptr(),
+                            rs: brs,
+                            cs: bcs,
+                        },
+                    );
+                    let want = |e: usize| -> f64 {
+                        let (i, j) = (e / n, e % n);
+                        (0..k)
+                            .map(|p| a[i * ars + p * acs].into() * b[p * brs + j * bcs].into())
+                            .sum()
+                    };
+                    // Each form whose own conditions hold (`thin::form`, whatever the
+                    // size of L2), on every compiled copy and on two threads.
+                    for f in [Form::Rows, Form::Dots] {
+                        let takes = match f {
+                            Form::Rows => bcs == 1 && m <= 8,
+                            Form::Dots => acs == 1 && brs == 1 && (m <= 8 || n <= 8),
+                        };
+                        let top = thin::level();
+                        let runs = (0..=top).map(|l| (1, l)).chain([(2, top)]);
+                        for (threads, level) in runs.filter(|_| takes) {
+                            let mut c = vec![7.0f32; m * n];
+                            // SAFETY: the views cover the m x k and k x n values; c holds m * n;
+                            // the strides are those form `f` needs (`takes`); level <= level().
+                            unsafe { gemm_as(f, m, n, k, ar, br, &mut c, threads, level) };
+                            for (e, &g) in c.iter().enumerate() {
+                                let w = want(e);
+                                assert!(
+                                    (g as f64 - w).abs() <= 1e-6 * k as f64,
+                                    "{f:?} {m}x{n}x{k} a ({ars}, {acs}) b ({brs}, {bcs}) \
+                                     threads {threads} level {level} at {e}: {g}, naive {w}"
+                                );
+                            }
+                        }
+                    }
+                    // `gemm` takes a product exactly where `thin::form` says, and leaves C
+                    // alone where it does not.
+                    for native in [false, true] {
+                        let mut c = vec![7.0f32; m * n];
+                        // SAFETY: as above.
+                        let took = unsafe { gemm(m, n, k, ar, br, &mut c, 2, native) };
+                        let l2 = Caches::of_this_machine().l2;
+                        let f = thin::form(m, n, k, ar, br, l2);
+                        assert_eq!(took, f.is_some_and(|f| pays(f, m, n, k, native)));
+                        if !took {
+                            assert!(c.iter().all(|&x| x == 7.0), "a refused product wrote C");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn thin_half_products_match_the_naive_loop() {
+        check::<bf16>(bf16::from_f64);
+        check::<f16>(f16::from_f64);
+    }
+}
