@@ -119,12 +119,17 @@ unsafe fn dots_wide<S: Half, const F: usize, const U: usize>(
 ///   computed 8 (1024 x 8 by 1024: 101-139 against 104-106), where they are A's rows its
 ///   14 computed 8 (8 x 1024 by 1024 x 1024: 105-135 against 132-157; f16, widened there:
 ///   46-54 against 25).
-fn pays(f: Form, m: usize, n: usize, k: usize, native: bool) -> bool {
+///
+/// More than 2 few vectors only with AVX-512 (`level` 2, `dots_wide`): on the AVX2 copy
+/// (`ACCEL_CPU_KERNEL=avx2`, f32 tiles) 8 x 1024 by a transposed 1024 x 1024 read 14-25
+/// against 19-35, 1024 x 8 by 1024 level; 1 x 1024 there 12-13 against 3 (bf16), 5-9
+/// against 2 (f16).
+fn pays(f: Form, m: usize, n: usize, k: usize, native: bool, level: u8) -> bool {
     let few_rows = m <= thin::DOTS_MAX;
     let few = if few_rows { m } else { n };
     match f {
         Form::Rows => m <= 2,
-        Form::Dots => few <= 2 || (few * k <= 8192 && !(native && few_rows)),
+        Form::Dots => few <= 2 || (level == 2 && few * k <= 8192 && !(native && few_rows)),
     }
 }
 
@@ -145,10 +150,11 @@ pub(super) unsafe fn gemm<S: Half>(
     native: bool,
 ) -> bool {
     let f = thin::form(m, n, k, a, b, Caches::of_this_machine().l2);
-    let Some(f) = f.filter(|&f| pays(f, m, n, k, native)) else {
+    let level = thin::level();
+    let Some(f) = f.filter(|&f| pays(f, m, n, k, native, level)) else {
         return false;
     };
-    gemm_as(f, m, n, k, a, b, c, threads, thin::level());
+    gemm_as(f, m, n, k, a, b, c, threads, level);
     true
 }
 
@@ -430,7 +436,10 @@ mod tests {
                         let took = unsafe { gemm(m, n, k, ar, br, &mut c, 2, native) };
                         let l2 = Caches::of_this_machine().l2;
                         let f = thin::form(m, n, k, ar, br, l2);
-                        assert_eq!(took, f.is_some_and(|f| pays(f, m, n, k, native)));
+                        assert_eq!(
+                            took,
+                            f.is_some_and(|f| pays(f, m, n, k, native, thin::level()))
+                        );
                         if !took {
                             assert!(c.iter().all(|&x| x == 7.0), "a refused product wrote C");
                         }
