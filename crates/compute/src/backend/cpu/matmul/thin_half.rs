@@ -2,11 +2,14 @@
 //! (`thin::form`, the same shapes) for 16-bit floats, where they pay (`pays`). The blocked
 //! path packs all of B (pairs for AVX512_BF16, or widened to f32) and runs tiles of 14 rows
 //! of which one is wanted: a bf16 vector times a transposed 1024 x 1024 matrix (a Linear
-//! layer on one token) ran at 14-16 GFLOP/s, PyTorch's at 43-65 (Zen 4, two threads). Here
-//! the few rows of A (or columns of B) are widened to f32 once, and the large operand is read
-//! once: in the dots form with AVX-512 widened 16 values at a time in registers
-//! (`dots_wide`), elsewhere a run at a time into a buffer in L1 (`PackInto::conv_run`: a
-//! shift for bf16, F16C for f16) and multiplied there by `thin`'s f32 loops.
+//! layer on one token) ran at 13-16 GFLOP/s, PyTorch's at 42-47 (Zen 4, two threads). Here
+//! the large operand is read once. In the dots form with AVX-512 (`Part::dots_blocked`),
+//! each of its vectors meets the few vectors of the other side in L1: bf16 with AVX512_BF16
+//! as it is, 32 pairs a `vdpbf16ps` (`dots_pairs`), else widened to f32 once, the large side
+//! 16 values at a time in registers (`dots_wide`). Elsewhere (the rows form, AVX2, other
+//! CPUs) the large side is widened a run at a time into a buffer in L1
+//! (`PackInto::conv_run`: a shift for bf16, F16C for f16) and multiplied there by `thin`'s
+//! f32 loops.
 
 use super::helper;
 use super::kernel::Caches;
@@ -26,6 +29,8 @@ const COLS: usize = 2048;
 /// The 16-bit floats of this path: widened a run at a time (`PackInto::conv_run`), or, with
 /// AVX-512, 16 at a time in a register (`load16`).
 pub(super) trait Half: PackInto<f32> + Copy + Sync {
+    /// Whether this is bf16 (which AVX512_BF16 multiplies in pairs as it is: `dots_pairs`).
+    const BF16: bool;
     /// 16 values from `p` widened to f32.
     ///
     /// # Safety
@@ -35,6 +40,7 @@ pub(super) trait Half: PackInto<f32> + Copy + Sync {
 }
 
 impl Half for half::bf16 {
+    const BF16: bool = true;
     #[cfg(target_arch = "x86_64")]
     #[inline]
     #[target_feature(enable = "avx512f")]
@@ -46,6 +52,7 @@ impl Half for half::bf16 {
 }
 
 impl Half for half::f16 {
+    const BF16: bool = false;
     #[cfg(target_arch = "x86_64")]
     #[inline]
     #[target_feature(enable = "avx512f")]
@@ -105,31 +112,94 @@ unsafe fn dots_wide<S: Half, const F: usize, const U: usize>(
     }
 }
 
+/// `dots_wide` for bf16 with AVX512_BF16: the few vectors kept in bf16 (`y`), 32 pairs of
+/// products a `vdpbf16ps`, no widening (as the blocked path's AVX512_BF16 tiles multiply:
+/// subnormal inputs count as zero); the last k % 32 values widened, one at a time.
+///
+/// # Safety
+/// As for `dots_wide`, with `y` bf16; the CPU has AVX-512F and AVX512_BF16.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bf16,fma")]
+unsafe fn dots_pairs<const F: usize, const U: usize>(
+    x: *const half::bf16,
+    y: *const half::bf16,
+    ld: usize,
+    k: usize,
+    out: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    macro_rules! pairs {
+        ($p:expr) => {
+            std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512($p as *const __m512i))
+        };
+    }
+    let mut acc = [[_mm512_setzero_ps(); F]; U];
+    let mut p = 0;
+    while p + 32 * U <= k {
+        for (u, acc) in acc.iter_mut().enumerate() {
+            let xu = pairs!(x.add(p + 32 * u));
+            for (q, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_dpbf16_ps(*a, xu, pairs!(y.add(q * ld + p + 32 * u)));
+            }
+        }
+        p += 32 * U;
+    }
+    while p + 32 <= k {
+        let x0 = pairs!(x.add(p));
+        for (q, a) in acc[0].iter_mut().enumerate() {
+            *a = _mm512_dpbf16_ps(*a, x0, pairs!(y.add(q * ld + p)));
+        }
+        p += 32;
+    }
+    for (q, o) in out.iter_mut().enumerate().take(F) {
+        let mut v = acc[0][q];
+        for a in &acc[1..] {
+            v = _mm512_add_ps(v, a[q]);
+        }
+        let mut s = _mm512_reduce_add_ps(v);
+        for t in p..k {
+            s = (*x.add(t))
+                .to_f32()
+                .mul_add((*y.add(q * ld + t)).to_f32(), s);
+        }
+        *o = s;
+    }
+}
+
+/// Bytes of the few vectors' pieces the dots form keeps in L1 while the many vectors stream
+/// past (`Part::dots_blocked`): k is cut into blocks that fit.
+const FEW_BYTES: usize = 16 << 10;
+
 /// Whether this path is faster here than the blocked one for form `f` (which the shape
 /// takes), `native` where the blocked one multiplies 16-bit values as they are (AVX512_BF16
-/// or AMX) rather than widened to f32. Zen 4, two threads, GFLOP/s, this path against the
-/// blocked one's AVX512_BF16 tiles (bf16) or f32 tiles (f16), PyTorch's in brackets:
+/// or AMX) rather than widened to f32, with the loops compiled for `level`.
+///
+/// Measured on Zen 4 (two threads, GFLOP/s; this path against the blocked one, calls of
+/// each alternated in one process, median ratio; PyTorch's in brackets where timed):
 /// - rows form, up to 2 rows: bf16 1 x 1024 by 1024 x 1024 24-35 against 10 (32); 2 x 1024
 ///   41-49 against 19-21 (44); 1 x 4096 by 4096 x 4096 12-15 against 7-12 (17); 2 x 4096
 ///   20-21 against 18-22 (22). More rows lost (bf16 4 x 1024: 73 against 78).
-/// - dots form, for 1 or 2 few vectors (bf16 1 x 1024 by a transposed 1024 x 1024: 60-76
-///   against 15 (59-65); 1 x 4096: 25-44 against 9-15 (34-65); 1024 x 1024 by a vector:
-///   54-68 against 7 (43-63)), or more while their f32 copies (few x k) stay in 32 KiB (L1)
-///   and, where the blocked one is native, they are B's columns: there a tile's 32 columns
-///   computed 8 (1024 x 8 by 1024: 101-139 against 104-106), where they are A's rows its
-///   14 computed 8 (8 x 1024 by 1024 x 1024: 105-135 against 132-157; f16, widened there:
-///   46-54 against 25).
-///
-/// More than 2 few vectors only with AVX-512 (`level` 2, `dots_wide`): on the AVX2 copy
-/// (`ACCEL_CPU_KERNEL=avx2`, f32 tiles) 8 x 1024 by a transposed 1024 x 1024 read 14-25
-/// against 19-35, 1024 x 8 by 1024 level; 1 x 1024 there 12-13 against 3 (bf16), 5-9
-/// against 2 (f16).
-fn pays(f: Form, m: usize, n: usize, k: usize, native: bool, level: u8) -> bool {
+/// - dots form (B transposed, as a Linear layer's weight), bf16 with AVX512_BF16
+///   (`dots_pairs`): 1 x 1024 by 1024 x 1024 76-93 against 13-14 (42-44), 2 x 1024 111-175
+///   against 29 (46-48), 1 x 4096 by 4096 x 4096 21-54 against 8-10 (45-54), 1024 x 1024 by a
+///   vector 63-79 against 7 (55-62); few rows: 3 x 1024 3.9x, 4 x 1024 1.35x, 5 x 1024 1.20x,
+///   6 x 1024 1.05x, 8 x 1024 0.92x, 4 x 4096 1.78x, 6 x 4096 1.13x, 8 x 4096 0.97x, 8 x 2048
+///   1.12x; few columns (B's, the many vectors A's rows): 4096 x 3 by 3 x 4096 1.66x, 2048 x
+///   4 1.00x, 1024 x 8 by 8 x 4096 0.99x, 4096 x 8 0.63x. So up to 6 rows or 4 columns there.
+/// - f16 (no native kernel: the blocked one widens to f32): 8 x 4096 2.28x, 4 x 4096 4.6x,
+///   4096 x 8 1.18x, 8 x 1024 1.00x: every shape the form takes.
+/// - More than 2 few vectors only with AVX-512 (`level` 2: `dots_wide`, `dots_pairs`): on
+///   the AVX2 copy (`ACCEL_CPU_KERNEL=avx2`, f32 tiles) 8 x 1024 by a transposed 1024 x 1024
+///   read 14-25 against 19-35, 1024 x 8 by 1024 level; 1 x 1024 there 12-13 against 3
+///   (bf16), 5-9 against 2 (f16).
+fn pays(f: Form, m: usize, n: usize, native: bool, level: u8) -> bool {
     let few_rows = m <= thin::DOTS_MAX;
     let few = if few_rows { m } else { n };
+    let native_most = if few_rows { 6 } else { 4 };
     match f {
         Form::Rows => m <= 2,
-        Form::Dots => few <= 2 || (level == 2 && few * k <= 8192 && !(native && few_rows)),
+        Form::Dots => few <= 2 || (level == 2 && (!native || few <= native_most)),
     }
 }
 
@@ -151,7 +221,7 @@ pub(super) unsafe fn gemm<S: Half>(
 ) -> bool {
     let f = thin::form(m, n, k, a, b, Caches::of_this_machine().l2);
     let level = thin::level();
-    let Some(f) = f.filter(|&f| pays(f, m, n, k, native, level)) else {
+    let Some(f) = f.filter(|&f| pays(f, m, n, native, level)) else {
         return false;
     };
     gemm_as(f, m, n, k, a, b, c, threads, level);
@@ -184,14 +254,21 @@ unsafe fn gemm_as<S: Half>(
     } else {
         (n, &|v, p| unsafe { b.at(p, v) })
     };
-    let mut few = vec![0f32; count * k];
-    for (v, out) in few.chunks_exact_mut(k).enumerate() {
-        for (p, o) in out.iter_mut().enumerate() {
-            *o = at(v, p).conv();
-        }
+    // bf16's dots with AVX512_BF16 keep them as they are (`dots_pairs`).
+    let pairs = S::BF16 && f == Form::Dots && level == 2 && super::kernel::bf16_dot_usable();
+    let (mut few, mut few16) = (Vec::new(), Vec::new());
+    if pairs {
+        few16 = (0..count * k).map(|e| at(e / k, e % k)).collect();
+    } else {
+        few = (0..count * k).map(|e| at(e / k, e % k).conv()).collect();
     }
     let few = MatRef {
         ptr: few.as_ptr(),
+        rs: k,
+        cs: 1,
+    };
+    let few16 = MatRef {
+        ptr: few16.as_ptr(),
         rs: k,
         cs: 1,
     };
@@ -207,10 +284,12 @@ unsafe fn gemm_as<S: Half>(
             a,
             b,
             few,
+            few16,
+            pairs,
             c: cp.get(),
         };
-        // SAFETY: the caller's contract covers A, B and C; `few` holds count * k values and
-        // lives until every part has returned; each part writes only its own columns (by
+        // SAFETY: the caller's contract covers A, B and C; `few` (or `few16` with `pairs`)
+        // holds count * k values and lives until every part has returned; each part writes only its own columns (by
         // columns) or rows of C, which no other part writes, and nothing reads C until
         // every part has returned.
         unsafe { part.run(level) };
@@ -227,8 +306,11 @@ struct Part<S> {
     k: usize,
     a: MatRef<S>,
     b: MatRef<S>,
-    /// The few vectors in f32 (`gemm_as`), k apart.
+    /// The few vectors in f32 (`gemm_as`), k apart; with `pairs`, in bf16 (`few16`, S is
+    /// bf16, and `few` is empty).
     few: MatRef<f32>,
+    few16: MatRef<S>,
+    pairs: bool,
     /// C's first element, rows n apart.
     c: *mut f32,
 }
@@ -305,42 +387,20 @@ impl<S: Half> Part<S> {
         // widened a run at a time, its dot with each few vector summed over the runs.
         let (inner, ldx) = if self.by_cols { (m, b.cs) } else { (n, a.rs) };
         let base = if self.by_cols { b.ptr } else { a.ptr };
+        #[cfg(target_arch = "x86_64")]
+        if WIDE {
+            return self.dots_blocked();
+        }
         let mut buf = [0f32; RUN];
         for o in self.range.clone() {
             let x = base.add(o * ldx);
             let mut sums = [0f32; thin::DOTS_MAX];
-            #[cfg(target_arch = "x86_64")]
-            if WIDE {
-                let (y, ld) = (few.ptr, few.rs);
-                let f = match inner {
-                    1 => dots_wide::<S, 1, 4>,
-                    2 => dots_wide::<S, 2, 4>,
-                    3 => dots_wide::<S, 3, 2>,
-                    4 => dots_wide::<S, 4, 2>,
-                    5 => dots_wide::<S, 5, 2>,
-                    6 => dots_wide::<S, 6, 2>,
-                    7 => dots_wide::<S, 7, 2>,
-                    _ => dots_wide::<S, 8, 2>,
-                };
-                f(x, y, ld, k, &mut sums);
-                for (q, &s) in sums.iter().enumerate().take(inner) {
-                    let (i, j) = if self.by_cols { (q, o) } else { (o, q) };
-                    *c.add(i * n + j) = s;
-                }
-                continue;
-            }
             let mut p0 = 0;
             while p0 < k {
                 let len = RUN.min(k - p0);
                 S::conv_run(std::slice::from_raw_parts(x.add(p0), len), &mut buf[..len]);
                 for (q, s) in sums.iter_mut().enumerate().take(inner) {
-                    let y = few.ptr.add(q * k + p0);
-                    #[cfg(target_arch = "x86_64")]
-                    if WIDE {
-                        *s += <f32 as thin::Thin>::dot_wide(buf.as_ptr(), y, len);
-                        continue;
-                    }
-                    let y = std::slice::from_raw_parts(y, len);
+                    let y = std::slice::from_raw_parts(few.ptr.add(q * k + p0), len);
                     *s += thin::dot::<f32, FUSED>(&buf[..len], y);
                 }
                 p0 += len;
@@ -349,6 +409,63 @@ impl<S: Half> Part<S> {
                 let (i, j) = if self.by_cols { (q, o) } else { (o, q) };
                 *c.add(i * n + j) = s;
             }
+        }
+    }
+
+    /// The dots form with AVX-512: k in blocks whose pieces of the few vectors stay in L1
+    /// (`FEW_BYTES`), and for each block every many vector's piece widened in registers
+    /// (`dots_wide`) or, with `pairs`, multiplied in bf16 pairs (`dots_pairs`); C holds the
+    /// sums over the blocks so far. One block of k in all (8 x 4096 by a transposed
+    /// 4096 x 4096 read its few vectors' 128 KiB from L2 for every column).
+    ///
+    /// # Safety
+    /// As for `run` with level 2.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn dots_blocked(&self) {
+        let Part {
+            m, n, k, a, b, c, ..
+        } = *self;
+        let (inner, ldx) = if self.by_cols { (m, b.cs) } else { (n, a.rs) };
+        let base = if self.by_cols { b.ptr } else { a.ptr };
+        let bytes = if self.pairs { 2 } else { 4 };
+        let kb = if inner * k * bytes <= FEW_BYTES {
+            k
+        } else {
+            (FEW_BYTES / (inner * bytes)).max(256) / 64 * 64
+        };
+        type Widened<S> = unsafe fn(*const S, *const f32, usize, usize, &mut [f32]);
+        type Pairs = unsafe fn(*const half::bf16, *const half::bf16, usize, usize, &mut [f32]);
+        let (widened, pairs): (Widened<S>, Pairs) = match inner {
+            1 => (dots_wide::<S, 1, 4>, dots_pairs::<1, 4>),
+            2 => (dots_wide::<S, 2, 4>, dots_pairs::<2, 4>),
+            3 => (dots_wide::<S, 3, 2>, dots_pairs::<3, 2>),
+            4 => (dots_wide::<S, 4, 2>, dots_pairs::<4, 2>),
+            5 => (dots_wide::<S, 5, 2>, dots_pairs::<5, 2>),
+            6 => (dots_wide::<S, 6, 2>, dots_pairs::<6, 2>),
+            7 => (dots_wide::<S, 7, 2>, dots_pairs::<7, 2>),
+            _ => (dots_wide::<S, 8, 2>, dots_pairs::<8, 2>),
+        };
+        let mut p0 = 0;
+        while p0 < k {
+            let len = kb.min(k - p0);
+            for o in self.range.clone() {
+                let x = base.add(o * ldx + p0);
+                let mut sums = [0f32; thin::DOTS_MAX];
+                if self.pairs {
+                    // S is bf16 (`gemm_as` sets `pairs` only then).
+                    let y = self.few16.ptr.add(p0) as *const half::bf16;
+                    pairs(x as *const half::bf16, y, k, len, &mut sums);
+                } else {
+                    widened(x, self.few.ptr.add(p0), k, len, &mut sums);
+                }
+                for (q, &s) in sums.iter().enumerate().take(inner) {
+                    let (i, j) = if self.by_cols { (q, o) } else { (o, q) };
+                    let e = c.add(i * n + j);
+                    *e = if p0 == 0 { s } else { *e + s };
+                }
+            }
+            p0 += len;
         }
     }
 }
@@ -380,6 +497,9 @@ mod tests {
             (5, 40, 51),
             (90, 6, 51),
             (7, 9, 51),
+            // Few vectors beyond FEW_BYTES: k in blocks (2 or 3, the last one short).
+            (3, 20, 3000),
+            (40, 5, 1000),
         ];
         for (m, n, k) in shapes {
             let a: Vec<S> = values(m * k, 1).into_iter().map(&to).collect();
@@ -438,7 +558,7 @@ mod tests {
                         let f = thin::form(m, n, k, ar, br, l2);
                         assert_eq!(
                             took,
-                            f.is_some_and(|f| pays(f, m, n, k, native, thin::level()))
+                            f.is_some_and(|f| pays(f, m, n, native, thin::level()))
                         );
                         if !took {
                             assert!(c.iter().all(|&x| x == 7.0), "a refused product wrote C");
