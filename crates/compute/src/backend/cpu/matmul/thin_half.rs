@@ -169,6 +169,7 @@ unsafe fn dots_pairs<const F: usize, const U: usize>(
 
 /// Bytes of the few vectors' pieces the dots form keeps in L1 while the many vectors stream
 /// past (`Part::dots_blocked`): k is cut into blocks that fit.
+#[cfg(target_arch = "x86_64")]
 const FEW_BYTES: usize = 16 << 10;
 
 /// Whether this path is faster here than the blocked one for form `f` (which the shape
@@ -309,7 +310,9 @@ struct Part<S> {
     /// The few vectors in f32 (`gemm_as`), k apart; with `pairs`, in bf16 (`few16`, S is
     /// bf16, and `few` is empty).
     few: MatRef<f32>,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     few16: MatRef<S>,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pairs: bool,
     /// C's first element, rows n apart.
     c: *mut f32,
