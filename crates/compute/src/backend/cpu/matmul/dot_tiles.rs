@@ -226,10 +226,7 @@ unsafe fn gemm_at<D: DotTile>(
         // by the thread that claims it), so that a thread slowed by another process on its
         // CPU does fewer (`helper::Claims`).
         let cp = OutPtr(c.as_mut_ptr());
-        let unit_cols = UNIT_BLOCKS * w.cols();
-        let units = n.div_ceil(unit_cols);
-        let run_unit = |u: usize| {
-            let cols = u * unit_cols..((u + 1) * unit_cols).min(n);
+        in_units(n, w.cols(), m * n * k, threads, |cols| {
             // SAFETY: the caller's contract covers A, B and C, and `takes_at` the strides
             // and the CPU; each unit writes only its own columns of C and is claimed once,
             // and nothing reads C until every thread has returned.
@@ -240,17 +237,7 @@ unsafe fn gemm_at<D: DotTile>(
                     Width::Avx2 => run(0..m, cols, (k, chunk), a, b, c, D::tile_avx2),
                 }
             }
-        };
-        if threads > 1 && m * n * k >= SPLIT_FLOPS && units > 1 {
-            let claims = helper::Claims::new(units);
-            helper::for_each_part(&mut vec![(); threads.min(units)], |_, _| {
-                while let Some(u) = claims.next() {
-                    run_unit(u);
-                }
-            });
-        } else {
-            (0..units).for_each(run_unit);
-        }
+        });
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -259,9 +246,36 @@ unsafe fn gemm_at<D: DotTile>(
     }
 }
 
-/// A tile kernel: `out[i][j]` = a[i] . b[j] over k elements (`DotTile`).
-type TileFn<D, const R: usize, const C: usize> =
-    unsafe fn(&[*const D; R], &[*const D; C], usize) -> [[D; C]; R];
+/// Runs `run_unit` on C's n columns in units of UNIT_BLOCKS blocks of `block` columns,
+/// which up to `threads` threads claim in turn where the product (`flops` multiply-adds)
+/// is large enough (each block's part of B is then read once, by the thread that claims
+/// it, and a thread slowed by another process on its CPU does fewer: `helper::Claims`).
+#[cfg(target_arch = "x86_64")]
+fn in_units(
+    n: usize,
+    block: usize,
+    flops: usize,
+    threads: usize,
+    run_unit: impl Fn(std::ops::Range<usize>) + Sync,
+) {
+    let unit_cols = UNIT_BLOCKS * block;
+    let units = n.div_ceil(unit_cols);
+    let unit = |u: usize| run_unit(u * unit_cols..((u + 1) * unit_cols).min(n));
+    if threads > 1 && flops >= SPLIT_FLOPS && units > 1 {
+        let claims = helper::Claims::new(units);
+        helper::for_each_part(&mut vec![(); threads.min(units)], |_, _| {
+            while let Some(u) = claims.next() {
+                unit(u);
+            }
+        });
+    } else {
+        (0..units).for_each(unit);
+    }
+}
+
+/// A tile kernel: `out[i][j]` = a[i] . b[j] over k elements of S, as D (`DotTile`).
+type TileFn<S, D, const R: usize, const C: usize> =
+    unsafe fn(&[*const S; R], &[*const S; C], usize) -> [[D; C]; R];
 
 /// C's block `rows` x `cols` (C's rows `ldc` apart), tile by tile with `tile` (R x C):
 /// k in chunks of `chunk` (a B block that fits B_BLOCK_BYTES), B's blocks of C columns
@@ -272,14 +286,14 @@ type TileFn<D, const R: usize, const C: usize> =
 /// As for `gemm`, with the strides `takes_at` asks for, the ranges inside m and n, and `tile`
 /// callable on this CPU; no one else writes that block of C during the call.
 #[cfg(target_arch = "x86_64")]
-unsafe fn run<D: DotTile, const R: usize, const C: usize>(
+unsafe fn run<S, D: Accum, const R: usize, const C: usize>(
     rows: std::ops::Range<usize>,
     cols: std::ops::Range<usize>,
     (k, chunk): (usize, usize),
-    a: MatRef<D>,
-    b: MatRef<D>,
+    a: MatRef<S>,
+    b: MatRef<S>,
     (c, ldc): (*mut D, usize),
-    tile: TileFn<D, R, C>,
+    tile: TileFn<S, D, R, C>,
 ) {
     if rows.is_empty() || cols.is_empty() {
         return;
@@ -289,13 +303,13 @@ unsafe fn run<D: DotTile, const R: usize, const C: usize>(
         let kl = chunk.min(k - k0);
         for j0 in cols.clone().step_by(C) {
             let w = C.min(cols.end - j0);
-            let mut bp = [std::ptr::null::<D>(); C];
+            let mut bp = [std::ptr::null::<S>(); C];
             for (j, p) in bp.iter_mut().enumerate() {
                 *p = b.ptr.add((j0 + j.min(w - 1)) * b.cs + k0);
             }
             for i0 in rows.clone().step_by(R) {
                 let h = R.min(rows.end - i0);
-                let mut ap = [std::ptr::null::<D>(); R];
+                let mut ap = [std::ptr::null::<S>(); R];
                 for (i, p) in ap.iter_mut().enumerate() {
                     *p = a.ptr.add((i0 + i.min(h - 1)) * a.rs + k0);
                 }
@@ -319,14 +333,20 @@ unsafe fn run<D: DotTile, const R: usize, const C: usize>(
 /// the rest between registers every step (55-80 GFLOP/s at f32 256 x 512 x 512).
 macro_rules! tile_kernel {
     ($name:ident, $t:ty, $vec:ty, $zero:ident, $lanes:expr, $mov:literal, $fma:literal, $reduce:ident) => {
+        tile_kernel!($name, $t => $t, "avx512f,fma", $vec, $zero, $lanes, u16, "kortestw",
+                     $mov, $fma, $reduce);
+    };
+    // Elements $t in, sums $o out; the tail's mask a $mask (one bit a lane) tested by $kt.
+    ($name:ident, $t:ty => $o:ty, $feat:literal, $vec:ty, $zero:ident, $lanes:expr,
+     $mask:ty, $kt:literal, $mov:literal, $fma:literal, $reduce:ident) => {
         #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = "avx512f,fma")]
-        unsafe fn $name(a: &[*const $t; TR], b: &[*const $t; TC], k: usize) -> [[$t; TC]; TR] {
+        #[target_feature(enable = $feat)]
+        unsafe fn $name(a: &[*const $t; TR], b: &[*const $t; TC], k: usize) -> [[$o; TC]; TR] {
             use std::arch::x86_64::*;
             const V: usize = $lanes;
             let size = std::mem::size_of::<$t>();
             let end = k / V * V * size;
-            let mask: u16 = ((1u32 << (k % V)) - 1) as u16;
+            let mask = ((1u64 << (k % V)) - 1) as $mask;
             let mut acc: [$vec; TR * TC] = [$zero(); TR * TC];
             // SAFETY: the loads read a[i] and b[j] at byte offsets below k * size (whole
             // vectors below `end`, then the lanes of `mask`, which suppresses the others'
@@ -353,7 +373,7 @@ macro_rules! tile_kernel {
                 "cmp {p}, {end}",
                 "jb 2b",
                 "3:",
-                "kortestw {m}, {m}",
+                concat!($kt, " {m}, {m}"),
                 "jz 4f",
                 tile_step!($mov, $fma, " {{{m}}}{{z}}"),
                 "4:",
@@ -637,6 +657,9 @@ unsafe fn sums_avx2_f64(acc: &[std::arch::x86_64::__m256d; TR2 * TC2]) -> [[f64;
     }
     out
 }
+
+mod bf16;
+pub(super) use bf16::gemm_bf16;
 
 #[cfg(test)]
 mod tests {

@@ -266,6 +266,12 @@ pub(crate) unsafe fn gemm_bf16(
     if let Some(t) = amx::tiles() {
         return amx::gemm_tiles(&t, m, n, k, a, b, c, threads, finish);
     }
+    if dot_tiles::gemm_bf16(m, n, k, a, b, c, threads) {
+        if let Some(f) = finish {
+            f(c.as_ptr(), 0..m, 0..n);
+        }
+        return;
+    }
     match bf16_kernel() {
         Some(kern) => gemm_with(&kern, m, n, k, a, b, c, threads, finish),
         None => gemm_with(&f32::kernel(), m, n, k, a, b, c, threads, finish),

@@ -187,7 +187,9 @@ const FEW_BYTES: usize = 16 << 10;
 ///   vector 63-79 against 7 (55-62); few rows: 3 x 1024 3.9x, 4 x 1024 1.35x, 5 x 1024 1.20x,
 ///   6 x 1024 1.05x, 8 x 1024 0.92x, 4 x 4096 1.78x, 6 x 4096 1.13x, 8 x 4096 0.97x, 8 x 2048
 ///   1.12x; few columns (B's, the many vectors A's rows): 4096 x 3 by 3 x 4096 1.66x, 2048 x
-///   4 1.00x, 1024 x 8 by 8 x 4096 0.99x, 4096 x 8 0.63x. So up to 6 rows or 4 columns there.
+///   4 1.00x, 1024 x 8 by 8 x 4096 0.99x, 4096 x 8 0.63x. So up to 4 columns there, and
+///   2 rows: from 3 rows `dot_tiles::gemm_bf16`'s tiles take them, faster still (3 x 1024
+///   1.70x this path, 4 x 1024 2.02x, 6 x 1024 1.63x, 3 x 4096 2.28x, 6 x 4096 2.01x).
 /// - f16 (no native kernel: the blocked one widens to f32): 8 x 4096 2.28x, 4 x 4096 4.6x,
 ///   4096 x 8 1.18x, 8 x 1024 1.00x: every shape the form takes.
 /// - More than 2 few vectors only with AVX-512 (`level` 2: `dots_wide`, `dots_pairs`): on
@@ -197,10 +199,9 @@ const FEW_BYTES: usize = 16 << 10;
 fn pays(f: Form, m: usize, n: usize, native: bool, level: u8) -> bool {
     let few_rows = m <= thin::DOTS_MAX;
     let few = if few_rows { m } else { n };
-    let native_most = if few_rows { 6 } else { 4 };
     match f {
         Form::Rows => m <= 2,
-        Form::Dots => few <= 2 || (level == 2 && (!native || few <= native_most)),
+        Form::Dots => few <= 2 || (level == 2 && (!native || (!few_rows && few <= 4))),
     }
 }
 
