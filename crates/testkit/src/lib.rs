@@ -10,14 +10,15 @@
 /// The names `ACCEL_TEST_REQUIRE` accepts: the backends (`cpu`, `cuda`, `mps`, `xla`, `wgpu`);
 /// CUDA's pieces that work without a GPU (`nvrtc`, the compiler; `cuobjdump`, NVIDIA's reader
 /// of each CUBIN's target; `cuda_h`, CUDA 12.0's `cuda.h`, the driver floor; `cuda12`, the CUDA
-/// 12 wheels in `$VIRTUAL_ENV/cu12`); `avx512` (the CPU kernels' AVX-512 paths); the tools the
+/// 12 wheels in `$VIRTUAL_ENV/cu12`); `avx512` (the CPU kernels' AVX-512 paths), `avx512bf16`
+/// (their bf16 pair dot products, AVX512_BF16); the tools the
 /// command's tests drive (`prometheus` for `accel serve`, `tmux` for `accel monitor`, `grpc` for
 /// the TPU metrics service, `chromium` for the notebook photograph, `standin` for the C compiler
 /// that builds the doctor corpus's stand-in driver, `cgroup` for a CPU quota group, `examples` for
 /// the seeds' examples as `cargo test --all-targets` builds them, `numpy` and `torch` for
 /// `accel bench --compare`'s peers in the test environment's Python, `amx` for the bf16 kernel on
 /// AMX's tiles).
-pub const KNOWN: [&str; 21] = [
+pub const KNOWN: [&str; 22] = [
     "cpu",
     "cuda",
     "nvrtc",
@@ -31,6 +32,7 @@ pub const KNOWN: [&str; 21] = [
     "tmux",
     "grpc",
     "avx512",
+    "avx512bf16",
     "avx2",
     "chromium",
     "standin",

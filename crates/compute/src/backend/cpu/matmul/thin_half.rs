@@ -3,10 +3,11 @@
 //! path packs all of B (pairs for AVX512_BF16, or widened to f32) and runs tiles of 14 rows
 //! of which one is wanted: a bf16 vector times a transposed 1024 x 1024 matrix (a Linear
 //! layer on one token) ran at 13-16 GFLOP/s, PyTorch's at 42-47 (Zen 4, two threads). Here
-//! the large operand is read once. In the dots form with AVX-512 (`Part::dots_blocked`),
+//! the large operand is read once. With AVX-512, in the dots form (`Part::dots_blocked`)
 //! each of its vectors meets the few vectors of the other side in L1: bf16 with AVX512_BF16
 //! as it is, 32 pairs a `vdpbf16ps` (`dots_pairs`), else widened to f32 once, the large side
-//! 16 values at a time in registers (`dots_wide`). Elsewhere (the rows form, AVX2, other
+//! 16 values at a time in registers (`dots_wide`); in the rows form B's rows are widened in
+//! registers too and added into C's rows held in L1 (`rows_wide`). Elsewhere (AVX2, other
 //! CPUs) the large side is widened a run at a time into a buffer in L1
 //! (`PackInto::conv_run`: a shift for bf16, F16C for f16) and multiplied there by `thin`'s
 //! f32 loops.
@@ -172,15 +173,135 @@ unsafe fn dots_pairs<const F: usize, const U: usize>(
 #[cfg(target_arch = "x86_64")]
 const FEW_BYTES: usize = 16 << 10;
 
+/// Bytes of C's rows the rows form keeps in L1 with AVX-512 (`rows_wide`).
+#[cfg(target_arch = "x86_64")]
+const C_ROWS_BYTES: usize = 16 << 10;
+
+/// The rows form with AVX-512 for `M` rows of C and its columns `cols`: C's rows (f32, in
+/// blocks of columns that keep M rows within C_ROWS_BYTES, in L1) += A's values times B's
+/// rows, four rows of B a pass over C's block, each B vector widened in a register
+/// (`Half::load16`); columns past the last whole vector one at a time. `a` holds A's M rows
+/// in f32, k apart.
+///
+/// # Safety
+/// `a` readable for M * k values, B's rows p < k readable at the columns `cols` (unit column
+/// stride), C's rows i < M (`ldc` apart) writable at `cols` and not otherwise accessed
+/// during the call; the CPU has AVX-512F and FMA.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn rows_wide<S: Half, const M: usize>(
+    k: usize,
+    a: *const f32,
+    b: MatRef<S>,
+    c: *mut f32,
+    ldc: usize,
+    cols: std::ops::Range<usize>,
+) {
+    let block = (C_ROWS_BYTES / 4 / M).max(16) / 16 * 16;
+    // C's block is built here, its rows a vector more than the block apart: C's own rows
+    // are often a multiple of 4 KiB apart (n = 1024, 4096), and then each load of one row
+    // waited on the store to the row before (4K aliasing: 8 x 1024 by 1024 x 1024 ran at a
+    // third of 4 x 1024's rate).
+    let ld = block + 16;
+    let mut buf = vec![0f32; M * ld];
+    let mut j0 = cols.start;
+    while j0 < cols.end {
+        let w = block.min(cols.end - j0);
+        let (t, bb) = (
+            buf.as_mut_ptr(),
+            MatRef {
+                ptr: b.ptr.add(j0),
+                ..b
+            },
+        );
+        let mut p = 0;
+        while p + 4 <= k {
+            rows_step::<S, M, 4>(p, k, a, bb, t, ld, 0..w);
+            p += 4;
+        }
+        while p < k {
+            rows_step::<S, M, 1>(p, k, a, bb, t, ld, 0..w);
+            p += 1;
+        }
+        for (i, row) in buf.chunks_exact(ld).enumerate() {
+            std::ptr::copy_nonoverlapping(row.as_ptr(), c.add(i * ldc + j0), w);
+        }
+        j0 += w;
+    }
+}
+
+/// One pass of `rows_wide` over C's columns `cols`: B's rows p..p + R, written over C where
+/// p is 0, else added.
+///
+/// # Safety
+/// As for `rows_wide`, with p + R <= k.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn rows_step<S: Half, const M: usize, const R: usize>(
+    p: usize,
+    k: usize,
+    a: *const f32,
+    b: MatRef<S>,
+    c: *mut f32,
+    ldc: usize,
+    cols: std::ops::Range<usize>,
+) {
+    use std::arch::x86_64::*;
+    let mut av = [[_mm512_setzero_ps(); R]; M];
+    for (i, row) in av.iter_mut().enumerate() {
+        for (t, v) in row.iter_mut().enumerate() {
+            *v = _mm512_set1_ps(*a.add(i * k + p + t));
+        }
+    }
+    let whole = cols.start + cols.len() / 16 * 16;
+    for j in (cols.start..whole).step_by(16) {
+        let mut bv = [_mm512_setzero_ps(); R];
+        for (t, v) in bv.iter_mut().enumerate() {
+            *v = S::load16(b.ptr.add((p + t) * b.rs + j));
+        }
+        for (i, ar) in av.iter().enumerate() {
+            let cp = c.add(i * ldc + j);
+            let mut acc = if p == 0 {
+                _mm512_setzero_ps()
+            } else {
+                _mm512_loadu_ps(cp)
+            };
+            for (x, y) in ar.iter().zip(&bv) {
+                acc = _mm512_fmadd_ps(*x, *y, acc);
+            }
+            _mm512_storeu_ps(cp, acc);
+        }
+    }
+    for j in whole..cols.end {
+        for i in 0..M {
+            let cp = c.add(i * ldc + j);
+            let mut s = if p == 0 { 0.0 } else { *cp };
+            for t in 0..R {
+                s = (*b.ptr.add((p + t) * b.rs + j))
+                    .conv()
+                    .mul_add(*a.add(i * k + p + t), s);
+            }
+            *cp = s;
+        }
+    }
+}
+
 /// Whether this path is faster here than the blocked one for form `f` (which the shape
 /// takes), `native` where the blocked one multiplies 16-bit values as they are (AVX512_BF16
 /// or AMX) rather than widened to f32, with the loops compiled for `level`.
 ///
 /// Measured on Zen 4 (two threads, GFLOP/s; this path against the blocked one, calls of
 /// each alternated in one process, median ratio; PyTorch's in brackets where timed):
-/// - rows form, up to 2 rows: bf16 1 x 1024 by 1024 x 1024 24-35 against 10 (32); 2 x 1024
-///   41-49 against 19-21 (44); 1 x 4096 by 4096 x 4096 12-15 against 7-12 (17); 2 x 4096
-///   20-21 against 18-22 (22). More rows lost (bf16 4 x 1024: 73 against 78).
+/// - rows form (B k x n), with AVX-512 (`rows_wide`) every shape it takes (up to 8 rows):
+///   bf16 1 x 1024 by 1024 x 1024 80-83 against 10 (PyTorch 49), 2 x 1024 83-102 against
+///   19-21 (62), 1 x 4096 by 4096 x 4096 49 against 7-12 (18); against the blocked path
+///   (AVX512_BF16) alternated in one process: 3 x 1024 4.8x, 4 x 1024 0.95x and 1.56x (two
+///   sessions of calls), 5 x 1024 1.62x, 6 x 1024 1.36x, 8 x 1024 1.24x, 4 x 4096 1.61x,
+///   8 x 4096 1.35x; f16 4 x 1024 4.0x, 8 x 1024 2.7x, 8 x 4096 2.5x. Elsewhere (the run
+///   widened into L1, `thin::rows_body`) up to 2 rows: bf16 1 x 1024 24-35 against 10, 2 x
+///   1024 41-49 against 19-21; 4 x 1024 lost (73 against 78).
 /// - dots form (B transposed, as a Linear layer's weight), bf16 with AVX512_BF16
 ///   (`dots_pairs`): 1 x 1024 by 1024 x 1024 76-93 against 13-14 (42-44), 2 x 1024 111-175
 ///   against 29 (46-48), 1 x 4096 by 4096 x 4096 21-54 against 8-10 (45-54), 1024 x 1024 by a
@@ -200,7 +321,7 @@ fn pays(f: Form, m: usize, n: usize, native: bool, level: u8) -> bool {
     let few_rows = m <= thin::DOTS_MAX;
     let few = if few_rows { m } else { n };
     match f {
-        Form::Rows => m <= 2,
+        Form::Rows => m <= 2 || level == 2,
         Form::Dots => few <= 2 || (level == 2 && (!native || (!few_rows && few <= 4))),
     }
 }
@@ -358,6 +479,21 @@ impl<S: Half> Part<S> {
             ..
         } = *self;
         if self.f == Form::Rows {
+            #[cfg(target_arch = "x86_64")]
+            if WIDE {
+                let r = self.range.clone();
+                let (a, ld) = (few.ptr, n);
+                return match m {
+                    1 => rows_wide::<S, 1>(k, a, b, c, ld, r),
+                    2 => rows_wide::<S, 2>(k, a, b, c, ld, r),
+                    3 => rows_wide::<S, 3>(k, a, b, c, ld, r),
+                    4 => rows_wide::<S, 4>(k, a, b, c, ld, r),
+                    5 => rows_wide::<S, 5>(k, a, b, c, ld, r),
+                    6 => rows_wide::<S, 6>(k, a, b, c, ld, r),
+                    7 => rows_wide::<S, 7>(k, a, b, c, ld, r),
+                    _ => rows_wide::<S, 8>(k, a, b, c, ld, r),
+                };
+            }
             // B's rows are contiguous (`thin::form`): widen a block of them, then add its
             // products to C's columns with the f32 loop.
             let mut buf = [0f32; ROWS_B * COLS];
