@@ -11,7 +11,7 @@
 //! - **rows** (B's rows contiguous, up to `ROWS_MAX` rows of C, B larger than half of L2):
 //!   C's rows are built as sums of B's rows scaled by A's values, four rows of B at a time,
 //!   over column blocks small enough that C's rows stay in L1 while B streams past once, in
-//!   order.
+//!   order (f32 from 3 rows with AVX-512: `thin_half`'s loop, `Thin::rows_in_registers`).
 //! - **dots** (A's rows and B's columns contiguous, up to `DOTS_MAX` rows or columns of C):
 //!   every element of C is one dot product of two contiguous vectors (`x @ W.t()` of a
 //!   Linear layer, a matrix times a vector), in four AVX-512 accumulators (`dot_wide`), or
@@ -45,6 +45,25 @@ pub(crate) trait Thin: Accum {
     /// x and y readable for k elements; the CPU has AVX-512F and FMA.
     #[cfg(target_arch = "x86_64")]
     unsafe fn dot_wide(x: *const Self, y: *const Self, k: usize) -> Self;
+    /// The rows form through `thin_half`'s AVX-512 loop (`rows_wide`: B's rows in
+    /// registers, C's rows in a padded block in L1) where that is faster, with the loops
+    /// compiled for `level`; false, touching nothing, where it is not.
+    ///
+    /// # Safety
+    /// As for `gemm_thin_as` with the rows form, and `level` at most `level()`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn rows_in_registers(
+        _m: usize,
+        _n: usize,
+        _k: usize,
+        _a: MatRef<Self>,
+        _b: MatRef<Self>,
+        _c: &mut [Self],
+        _threads: usize,
+        _level: u8,
+    ) -> bool {
+        false
+    }
 }
 
 impl Thin for f32 {
@@ -60,6 +79,27 @@ impl Thin for f32 {
     #[cfg(target_arch = "x86_64")]
     unsafe fn dot_wide(x: *const f32, y: *const f32, k: usize) -> f32 {
         dot_wide_f32(x, y, k)
+    }
+    /// From 3 rows with AVX-512. Zen 4, two threads, fresh processes, 2 runs, GFLOP/s, this
+    /// against `rows_body` (PyTorch's): 1 x 1024 by 1024 x 1024 46-49 against 50-51 (19), 2 x
+    /// 1024 34-63 against 55 (21), 4 x 1024 82-99 against 64-69 (31), 8 x 1024 142 against
+    /// 53-59 (54), 8 x 4096 by 4096 x 4096 52-55 against 39-41 (36); 1 x 4096 level (16-17).
+    unsafe fn rows_in_registers(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: MatRef<f32>,
+        b: MatRef<f32>,
+        c: &mut [f32],
+        threads: usize,
+        level: u8,
+    ) -> bool {
+        if level < 2 || m < 3 {
+            return false;
+        }
+        // SAFETY: the caller's contract, which is `thin_half::gemm_as`'s for the rows form.
+        unsafe { super::thin_half::gemm_as(Form::Rows, m, n, k, a, b, c, threads, level) };
+        true
     }
 }
 
@@ -157,6 +197,9 @@ unsafe fn gemm_thin_as<D: Thin>(
     threads: usize,
 ) {
     let level = level();
+    if f == Form::Rows && D::rows_in_registers(m, n, k, a, b, c, threads, level) {
+        return;
+    }
     let (by_cols, mut ranges) = parts(f, m, n, k, threads);
     let cp = OutPtr(c.as_mut_ptr());
     helper::for_each_part(&mut ranges, |_, r| {

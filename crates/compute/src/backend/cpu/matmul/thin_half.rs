@@ -27,7 +27,8 @@ const RUN: usize = 256;
 const ROWS_B: usize = 4;
 const COLS: usize = 2048;
 
-/// The 16-bit floats of this path: widened a run at a time (`PackInto::conv_run`), or, with
+/// The element types of this path, bf16 and f16, and f32 for the rows form from 3 rows
+/// (`Thin::rows_in_registers`): widened a run at a time (`PackInto::conv_run`), or, with
 /// AVX-512, 16 at a time in a register (`load16`).
 pub(super) trait Half: PackInto<f32> + Copy + Sync {
     /// Whether this is bf16 (which AVX512_BF16 multiplies in pairs as it is: `dots_pairs`).
@@ -49,6 +50,16 @@ impl Half for half::bf16 {
         use std::arch::x86_64::*;
         let w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(p as *const __m256i));
         _mm512_castsi512_ps(_mm512_slli_epi32::<16>(w))
+    }
+}
+
+impl Half for f32 {
+    const BF16: bool = false;
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m512 {
+        std::arch::x86_64::_mm512_loadu_ps(p)
     }
 }
 
@@ -357,7 +368,7 @@ pub(super) unsafe fn gemm<S: Half>(
 /// # Safety
 /// As for `thin::gemm_thin_as`, and `level` at most `thin::level()`.
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm_as<S: Half>(
+pub(super) unsafe fn gemm_as<S: Half>(
     f: Form,
     m: usize,
     n: usize,
