@@ -17,6 +17,11 @@ use super::kernel::Caches;
 use super::pack::{MatRef, OutPtr, PackInto};
 use super::thin::{self, Form};
 
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+#[cfg(target_arch = "x86_64")]
+use avx512::{dots_pairs, dots_wide, rows_pairs, rows_wide, FEW_BYTES};
+
 /// Values of a row of A or a column of B widened at a time in the dots form (1 KiB of f32,
 /// in L1 beside the same pieces of the few f32 vectors it meets).
 const RUN: usize = 256;
@@ -32,6 +37,7 @@ const COLS: usize = 2048;
 /// AVX-512, 16 at a time in a register (`load16`).
 pub(super) trait Half: PackInto<f32> + Copy + Sync {
     /// Whether this is bf16 (which AVX512_BF16 multiplies in pairs as it is: `dots_pairs`).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     const BF16: bool;
     /// 16 values from `p` widened to f32.
     ///
@@ -71,231 +77,6 @@ impl Half for half::f16 {
     unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m512 {
         use std::arch::x86_64::*;
         _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
-    }
-}
-
-/// The dots of `x` (k values) with the `F` f32 vectors at `y`, `ld` apart: `x` widened
-/// 16 x `U` values at a time in registers and multiplied into `U` accumulators a vector
-/// (F x U <= 16: the accumulators, the widened values and the loads fit the 32 registers;
-/// U chains of FMAs hide their latency), the last k % 16 values one at a time.
-///
-/// # Safety
-/// `x` readable for k values, `y + q * ld` for k values (q < F); the CPU has AVX-512F and
-/// FMA.
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn dots_wide<S: Half, const F: usize, const U: usize>(
-    x: *const S,
-    y: *const f32,
-    ld: usize,
-    k: usize,
-    out: &mut [f32],
-) {
-    use std::arch::x86_64::*;
-    let mut acc = [[_mm512_setzero_ps(); F]; U];
-    let mut p = 0;
-    while p + 16 * U <= k {
-        for (u, acc) in acc.iter_mut().enumerate() {
-            let xu = S::load16(x.add(p + 16 * u));
-            for (q, a) in acc.iter_mut().enumerate() {
-                *a = _mm512_fmadd_ps(xu, _mm512_loadu_ps(y.add(q * ld + p + 16 * u)), *a);
-            }
-        }
-        p += 16 * U;
-    }
-    while p + 16 <= k {
-        let x0 = S::load16(x.add(p));
-        for (q, a) in acc[0].iter_mut().enumerate() {
-            *a = _mm512_fmadd_ps(x0, _mm512_loadu_ps(y.add(q * ld + p)), *a);
-        }
-        p += 16;
-    }
-    for (q, o) in out.iter_mut().enumerate().take(F) {
-        let mut v = acc[0][q];
-        for a in &acc[1..] {
-            v = _mm512_add_ps(v, a[q]);
-        }
-        let mut s = _mm512_reduce_add_ps(v);
-        for t in p..k {
-            s = (*x.add(t)).conv().mul_add(*y.add(q * ld + t), s);
-        }
-        *o = s;
-    }
-}
-
-/// `dots_wide` for bf16 with AVX512_BF16: the few vectors kept in bf16 (`y`), 32 pairs of
-/// products a `vdpbf16ps`, no widening (as the blocked path's AVX512_BF16 tiles multiply:
-/// subnormal inputs count as zero); the last k % 32 values widened, one at a time.
-///
-/// # Safety
-/// As for `dots_wide`, with `y` bf16; the CPU has AVX-512F and AVX512_BF16.
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx512f,avx512bf16,fma")]
-unsafe fn dots_pairs<const F: usize, const U: usize>(
-    x: *const half::bf16,
-    y: *const half::bf16,
-    ld: usize,
-    k: usize,
-    out: &mut [f32],
-) {
-    use std::arch::x86_64::*;
-    macro_rules! pairs {
-        ($p:expr) => {
-            std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512($p as *const __m512i))
-        };
-    }
-    let mut acc = [[_mm512_setzero_ps(); F]; U];
-    let mut p = 0;
-    while p + 32 * U <= k {
-        for (u, acc) in acc.iter_mut().enumerate() {
-            let xu = pairs!(x.add(p + 32 * u));
-            for (q, a) in acc.iter_mut().enumerate() {
-                *a = _mm512_dpbf16_ps(*a, xu, pairs!(y.add(q * ld + p + 32 * u)));
-            }
-        }
-        p += 32 * U;
-    }
-    while p + 32 <= k {
-        let x0 = pairs!(x.add(p));
-        for (q, a) in acc[0].iter_mut().enumerate() {
-            *a = _mm512_dpbf16_ps(*a, x0, pairs!(y.add(q * ld + p)));
-        }
-        p += 32;
-    }
-    for (q, o) in out.iter_mut().enumerate().take(F) {
-        let mut v = acc[0][q];
-        for a in &acc[1..] {
-            v = _mm512_add_ps(v, a[q]);
-        }
-        let mut s = _mm512_reduce_add_ps(v);
-        for t in p..k {
-            s = (*x.add(t))
-                .to_f32()
-                .mul_add((*y.add(q * ld + t)).to_f32(), s);
-        }
-        *o = s;
-    }
-}
-
-/// Bytes of the few vectors' pieces the dots form keeps in L1 while the many vectors stream
-/// past (`Part::dots_blocked`): k is cut into blocks that fit.
-#[cfg(target_arch = "x86_64")]
-const FEW_BYTES: usize = 16 << 10;
-
-/// Bytes of C's rows the rows form keeps in L1 with AVX-512 (`rows_wide`).
-#[cfg(target_arch = "x86_64")]
-const C_ROWS_BYTES: usize = 16 << 10;
-
-/// The rows form with AVX-512 for `M` rows of C and its columns `cols`: C's rows (f32, in
-/// blocks of columns that keep M rows within C_ROWS_BYTES, in L1) += A's values times B's
-/// rows, four rows of B a pass over C's block, each B vector widened in a register
-/// (`Half::load16`); columns past the last whole vector one at a time. `a` holds A's M rows
-/// in f32, k apart.
-///
-/// # Safety
-/// `a` readable for M * k values, B's rows p < k readable at the columns `cols` (unit column
-/// stride), C's rows i < M (`ldc` apart) writable at `cols` and not otherwise accessed
-/// during the call; the CPU has AVX-512F and FMA.
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn rows_wide<S: Half, const M: usize>(
-    k: usize,
-    a: *const f32,
-    b: MatRef<S>,
-    c: *mut f32,
-    ldc: usize,
-    cols: std::ops::Range<usize>,
-) {
-    let block = (C_ROWS_BYTES / 4 / M).max(16) / 16 * 16;
-    // C's block is built here, its rows a vector more than the block apart: C's own rows
-    // are often a multiple of 4 KiB apart (n = 1024, 4096), and then each load of one row
-    // waited on the store to the row before (4K aliasing: 8 x 1024 by 1024 x 1024 ran at a
-    // third of 4 x 1024's rate).
-    let ld = block + 16;
-    let mut buf = vec![0f32; M * ld];
-    let mut j0 = cols.start;
-    while j0 < cols.end {
-        let w = block.min(cols.end - j0);
-        let (t, bb) = (
-            buf.as_mut_ptr(),
-            MatRef {
-                ptr: b.ptr.add(j0),
-                ..b
-            },
-        );
-        let mut p = 0;
-        while p + 4 <= k {
-            rows_step::<S, M, 4>(p, k, a, bb, t, ld, 0..w);
-            p += 4;
-        }
-        while p < k {
-            rows_step::<S, M, 1>(p, k, a, bb, t, ld, 0..w);
-            p += 1;
-        }
-        for (i, row) in buf.chunks_exact(ld).enumerate() {
-            std::ptr::copy_nonoverlapping(row.as_ptr(), c.add(i * ldc + j0), w);
-        }
-        j0 += w;
-    }
-}
-
-/// One pass of `rows_wide` over C's columns `cols`: B's rows p..p + R, written over C where
-/// p is 0, else added.
-///
-/// # Safety
-/// As for `rows_wide`, with p + R <= k.
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn rows_step<S: Half, const M: usize, const R: usize>(
-    p: usize,
-    k: usize,
-    a: *const f32,
-    b: MatRef<S>,
-    c: *mut f32,
-    ldc: usize,
-    cols: std::ops::Range<usize>,
-) {
-    use std::arch::x86_64::*;
-    let mut av = [[_mm512_setzero_ps(); R]; M];
-    for (i, row) in av.iter_mut().enumerate() {
-        for (t, v) in row.iter_mut().enumerate() {
-            *v = _mm512_set1_ps(*a.add(i * k + p + t));
-        }
-    }
-    let whole = cols.start + cols.len() / 16 * 16;
-    for j in (cols.start..whole).step_by(16) {
-        let mut bv = [_mm512_setzero_ps(); R];
-        for (t, v) in bv.iter_mut().enumerate() {
-            *v = S::load16(b.ptr.add((p + t) * b.rs + j));
-        }
-        for (i, ar) in av.iter().enumerate() {
-            let cp = c.add(i * ldc + j);
-            let mut acc = if p == 0 {
-                _mm512_setzero_ps()
-            } else {
-                _mm512_loadu_ps(cp)
-            };
-            for (x, y) in ar.iter().zip(&bv) {
-                acc = _mm512_fmadd_ps(*x, *y, acc);
-            }
-            _mm512_storeu_ps(cp, acc);
-        }
-    }
-    for j in whole..cols.end {
-        for i in 0..M {
-            let cp = c.add(i * ldc + j);
-            let mut s = if p == 0 { 0.0 } else { *cp };
-            for t in 0..R {
-                s = (*b.ptr.add((p + t) * b.rs + j))
-                    .conv()
-                    .mul_add(*a.add(i * k + p + t), s);
-            }
-            *cp = s;
-        }
     }
 }
 
@@ -389,7 +170,13 @@ pub(super) unsafe fn gemm_as<S: Half>(
         (n, &|v, p| unsafe { b.at(p, v) })
     };
     // bf16's dots with AVX512_BF16 keep them as they are (`dots_pairs`).
-    let pairs = S::BF16 && f == Form::Dots && level == 2 && super::kernel::bf16_dot_usable();
+    #[cfg(target_arch = "x86_64")]
+    let pairs = S::BF16
+        && level == 2
+        && super::kernel::bf16_dot_usable()
+        && (f == Form::Dots || std::is_x86_feature_detected!("avx512bw"));
+    #[cfg(not(target_arch = "x86_64"))]
+    let pairs = false;
     let (mut few, mut few16) = (Vec::new(), Vec::new());
     if pairs {
         few16 = (0..count * k).map(|e| at(e / k, e % k)).collect();
@@ -490,6 +277,27 @@ impl<S: Half> Part<S> {
             ..
         } = *self;
         if self.f == Form::Rows {
+            #[cfg(target_arch = "x86_64")]
+            if WIDE && self.pairs {
+                let r = self.range.clone();
+                // S is bf16 (`gemm_as` sets `pairs` only then).
+                let (a, ld) = (self.few16.ptr as *const half::bf16, n);
+                let b = MatRef {
+                    ptr: b.ptr as *const half::bf16,
+                    rs: b.rs,
+                    cs: b.cs,
+                };
+                return match m {
+                    1 => rows_pairs::<1>(k, a, b, c, ld, r),
+                    2 => rows_pairs::<2>(k, a, b, c, ld, r),
+                    3 => rows_pairs::<3>(k, a, b, c, ld, r),
+                    4 => rows_pairs::<4>(k, a, b, c, ld, r),
+                    5 => rows_pairs::<5>(k, a, b, c, ld, r),
+                    6 => rows_pairs::<6>(k, a, b, c, ld, r),
+                    7 => rows_pairs::<7>(k, a, b, c, ld, r),
+                    _ => rows_pairs::<8>(k, a, b, c, ld, r),
+                };
+            }
             #[cfg(target_arch = "x86_64")]
             if WIDE {
                 let r = self.range.clone();
