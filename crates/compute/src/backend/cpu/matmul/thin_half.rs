@@ -7,10 +7,11 @@
 //! each of its vectors meets the few vectors of the other side in L1: bf16 with AVX512_BF16
 //! as it is, 32 pairs a `vdpbf16ps` (`dots_pairs`), else widened to f32 once, the large side
 //! 16 values at a time in registers (`dots_wide`); in the rows form B's rows are widened in
-//! registers too and added into C's rows held in L1 (`rows_wide`). Elsewhere (AVX2, other
-//! CPUs) the large side is widened a run at a time into a buffer in L1
-//! (`PackInto::conv_run`: a shift for bf16, F16C for f16) and multiplied there by `thin`'s
-//! f32 loops.
+//! registers too (bf16 with AVX512_BF16: interleaved into pairs, `rows_pairs`) and added
+//! into C's rows held in L1 (`rows_wide`). Elsewhere (AVX2, other CPUs) the large side is
+//! widened a run at a time into a buffer in L1 (`PackInto::conv_run`: a shift for bf16,
+//! F16C for f16) and multiplied there by `thin`'s f32 loops. A bf16 `x @ W.t()` on 3 to 128
+//! rows goes to `dot_tiles::gemm_bf16` instead (`pays`).
 
 use super::helper;
 use super::kernel::Caches;
