@@ -659,7 +659,7 @@ unsafe fn sums_avx2_f64(acc: &[std::arch::x86_64::__m256d; TR2 * TC2]) -> [[f64;
 }
 
 mod bf16;
-pub(super) use bf16::gemm_bf16;
+pub(super) use bf16::{gemm_bf16, usable as bf16_pairs_usable};
 
 #[cfg(test)]
 mod tests {

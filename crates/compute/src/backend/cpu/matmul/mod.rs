@@ -212,19 +212,14 @@ pub(crate) unsafe fn gemm_float<D: Thin + DotTile + PackFrom<D> + PackInto<D>>(
     finish: Option<Finish<D>>,
 ) {
     if dot_tiles::gemm(m, n, k, a, b, c, threads) || thin::gemm_thin(m, n, k, a, b, c, threads) {
-        if let Some(f) = finish {
-            f(c.as_ptr(), 0..m, 0..n);
-        }
-        return;
+        return finish_whole(finish, c, m, n);
     }
     let kern = D::kernel();
     let l2 = kernel::Caches::of_this_machine().l2;
     match kern.small {
         Some(small) if small::takes(m, n, k, b, (kern.mr, kern.nr), l2) => {
             small::gemm(&kern, small, m, n, k, a, b, c, threads, l2);
-            if let Some(f) = finish {
-                f(c.as_ptr(), 0..m, 0..n);
-            }
+            finish_whole(finish, c, m, n);
         }
         _ => gemm_with(&kern, m, n, k, a, b, c, threads, finish),
     }
@@ -258,19 +253,13 @@ pub(crate) unsafe fn gemm_bf16(
 ) {
     let native = amx::tiles().is_some() || bf16_kernel().is_some();
     if thin_half::gemm(m, n, k, a, b, c, threads, native) {
-        if let Some(f) = finish {
-            f(c.as_ptr(), 0..m, 0..n);
-        }
-        return;
+        return finish_whole(finish, c, m, n);
     }
     if let Some(t) = amx::tiles() {
         return amx::gemm_tiles(&t, m, n, k, a, b, c, threads, finish);
     }
     if dot_tiles::gemm_bf16(m, n, k, a, b, c, threads) {
-        if let Some(f) = finish {
-            f(c.as_ptr(), 0..m, 0..n);
-        }
-        return;
+        return finish_whole(finish, c, m, n);
     }
     match bf16_kernel() {
         Some(kern) => gemm_with(&kern, m, n, k, a, b, c, threads, finish),
@@ -296,15 +285,20 @@ pub(crate) unsafe fn gemm_f16(
 ) {
     let native = amx::tiles_f16().is_some();
     if thin_half::gemm(m, n, k, a, b, c, threads, native) {
-        if let Some(f) = finish {
-            f(c.as_ptr(), 0..m, 0..n);
-        }
-        return;
+        return finish_whole(finish, c, m, n);
     }
     if let Some(t) = amx::tiles_f16() {
         return amx::gemm_tiles(&t, m, n, k, a, b, c, threads, finish);
     }
     gemm_with(&f32::kernel(), m, n, k, a, b, c, threads, finish)
+}
+
+/// Hands all of C (m x n), now complete, to `finish` where there is one: for the paths
+/// that compute C in one piece (thin, dot tiles, small products, k = 0).
+fn finish_whole<D>(finish: Option<Finish<D>>, c: &[D], m: usize, n: usize) {
+    if let Some(f) = finish {
+        f(c.as_ptr(), 0..m, 0..n);
+    }
 }
 
 /// Called by `gemm_with` for each block of C that is complete (its last KC slice
@@ -495,10 +489,7 @@ unsafe fn gemm_with<S: Copy + Send + Sync + 'static, P: PackFrom<S>, D: Accum>(
     }
     if k == 0 {
         c.fill(D::default());
-        if let Some(f) = finish {
-            f(c.as_ptr(), 0..m, 0..n);
-        }
-        return;
+        return finish_whole(finish, c, m, n);
     }
     let (mr, nr) = (kern.mr, kern.nr);
     // Equal KC slices (a multiple of the kernel's unroll of 4 packed steps) rather than full

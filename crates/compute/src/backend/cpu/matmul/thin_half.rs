@@ -38,7 +38,6 @@ const COLS: usize = 2048;
 /// AVX-512, 16 at a time in a register (`load16`).
 pub(super) trait Half: PackInto<f32> + Copy + Sync {
     /// Whether this is bf16 (which AVX512_BF16 multiplies in pairs as it is: `dots_pairs`).
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     const BF16: bool;
     /// 16 values from `p` widened to f32.
     ///
@@ -170,14 +169,13 @@ pub(super) unsafe fn gemm_as<S: Half>(
     } else {
         (n, &|v, p| unsafe { b.at(p, v) })
     };
-    // bf16's dots with AVX512_BF16 keep them as they are (`dots_pairs`).
-    #[cfg(target_arch = "x86_64")]
+    // bf16 with AVX512_BF16 keeps them as they are (`dots_pairs`, `rows_pairs`).
     let pairs = S::BF16
         && level == 2
-        && super::kernel::bf16_dot_usable()
-        && (f == Form::Dots || std::is_x86_feature_detected!("avx512bw"));
-    #[cfg(not(target_arch = "x86_64"))]
-    let pairs = false;
+        && match f {
+            Form::Dots => super::kernel::bf16_dot_usable(),
+            Form::Rows => super::dot_tiles::bf16_pairs_usable(),
+        };
     let (mut few, mut few16) = (Vec::new(), Vec::new());
     if pairs {
         few16 = (0..count * k).map(|e| at(e / k, e % k)).collect();
@@ -533,5 +531,15 @@ mod tests {
     fn thin_half_products_match_the_naive_loop() {
         check::<bf16>(bf16::from_f64);
         check::<f16>(f16::from_f64);
+        // The portable copy ran above; say which of the CPU's loops could not.
+        let test = "thin_half_products_match_the_naive_loop";
+        if thin::level() < 2 {
+            let why = "this CPU has no AVX-512 (or ACCEL_CPU_KERNEL forbids it): dots_wide, \
+                       dots_pairs, rows_wide and rows_pairs not run";
+            accelkit_testkit::skip("avx512", why, test);
+        } else if !super::super::dot_tiles::bf16_pairs_usable() {
+            let why = "this CPU has no AVX512_BF16: dots_pairs and rows_pairs not run";
+            accelkit_testkit::skip("avx512bf16", why, test);
+        }
     }
 }

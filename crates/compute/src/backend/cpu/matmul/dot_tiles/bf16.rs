@@ -32,8 +32,8 @@ tile_kernel!(
 pub(in super::super) const MAX_M_BF16: usize = 128;
 
 /// Whether these tiles run here: AVX512_BF16 and AVX512BW, and AVX-512 allowed by
-/// `ACCEL_CPU_KERNEL`.
-fn usable() -> bool {
+/// `ACCEL_CPU_KERNEL` (also what `thin_half`'s `rows_pairs` needs).
+pub(in super::super) fn usable() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         super::super::kernel::bf16_dot_usable() && std::is_x86_feature_detected!("avx512bw")
