@@ -251,8 +251,11 @@ pub(crate) unsafe fn gemm_bf16(
     threads: usize,
     finish: Option<Finish<f32>>,
 ) {
-    let native = amx::tiles().is_some() || bf16_kernel().is_some();
-    if thin_half::gemm(m, n, k, a, b, c, threads, native) {
+    let amx = amx::tiles().is_some();
+    let native = amx || bf16_kernel().is_some();
+    if thin_half::gemm_rows(m, n, k, a, b, c, threads, amx)
+        || thin_half::gemm(m, n, k, a, b, c, threads, native)
+    {
         return finish_whole(finish, c, m, n);
     }
     if let Some(t) = amx::tiles() {

@@ -1,6 +1,7 @@
 //! The AVX-512 loops of `thin_half`: dots of the many vectors with the few (widened in
 //! registers, `dots_wide`; bf16 pairs with AVX512_BF16, `dots_pairs`) and the rows form's
-//! passes of B's rows over C's rows held in L1 (`rows_wide`, `rows_pairs`).
+//! passes of B's rows over C's rows held in L1 (`rows_wide`, `rows_pairs`), and bf16 C's
+//! tiles in registers for `x @ W` (`rows_tiles`).
 
 use super::{Half, MatRef};
 
@@ -359,5 +360,162 @@ pub(super) unsafe fn rows_pairs<const M: usize>(
             std::ptr::copy_nonoverlapping(r.as_ptr().add(groups), out.add(groups), w - groups);
         }
         j0 += w;
+    }
+}
+
+/// bf16 C = A B for B's rows contiguous (k x n, `x @ W`) with AVX512_BF16, C's tiles in
+/// registers (`rows_regs`) along all of k, B read in place: for each slab of C's columns
+/// (`slab`, a multiple of 32, sized by the caller so that k rows of it stay in L2) each
+/// group of up to 8 of A's rows in turn, so that groups after the first read B's slab from
+/// L2. Against `rows_pairs` (C's rows built in L1, loaded and stored for every 4 rows of B)
+/// and the blocked path, see `gemm_rows`.
+///
+/// # Safety
+/// `a` readable for m rows of k values, `lda` apart; B's rows p < k readable at `cols`;
+/// C's rows i < m (`ldc` apart) writable at `cols` and not otherwise accessed during the
+/// call; the CPU has AVX-512F, AVX512BW and AVX512_BF16.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+pub(super) unsafe fn rows_tiles(
+    m: usize,
+    k: usize,
+    a: *const half::bf16,
+    lda: usize,
+    b: MatRef<half::bf16>,
+    c: *mut f32,
+    ldc: usize,
+    cols: std::ops::Range<usize>,
+    slab: usize,
+) {
+    type Run = unsafe fn(
+        usize,
+        *const half::bf16,
+        usize,
+        MatRef<half::bf16>,
+        *mut f32,
+        usize,
+        usize,
+        usize,
+    );
+    let mut j0 = cols.start;
+    while j0 < cols.end {
+        let w = slab.min(cols.end - j0);
+        let mut i0 = 0;
+        while i0 < m {
+            // M rows of 2 G accumulators each, at most 16.
+            let rows = (m - i0).min(8);
+            let (run, g): (Run, usize) = match rows {
+                1 => (rows_regs::<1, 4>, 4),
+                2 => (rows_regs::<2, 4>, 4),
+                3 => (rows_regs::<3, 2>, 2),
+                4 => (rows_regs::<4, 2>, 2),
+                5 => (rows_regs::<5, 1>, 1),
+                6 => (rows_regs::<6, 1>, 1),
+                7 => (rows_regs::<7, 1>, 1),
+                _ => (rows_regs::<8, 1>, 1),
+            };
+            let (ai, ci) = (a.add(i0 * lda), c.add(i0 * ldc));
+            let mut j = j0;
+            while j < j0 + w {
+                let cw = (32 * g).min(j0 + w - j);
+                run(k, ai, lda, b, ci, ldc, j, cw);
+                j += cw;
+            }
+            i0 += rows;
+        }
+        j0 += w;
+    }
+}
+
+/// C's M rows at columns j..j + w (w <= 32 G) = A's M rows (`lda` apart, bf16) times B's
+/// rows: B's rows p and p + 1 interleaved in registers into pairs (`vpunpcklwd` and
+/// `vpunpckhwd`: within each 128-bit lane, columns 0-3 into the low vector and 4-7 into the
+/// high one) and multiplied with A's pair (p, p + 1), broadcast, by `vdpbf16ps` into M x 2G
+/// accumulators (at most 16: with the G pairs of B's vectors they fit the 32 registers),
+/// which are put back in column order (`vpermt2ps`) and stored once. The columns past w
+/// are masked out of the loads and stores; a last odd row of B is paired with zeros.
+///
+/// # Safety
+/// As for `rows_tiles`, for columns j..j + w.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+unsafe fn rows_regs<const M: usize, const G: usize>(
+    k: usize,
+    a: *const half::bf16,
+    lda: usize,
+    b: MatRef<half::bf16>,
+    c: *mut f32,
+    ldc: usize,
+    j: usize,
+    w: usize,
+) {
+    use std::arch::x86_64::*;
+    let mut masks = [0u32; G];
+    for (g, mk) in masks.iter_mut().enumerate() {
+        let left = w.saturating_sub(32 * g).min(32);
+        *mk = if left == 32 {
+            u32::MAX
+        } else {
+            (1u32 << left) - 1
+        };
+    }
+    let bp = b.ptr.add(j);
+    let mut accs = [[[_mm512_setzero_ps(); 2]; G]; M];
+    macro_rules! step {
+        ($p:expr, $odd:expr) => {{
+            let p: usize = $p;
+            let mut lo = [_mm512_setzero_si512(); G];
+            let mut hi = [_mm512_setzero_si512(); G];
+            for g in 0..G {
+                let r0 =
+                    _mm512_maskz_loadu_epi16(masks[g], bp.add(p * b.rs + 32 * g) as *const i16);
+                let r1 = if $odd {
+                    _mm512_setzero_si512()
+                } else {
+                    _mm512_maskz_loadu_epi16(
+                        masks[g],
+                        bp.add((p + 1) * b.rs + 32 * g) as *const i16,
+                    )
+                };
+                lo[g] = _mm512_unpacklo_epi16(r0, r1);
+                hi[g] = _mm512_unpackhi_epi16(r0, r1);
+            }
+            for (i, row) in accs.iter_mut().enumerate() {
+                let x = if $odd {
+                    (*a.add(i * lda + p)).to_bits() as i32
+                } else {
+                    (a.add(i * lda + p) as *const i32).read_unaligned()
+                };
+                let x = std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(x));
+                for (g, v) in row.iter_mut().enumerate() {
+                    v[0] =
+                        _mm512_dpbf16_ps(v[0], std::mem::transmute::<__m512i, __m512bh>(lo[g]), x);
+                    v[1] =
+                        _mm512_dpbf16_ps(v[1], std::mem::transmute::<__m512i, __m512bh>(hi[g]), x);
+                }
+            }
+        }};
+    }
+    let mut p = 0;
+    while p + 2 <= k {
+        step!(p, false);
+        p += 2;
+    }
+    if p < k {
+        step!(p, true);
+    }
+    // Lanes of the low vector hold columns 8 L + e, of the high one 8 L + 4 + e (e < 4).
+    let first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    let second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+    for (i, row) in accs.iter().enumerate() {
+        for (g, v) in row.iter().enumerate() {
+            let out = c.add(i * ldc + j + 32 * g);
+            let (m0, m1) = (masks[g] as u16, (masks[g] >> 16) as u16);
+            let x0 = _mm512_permutex2var_ps(v[0], first, v[1]);
+            let x1 = _mm512_permutex2var_ps(v[0], second, v[1]);
+            _mm512_mask_storeu_ps(out, m0, x0);
+            _mm512_mask_storeu_ps(out.add(16), m1, x1);
+        }
     }
 }
