@@ -64,6 +64,24 @@ pub(crate) trait Thin: Accum {
     ) -> bool {
         false
     }
+
+    /// C = A B through `thin_half::gemm_rows_avx2` (B's rows contiguous, up to 32 rows, on
+    /// a CPU whose best is AVX2) where it takes the product (f32 only): returns false,
+    /// touching nothing, where not.
+    ///
+    /// # Safety
+    /// As for `gemm_thin`.
+    unsafe fn rows_avx2(
+        _m: usize,
+        _n: usize,
+        _k: usize,
+        _a: MatRef<Self>,
+        _b: MatRef<Self>,
+        _c: &mut [Self],
+        _threads: usize,
+    ) -> bool {
+        false
+    }
 }
 
 impl Thin for f32 {
@@ -100,6 +118,19 @@ impl Thin for f32 {
         // SAFETY: the caller's contract, which is `thin_half::gemm_as`'s for the rows form.
         unsafe { super::thin_half::gemm_as(Form::Rows, m, n, k, a, b, c, threads, level) };
         true
+    }
+
+    unsafe fn rows_avx2(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: MatRef<f32>,
+        b: MatRef<f32>,
+        c: &mut [f32],
+        threads: usize,
+    ) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { super::thin_half::gemm_rows_avx2(m, n, k, a, b, c, threads) }
     }
 }
 

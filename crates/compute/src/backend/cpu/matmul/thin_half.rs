@@ -8,16 +8,22 @@
 //! as it is, 32 pairs a `vdpbf16ps` (`dots_pairs`), else widened to f32 once, the large side
 //! 16 values at a time in registers (`dots_wide`); in the rows form B's rows are widened in
 //! registers too (bf16 with AVX512_BF16: interleaved into pairs, `rows_pairs`) and added
-//! into C's rows held in L1 (`rows_wide`). Elsewhere (AVX2, other CPUs) the large side is
-//! widened a run at a time into a buffer in L1 (`PackInto::conv_run`: a shift for bf16,
-//! F16C for f16) and multiplied there by `thin`'s f32 loops. A bf16 `x @ W.t()` on 3 to 128
-//! rows goes to `dot_tiles::gemm_bf16` instead (`pays`).
+//! into C's rows held in L1 (`rows_wide`). With AVX2 (and F16C) the dots form widens 8
+//! values at a time in registers (`avx2::dots_wide`); elsewhere, and in the rows form on
+//! AVX2, the large side is widened a run at a time into a buffer in L1
+//! (`PackInto::conv_run`: a shift for bf16, F16C for f16) and multiplied there by `thin`'s
+//! f32 loops. A bf16 `x @ W.t()` on 3 to 128 rows goes to `dot_tiles::gemm_bf16` instead
+//! (`pays`). `x @ W` (B's rows contiguous) on up to 32 rows, B at most a quarter of L3,
+//! goes first to C's tiles in registers: bf16 with AVX512_BF16 (`gemm_rows`), and on a
+//! CPU whose best is AVX2 f32 from 4 rows, bf16 and f16 from 1 (`gemm_rows_avx2`).
 
 use super::helper;
 use super::kernel::Caches;
 use super::pack::{MatRef, OutPtr, PackInto};
 use super::thin::{self, Form};
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
@@ -45,6 +51,12 @@ pub(super) trait Half: PackInto<f32> + Copy + Sync {
     /// `p` readable for 16 values; the CPU has AVX-512F.
     #[cfg(target_arch = "x86_64")]
     unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m512;
+    /// 8 values from `p` widened to f32.
+    ///
+    /// # Safety
+    /// `p` readable for 8 values; the CPU has AVX2 and F16C.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256;
 }
 
 impl Half for half::bf16 {
@@ -57,6 +69,14 @@ impl Half for half::bf16 {
         let w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(p as *const __m256i));
         _mm512_castsi512_ps(_mm512_slli_epi32::<16>(w))
     }
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        let w = _mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i));
+        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(w))
+    }
 }
 
 impl Half for f32 {
@@ -66,6 +86,12 @@ impl Half for f32 {
     #[target_feature(enable = "avx512f")]
     unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m512 {
         std::arch::x86_64::_mm512_loadu_ps(p)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx")]
+    unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256 {
+        std::arch::x86_64::_mm256_loadu_ps(p)
     }
 }
 
@@ -77,6 +103,13 @@ impl Half for half::f16 {
     unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m512 {
         use std::arch::x86_64::*;
         _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx,f16c")]
+    unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
     }
 }
 
@@ -105,16 +138,19 @@ impl Half for half::f16 {
 ///   1.70x this path, 4 x 1024 2.02x, 6 x 1024 1.63x, 3 x 4096 2.28x, 6 x 4096 2.01x).
 /// - f16 (no native kernel: the blocked one widens to f32): 8 x 4096 2.28x, 4 x 4096 4.6x,
 ///   4096 x 8 1.18x, 8 x 1024 1.00x: every shape the form takes.
-/// - More than 2 few vectors only with AVX-512 (`level` 2: `dots_wide`, `dots_pairs`): on
-///   the AVX2 copy (`ACCEL_CPU_KERNEL=avx2`, f32 tiles) 8 x 1024 by a transposed 1024 x 1024
-///   read 14-25 against 19-35, 1024 x 8 by 1024 level; 1 x 1024 there 12-13 against 3
-///   (bf16), 5-9 against 2 (f16).
+/// - With AVX2 (`level` 1, `ACCEL_CPU_KERNEL=avx2` on Zen 4; the blocked path widens to
+///   f32 there): the dots form widened 8 at a time in registers (`avx2::dots_wide`) against
+///   the run widened into L1 and `thin`'s loops (1-2 few vectors): bf16 1 x 1024 by a
+///   transposed 1024 x 1024 4.98x, 2 x 1024 4.09x, 1 x 4096 by 4096 x 4096 2.20x, 1024 x
+///   1024 by a vector 4.64x; f16 6.47x, 5.85x, 2.69x, 5.08x; and against the blocked path
+///   (3-8 few vectors): bf16 4 x 1024 5.97x, 8 x 1024 2.92x, 8 x 4096 2.22x, 1024 x 8 by
+///   1024 4.15x; f16 8.43x, 3.43x, 2.43x, 3.47x. So every count of few vectors there.
 fn pays(f: Form, m: usize, n: usize, native: bool, level: u8) -> bool {
     let few_rows = m <= thin::DOTS_MAX;
     let few = if few_rows { m } else { n };
     match f {
         Form::Rows => m <= 2 || level == 2,
-        Form::Dots => few <= 2 || (level == 2 && (!native || (!few_rows && few <= 4))),
+        Form::Dots => few <= 2 || (level >= 1 && (!native || (!few_rows && few <= 4))),
     }
 }
 
@@ -207,6 +243,67 @@ pub(super) unsafe fn gemm_rows(
             // each part writes only its own columns of C, which no other part touches; the
             // CPU has what `rows_tiles` needs (`rows_takes`).
             unsafe { rows_tiles(m, k, rows.as_ptr(), k, b, cp.get(), n, r.clone(), slab) };
+        });
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (a, c, threads);
+    true
+}
+
+/// Whether `gemm_rows_avx2` takes an m x k by k x n product with B's rows contiguous here:
+/// AVX2 (with FMA and F16C) the best the CPU has or `ACCEL_CPU_KERNEL` allows (`thin::level`
+/// 1), up to ROWS_TILES_MAX rows, B at most a quarter of L3, and, beyond 8 rows, at least
+/// 128 columns.
+fn rows_avx2_takes<S>(m: usize, n: usize, k: usize, b: MatRef<S>) -> bool {
+    let l3 = Caches::of_this_machine().l3;
+    #[cfg(target_arch = "x86_64")]
+    let f16c = std::is_x86_feature_detected!("f16c");
+    #[cfg(not(target_arch = "x86_64"))]
+    let f16c = false;
+    let size = std::mem::size_of::<S>();
+    b.cs == 1
+        && (1..=ROWS_TILES_MAX).contains(&m)
+        && (size == 2 || m >= 4)
+        && (m <= thin::DOTS_MAX || n >= 128)
+        && n > 0
+        && k > 0
+        && k * n * size <= l3 / 4
+        && thin::level() == 1
+        && f16c
+}
+
+/// C = A B (C in f32) for B's rows contiguous (k x n, `x @ W`) with AVX2 where
+/// `rows_avx2_takes` says so (returns false, touching nothing, where not), on up to
+/// `threads` threads: A's rows widened to f32 together, C's columns split between the
+/// threads, each share through `avx2::rows_tiles` in slabs whose k rows of B take half of
+/// L2.
+///
+/// # Safety
+/// As for `thin::gemm_thin`.
+pub(super) unsafe fn gemm_rows_avx2<S: Half>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<S>,
+    b: MatRef<S>,
+    c: &mut [f32],
+    threads: usize,
+) -> bool {
+    if !rows_avx2_takes(m, n, k, b) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let rows: Vec<f32> = (0..m * k).map(|e| a.at(e / k, e % k).conv()).collect();
+        let (_, mut ranges) = thin::parts(Form::Rows, m, n, k, threads);
+        let size = std::mem::size_of::<S>();
+        let slab = (Caches::of_this_machine().l2 / 2 / (size * k)).clamp(32, 1024) / 32 * 32;
+        let cp = OutPtr(c.as_mut_ptr());
+        helper::for_each_part(&mut ranges, |_, r| {
+            // SAFETY: `rows` holds m rows of k values; the caller's contract covers B and C;
+            // each part writes only its own columns of C, which no other part touches; the
+            // CPU has AVX2, FMA and F16C (`rows_avx2_takes`).
+            unsafe { avx2::rows_tiles(m, k, rows.as_ptr(), k, b, cp.get(), n, r.clone(), slab) };
         });
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -418,7 +515,11 @@ impl<S: Half> Part<S> {
         let base = if self.by_cols { b.ptr } else { a.ptr };
         #[cfg(target_arch = "x86_64")]
         if WIDE {
-            return self.dots_blocked();
+            return self.dots_blocked::<false>();
+        }
+        #[cfg(target_arch = "x86_64")]
+        if FUSED && std::is_x86_feature_detected!("f16c") {
+            return self.dots_blocked::<true>();
         }
         let mut buf = [0f32; RUN];
         for o in self.range.clone() {
@@ -441,17 +542,18 @@ impl<S: Half> Part<S> {
         }
     }
 
-    /// The dots form with AVX-512: k in blocks whose pieces of the few vectors stay in L1
-    /// (`FEW_BYTES`), and for each block every many vector's piece widened in registers
-    /// (`dots_wide`) or, with `pairs`, multiplied in bf16 pairs (`dots_pairs`); C holds the
-    /// sums over the blocks so far. One block of k in all (8 x 4096 by a transposed
-    /// 4096 x 4096 read its few vectors' 128 KiB from L2 for every column).
+    /// The dots form with AVX-512 (or AVX2, `AVX2`): k in blocks whose pieces of the few
+    /// vectors stay in L1 (`FEW_BYTES`), and for each block every many vector's piece
+    /// widened in registers (`dots_wide`, AVX2's `avx2::dots_wide`) or, with `pairs`,
+    /// multiplied in bf16 pairs (`dots_pairs`); C holds the sums over the blocks so far. One
+    /// block of k in all (8 x 4096 by a transposed 4096 x 4096 read its few vectors' 128 KiB
+    /// from L2 for every column).
     ///
     /// # Safety
-    /// As for `run` with level 2.
+    /// As for `run` with level 2, or with `AVX2` level 1 and a CPU with F16C.
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    unsafe fn dots_blocked(&self) {
+    unsafe fn dots_blocked<const AVX2: bool>(&self) {
         let Part {
             m, n, k, a, b, c, ..
         } = *self;
@@ -465,6 +567,16 @@ impl<S: Half> Part<S> {
         };
         type Widened<S> = unsafe fn(*const S, *const f32, usize, usize, &mut [f32]);
         type Pairs = unsafe fn(*const half::bf16, *const half::bf16, usize, usize, &mut [f32]);
+        let narrow: Widened<S> = match inner {
+            1 => avx2::dots_wide::<S, 1, 4>,
+            2 => avx2::dots_wide::<S, 2, 4>,
+            3 => avx2::dots_wide::<S, 3, 2>,
+            4 => avx2::dots_wide::<S, 4, 2>,
+            5 => avx2::dots_wide::<S, 5, 1>,
+            6 => avx2::dots_wide::<S, 6, 1>,
+            7 => avx2::dots_wide::<S, 7, 1>,
+            _ => avx2::dots_wide::<S, 8, 1>,
+        };
         let (widened, pairs): (Widened<S>, Pairs) = match inner {
             1 => (dots_wide::<S, 1, 4>, dots_pairs::<1, 4>),
             2 => (dots_wide::<S, 2, 4>, dots_pairs::<2, 4>),
@@ -475,6 +587,7 @@ impl<S: Half> Part<S> {
             7 => (dots_wide::<S, 7, 2>, dots_pairs::<7, 2>),
             _ => (dots_wide::<S, 8, 2>, dots_pairs::<8, 2>),
         };
+        let widened = if AVX2 { narrow } else { widened };
         let mut p0 = 0;
         while p0 < k {
             let len = kb.min(k - p0);
@@ -500,213 +613,4 @@ impl<S: Half> Part<S> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::tests::values;
-    use super::*;
-    use half::{bf16, f16};
-
-    /// Every shape of `thin`'s test that a form takes, both layouts of A and of B, one and
-    /// two threads, every compiled copy this CPU runs, against a naive f64 loop over the
-    /// same 16-bit values (the products are exact in f32; the sums' rounding is the bound).
-    fn check<S: Half + Into<f64>>(to: impl Fn(f64) -> S) {
-        let shapes = [
-            (1, 1, 1),
-            (1, 4096, 300),
-            (1, 37, 1000),
-            (2, 600, 513),
-            (3, 70, 5),
-            (8, 33, 64),
-            (8, 1000, 7),
-            (300, 1, 1000),
-            (129, 3, 70),
-            (700, 8, 257),
-            // Every count of few vectors (4 to 7 here), k with a whole turn, a single vector
-            // and a tail (32 + 16 + 3).
-            (4, 50, 51),
-            (5, 40, 51),
-            (90, 6, 51),
-            (7, 9, 51),
-            // Few vectors beyond FEW_BYTES: k in blocks (2 or 3, the last one short).
-            (3, 20, 3000),
-            (40, 5, 1000),
-        ];
-        for (m, n, k) in shapes {
-            let a: Vec<S> = values(m * k, 1).into_iter().map(&to).collect();
-            let b: Vec<S> = values(k * n, 2).into_iter().map(&to).collect();
-            for (ars, acs) in [(k, 1), (1, m)] {
-                for (brs, bcs) in [(n, 1), (1, k)] {
-                    let (ar, br) = (
-                        MatRef {
-                            ptr: a.as_ptr(),
-                            rs: ars,
-                            cs: acs,
-                        },
-                        MatRef {
-                            ptr: b.as_ptr(),
-                            rs: brs,
-                            cs: bcs,
-                        },
-                    );
-                    let want = |e: usize| -> f64 {
-                        let (i, j) = (e / n, e % n);
-                        (0..k)
-                            .map(|p| a[i * ars + p * acs].into() * b[p * brs + j * bcs].into())
-                            .sum()
-                    };
-                    // Each form whose own conditions hold (`thin::form`, whatever the
-                    // size of L2), on every compiled copy and on two threads.
-                    for f in [Form::Rows, Form::Dots] {
-                        let takes = match f {
-                            Form::Rows => bcs == 1 && m <= 8,
-                            Form::Dots => acs == 1 && brs == 1 && (m <= 8 || n <= 8),
-                        };
-                        let top = thin::level();
-                        let runs = (0..=top).map(|l| (1, l)).chain([(2, top)]);
-                        for (threads, level) in runs.filter(|_| takes) {
-                            let mut c = vec![7.0f32; m * n];
-                            // SAFETY: the views cover the m x k and k x n values; c holds m * n;
-                            // the strides are those form `f` needs (`takes`); level <= level().
-                            unsafe { gemm_as(f, m, n, k, ar, br, &mut c, threads, level) };
-                            for (e, &g) in c.iter().enumerate() {
-                                let w = want(e);
-                                assert!(
-                                    (g as f64 - w).abs() <= 1e-6 * k as f64,
-                                    "{f:?} {m}x{n}x{k} a ({ars}, {acs}) b ({brs}, {bcs}) \
-                                     threads {threads} level {level} at {e}: {g}, naive {w}"
-                                );
-                            }
-                        }
-                    }
-                    // `gemm` takes a product exactly where `thin::form` says, and leaves C
-                    // alone where it does not.
-                    for native in [false, true] {
-                        let mut c = vec![7.0f32; m * n];
-                        // SAFETY: as above.
-                        let took = unsafe { gemm(m, n, k, ar, br, &mut c, 2, native) };
-                        let l2 = Caches::of_this_machine().l2;
-                        let f = thin::form(m, n, k, ar, br, l2);
-                        assert_eq!(
-                            took,
-                            f.is_some_and(|f| pays(f, m, n, native, thin::level()))
-                        );
-                        if !took {
-                            assert!(c.iter().all(|&x| x == 7.0), "a refused product wrote C");
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// `gemm_rows` against a naive f64 loop: every count of rows in a group (1 to 8) and
-    /// groups after the first (9, 13, 32), columns in whole slabs and masked tails, odd and
-    /// even k, A's rows or columns contiguous, one and two threads; where it refuses (B's
-    /// columns contiguous, too many rows, few columns beyond 8 rows) C is left alone.
-    #[test]
-    fn rows_tiles_match_the_naive_loop() {
-        let test = "rows_tiles_match_the_naive_loop";
-        let shapes = [
-            (1, 1, 1),
-            (1, 200, 3),
-            (2, 1000, 77),
-            (3, 130, 64),
-            (4, 33, 2),
-            (5, 64, 129),
-            (6, 100, 31),
-            (7, 96, 8),
-            (8, 257, 300),
-            (9, 128, 5),
-            (13, 300, 101),
-            (32, 160, 40),
-            (33, 128, 64),
-            (12, 100, 64),
-        ];
-        let mut ran = false;
-        for (m, n, k) in shapes {
-            let a: Vec<bf16> = values(m * k, 3).into_iter().map(bf16::from_f64).collect();
-            let b: Vec<bf16> = values(k * n, 4).into_iter().map(bf16::from_f64).collect();
-            for (ars, acs) in [(k, 1), (1, m)] {
-                for (brs, bcs) in [(n, 1), (1, k)] {
-                    let ar = MatRef {
-                        ptr: a.as_ptr(),
-                        rs: ars,
-                        cs: acs,
-                    };
-                    let br = MatRef {
-                        ptr: b.as_ptr(),
-                        rs: brs,
-                        cs: bcs,
-                    };
-                    let takes = rows_takes(m, n, k, br, false);
-                    assert_eq!(
-                        takes && bcs == 1,
-                        takes,
-                        "took B with its columns contiguous"
-                    );
-                    for threads in [1, 2] {
-                        let mut c = vec![7.0f32; m * n];
-                        // SAFETY: the views cover the m x k and k x n values; c holds m * n.
-                        let took = unsafe { gemm_rows(m, n, k, ar, br, &mut c, threads, false) };
-                        assert_eq!(took, takes);
-                        if !took {
-                            assert!(c.iter().all(|&x| x == 7.0), "a refused product wrote C");
-                            continue;
-                        }
-                        ran = true;
-                        for (e, &g) in c.iter().enumerate() {
-                            let (i, j) = (e / n, e % n);
-                            let w: f64 = (0..k)
-                                .map(|p| {
-                                    f64::from(a[i * ars + p * acs])
-                                        * f64::from(b[p * brs + j * bcs])
-                                })
-                                .sum();
-                            assert!(
-                                (g as f64 - w).abs() <= 1e-6 * k as f64,
-                                "{m}x{n}x{k} a ({ars}, {acs}) threads {threads} at ({i}, {j}): \
-                                 {g}, naive {w}"
-                            );
-                        }
-                    }
-                }
-            }
-            // Where AMX's tiles run the blocked path, only up to 8 rows.
-            let br = MatRef {
-                ptr: b.as_ptr(),
-                rs: n,
-                cs: 1,
-            };
-            assert!(!rows_takes(m, n, k, br, true) || m <= 8);
-        }
-        if !ran {
-            let why = "this CPU has no AVX512_BF16 (or ACCEL_CPU_KERNEL forbids AVX-512): \
-                       rows_tiles not run";
-            accelkit_testkit::skip("avx512bf16", why, test);
-        } else {
-            // The refusals above: 33 rows, and 12 rows on 100 columns.
-            let b = MatRef {
-                ptr: std::ptr::null::<bf16>(),
-                rs: 100,
-                cs: 1,
-            };
-            assert!(!rows_takes(33, 128, 64, b, false) && !rows_takes(12, 100, 64, b, false));
-            assert!(rows_takes(12, 128, 64, b, false) && rows_takes(8, 100, 64, b, false));
-        }
-    }
-
-    #[test]
-    fn thin_half_products_match_the_naive_loop() {
-        check::<bf16>(bf16::from_f64);
-        check::<f16>(f16::from_f64);
-        // The portable copy ran above; say which of the CPU's loops could not.
-        let test = "thin_half_products_match_the_naive_loop";
-        if thin::level() < 2 {
-            let why = "this CPU has no AVX-512 (or ACCEL_CPU_KERNEL forbids it): dots_wide, \
-                       dots_pairs, rows_wide and rows_pairs not run";
-            accelkit_testkit::skip("avx512", why, test);
-        } else if !super::super::dot_tiles::bf16_pairs_usable() {
-            let why = "this CPU has no AVX512_BF16: dots_pairs and rows_pairs not run";
-            accelkit_testkit::skip("avx512bf16", why, test);
-        }
-    }
-}
+mod tests;

@@ -1,0 +1,306 @@
+//! `thin_half`'s loops against a naive f64 loop: both forms on every compiled copy, C's
+//! tiles in registers for `x @ W` (AVX512_BF16 and AVX2), and where each path takes a product.
+use super::super::tests::values;
+use super::*;
+use half::{bf16, f16};
+
+/// Every shape of `thin`'s test that a form takes, both layouts of A and of B, one and
+/// two threads, every compiled copy this CPU runs, against a naive f64 loop over the
+/// same 16-bit values (the products are exact in f32; the sums' rounding is the bound).
+fn check<S: Half + Into<f64>>(to: impl Fn(f64) -> S) {
+    let shapes = [
+        (1, 1, 1),
+        (1, 4096, 300),
+        (1, 37, 1000),
+        (2, 600, 513),
+        (3, 70, 5),
+        (8, 33, 64),
+        (8, 1000, 7),
+        (300, 1, 1000),
+        (129, 3, 70),
+        (700, 8, 257),
+        // Every count of few vectors (4 to 7 here), k with a whole turn, a single vector
+        // and a tail (32 + 16 + 3).
+        (4, 50, 51),
+        (5, 40, 51),
+        (90, 6, 51),
+        (7, 9, 51),
+        // Few vectors beyond FEW_BYTES: k in blocks (2 or 3, the last one short).
+        (3, 20, 3000),
+        (40, 5, 1000),
+    ];
+    for (m, n, k) in shapes {
+        let a: Vec<S> = values(m * k, 1).into_iter().map(&to).collect();
+        let b: Vec<S> = values(k * n, 2).into_iter().map(&to).collect();
+        for (ars, acs) in [(k, 1), (1, m)] {
+            for (brs, bcs) in [(n, 1), (1, k)] {
+                let (ar, br) = (
+                    MatRef {
+                        ptr: a.as_ptr(),
+                        rs: ars,
+                        cs: acs,
+                    },
+                    MatRef {
+                        ptr: b.as_ptr(),
+                        rs: brs,
+                        cs: bcs,
+                    },
+                );
+                let want = |e: usize| -> f64 {
+                    let (i, j) = (e / n, e % n);
+                    (0..k)
+                        .map(|p| a[i * ars + p * acs].into() * b[p * brs + j * bcs].into())
+                        .sum()
+                };
+                // Each form whose own conditions hold (`thin::form`, whatever the
+                // size of L2), on every compiled copy and on two threads.
+                for f in [Form::Rows, Form::Dots] {
+                    let takes = match f {
+                        Form::Rows => bcs == 1 && m <= 8,
+                        Form::Dots => acs == 1 && brs == 1 && (m <= 8 || n <= 8),
+                    };
+                    let top = thin::level();
+                    let runs = (0..=top).map(|l| (1, l)).chain([(2, top)]);
+                    for (threads, level) in runs.filter(|_| takes) {
+                        let mut c = vec![7.0f32; m * n];
+                        // SAFETY: the views cover the m x k and k x n values; c holds m * n;
+                        // the strides are those form `f` needs (`takes`); level <= level().
+                        unsafe { gemm_as(f, m, n, k, ar, br, &mut c, threads, level) };
+                        for (e, &g) in c.iter().enumerate() {
+                            let w = want(e);
+                            assert!(
+                                (g as f64 - w).abs() <= 1e-6 * k as f64,
+                                "{f:?} {m}x{n}x{k} a ({ars}, {acs}) b ({brs}, {bcs}) \
+                                 threads {threads} level {level} at {e}: {g}, naive {w}"
+                            );
+                        }
+                    }
+                }
+                // `gemm` takes a product exactly where `thin::form` says, and leaves C
+                // alone where it does not.
+                for native in [false, true] {
+                    let mut c = vec![7.0f32; m * n];
+                    // SAFETY: as above.
+                    let took = unsafe { gemm(m, n, k, ar, br, &mut c, 2, native) };
+                    let l2 = Caches::of_this_machine().l2;
+                    let f = thin::form(m, n, k, ar, br, l2);
+                    assert_eq!(
+                        took,
+                        f.is_some_and(|f| pays(f, m, n, native, thin::level()))
+                    );
+                    if !took {
+                        assert!(c.iter().all(|&x| x == 7.0), "a refused product wrote C");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `gemm_rows` against a naive f64 loop: every count of rows in a group (1 to 8) and
+/// groups after the first (9, 13, 32), columns in whole slabs and masked tails, odd and
+/// even k, A's rows or columns contiguous, one and two threads; where it refuses (B's
+/// columns contiguous, too many rows, few columns beyond 8 rows) C is left alone.
+#[test]
+fn rows_tiles_match_the_naive_loop() {
+    let test = "rows_tiles_match_the_naive_loop";
+    let shapes = [
+        (1, 1, 1),
+        (1, 200, 3),
+        (2, 1000, 77),
+        (3, 130, 64),
+        (4, 33, 2),
+        (5, 64, 129),
+        (6, 100, 31),
+        (7, 96, 8),
+        (8, 257, 300),
+        (9, 128, 5),
+        (13, 300, 101),
+        (32, 160, 40),
+        (33, 128, 64),
+        (12, 100, 64),
+    ];
+    let mut ran = false;
+    for (m, n, k) in shapes {
+        let a: Vec<bf16> = values(m * k, 3).into_iter().map(bf16::from_f64).collect();
+        let b: Vec<bf16> = values(k * n, 4).into_iter().map(bf16::from_f64).collect();
+        for (ars, acs) in [(k, 1), (1, m)] {
+            for (brs, bcs) in [(n, 1), (1, k)] {
+                let ar = MatRef {
+                    ptr: a.as_ptr(),
+                    rs: ars,
+                    cs: acs,
+                };
+                let br = MatRef {
+                    ptr: b.as_ptr(),
+                    rs: brs,
+                    cs: bcs,
+                };
+                let takes = rows_takes(m, n, k, br, false);
+                assert_eq!(
+                    takes && bcs == 1,
+                    takes,
+                    "took B with its columns contiguous"
+                );
+                for threads in [1, 2] {
+                    let mut c = vec![7.0f32; m * n];
+                    // SAFETY: the views cover the m x k and k x n values; c holds m * n.
+                    let took = unsafe { gemm_rows(m, n, k, ar, br, &mut c, threads, false) };
+                    assert_eq!(took, takes);
+                    if !took {
+                        assert!(c.iter().all(|&x| x == 7.0), "a refused product wrote C");
+                        continue;
+                    }
+                    ran = true;
+                    for (e, &g) in c.iter().enumerate() {
+                        let (i, j) = (e / n, e % n);
+                        let w: f64 = (0..k)
+                            .map(|p| {
+                                f64::from(a[i * ars + p * acs]) * f64::from(b[p * brs + j * bcs])
+                            })
+                            .sum();
+                        assert!(
+                            (g as f64 - w).abs() <= 1e-6 * k as f64,
+                            "{m}x{n}x{k} a ({ars}, {acs}) threads {threads} at ({i}, {j}): \
+                             {g}, naive {w}"
+                        );
+                    }
+                }
+            }
+        }
+        // Where AMX's tiles run the blocked path, only up to 8 rows.
+        let br = MatRef {
+            ptr: b.as_ptr(),
+            rs: n,
+            cs: 1,
+        };
+        assert!(!rows_takes(m, n, k, br, true) || m <= 8);
+    }
+    if !ran {
+        let why = "this CPU has no AVX512_BF16 (or ACCEL_CPU_KERNEL forbids AVX-512): \
+                   rows_tiles not run";
+        accelkit_testkit::skip("avx512bf16", why, test);
+    } else {
+        // The refusals above: 33 rows, and 12 rows on 100 columns.
+        let b = MatRef {
+            ptr: std::ptr::null::<bf16>(),
+            rs: 100,
+            cs: 1,
+        };
+        assert!(!rows_takes(33, 128, 64, b, false) && !rows_takes(12, 100, 64, b, false));
+        assert!(rows_takes(12, 128, 64, b, false) && rows_takes(8, 100, 64, b, false));
+    }
+}
+
+/// `avx2::rows_tiles` (what `gemm_rows_avx2` runs) against a naive f64 loop, for f32,
+/// bf16 and f16: every count of rows in a group (1 to 6) and groups after the first (7,
+/// 13, 32), columns in whole wide groups, single vectors of 8 and a last few (fewer than
+/// 8, also alone), several slabs; called directly, since `thin::level` picks it only
+/// where AVX2 is the CPU's best.
+#[cfg(target_arch = "x86_64")]
+fn check_rows_avx2<S: Half + Into<f64>>(to: impl Fn(f64) -> S) -> bool {
+    let test = "rows_tiles_avx2_match_the_naive_loop";
+    if !(std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("fma")
+        && std::is_x86_feature_detected!("f16c"))
+    {
+        accelkit_testkit::skip("avx2", "this CPU has no AVX2, FMA or F16C", test);
+        return false;
+    }
+    let shapes = [
+        (1, 5, 3),
+        (2, 40, 17),
+        (3, 72, 64),
+        (4, 33, 100),
+        (5, 16, 9),
+        (6, 100, 31),
+        (7, 129, 8),
+        (13, 64, 50),
+        (32, 160, 40),
+    ];
+    for (m, n, k) in shapes {
+        let a: Vec<f32> = values(m * k, 5).into_iter().map(|x| to(x).conv()).collect();
+        let b: Vec<S> = values(k * n, 6).into_iter().map(&to).collect();
+        let br = MatRef {
+            ptr: b.as_ptr(),
+            rs: n,
+            cs: 1,
+        };
+        for (cols, slab) in [(0..n, 32), (0..n, 1024), (n / 3..n, 64)] {
+            let mut c = vec![7.0f32; m * n];
+            // SAFETY: `a` holds m rows of k, B k rows of n, C m x n; cols inside 0..n;
+            // the CPU has AVX2, FMA and F16C (checked above).
+            unsafe {
+                avx2::rows_tiles(
+                    m,
+                    k,
+                    a.as_ptr(),
+                    k,
+                    br,
+                    c.as_mut_ptr(),
+                    n,
+                    cols.clone(),
+                    slab,
+                )
+            };
+            for (e, &g) in c.iter().enumerate() {
+                let (i, j) = (e / n, e % n);
+                if !cols.contains(&j) {
+                    assert_eq!(g, 7.0, "{m}x{n}x{k}: wrote ({i}, {j}) outside {cols:?}");
+                    continue;
+                }
+                let w: f64 = (0..k)
+                    .map(|p| a[i * k + p] as f64 * b[p * n + j].into())
+                    .sum();
+                assert!(
+                    (g as f64 - w).abs() <= 1e-6 * k as f64,
+                    "{m}x{n}x{k} cols {cols:?} slab {slab} at ({i}, {j}): {g}, naive {w}"
+                );
+            }
+        }
+    }
+    true
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn rows_tiles_avx2_match_the_naive_loop() {
+    if check_rows_avx2::<f32>(|x| x as f32) {
+        check_rows_avx2::<bf16>(bf16::from_f64);
+        check_rows_avx2::<f16>(f16::from_f64);
+    }
+    // Where the product goes: only where AVX2 is the best this process runs, f32 from
+    // 4 rows, bf16 and f16 from 1; never B's columns contiguous.
+    let b = MatRef {
+        ptr: std::ptr::null::<f32>(),
+        rs: 1024,
+        cs: 1,
+    };
+    let h = MatRef {
+        ptr: std::ptr::null::<bf16>(),
+        rs: 1024,
+        cs: 1,
+    };
+    let avx2 = thin::level() == 1 && std::is_x86_feature_detected!("f16c");
+    assert_eq!(rows_avx2_takes(4, 1024, 1024, b), avx2);
+    assert_eq!(rows_avx2_takes(1, 1024, 1024, h), avx2);
+    assert!(!rows_avx2_takes(3, 1024, 1024, b));
+    assert!(!rows_avx2_takes(4, 1024, 1024, MatRef { cs: 2, ..b }));
+    assert!(!rows_avx2_takes(33, 1024, 1024, b));
+}
+
+#[test]
+fn thin_half_products_match_the_naive_loop() {
+    check::<bf16>(bf16::from_f64);
+    check::<f16>(f16::from_f64);
+    // The portable copy ran above; say which of the CPU's loops could not.
+    let test = "thin_half_products_match_the_naive_loop";
+    if thin::level() < 2 {
+        let why = "this CPU has no AVX-512 (or ACCEL_CPU_KERNEL forbids it): dots_wide, \
+                   dots_pairs, rows_wide and rows_pairs not run";
+        accelkit_testkit::skip("avx512", why, test);
+    } else if !super::super::dot_tiles::bf16_pairs_usable() {
+        let why = "this CPU has no AVX512_BF16: dots_pairs and rows_pairs not run";
+        accelkit_testkit::skip("avx512bf16", why, test);
+    }
+}
