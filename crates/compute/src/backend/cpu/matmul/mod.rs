@@ -212,7 +212,7 @@ pub(crate) unsafe fn gemm_float<D: Thin + DotTile + PackFrom<D> + PackInto<D>>(
     finish: Option<Finish<D>>,
 ) {
     if dot_tiles::gemm(m, n, k, a, b, c, threads)
-        || D::rows_avx2(m, n, k, a, b, c, threads)
+        || D::rows_widened(m, n, k, a, b, c, threads)
         || thin::gemm_thin(m, n, k, a, b, c, threads)
     {
         return finish_whole(finish, c, m, n);
@@ -257,7 +257,7 @@ pub(crate) unsafe fn gemm_bf16(
     let amx = amx::tiles().is_some();
     let native = amx || bf16_kernel().is_some();
     if thin_half::gemm_rows(m, n, k, a, b, c, threads, amx)
-        || thin_half::gemm_rows_avx2(m, n, k, a, b, c, threads)
+        || thin_half::gemm_rows_widened(m, n, k, a, b, c, threads, amx)
         || thin_half::gemm(m, n, k, a, b, c, threads, native)
     {
         return finish_whole(finish, c, m, n);
@@ -291,7 +291,7 @@ pub(crate) unsafe fn gemm_f16(
     finish: Option<Finish<f32>>,
 ) {
     let native = amx::tiles_f16().is_some();
-    if thin_half::gemm_rows_avx2(m, n, k, a, b, c, threads)
+    if thin_half::gemm_rows_widened(m, n, k, a, b, c, threads, native)
         || thin_half::gemm(m, n, k, a, b, c, threads, native)
     {
         return finish_whole(finish, c, m, n);

@@ -65,13 +65,13 @@ pub(crate) trait Thin: Accum {
         false
     }
 
-    /// C = A B through `thin_half::gemm_rows_avx2` (B's rows contiguous, up to 32 rows, on
-    /// a CPU whose best is AVX2) where it takes the product (f32 only): returns false,
-    /// touching nothing, where not.
+    /// C = A B through `thin_half::gemm_rows_widened` (B's rows contiguous, 4 to 32 rows,
+    /// with AVX2 or AVX-512) where it takes the product (f32 only): returns false, touching
+    /// nothing, where not.
     ///
     /// # Safety
     /// As for `gemm_thin`.
-    unsafe fn rows_avx2(
+    unsafe fn rows_widened(
         _m: usize,
         _n: usize,
         _k: usize,
@@ -120,7 +120,7 @@ impl Thin for f32 {
         true
     }
 
-    unsafe fn rows_avx2(
+    unsafe fn rows_widened(
         m: usize,
         n: usize,
         k: usize,
@@ -130,7 +130,7 @@ impl Thin for f32 {
         threads: usize,
     ) -> bool {
         // SAFETY: the caller's contract.
-        unsafe { super::thin_half::gemm_rows_avx2(m, n, k, a, b, c, threads) }
+        unsafe { super::thin_half::gemm_rows_widened(m, n, k, a, b, c, threads, false) }
     }
 }
 

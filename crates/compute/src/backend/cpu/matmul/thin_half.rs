@@ -14,8 +14,9 @@
 //! (`PackInto::conv_run`: a shift for bf16, F16C for f16) and multiplied there by `thin`'s
 //! f32 loops. A bf16 `x @ W.t()` on 3 to 128 rows goes to `dot_tiles::gemm_bf16` instead
 //! (`pays`). `x @ W` (B's rows contiguous) on up to 32 rows, B at most a quarter of L3,
-//! goes first to C's tiles in registers: bf16 with AVX512_BF16 (`gemm_rows`), and on a
-//! CPU whose best is AVX2 f32 from 4 rows, bf16 and f16 from 1 (`gemm_rows_avx2`).
+//! goes first to C's tiles in registers: bf16 with AVX512_BF16 (`gemm_rows`), else B
+//! widened as it is read (`gemm_rows_widened`: f16, and bf16 without AVX512_BF16, with
+//! AVX-512 or AVX2; f32 from 4 rows where AVX2 is the CPU's best).
 
 use super::helper;
 use super::kernel::Caches;
@@ -26,6 +27,8 @@ use super::thin::{self, Form};
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod widened;
 #[cfg(target_arch = "x86_64")]
 use avx512::{dots_pairs, dots_wide, rows_pairs, rows_tiles, rows_wide, FEW_BYTES};
 
@@ -250,37 +253,64 @@ pub(super) unsafe fn gemm_rows(
     true
 }
 
-/// Whether `gemm_rows_avx2` takes an m x k by k x n product with B's rows contiguous here:
-/// AVX2 (with FMA and F16C) the best the CPU has or `ACCEL_CPU_KERNEL` allows (`thin::level`
-/// 1), up to ROWS_TILES_MAX rows, B at most a quarter of L3, and, beyond 8 rows, at least
-/// 128 columns.
-fn rows_avx2_takes<S>(m: usize, n: usize, k: usize, b: MatRef<S>) -> bool {
+/// Whether `gemm_rows_widened` takes an m x k by k x n product with B's rows contiguous
+/// here: up to ROWS_TILES_MAX rows (8 where `native`, the blocked path on AMX's tiles:
+/// untimed), B at most a quarter of L3, and, beyond 8 rows, at least 128 columns; f32 from
+/// 4 rows with AVX2 or AVX-512; bf16 and f16 from 1 row where AVX2 is the best this process
+/// runs (`thin::level` 1, and F16C), from 3 with AVX-512 (bf16 only where AVX512_BF16 is
+/// missing: else `gemm_rows` takes it first). Against the paths before (Zen 4, two threads, calls alternated in one
+/// process, median ratio; AVX2 with `ACCEL_CPU_KERNEL=avx2`, the blocked path widening to
+/// f32 there):
+/// - AVX2, against `thin`'s and `thin_half`'s rows form (up to 8 rows) or the blocked
+///   path: f32 4 x 1024 by 1024 x 1024 1.24x, 8 x 1024 1.27x, 16 x 1024 1.35x, 32 x 1024
+///   1.35x, 4 x 1000 by 1000 x 1000 1.49x, 4 x 256 by 256 x 256 1.35x; from 1 to 3 rows
+///   f32 lost (1 x 1024 0.25x, 2 x 1024 0.81x, 3 x 2048 by 512 x 2048 0.68x: B's rows 4 or
+///   8 KiB apart, walked down k in pieces of a vector or four, against long runs of them);
+///   bf16 1 x 1024 1.79x, 4 x 1024 2.37x, 8 x 1024 1.65x, 16 x 1024 1.11x, 32 x 1024 1.00x,
+///   1 x 2048 by 2048 x 2048 1.36x; f16 1 x 1024 4.36x, 4 x 1024 3.93x, 8 x 1024 2.41x, 16 x
+///   1024 1.53x, 32 x 1024 1.13x; 1 x 4096 by 4096 x 4096 (B of 32 MiB, not taken) level.
+/// - AVX-512, against `Thin::rows_in_registers` and `rows_wide` (C's rows in L1, up to 8
+///   rows) or the blocked path: f32 4 x 1024 by 1024 x 1024 2.17x (146 GFLOP/s against 67),
+///   8 x 1024 1.26x, 12 x 1024 2.23x, 16 x 1024 2.40x, 32 x 1024 1.22x, 4 x 1000 by 1000 x
+///   1000 2.15x, 16 x 256 by 256 x 256 1.40x, 32 x 512 by 512 x 2048 1.22x; 3 x 1024 0.91x
+///   but 3 x 512 1.30x; f16 2 x 1024 1.14x, 4 x 1024 1.07x, 8 x 1024 1.03x, 16 x 1024
+///   1.53x, 32 x 1024 1.04x, 4 x 256 by 256 x 256 1.99x; 1 x 1024 0.96x and 1 x 2048 by
+///   2048 x 2048 0.78x (so from 3 rows).
+fn rows_widened_takes<S>(m: usize, n: usize, k: usize, b: MatRef<S>, native: bool) -> bool {
     let l3 = Caches::of_this_machine().l3;
     #[cfg(target_arch = "x86_64")]
     let f16c = std::is_x86_feature_detected!("f16c");
     #[cfg(not(target_arch = "x86_64"))]
     let f16c = false;
     let size = std::mem::size_of::<S>();
-    b.cs == 1
-        && (1..=ROWS_TILES_MAX).contains(&m)
-        && (size == 2 || m >= 4)
+    let most = if native {
+        thin::DOTS_MAX
+    } else {
+        ROWS_TILES_MAX
+    };
+    let here = match (thin::level(), size) {
+        (1, 2) => f16c,
+        (2, 2) => m >= 3,
+        (1 | 2, 4) => m >= 4 && f16c,
+        _ => false,
+    };
+    here && b.cs == 1
+        && (1..=most).contains(&m)
         && (m <= thin::DOTS_MAX || n >= 128)
         && n > 0
         && k > 0
         && k * n * size <= l3 / 4
-        && thin::level() == 1
-        && f16c
 }
 
-/// C = A B (C in f32) for B's rows contiguous (k x n, `x @ W`) with AVX2 where
-/// `rows_avx2_takes` says so (returns false, touching nothing, where not), on up to
-/// `threads` threads: A's rows widened to f32 together, C's columns split between the
-/// threads, each share through `avx2::rows_tiles` in slabs whose k rows of B take half of
-/// L2.
+/// C = A B (C in f32) for B's rows contiguous (k x n, `x @ W`) with B widened as it is read
+/// where `rows_widened_takes` says so (returns false, touching nothing, where not), on up
+/// to `threads` threads: A's rows widened to f32 together, C's columns split between the
+/// threads, each share through `widened::rows_tiles_avx512` (or `_avx2`) in slabs whose k
+/// rows of B take half of L2.
 ///
 /// # Safety
 /// As for `thin::gemm_thin`.
-pub(super) unsafe fn gemm_rows_avx2<S: Half>(
+pub(super) unsafe fn gemm_rows_widened<S: Half>(
     m: usize,
     n: usize,
     k: usize,
@@ -288,8 +318,9 @@ pub(super) unsafe fn gemm_rows_avx2<S: Half>(
     b: MatRef<S>,
     c: &mut [f32],
     threads: usize,
+    native: bool,
 ) -> bool {
-    if !rows_avx2_takes(m, n, k, b) {
+    if !rows_widened_takes(m, n, k, b, native) {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
@@ -298,12 +329,20 @@ pub(super) unsafe fn gemm_rows_avx2<S: Half>(
         let (_, mut ranges) = thin::parts(Form::Rows, m, n, k, threads);
         let size = std::mem::size_of::<S>();
         let slab = (Caches::of_this_machine().l2 / 2 / (size * k)).clamp(32, 1024) / 32 * 32;
+        let wide = thin::level() == 2;
         let cp = OutPtr(c.as_mut_ptr());
         helper::for_each_part(&mut ranges, |_, r| {
+            let (a, c) = (rows.as_ptr(), cp.get());
             // SAFETY: `rows` holds m rows of k values; the caller's contract covers B and C;
             // each part writes only its own columns of C, which no other part touches; the
-            // CPU has AVX2, FMA and F16C (`rows_avx2_takes`).
-            unsafe { avx2::rows_tiles(m, k, rows.as_ptr(), k, b, cp.get(), n, r.clone(), slab) };
+            // CPU has AVX-512F (level 2) or AVX2, FMA and F16C (`rows_widened_takes`).
+            unsafe {
+                if wide {
+                    widened::rows_tiles_avx512(m, k, a, k, b, c, n, r.clone(), slab)
+                } else {
+                    widened::rows_tiles_avx2(m, k, a, k, b, c, n, r.clone(), slab)
+                }
+            };
         });
     }
     #[cfg(not(target_arch = "x86_64"))]

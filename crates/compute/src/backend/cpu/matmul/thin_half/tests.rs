@@ -192,21 +192,13 @@ fn rows_tiles_match_the_naive_loop() {
     }
 }
 
-/// `avx2::rows_tiles` (what `gemm_rows_avx2` runs) against a naive f64 loop, for f32,
-/// bf16 and f16: every count of rows in a group (1 to 6) and groups after the first (7,
-/// 13, 32), columns in whole wide groups, single vectors of 8 and a last few (fewer than
-/// 8, also alone), several slabs; called directly, since `thin::level` picks it only
-/// where AVX2 is the CPU's best.
+/// `widened::rows_tiles_avx2` and `_avx512` (what `gemm_rows_widened` runs) against a
+/// naive f64 loop, for f32, bf16 and f16: every count of rows in a group (1 to 8) and
+/// groups after the first (9, 13, 32), columns in whole wide groups, single vectors and a
+/// last few (fewer than a vector, also alone), several slabs; called directly, since
+/// `thin::level` picks one of them only.
 #[cfg(target_arch = "x86_64")]
-fn check_rows_avx2<S: Half + Into<f64>>(to: impl Fn(f64) -> S) -> bool {
-    let test = "rows_tiles_avx2_match_the_naive_loop";
-    if !(std::is_x86_feature_detected!("avx2")
-        && std::is_x86_feature_detected!("fma")
-        && std::is_x86_feature_detected!("f16c"))
-    {
-        accelkit_testkit::skip("avx2", "this CPU has no AVX2, FMA or F16C", test);
-        return false;
-    }
+fn check_rows_widened<S: Half + Into<f64>>(to: impl Fn(f64) -> S, avx512: bool) {
     let shapes = [
         (1, 5, 3),
         (2, 40, 17),
@@ -215,6 +207,8 @@ fn check_rows_avx2<S: Half + Into<f64>>(to: impl Fn(f64) -> S) -> bool {
         (5, 16, 9),
         (6, 100, 31),
         (7, 129, 8),
+        (8, 70, 20),
+        (9, 50, 7),
         (13, 64, 50),
         (32, 160, 40),
     ];
@@ -228,20 +222,15 @@ fn check_rows_avx2<S: Half + Into<f64>>(to: impl Fn(f64) -> S) -> bool {
         };
         for (cols, slab) in [(0..n, 32), (0..n, 1024), (n / 3..n, 64)] {
             let mut c = vec![7.0f32; m * n];
-            // SAFETY: `a` holds m rows of k, B k rows of n, C m x n; cols inside 0..n;
-            // the CPU has AVX2, FMA and F16C (checked above).
+            let (ap, cp) = (a.as_ptr(), c.as_mut_ptr());
+            // SAFETY: `a` holds m rows of k, B k rows of n, C m x n; cols inside 0..n; the
+            // CPU has the loop's features (the caller checked).
             unsafe {
-                avx2::rows_tiles(
-                    m,
-                    k,
-                    a.as_ptr(),
-                    k,
-                    br,
-                    c.as_mut_ptr(),
-                    n,
-                    cols.clone(),
-                    slab,
-                )
+                if avx512 {
+                    widened::rows_tiles_avx512(m, k, ap, k, br, cp, n, cols.clone(), slab)
+                } else {
+                    widened::rows_tiles_avx2(m, k, ap, k, br, cp, n, cols.clone(), slab)
+                }
             };
             for (e, &g) in c.iter().enumerate() {
                 let (i, j) = (e / n, e % n);
@@ -254,39 +243,67 @@ fn check_rows_avx2<S: Half + Into<f64>>(to: impl Fn(f64) -> S) -> bool {
                     .sum();
                 assert!(
                     (g as f64 - w).abs() <= 1e-6 * k as f64,
-                    "{m}x{n}x{k} cols {cols:?} slab {slab} at ({i}, {j}): {g}, naive {w}"
+                    "{m}x{n}x{k} avx512 {avx512} cols {cols:?} slab {slab} at ({i}, {j}): \
+                     {g}, naive {w}"
                 );
             }
         }
     }
-    true
 }
 
 #[cfg(target_arch = "x86_64")]
 #[test]
-fn rows_tiles_avx2_match_the_naive_loop() {
-    if check_rows_avx2::<f32>(|x| x as f32) {
-        check_rows_avx2::<bf16>(bf16::from_f64);
-        check_rows_avx2::<f16>(f16::from_f64);
+fn rows_tiles_widened_match_the_naive_loop() {
+    let test = "rows_tiles_widened_match_the_naive_loop";
+    let has = |f: &[&str]| f.iter().all(|f| super::super::kernel::usable(f));
+    for (avx512, ok) in [(false, has(&["avx2"])), (true, has(&["avx512"]))] {
+        let ok = ok && std::is_x86_feature_detected!("f16c");
+        if !ok {
+            let (backend, what) = if avx512 {
+                ("avx512", "AVX-512")
+            } else {
+                ("avx2", "AVX2")
+            };
+            let why = format!("this CPU has no {what} (or ACCEL_CPU_KERNEL forbids it)");
+            accelkit_testkit::skip(backend, &why, test);
+            continue;
+        }
+        check_rows_widened::<f32>(|x| x as f32, avx512);
+        check_rows_widened::<bf16>(bf16::from_f64, avx512);
+        check_rows_widened::<f16>(f16::from_f64, avx512);
     }
-    // Where the product goes: only where AVX2 is the best this process runs, f32 from
-    // 4 rows, bf16 and f16 from 1; never B's columns contiguous.
+    // Where the product goes: f32 from 4 rows; bf16 and f16 from 1 with AVX2 the best this
+    // process runs, from 3 with AVX-512; never B's columns contiguous, more than 32 rows,
+    // or more than 8 where the blocked path is native.
     let b = MatRef {
         ptr: std::ptr::null::<f32>(),
         rs: 1024,
         cs: 1,
     };
     let h = MatRef {
-        ptr: std::ptr::null::<bf16>(),
+        ptr: std::ptr::null::<f16>(),
         rs: 1024,
         cs: 1,
     };
-    let avx2 = thin::level() == 1 && std::is_x86_feature_detected!("f16c");
-    assert_eq!(rows_avx2_takes(4, 1024, 1024, b), avx2);
-    assert_eq!(rows_avx2_takes(1, 1024, 1024, h), avx2);
-    assert!(!rows_avx2_takes(3, 1024, 1024, b));
-    assert!(!rows_avx2_takes(4, 1024, 1024, MatRef { cs: 2, ..b }));
-    assert!(!rows_avx2_takes(33, 1024, 1024, b));
+    let level = thin::level();
+    let f16c = std::is_x86_feature_detected!("f16c");
+    let vector = level >= 1 && f16c;
+    assert_eq!(rows_widened_takes(4, 1024, 1024, b, false), vector);
+    assert_eq!(rows_widened_takes(3, 1024, 1024, h, false), vector);
+    assert_eq!(
+        rows_widened_takes(1, 1024, 1024, h, false),
+        level == 1 && f16c
+    );
+    assert!(!rows_widened_takes(3, 1024, 1024, b, false));
+    assert!(!rows_widened_takes(
+        4,
+        1024,
+        1024,
+        MatRef { cs: 2, ..h },
+        false
+    ));
+    assert!(!rows_widened_takes(33, 1024, 1024, h, false));
+    assert!(!rows_widened_takes(9, 1024, 1024, h, true));
 }
 
 #[test]

@@ -1,0 +1,141 @@
+//! C's tiles in registers for `x @ W` (B's rows contiguous, B k x n) with B widened to f32
+//! as it is read (`Half::load8`, `Half::load16`): one loop written once (`widened_rows!`)
+//! and compiled for AVX2 (8 lanes, up to 6 rows a group in the 16 registers) and for
+//! AVX-512 (16 lanes, up to 8 rows in the 32), for `gemm_rows_widened`.
+
+use super::{Half, MatRef};
+
+/// Defines `$tiles`, C = A B (C in f32) for C's columns `cols`, and `$regs`, its loop over
+/// all of k for one group of M rows and V vectors of columns: for each slab of C's columns
+/// (`slab` columns, whose k rows of B stay in L2), each group of A's rows (f32, `lda`
+/// apart; the groups and their V from `$table`) in turn, so that groups after the first
+/// read B's slab from L2; whole groups of V vectors, then single vectors, then the last
+/// columns (fewer than a vector) widened into a buffer padded with zeros and run through
+/// the same loop. In `$regs`, each row of B is widened V vectors at a time and multiplied
+/// by A's value, broadcast, into M x V accumulators that are stored once.
+macro_rules! widened_rows {
+    ($tiles:ident, $regs:ident, $feat:literal, $vec:ty, $lanes:expr, $zero:ident, $fma:ident,
+     $bcast:ident, $store:ident, $load:ident, $most:expr, [$($r:literal => $v:literal),*]) => {
+        /// `widened_rows!`'s slabs and groups (module doc).
+        ///
+        /// # Safety
+        /// `a` readable for m rows of k values, `lda` apart; B's rows p < k readable at
+        /// `cols` (unit column stride); C's rows i < m (`ldc` apart) writable at `cols` and
+        /// not otherwise accessed during the call; the CPU has the features named.
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = $feat)]
+        pub(super) unsafe fn $tiles<S: Half>(
+            m: usize,
+            k: usize,
+            a: *const f32,
+            lda: usize,
+            b: MatRef<S>,
+            c: *mut f32,
+            ldc: usize,
+            cols: std::ops::Range<usize>,
+            slab: usize,
+        ) {
+            type Run<T> = unsafe fn(usize, *const f32, usize, MatRef<T>, *mut f32, usize, usize);
+            const L: usize = $lanes;
+            let whole = cols.start + cols.len() / L * L;
+            let mut j0 = cols.start;
+            while j0 < whole {
+                let w = slab.min(whole - j0);
+                let mut i0 = 0;
+                while i0 < m {
+                    let rows = (m - i0).min($most);
+                    let (wide, one, v): (Run<S>, Run<S>, usize) = match rows {
+                        $($r => ($regs::<S, $r, $v>, $regs::<S, $r, 1>, $v),)*
+                        _ => unreachable!("groups of 1 to {} rows", $most),
+                    };
+                    let (ai, ci) = (a.add(i0 * lda), c.add(i0 * ldc));
+                    let mut j = j0;
+                    while j + L * v <= j0 + w {
+                        wide(k, ai, lda, b, ci, ldc, j);
+                        j += L * v;
+                    }
+                    while j < j0 + w {
+                        one(k, ai, lda, b, ci, ldc, j);
+                        j += L;
+                    }
+                    i0 += rows;
+                }
+                j0 += w;
+            }
+            if whole < cols.end {
+                // The last columns, widened into a vector with zeros beyond.
+                let left = cols.end - whole;
+                let mut pad = vec![0f32; k * L];
+                for (p, row) in pad.chunks_exact_mut(L).enumerate() {
+                    for (e, x) in row.iter_mut().take(left).enumerate() {
+                        *x = (*b.ptr.add(p * b.rs + whole + e)).conv();
+                    }
+                }
+                let pb = MatRef { ptr: pad.as_ptr(), rs: L, cs: 1 };
+                let mut out = [0f32; $most * L];
+                let mut i0 = 0;
+                while i0 < m {
+                    let rows = (m - i0).min($most);
+                    let run: Run<f32> = match rows {
+                        $($r => $regs::<f32, $r, 1>,)*
+                        _ => unreachable!("groups of 1 to {} rows", $most),
+                    };
+                    run(k, a.add(i0 * lda), lda, pb, out.as_mut_ptr(), L, 0);
+                    for (i, r) in out.chunks_exact(L).take(rows).enumerate() {
+                        std::ptr::copy_nonoverlapping(r.as_ptr(), c.add((i0 + i) * ldc + whole), left);
+                    }
+                    i0 += rows;
+                }
+            }
+        }
+
+        /// `widened_rows!`'s loop for one group: C's M rows at columns j..j + V vectors.
+        ///
+        /// # Safety
+        /// As for the slabs' function, for those columns.
+        #[inline]
+        #[target_feature(enable = $feat)]
+        unsafe fn $regs<S: Half, const M: usize, const V: usize>(
+            k: usize,
+            a: *const f32,
+            lda: usize,
+            b: MatRef<S>,
+            c: *mut f32,
+            ldc: usize,
+            j: usize,
+        ) {
+            use std::arch::x86_64::*;
+            const L: usize = $lanes;
+            let mut acc: [[$vec; V]; M] = [[$zero(); V]; M];
+            let bp = b.ptr.add(j);
+            for p in 0..k {
+                let mut bv: [$vec; V] = [$zero(); V];
+                for (v, x) in bv.iter_mut().enumerate() {
+                    *x = S::$load(bp.add(p * b.rs + L * v));
+                }
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let x = $bcast(*a.add(i * lda + p));
+                    for (r, y) in row.iter_mut().zip(&bv) {
+                        *r = $fma(x, *y, *r);
+                    }
+                }
+            }
+            for (i, row) in acc.iter().enumerate() {
+                for (v, r) in row.iter().enumerate() {
+                    $store(c.add(i * ldc + j + L * v), *r);
+                }
+            }
+        }
+    };
+}
+
+// AVX2: M rows of V vectors of accumulators, at most 12, beside V of B's and A's broadcast
+// value in the 16 registers.
+widened_rows!(rows_tiles_avx2, rows_regs_avx2, "avx2,fma,f16c", __m256, 8,
+    _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_set1_ps, _mm256_storeu_ps, load8, 6,
+    [1 => 4, 2 => 4, 3 => 2, 4 => 2, 5 => 2, 6 => 2]);
+
+// AVX-512: at most 16 accumulators beside V of B's in the 32 registers.
+widened_rows!(rows_tiles_avx512, rows_regs_avx512, "avx512f,fma", __m512,
+    16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_set1_ps, _mm512_storeu_ps, load16, 8,
+    [1 => 4, 2 => 4, 3 => 4, 4 => 4, 5 => 2, 6 => 2, 7 => 2, 8 => 2]);
