@@ -195,9 +195,10 @@ impl Drop for Scratch {
 const PARALLEL_MIN_FLOPS: usize = 1 << 22;
 
 /// C = A * B for f32 or f64 (no conversion while packing): 3 to 96 rows (AVX2: up to 192)
-/// by a transposed B through `dot_tiles::gemm`, other products with few rows or columns through
-/// `thin::gemm_thin`, small products without packing where this CPU's kernel
-/// allows it (`gemm_small`), the rest as [`gemm_with`].
+/// by a transposed B through `dot_tiles::gemm`, f32 `x @ W` on 4 to 32 rows through
+/// `thin_half::gemm_rows_widened` (`Thin::rows_widened`), other products with few rows or
+/// columns through `thin::gemm_thin`, small products without packing where this CPU's
+/// kernel allows it (`gemm_small`), the rest as [`gemm_with`].
 ///
 /// # Safety
 /// As for [`gemm_with`].
@@ -238,9 +239,12 @@ pub(crate) fn amx_in_use(dtype: crate::DType) -> bool {
     }
 }
 
-/// bf16 C = A * B accumulated in f32: on AMX's tiles where the CPU has them and Linux gives
-/// them to this process (`amx::status`), else with AVX512_BF16's pair dot products where the
-/// CPU has them, else converted to f32 while packing.
+/// bf16 C = A * B accumulated in f32: `x @ W` on up to 32 rows with C's tiles in registers
+/// (`thin_half::gemm_rows`, or `gemm_rows_widened` without AVX512_BF16), few rows or
+/// columns through `thin_half::gemm`; else on AMX's tiles where the CPU has them and Linux
+/// gives them to this process (`amx::status`), else with AVX512_BF16's pair dot products
+/// where the CPU has them (a transposed B on 3 to 128 rows as `dot_tiles::gemm_bf16`'s
+/// tiles), else converted to f32 while packing.
 ///
 /// # Safety
 /// As for [`gemm_with`].
@@ -274,9 +278,11 @@ pub(crate) unsafe fn gemm_bf16(
     }
 }
 
-/// f16 C = A * B accumulated in f32: on AMX's tiles where the CPU has AMX-FP16 and Linux
-/// gives them to this process (`amx::status_f16`), else converted to f32 while packing; with
-/// `finish` as for [`gemm_with`].
+/// f16 C = A * B accumulated in f32: `x @ W` on up to 32 rows through
+/// `thin_half::gemm_rows_widened`, few rows or columns through `thin_half::gemm`; else on
+/// AMX's tiles where the CPU has AMX-FP16 and Linux gives them to this process
+/// (`amx::status_f16`), else converted to f32 while packing; with `finish` as for
+/// [`gemm_with`].
 ///
 /// # Safety
 /// As for [`gemm_with`].

@@ -15,8 +15,8 @@
 //! f32 loops. A bf16 `x @ W.t()` on 3 to 128 rows goes to `dot_tiles::gemm_bf16` instead
 //! (`pays`). `x @ W` (B's rows contiguous) on up to 32 rows, B at most a quarter of L3,
 //! goes first to C's tiles in registers: bf16 with AVX512_BF16 (`gemm_rows`), else B
-//! widened as it is read (`gemm_rows_widened`: f16, and bf16 without AVX512_BF16, with
-//! AVX-512 or AVX2; f32 from 4 rows where AVX2 is the CPU's best).
+//! widened as it is read (`gemm_rows_widened`: f16, and bf16 without AVX512_BF16; f32 from
+//! 4 rows; with AVX2 or AVX-512).
 
 use super::helper;
 use super::kernel::Caches;
@@ -151,9 +151,11 @@ impl Half for half::f16 {
 fn pays(f: Form, m: usize, n: usize, native: bool, level: u8) -> bool {
     let few_rows = m <= thin::DOTS_MAX;
     let few = if few_rows { m } else { n };
+    // `avx2::dots_wide` widens f16 with F16C.
+    let vector = level == 2 || (level == 1 && f16c());
     match f {
         Form::Rows => m <= 2 || level == 2,
-        Form::Dots => few <= 2 || (level >= 1 && (!native || (!few_rows && few <= 4))),
+        Form::Dots => few <= 2 || (vector && (!native || (!few_rows && few <= 4))),
     }
 }
 
@@ -188,8 +190,8 @@ const ROWS_TILES_MAX: usize = 32;
 /// Whether `gemm_rows` takes an m x k by k x n bf16 product with B's rows contiguous here:
 /// AVX512_BF16 (with AVX512BW and AVX-512 allowed), up to ROWS_TILES_MAX rows (8 where
 /// `amx`, the blocked path on AMX's tiles: untimed, so only where the product reads B once
-/// either way), B at most a quarter of L3, and, beyond 8 rows, at least 128 columns. Zen 4, two threads, calls
-/// alternated in one process, median ratio (GFLOP/s):
+/// either way), B at most a quarter of L3, and, beyond 8 rows, at least 128 columns. Zen 4,
+/// two threads, calls alternated in one process, median ratio (GFLOP/s):
 /// - against the rows form's `rows_pairs` (C's rows in L1): 1 x 1024 by 1024 x 1024 1.18x,
 ///   2 x 1024 1.38x, 4 x 1024 2.23x (232 against 101), 8 x 1024 1.45x (260 against 188),
 ///   4 x 2048 by 2048 x 2048 1.80x, 8 x 4096 by 4096 x 1024 1.21x, 8 x 1024 by 1024 x 4096
@@ -253,14 +255,28 @@ pub(super) unsafe fn gemm_rows(
     true
 }
 
+/// Whether the CPU has F16C (every x86 CPU with AVX2 we know of; checked all the same,
+/// since `avx2::dots_wide` and `widened::rows_tiles_avx2` widen f16 with it and are
+/// compiled with it).
+fn f16c() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("f16c")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Whether `gemm_rows_widened` takes an m x k by k x n product with B's rows contiguous
 /// here: up to ROWS_TILES_MAX rows (8 where `native`, the blocked path on AMX's tiles:
 /// untimed), B at most a quarter of L3, and, beyond 8 rows, at least 128 columns; f32 from
 /// 4 rows with AVX2 or AVX-512; bf16 and f16 from 1 row where AVX2 is the best this process
 /// runs (`thin::level` 1, and F16C), from 3 with AVX-512 (bf16 only where AVX512_BF16 is
-/// missing: else `gemm_rows` takes it first). Against the paths before (Zen 4, two threads, calls alternated in one
-/// process, median ratio; AVX2 with `ACCEL_CPU_KERNEL=avx2`, the blocked path widening to
-/// f32 there):
+/// missing: else `gemm_rows` takes it first). Against the paths before (Zen 4, two threads,
+/// calls alternated in one process, median ratio; AVX2 with `ACCEL_CPU_KERNEL=avx2`, the
+/// blocked path widening to f32 there):
 /// - AVX2, against `thin`'s and `thin_half`'s rows form (up to 8 rows) or the blocked
 ///   path: f32 4 x 1024 by 1024 x 1024 1.24x, 8 x 1024 1.27x, 16 x 1024 1.35x, 32 x 1024
 ///   1.35x, 4 x 1000 by 1000 x 1000 1.49x, 4 x 256 by 256 x 256 1.35x; from 1 to 3 rows
@@ -278,10 +294,7 @@ pub(super) unsafe fn gemm_rows(
 ///   2048 x 2048 0.78x (so from 3 rows).
 fn rows_widened_takes<S>(m: usize, n: usize, k: usize, b: MatRef<S>, native: bool) -> bool {
     let l3 = Caches::of_this_machine().l3;
-    #[cfg(target_arch = "x86_64")]
-    let f16c = std::is_x86_feature_detected!("f16c");
-    #[cfg(not(target_arch = "x86_64"))]
-    let f16c = false;
+    let f16c = f16c();
     let size = std::mem::size_of::<S>();
     let most = if native {
         thin::DOTS_MAX
@@ -416,7 +429,8 @@ pub(super) unsafe fn gemm_as<S: Half>(
             c: cp.get(),
         };
         // SAFETY: the caller's contract covers A, B and C; `few` (or `few16` with `pairs`)
-        // holds count * k values and lives until every part has returned; each part writes only its own columns (by
+        // holds count * k values and lives until every part has returned; each part writes
+        // only its own columns (by
         // columns) or rows of C, which no other part writes, and nothing reads C until
         // every part has returned.
         unsafe { part.run(level) };
@@ -557,7 +571,7 @@ impl<S: Half> Part<S> {
             return self.dots_blocked::<false>();
         }
         #[cfg(target_arch = "x86_64")]
-        if FUSED && std::is_x86_feature_detected!("f16c") {
+        if FUSED && f16c() {
             return self.dots_blocked::<true>();
         }
         let mut buf = [0f32; RUN];

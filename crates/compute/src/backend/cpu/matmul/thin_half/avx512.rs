@@ -404,21 +404,26 @@ pub(super) unsafe fn rows_tiles(
         while i0 < m {
             // M rows of 2 G accumulators each, at most 16.
             let rows = (m - i0).min(8);
-            let (run, g): (Run, usize) = match rows {
-                1 => (rows_regs::<1, 4>, 4),
-                2 => (rows_regs::<2, 4>, 4),
-                3 => (rows_regs::<3, 2>, 2),
-                4 => (rows_regs::<4, 2>, 2),
-                5 => (rows_regs::<5, 1>, 1),
-                6 => (rows_regs::<6, 1>, 1),
-                7 => (rows_regs::<7, 1>, 1),
-                _ => (rows_regs::<8, 1>, 1),
+            let (run, one, g): (Run, Run, usize) = match rows {
+                1 => (rows_regs::<1, 4>, rows_regs::<1, 1>, 4),
+                2 => (rows_regs::<2, 4>, rows_regs::<2, 1>, 4),
+                3 => (rows_regs::<3, 2>, rows_regs::<3, 1>, 2),
+                4 => (rows_regs::<4, 2>, rows_regs::<4, 1>, 2),
+                5 => (rows_regs::<5, 1>, rows_regs::<5, 1>, 1),
+                6 => (rows_regs::<6, 1>, rows_regs::<6, 1>, 1),
+                7 => (rows_regs::<7, 1>, rows_regs::<7, 1>, 1),
+                _ => (rows_regs::<8, 1>, rows_regs::<8, 1>, 1),
             };
             let (ai, ci) = (a.add(i0 * lda), c.add(i0 * ldc));
+            // Whole groups of G x 32 columns, then 32 at a time, the last one masked.
             let mut j = j0;
+            while j + 32 * g <= j0 + w {
+                run(k, ai, lda, b, ci, ldc, j, 32 * g);
+                j += 32 * g;
+            }
             while j < j0 + w {
-                let cw = (32 * g).min(j0 + w - j);
-                run(k, ai, lda, b, ci, ldc, j, cw);
+                let cw = 32.min(j0 + w - j);
+                one(k, ai, lda, b, ci, ldc, j, cw);
                 j += cw;
             }
             i0 += rows;
@@ -433,10 +438,11 @@ pub(super) unsafe fn rows_tiles(
 /// high one) and multiplied with A's pair (p, p + 1), broadcast, by `vdpbf16ps` into M x 2G
 /// accumulators (at most 16: with the G pairs of B's vectors they fit the 32 registers),
 /// which are put back in column order (`vpermt2ps`) and stored once. The columns past w
-/// are masked out of the loads and stores; a last odd row of B is paired with zeros.
+/// (in the last group only: w > 32 (G - 1)) are masked out of the loads and stores; a last
+/// odd row of B is paired with zeros.
 ///
 /// # Safety
-/// As for `rows_tiles`, for columns j..j + w.
+/// As for `rows_tiles`, for columns j..j + w, with 32 (G - 1) < w <= 32 G.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
@@ -515,7 +521,10 @@ unsafe fn rows_regs<const M: usize, const G: usize>(
             let x0 = _mm512_permutex2var_ps(v[0], first, v[1]);
             let x1 = _mm512_permutex2var_ps(v[0], second, v[1]);
             _mm512_mask_storeu_ps(out, m0, x0);
-            _mm512_mask_storeu_ps(out.add(16), m1, x1);
+            if m1 != 0 {
+                // Only then is out + 16 inside C's row.
+                _mm512_mask_storeu_ps(out.add(16), m1, x1);
+            }
         }
     }
 }

@@ -4,6 +4,32 @@ use super::super::tests::values;
 use super::*;
 use half::{bf16, f16};
 
+/// Checks C (m x n, rows n apart) against `dot(i, j)`, the naive f64 sum over k, within
+/// 1e-6 x k (the products are exact in f32; the sums' rounding is the bound), at the
+/// columns `cols`; elsewhere C must still hold the 7.0 it was filled with. `what` names the
+/// case in a failure.
+fn assert_naive(
+    c: &[f32],
+    n: usize,
+    k: usize,
+    cols: std::ops::Range<usize>,
+    dot: impl Fn(usize, usize) -> f64,
+    what: &str,
+) {
+    for (e, &g) in c.iter().enumerate() {
+        let (i, j) = (e / n, e % n);
+        if !cols.contains(&j) {
+            assert_eq!(g, 7.0, "{what}: wrote ({i}, {j}) outside {cols:?}");
+            continue;
+        }
+        let w = dot(i, j);
+        assert!(
+            (g as f64 - w).abs() <= 1e-6 * k as f64,
+            "{what} at ({i}, {j}): {g}, naive {w}"
+        );
+    }
+}
+
 /// Every shape of `thin`'s test that a form takes, both layouts of A and of B, one and
 /// two threads, every compiled copy this CPU runs, against a naive f64 loop over the
 /// same 16-bit values (the products are exact in f32; the sums' rounding is the bound).
@@ -152,19 +178,15 @@ fn rows_tiles_match_the_naive_loop() {
                         continue;
                     }
                     ran = true;
-                    for (e, &g) in c.iter().enumerate() {
-                        let (i, j) = (e / n, e % n);
-                        let w: f64 = (0..k)
+                    let dot = |i: usize, j: usize| -> f64 {
+                        (0..k)
                             .map(|p| {
                                 f64::from(a[i * ars + p * acs]) * f64::from(b[p * brs + j * bcs])
                             })
-                            .sum();
-                        assert!(
-                            (g as f64 - w).abs() <= 1e-6 * k as f64,
-                            "{m}x{n}x{k} a ({ars}, {acs}) threads {threads} at ({i}, {j}): \
-                             {g}, naive {w}"
-                        );
-                    }
+                            .sum()
+                    };
+                    let what = format!("{m}x{n}x{k} a ({ars}, {acs}) threads {threads}");
+                    assert_naive(&c, n, k, 0..n, dot, &what);
                 }
             }
         }
@@ -189,6 +211,97 @@ fn rows_tiles_match_the_naive_loop() {
         };
         assert!(!rows_takes(33, 128, 64, b, false) && !rows_takes(12, 100, 64, b, false));
         assert!(rows_takes(12, 128, 64, b, false) && rows_takes(8, 100, 64, b, false));
+        // `rows_tiles` called directly: slabs smaller than a share of columns, and shares
+        // that start inside a group of 32 columns.
+        for (m, n, k) in [
+            (1, 300, 7),
+            (2, 300, 64),
+            (3, 200, 33),
+            (8, 170, 20),
+            (11, 150, 9),
+        ] {
+            let a: Vec<bf16> = values(m * k, 7).into_iter().map(bf16::from_f64).collect();
+            let b: Vec<bf16> = values(k * n, 8).into_iter().map(bf16::from_f64).collect();
+            let br = MatRef {
+                ptr: b.as_ptr(),
+                rs: n,
+                cs: 1,
+            };
+            for (cols, slab) in [(0..n, 32), (n / 3..n, 64), (16..n - 5, 96)] {
+                let mut c = vec![7.0f32; m * n];
+                let (ap, cp) = (a.as_ptr(), c.as_mut_ptr());
+                // SAFETY: `a` holds m rows of k, B k rows of n, C m x n; cols inside 0..n;
+                // the CPU has AVX-512F, AVX512BW and AVX512_BF16 (`rows_takes` held above).
+                unsafe { avx512::rows_tiles(m, k, ap, k, br, cp, n, cols.clone(), slab) };
+                let dot = |i: usize, j: usize| -> f64 {
+                    (0..k)
+                        .map(|p| f64::from(a[i * k + p]) * f64::from(b[p * n + j]))
+                        .sum()
+                };
+                let what = format!("{m}x{n}x{k} cols {cols:?} slab {slab}");
+                assert_naive(&c, n, k, cols, dot, &what);
+            }
+        }
+    }
+}
+
+/// `gemm_rows_widened` end to end, for f32, bf16 and f16: A's rows or columns contiguous
+/// (widened and copied together), one and two threads, against a naive f64 loop where it
+/// takes the product; C untouched where it does not.
+fn check_gemm_rows_widened<S: Half + Into<f64>>(to: impl Fn(f64) -> S) -> bool {
+    let mut ran = false;
+    for (m, n, k) in [
+        (1, 200, 9),
+        (4, 130, 65),
+        (7, 96, 3),
+        (12, 160, 40),
+        (32, 128, 17),
+    ] {
+        let a: Vec<S> = values(m * k, 9).into_iter().map(&to).collect();
+        let b: Vec<S> = values(k * n, 10).into_iter().map(&to).collect();
+        let br = MatRef {
+            ptr: b.as_ptr(),
+            rs: n,
+            cs: 1,
+        };
+        for (ars, acs) in [(k, 1), (1, m)] {
+            let ar = MatRef {
+                ptr: a.as_ptr(),
+                rs: ars,
+                cs: acs,
+            };
+            for threads in [1, 2] {
+                let mut c = vec![7.0f32; m * n];
+                // SAFETY: the views cover the m x k and k x n values; c holds m * n.
+                let took = unsafe { gemm_rows_widened(m, n, k, ar, br, &mut c, threads, false) };
+                assert_eq!(took, rows_widened_takes(m, n, k, br, false));
+                if !took {
+                    assert!(c.iter().all(|&x| x == 7.0), "a refused product wrote C");
+                    continue;
+                }
+                ran = true;
+                let dot = |i: usize, j: usize| -> f64 {
+                    (0..k)
+                        .map(|p| a[i * ars + p * acs].into() * b[p * n + j].into())
+                        .sum()
+                };
+                let what = format!("{m}x{n}x{k} a ({ars}, {acs}) threads {threads}");
+                assert_naive(&c, n, k, 0..n, dot, &what);
+            }
+        }
+    }
+    ran
+}
+
+#[test]
+fn gemm_rows_widened_matches_the_naive_loop() {
+    let ran = check_gemm_rows_widened::<f32>(|x| x as f32);
+    let ran = check_gemm_rows_widened::<bf16>(bf16::from_f64) | ran;
+    let ran = check_gemm_rows_widened::<f16>(f16::from_f64) | ran;
+    if !ran {
+        let why = "this CPU has neither AVX2 with F16C nor AVX-512 (or ACCEL_CPU_KERNEL \
+                   forbids them): gemm_rows_widened takes nothing";
+        accelkit_testkit::skip("avx2", why, "gemm_rows_widened_matches_the_naive_loop");
     }
 }
 
@@ -232,21 +345,13 @@ fn check_rows_widened<S: Half + Into<f64>>(to: impl Fn(f64) -> S, avx512: bool) 
                     widened::rows_tiles_avx2(m, k, ap, k, br, cp, n, cols.clone(), slab)
                 }
             };
-            for (e, &g) in c.iter().enumerate() {
-                let (i, j) = (e / n, e % n);
-                if !cols.contains(&j) {
-                    assert_eq!(g, 7.0, "{m}x{n}x{k}: wrote ({i}, {j}) outside {cols:?}");
-                    continue;
-                }
-                let w: f64 = (0..k)
+            let dot = |i: usize, j: usize| -> f64 {
+                (0..k)
                     .map(|p| a[i * k + p] as f64 * b[p * n + j].into())
-                    .sum();
-                assert!(
-                    (g as f64 - w).abs() <= 1e-6 * k as f64,
-                    "{m}x{n}x{k} avx512 {avx512} cols {cols:?} slab {slab} at ({i}, {j}): \
-                     {g}, naive {w}"
-                );
-            }
+                    .sum()
+            };
+            let what = format!("{m}x{n}x{k} avx512 {avx512} cols {cols:?} slab {slab}");
+            assert_naive(&c, n, k, cols, dot, &what);
         }
     }
 }
@@ -275,35 +380,36 @@ fn rows_tiles_widened_match_the_naive_loop() {
     // Where the product goes: f32 from 4 rows; bf16 and f16 from 1 with AVX2 the best this
     // process runs, from 3 with AVX-512; never B's columns contiguous, more than 32 rows,
     // or more than 8 where the blocked path is native.
+    // (B of 256 x 256: within a quarter of any L3.)
     let b = MatRef {
         ptr: std::ptr::null::<f32>(),
-        rs: 1024,
+        rs: 256,
         cs: 1,
     };
     let h = MatRef {
         ptr: std::ptr::null::<f16>(),
-        rs: 1024,
+        rs: 256,
         cs: 1,
     };
     let level = thin::level();
     let f16c = std::is_x86_feature_detected!("f16c");
     let vector = level >= 1 && f16c;
-    assert_eq!(rows_widened_takes(4, 1024, 1024, b, false), vector);
-    assert_eq!(rows_widened_takes(3, 1024, 1024, h, false), vector);
+    assert_eq!(rows_widened_takes(4, 256, 256, b, false), vector);
+    assert_eq!(rows_widened_takes(3, 256, 256, h, false), vector);
     assert_eq!(
-        rows_widened_takes(1, 1024, 1024, h, false),
+        rows_widened_takes(1, 256, 256, h, false),
         level == 1 && f16c
     );
-    assert!(!rows_widened_takes(3, 1024, 1024, b, false));
+    assert!(!rows_widened_takes(3, 256, 256, b, false));
     assert!(!rows_widened_takes(
         4,
-        1024,
-        1024,
+        256,
+        256,
         MatRef { cs: 2, ..h },
         false
     ));
-    assert!(!rows_widened_takes(33, 1024, 1024, h, false));
-    assert!(!rows_widened_takes(9, 1024, 1024, h, true));
+    assert!(!rows_widened_takes(33, 256, 256, h, false));
+    assert!(!rows_widened_takes(9, 256, 256, h, true));
 }
 
 #[test]

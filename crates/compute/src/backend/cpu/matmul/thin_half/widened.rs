@@ -82,7 +82,8 @@ macro_rules! widened_rows {
                     };
                     run(k, a.add(i0 * lda), lda, pb, out.as_mut_ptr(), L, 0);
                     for (i, r) in out.chunks_exact(L).take(rows).enumerate() {
-                        std::ptr::copy_nonoverlapping(r.as_ptr(), c.add((i0 + i) * ldc + whole), left);
+                        let to = c.add((i0 + i) * ldc + whole);
+                        std::ptr::copy_nonoverlapping(r.as_ptr(), to, left);
                     }
                     i0 += rows;
                 }
