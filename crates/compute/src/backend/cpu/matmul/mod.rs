@@ -22,6 +22,7 @@ mod dot_tiles;
 mod helper;
 mod kernel;
 mod micro;
+mod outer;
 mod pack;
 #[cfg(test)]
 mod pack_tests;
@@ -212,6 +213,9 @@ pub(crate) unsafe fn gemm_float<D: Thin + DotTile + PackFrom<D> + PackInto<D>>(
     threads: usize,
     finish: Option<Finish<D>>,
 ) {
+    if k == 1 && m > 0 && n > 0 {
+        return outer::gemm(m, n, a, b, c, threads, finish);
+    }
     if dot_tiles::gemm(m, n, k, a, b, c, threads)
         || D::rows_widened(m, n, k, a, b, c, threads)
         || thin::gemm_thin(m, n, k, a, b, c, threads)
@@ -260,6 +264,9 @@ pub(crate) unsafe fn gemm_bf16(
 ) {
     let amx = amx::tiles().is_some();
     let native = amx || bf16_kernel().is_some();
+    if k == 1 && m > 0 && n > 0 {
+        return outer::gemm(m, n, a, b, c, threads, finish);
+    }
     if thin_half::gemm_rows(m, n, k, a, b, c, threads, amx)
         || thin_half::gemm_rows_widened(m, n, k, a, b, c, threads, amx)
         || thin_half::gemm(m, n, k, a, b, c, threads, native)
@@ -297,6 +304,9 @@ pub(crate) unsafe fn gemm_f16(
     finish: Option<Finish<f32>>,
 ) {
     let native = amx::tiles_f16().is_some();
+    if k == 1 && m > 0 && n > 0 {
+        return outer::gemm(m, n, a, b, c, threads, finish);
+    }
     if thin_half::gemm_rows_widened(m, n, k, a, b, c, threads, native)
         || thin_half::gemm(m, n, k, a, b, c, threads, native)
     {
