@@ -204,16 +204,54 @@ const ROWS_TILES_MAX: usize = 32;
 ///   2048 0.98x, 16 x 4096 0.77x (B 32 MiB), 16 x 128 by 128 x 128 1.06x, 24 x 256 1.38x;
 ///   with few columns, 16 x 64 by 64 x 64 0.65x, 16 x 64 by 1024 x 64 0.69x.
 fn rows_takes(m: usize, n: usize, k: usize, b: MatRef<half::bf16>, amx: bool) -> bool {
+    rows_shape(m, n, k, b, amx) && thin::level() == 2 && super::dot_tiles::bf16_pairs_usable()
+}
+
+/// The shape both kinds of C's tiles in registers take (`rows_takes`,
+/// `rows_widened_takes`): B's rows contiguous, 1 to ROWS_TILES_MAX rows (8 where `native`,
+/// the blocked path on AMX's tiles), beyond 8 rows at least 128 columns, B at most a
+/// quarter of L3.
+fn rows_shape<S>(m: usize, n: usize, k: usize, b: MatRef<S>, native: bool) -> bool {
+    let most = if native {
+        thin::DOTS_MAX
+    } else {
+        ROWS_TILES_MAX
+    };
     let l3 = Caches::of_this_machine().l3;
-    let most = if amx { thin::DOTS_MAX } else { ROWS_TILES_MAX };
     b.cs == 1
         && (1..=most).contains(&m)
         && (m <= thin::DOTS_MAX || n >= 128)
         && n > 0
         && k > 0
-        && k * n * 2 <= l3 / 4
-        && thin::level() == 2
-        && super::dot_tiles::bf16_pairs_usable()
+        && k * n * std::mem::size_of::<S>() <= l3 / 4
+}
+
+/// Runs `tiles(a, c, cols, slab)` on each thread's share of C's columns (`thin::parts`),
+/// `a` A's m rows copied together k apart (converted by `to`), `slab` the columns whose k
+/// rows of B (`size` bytes a value) take half of L2.
+///
+/// # Safety
+/// As for `thin::gemm_thin`; `tiles` may write C only at the columns it is given.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn split_columns<S: Copy, T: Sync>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<S>,
+    c: &mut [f32],
+    threads: usize,
+    size: usize,
+    to: impl Fn(S) -> T,
+    tiles: impl Fn(*const T, *mut f32, std::ops::Range<usize>, usize) + Sync,
+) {
+    let rows: Vec<T> = (0..m * k).map(|e| to(a.at(e / k, e % k))).collect();
+    let (_, mut ranges) = thin::parts(Form::Rows, m, n, k, threads);
+    let slab = (Caches::of_this_machine().l2 / 2 / (size * k)).clamp(32, 1024) / 32 * 32;
+    let cp = OutPtr(c.as_mut_ptr());
+    helper::for_each_part(&mut ranges, |_, r| {
+        tiles(rows.as_ptr(), cp.get(), r.clone(), slab)
+    });
 }
 
 /// bf16 C = A B for B's rows contiguous (k x n, `x @ W`) with AVX512_BF16 where
@@ -239,16 +277,13 @@ pub(super) unsafe fn gemm_rows(
     }
     #[cfg(target_arch = "x86_64")]
     {
-        let rows: Vec<half::bf16> = (0..m * k).map(|e| a.at(e / k, e % k)).collect();
-        let (_, mut ranges) = thin::parts(Form::Rows, m, n, k, threads);
-        let slab = (Caches::of_this_machine().l2 / 2 / (2 * k)).clamp(32, 1024) / 32 * 32;
-        let cp = OutPtr(c.as_mut_ptr());
-        helper::for_each_part(&mut ranges, |_, r| {
-            // SAFETY: `rows` holds m rows of k values; the caller's contract covers B and C;
+        let tiles = |a, c, cols, slab| {
+            // SAFETY: `a` holds m rows of k values; the caller's contract covers B and C;
             // each part writes only its own columns of C, which no other part touches; the
             // CPU has what `rows_tiles` needs (`rows_takes`).
-            unsafe { rows_tiles(m, k, rows.as_ptr(), k, b, cp.get(), n, r.clone(), slab) };
-        });
+            unsafe { rows_tiles(m, k, a, k, b, c, n, cols, slab) }
+        };
+        split_columns(m, n, k, a, c, threads, 2, |x| x, tiles);
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (a, c, threads);
@@ -293,26 +328,14 @@ fn f16c() -> bool {
 ///   1.53x, 32 x 1024 1.04x, 4 x 256 by 256 x 256 1.99x; 1 x 1024 0.96x and 1 x 2048 by
 ///   2048 x 2048 0.78x (so from 3 rows).
 fn rows_widened_takes<S>(m: usize, n: usize, k: usize, b: MatRef<S>, native: bool) -> bool {
-    let l3 = Caches::of_this_machine().l3;
     let f16c = f16c();
-    let size = std::mem::size_of::<S>();
-    let most = if native {
-        thin::DOTS_MAX
-    } else {
-        ROWS_TILES_MAX
-    };
-    let here = match (thin::level(), size) {
+    let here = match (thin::level(), std::mem::size_of::<S>()) {
         (1, 2) => f16c,
         (2, 2) => m >= 3,
         (1 | 2, 4) => m >= 4 && f16c,
         _ => false,
     };
-    here && b.cs == 1
-        && (1..=most).contains(&m)
-        && (m <= thin::DOTS_MAX || n >= 128)
-        && n > 0
-        && k > 0
-        && k * n * size <= l3 / 4
+    here && rows_shape(m, n, k, b, native)
 }
 
 /// C = A B (C in f32) for B's rows contiguous (k x n, `x @ W`) with B widened as it is read
@@ -338,25 +361,21 @@ pub(super) unsafe fn gemm_rows_widened<S: Half>(
     }
     #[cfg(target_arch = "x86_64")]
     {
-        let rows: Vec<f32> = (0..m * k).map(|e| a.at(e / k, e % k).conv()).collect();
-        let (_, mut ranges) = thin::parts(Form::Rows, m, n, k, threads);
-        let size = std::mem::size_of::<S>();
-        let slab = (Caches::of_this_machine().l2 / 2 / (size * k)).clamp(32, 1024) / 32 * 32;
         let wide = thin::level() == 2;
-        let cp = OutPtr(c.as_mut_ptr());
-        helper::for_each_part(&mut ranges, |_, r| {
-            let (a, c) = (rows.as_ptr(), cp.get());
-            // SAFETY: `rows` holds m rows of k values; the caller's contract covers B and C;
+        let tiles = |a, c, cols, slab| {
+            // SAFETY: `a` holds m rows of k values; the caller's contract covers B and C;
             // each part writes only its own columns of C, which no other part touches; the
             // CPU has AVX-512F (level 2) or AVX2, FMA and F16C (`rows_widened_takes`).
             unsafe {
                 if wide {
-                    widened::rows_tiles_avx512(m, k, a, k, b, c, n, r.clone(), slab)
+                    widened::rows_tiles_avx512(m, k, a, k, b, c, n, cols, slab)
                 } else {
-                    widened::rows_tiles_avx2(m, k, a, k, b, c, n, r.clone(), slab)
+                    widened::rows_tiles_avx2(m, k, a, k, b, c, n, cols, slab)
                 }
-            };
-        });
+            }
+        };
+        let size = std::mem::size_of::<S>();
+        split_columns(m, n, k, a, c, threads, size, |x: S| x.conv(), tiles);
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (a, c, threads);
