@@ -196,8 +196,8 @@ impl Drop for Scratch {
 const PARALLEL_MIN_FLOPS: usize = 1 << 22;
 
 /// C = A * B for f32 or f64 (no conversion while packing): 3 to 96 rows (AVX2: up to 192)
-/// by a transposed B through `dot_tiles::gemm`, f32 `x @ W` on 4 to 32 rows through
-/// `thin_half::gemm_rows_widened` (`Thin::rows_widened`), other products with few rows or
+/// by a transposed B through `dot_tiles::gemm`, `x @ W` on up to 32 rows through
+/// `thin_half::gemm_rows_widened` (f32) or `gemm_rows_f64` (`Thin::rows_widened`), other products with few rows or
 /// columns through `thin::gemm_thin`, small products without packing where this CPU's
 /// kernel allows it (`gemm_small`), the rest as [`gemm_with`].
 ///

@@ -118,12 +118,18 @@ pub(super) unsafe fn gemm<D: Accum>(
 
 /// Whether a product of m x k by k x n (B as `b`) runs on the unpacked path, for a kernel
 /// of `mr` rows: few enough multiply-adds for its dtype, k up to SMALL_MAX_K, B with unit
-/// column stride, and B's rows not a multiple of 4 KiB apart once C has 8 tiles of rows or
-/// more. Such rows all fall into the same sets of L1, so a B strip read in place misses on
-/// every row, each time a tile of A passes it. Measured as for SMALL_MAX_FLOPS_F64, the
-/// packed path against this one: f32 256x1024x512 (m x n x k) 1.48x, 128x1024x1024 1.75x,
-/// f64 N=512 1.92x; with fewer rows the packing of B is not repaid: f32 64x1024x1024 0.96x,
-/// 28x1024x1024 0.62x. B's f32 rows a multiple of 2 KiB apart (N=512) with 128-byte
+/// column stride, and B's rows not a multiple of 4 KiB apart. Such rows all fall into the
+/// same sets of L1 (and of L2, whose ways hold a few of a strip's k rows), so a B strip
+/// read in place misses on every row, each time a tile of A passes it. Measured as for
+/// SMALL_MAX_FLOPS_F64, the packed path against this one: f32 256x1024x512 (m x n x k)
+/// 1.48x, 128x1024x1024 1.75x, f64 N=512 1.92x. The rule first took such B unpacked below 8
+/// tiles of rows (f32 28x1024x1024 packed read 0.62x then); since packing became cheaper,
+/// on Zen 4 (two threads, calls alternated in one process, median ratio) packed reads f32
+/// 40 x 1024 x 1024 1.26x, 64 x 1024 x 1024 1.18x, 100 x 1024 x 1024 1.26x, f64 12 x 512 x
+/// 1024 1.73x, 40 x 512 x 512 1.32x, 100 x 512 x 512 1.40x; with AVX2's 64-byte strips
+/// (`ACCEL_CPU_KERNEL=avx2`) f32 36 x 1024 x 1024 2.06x, 40 x 1024 x 512 2.78x, f64 16 x 512
+/// x 512 1.55x, 40 x 512 x 512 2.24x, 12 x 512 x 1024 1.30x; level with 4 to 8 rows and
+/// short k (48 x 1024 x 256, 200 x 1024 x 128). B's f32 rows a multiple of 2 KiB apart (N=512) with 128-byte
 /// strips (AVX-512's 32 columns) are packed too once C has 24 tiles of rows and k is 384
 /// or more: against MKL in one process (`sgemm_` from PyTorch's own library, calls paired)
 /// the small path read 0.80-0.91x at f32 N=512, packing 0.985x. Packed against unpacked,
@@ -150,7 +156,7 @@ pub(super) fn takes<D>(
         SMALL_MAX_FLOPS
     };
     let row_bytes = b.rs * size;
-    let aliased = row_bytes.is_multiple_of(4096) && m >= 8 * mr
+    let aliased = row_bytes.is_multiple_of(4096)
         || size == 4
             && nr * size == 128
             && row_bytes.is_multiple_of(2048)

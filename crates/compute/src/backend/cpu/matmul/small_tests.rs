@@ -88,11 +88,13 @@ fn the_small_path_takes_what_it_is_faster_for() {
     assert!(!small(1024, 256, 1024, b32(256), l2));
     assert!(takes(320, 320, 320, b64(320), (14, 16), l2));
     assert!(!takes(384, 384, 384, b64(384), (14, 16), l2));
-    // B's rows 4 KiB apart: packed once C has 8 tiles of rows.
+    // B's rows 4 KiB apart: packed, however few rows C has, with either kernel.
     assert!(!takes(256, 1024, 512, b32(1024), (14, 32), 1 << 20));
     assert!(!takes(112, 512, 256, b64(512), (14, 16), 1 << 20));
-    assert!(takes(111, 512, 256, b64(512), (14, 16), 1 << 20));
-    assert!(takes(28, 1024, 1024, b32(1024), (14, 32), 1 << 20));
+    assert!(!takes(12, 512, 256, b64(512), (14, 16), 1 << 20));
+    assert!(!takes(28, 1024, 1024, b32(1024), (14, 32), 1 << 20));
+    assert!(!takes(1, 1024, 1024, b32(1024), (6, 16), 1 << 20));
+    assert!(takes(28, 1020, 1024, b32(1020), (14, 32), 1 << 20));
     // f32 rows 2 KiB apart with AVX-512's 128-byte strips: packed from 24 tiles of rows
     // and k 384; AVX2's 64-byte strips and f64 stay unpacked.
     assert!(!small(512, 512, 512, b32(512), mib));

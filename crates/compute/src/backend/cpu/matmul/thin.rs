@@ -12,6 +12,8 @@
 //!   C's rows are built as sums of B's rows scaled by A's values, four rows of B at a time,
 //!   over column blocks small enough that C's rows stay in L1 while B streams past once, in
 //!   order (f32 from 3 rows with AVX-512: `thin_half`'s loop, `Thin::rows_in_registers`).
+//!   `gemm_float` offers `x @ W` to C's tiles in registers first (`Thin::rows_widened`:
+//!   f32 from 4 rows, f64 from 2 or 3), so this form keeps 1 to 3 rows there.
 //! - **dots** (A's rows and B's columns contiguous, up to `DOTS_MAX` rows or columns of C):
 //!   every element of C is one dot product of two contiguous vectors (`x @ W.t()` of a
 //!   Linear layer, a matrix times a vector), in four AVX-512 accumulators (`dot_wide`), or
@@ -65,9 +67,9 @@ pub(crate) trait Thin: Accum {
         false
     }
 
-    /// C = A B through `thin_half::gemm_rows_widened` (B's rows contiguous, 4 to 32 rows,
-    /// with AVX2 or AVX-512) where it takes the product (f32 only): returns false, touching
-    /// nothing, where not.
+    /// C = A B through `thin_half::gemm_rows_widened` (f32) or `gemm_rows_f64` (B's rows
+    /// contiguous, up to 32 rows, with AVX2 or AVX-512) where it takes the product: returns
+    /// false, touching nothing, where not.
     ///
     /// # Safety
     /// As for `gemm_thin`.
@@ -147,6 +149,19 @@ impl Thin for f64 {
     #[cfg(target_arch = "x86_64")]
     unsafe fn dot_wide(x: *const f64, y: *const f64, k: usize) -> f64 {
         dot_wide_f64(x, y, k)
+    }
+
+    unsafe fn rows_widened(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: MatRef<f64>,
+        b: MatRef<f64>,
+        c: &mut [f64],
+        threads: usize,
+    ) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { super::thin_half::gemm_rows_f64(m, n, k, a, b, c, threads) }
     }
 }
 

@@ -234,16 +234,16 @@ fn rows_shape<S>(m: usize, n: usize, k: usize, b: MatRef<S>, native: bool) -> bo
 /// As for `thin::gemm_thin`; `tiles` may write C only at the columns it is given.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
-unsafe fn split_columns<S: Copy, T: Sync>(
+unsafe fn split_columns<S: Copy, T: Sync, D: Send + Copy>(
     m: usize,
     n: usize,
     k: usize,
     a: MatRef<S>,
-    c: &mut [f32],
+    c: &mut [D],
     threads: usize,
     size: usize,
     to: impl Fn(S) -> T,
-    tiles: impl Fn(*const T, *mut f32, std::ops::Range<usize>, usize) + Sync,
+    tiles: impl Fn(*const T, *mut D, std::ops::Range<usize>, usize) + Sync,
 ) {
     let rows: Vec<T> = (0..m * k).map(|e| to(a.at(e / k, e % k))).collect();
     let (_, mut ranges) = thin::parts(Form::Rows, m, n, k, threads);
@@ -327,12 +327,19 @@ fn f16c() -> bool {
 ///   but 3 x 512 1.30x; f16 2 x 1024 1.14x, 4 x 1024 1.07x, 8 x 1024 1.03x, 16 x 1024
 ///   1.53x, 32 x 1024 1.04x, 4 x 256 by 256 x 256 1.99x; 1 x 1024 0.96x and 1 x 2048 by
 ///   2048 x 2048 0.78x (so from 3 rows).
+/// - AVX2, f32 from 13 rows with B's rows a multiple of 4 KiB apart: not taken. Each group
+///   of 6 rows reads B's slab again, and such rows fall into a few sets of L2 as well as L1,
+///   so from L3, a line of a row (a page further) at a time: B packed by the blocked path
+///   (`small::takes`) read 1.10-1.38x this path at 13 to 32 x 1024 by 1024 x 1024 and 32 x
+///   2048 by 1024 x 2048 (calls alternated in one process); at 4 to 12 rows this path
+///   stays ahead (1.16-1.51x, 10 rows level).
 fn rows_widened_takes<S>(m: usize, n: usize, k: usize, b: MatRef<S>, native: bool) -> bool {
     let f16c = f16c();
     let here = match (thin::level(), std::mem::size_of::<S>()) {
         (1, 2) => f16c,
         (2, 2) => m >= 3,
-        (1 | 2, 4) => m >= 4 && f16c,
+        (1, 4) => m >= 4 && f16c && (m <= 12 || !(b.rs * 4).is_multiple_of(4096)),
+        (2, 4) => m >= 4 && f16c,
         _ => false,
     };
     here && rows_shape(m, n, k, b, native)
@@ -361,21 +368,103 @@ pub(super) unsafe fn gemm_rows_widened<S: Half>(
     }
     #[cfg(target_arch = "x86_64")]
     {
-        let wide = thin::level() == 2;
-        let tiles = |a, c, cols, slab| {
-            // SAFETY: `a` holds m rows of k values; the caller's contract covers B and C;
-            // each part writes only its own columns of C, which no other part touches; the
-            // CPU has AVX-512F (level 2) or AVX2, FMA and F16C (`rows_widened_takes`).
-            unsafe {
-                if wide {
-                    widened::rows_tiles_avx512(m, k, a, k, b, c, n, cols, slab)
-                } else {
-                    widened::rows_tiles_avx2(m, k, a, k, b, c, n, cols, slab)
-                }
-            }
-        };
-        let size = std::mem::size_of::<S>();
-        split_columns(m, n, k, a, c, threads, size, |x: S| x.conv(), tiles);
+        let copies = [widened::rows_tiles_avx2, widened::rows_tiles_avx512];
+        // SAFETY: the caller's contract; the CPU has AVX-512F (level 2) or AVX2, FMA and
+        // F16C (`rows_widened_takes`).
+        unsafe { run_widened(m, n, k, a, b, c, threads, |x: S| x.conv(), copies) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (a, c, threads);
+    true
+}
+
+/// One compiled copy of `widened_rows!`'s slabs and groups (`widened::rows_tiles_avx2`
+/// and the like): (m, k, A, lda, B, C, ldc, C's columns, slab).
+#[cfg(target_arch = "x86_64")]
+type Widened<S, T> = unsafe fn(
+    usize,
+    usize,
+    *const T,
+    usize,
+    MatRef<S>,
+    *mut T,
+    usize,
+    std::ops::Range<usize>,
+    usize,
+);
+
+/// C = A B through `split_columns` and one of `copies` (AVX2, AVX-512): the AVX-512 one
+/// where `thin::level` is 2; A's values converted by `to`.
+///
+/// # Safety
+/// As for `thin::gemm_thin` with B's rows contiguous, and the CPU has the features of the
+/// copy `thin::level` picks.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_widened<S: Copy + Sync, T: Copy + Send + Sync>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<S>,
+    b: MatRef<S>,
+    c: &mut [T],
+    threads: usize,
+    to: impl Fn(S) -> T,
+    copies: [Widened<S, T>; 2],
+) {
+    let tiles = copies[usize::from(thin::level() == 2)];
+    let size = std::mem::size_of::<S>();
+    split_columns(m, n, k, a, c, threads, size, to, |a, c, cols, slab| {
+        // SAFETY: `a` holds m rows of k values (`split_columns`); the caller's contract
+        // covers B, C and the CPU's features; each part writes only its own columns of C,
+        // which no other part touches.
+        unsafe { tiles(m, k, a, k, b, c, n, cols, slab) }
+    });
+}
+
+/// Whether `gemm_rows_f64` takes an m x k by k x n f64 product with B's rows contiguous:
+/// with AVX-512 3 to 32 rows, with AVX2 (and FMA) 2 to 10, and `rows_shape`. Before, up
+/// to 8 rows took `thin`'s rows form (C's rows in L1, B's rows added in 4 at a time) and
+/// more the blocked path. Measured on Zen 4, two threads, calls alternated in one process
+/// (median ratio against the paths before): AVX-512 3 x 1024 by 1024 x 1024 2.9x, 4 x 1024
+/// 2.0x, 8 x 1024 1.95x, 16 x 1024 1.65x, 24 x 1000 by 1000 x 1000 2.4x, 32 x 1024 1.25x,
+/// 4 x 1000 2.3x, 16 x 512 by 512 x 512 1.44x; 2 x 1024 level, 1 x 1024 0.42x; AVX2
+/// (`ACCEL_CPU_KERNEL=avx2`, 6 rows a group against 8) 2 x 1024 1.41x, 4 x 1024 2.1x, 8 x
+/// 1000 1.26x, 10 x 1000 1.36x; 12 x 1000 0.67x, 16 x 1024 0.83x, 32 x 1024 0.71x.
+fn rows_f64_takes(m: usize, n: usize, k: usize, b: MatRef<f64>) -> bool {
+    let rows = match thin::level() {
+        2 => 3..=32,
+        1 => 2..=10,
+        _ => return false,
+    };
+    rows.contains(&m) && rows_shape(m, n, k, b, false)
+}
+
+/// C = A B for f64 with B's rows contiguous (k x n, `x @ W`) where `rows_f64_takes` says
+/// so (returns false, touching nothing, where not), on up to `threads` threads: A's rows
+/// copied together, C's columns split between the threads, each share through
+/// `widened::rows_tiles_f64_avx512` (or `_avx2`) in slabs whose k rows of B take half of L2.
+///
+/// # Safety
+/// As for `thin::gemm_thin`.
+pub(super) unsafe fn gemm_rows_f64(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<f64>,
+    b: MatRef<f64>,
+    c: &mut [f64],
+    threads: usize,
+) -> bool {
+    if !rows_f64_takes(m, n, k, b) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let copies = [widened::rows_tiles_f64_avx2, widened::rows_tiles_f64_avx512];
+        // SAFETY: the caller's contract; the CPU has AVX-512F (level 2) or AVX2 and FMA
+        // (`rows_f64_takes`).
+        unsafe { run_widened(m, n, k, a, b, c, threads, |x| x, copies) };
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (a, c, threads);

@@ -5,26 +5,31 @@ use super::*;
 use half::{bf16, f16};
 
 /// Checks C (m x n, rows n apart) against `dot(i, j)`, the naive f64 sum over k, within
-/// 1e-6 x k (the products are exact in f32; the sums' rounding is the bound), at the
-/// columns `cols`; elsewhere C must still hold the 7.0 it was filled with. `what` names the
-/// case in a failure.
-fn assert_naive(
-    c: &[f32],
+/// 1e-6 x k for f32 (the products are exact in f32; the sums' rounding is the bound) and
+/// 1e-12 x k for f64, at the columns `cols`; elsewhere C must still hold the 7.0 it was
+/// filled with. `what` names the case in a failure.
+fn assert_naive<T: Copy + Into<f64> + std::fmt::Display>(
+    c: &[T],
     n: usize,
     k: usize,
     cols: std::ops::Range<usize>,
     dot: impl Fn(usize, usize) -> f64,
     what: &str,
 ) {
+    let tol = if std::mem::size_of::<T>() == 8 {
+        1e-12
+    } else {
+        1e-6
+    };
     for (e, &g) in c.iter().enumerate() {
         let (i, j) = (e / n, e % n);
         if !cols.contains(&j) {
-            assert_eq!(g, 7.0, "{what}: wrote ({i}, {j}) outside {cols:?}");
+            assert_eq!(g.into(), 7.0, "{what}: wrote ({i}, {j}) outside {cols:?}");
             continue;
         }
         let w = dot(i, j);
         assert!(
-            (g as f64 - w).abs() <= 1e-6 * k as f64,
+            (g.into() - w).abs() <= tol * k as f64,
             "{what} at ({i}, {j}): {g}, naive {w}"
         );
     }
@@ -305,6 +310,24 @@ fn gemm_rows_widened_matches_the_naive_loop() {
     }
 }
 
+/// The shapes (m, n, k) of C's tiles in registers for `x @ W`: every count of rows in a
+/// group (1 to 8) and groups after the first (9, 13, 32), columns in whole wide groups,
+/// single vectors and a last few (fewer than a vector, also alone).
+#[cfg(target_arch = "x86_64")]
+const ROWS_SHAPES: [(usize, usize, usize); 11] = [
+    (1, 5, 3),
+    (2, 40, 17),
+    (3, 72, 64),
+    (4, 33, 100),
+    (5, 16, 9),
+    (6, 100, 31),
+    (7, 129, 8),
+    (8, 70, 20),
+    (9, 50, 7),
+    (13, 64, 50),
+    (32, 160, 40),
+];
+
 /// `widened::rows_tiles_avx2` and `_avx512` (what `gemm_rows_widened` runs) against a
 /// naive f64 loop, for f32, bf16 and f16: every count of rows in a group (1 to 8) and
 /// groups after the first (9, 13, 32), columns in whole wide groups, single vectors and a
@@ -312,20 +335,7 @@ fn gemm_rows_widened_matches_the_naive_loop() {
 /// `thin::level` picks one of them only.
 #[cfg(target_arch = "x86_64")]
 fn check_rows_widened<S: Half + Into<f64>>(to: impl Fn(f64) -> S, avx512: bool) {
-    let shapes = [
-        (1, 5, 3),
-        (2, 40, 17),
-        (3, 72, 64),
-        (4, 33, 100),
-        (5, 16, 9),
-        (6, 100, 31),
-        (7, 129, 8),
-        (8, 70, 20),
-        (9, 50, 7),
-        (13, 64, 50),
-        (32, 160, 40),
-    ];
-    for (m, n, k) in shapes {
+    for (m, n, k) in ROWS_SHAPES {
         let a: Vec<f32> = values(m * k, 5).into_iter().map(|x| to(x).conv()).collect();
         let b: Vec<S> = values(k * n, 6).into_iter().map(&to).collect();
         let br = MatRef {
@@ -410,6 +420,120 @@ fn rows_tiles_widened_match_the_naive_loop() {
     ));
     assert!(!rows_widened_takes(33, 256, 256, h, false));
     assert!(!rows_widened_takes(9, 256, 256, h, true));
+    // f32 with B's rows 4 KiB apart: from 13 rows on AVX2 the blocked path packs B instead.
+    let b1024 = MatRef { rs: 1024, ..b };
+    assert_eq!(rows_widened_takes(12, 1024, 256, b1024, false), vector);
+    assert_eq!(
+        rows_widened_takes(13, 1024, 256, b1024, false),
+        vector && level == 2
+    );
+    assert_eq!(
+        rows_widened_takes(13, 1000, 256, MatRef { rs: 1000, ..b }, false),
+        vector
+    );
+}
+
+/// `widened::rows_tiles_f64_avx2` and `_avx512` (what `gemm_rows_f64` runs) against a
+/// naive f64 loop: the shapes of `check_rows_widened` (every count of rows in a group,
+/// groups after the first, whole wide groups, single vectors and a last few columns,
+/// several slabs).
+#[cfg(target_arch = "x86_64")]
+fn check_rows_f64(avx512: bool) {
+    for (m, n, k) in ROWS_SHAPES {
+        let a = values(m * k, 5);
+        let b = values(k * n, 6);
+        let br = MatRef {
+            ptr: b.as_ptr(),
+            rs: n,
+            cs: 1,
+        };
+        for (cols, slab) in [(0..n, 32), (0..n, 1024), (n / 3..n, 64)] {
+            let mut c = vec![7.0f64; m * n];
+            let (ap, cp) = (a.as_ptr(), c.as_mut_ptr());
+            // SAFETY: `a` holds m rows of k, B k rows of n, C m x n; cols inside 0..n; the
+            // CPU has the loop's features (the caller checked).
+            unsafe {
+                if avx512 {
+                    widened::rows_tiles_f64_avx512(m, k, ap, k, br, cp, n, cols.clone(), slab)
+                } else {
+                    widened::rows_tiles_f64_avx2(m, k, ap, k, br, cp, n, cols.clone(), slab)
+                }
+            };
+            let dot =
+                |i: usize, j: usize| -> f64 { (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum() };
+            let what = format!("f64 {m}x{n}x{k} avx512 {avx512} cols {cols:?} slab {slab}");
+            assert_naive(&c, n, k, cols, dot, &what);
+        }
+    }
+}
+
+/// f64 `x @ W` on a few rows: both compiled copies of the tiles, then `gemm_rows_f64` end
+/// to end (A's rows or columns contiguous, one and two threads, C untouched where it
+/// declines), then where it goes: 3 to 32 rows with AVX-512, 2 to 10 with AVX2.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn rows_tiles_f64_match_the_naive_loop() {
+    let test = "rows_tiles_f64_match_the_naive_loop";
+    let has = |f: &str| super::super::kernel::usable(f);
+    for (avx512, ok, backend) in [
+        (false, has("avx2"), "avx2"),
+        (true, has("avx512"), "avx512"),
+    ] {
+        if ok {
+            check_rows_f64(avx512);
+        } else {
+            let why = format!("this CPU has no {backend} (or ACCEL_CPU_KERNEL forbids it)");
+            accelkit_testkit::skip(backend, &why, test);
+        }
+    }
+    for (m, n, k) in [
+        (2, 96, 3),
+        (3, 200, 9),
+        (10, 130, 65),
+        (16, 512, 20),
+        (32, 128, 17),
+    ] {
+        let (a, b) = (values(m * k, 9), values(k * n, 10));
+        let br = MatRef {
+            ptr: b.as_ptr(),
+            rs: n,
+            cs: 1,
+        };
+        for ((ars, acs), threads) in [((k, 1), 1), ((k, 1), 2), ((1, m), 2)] {
+            let ar = MatRef {
+                ptr: a.as_ptr(),
+                rs: ars,
+                cs: acs,
+            };
+            let mut c = vec![7.0f64; m * n];
+            // SAFETY: the views cover the m x k and k x n values; c holds m * n.
+            let took = unsafe { gemm_rows_f64(m, n, k, ar, br, &mut c, threads) };
+            assert_eq!(took, rows_f64_takes(m, n, k, br));
+            if !took {
+                assert!(c.iter().all(|&x| x == 7.0), "a refused product wrote C");
+                continue;
+            }
+            let dot = |i: usize, j: usize| -> f64 {
+                (0..k).map(|p| a[i * ars + p * acs] * b[p * n + j]).sum()
+            };
+            let what = format!("f64 {m}x{n}x{k} a ({ars}, {acs}) threads {threads}");
+            assert_naive(&c, n, k, 0..n, dot, &what);
+        }
+    }
+    let b = MatRef {
+        ptr: std::ptr::null::<f64>(),
+        rs: 256,
+        cs: 1,
+    };
+    let level = thin::level();
+    assert_eq!(rows_f64_takes(2, 256, 256, b), level == 1);
+    assert_eq!(rows_f64_takes(3, 256, 256, b), level >= 1);
+    assert_eq!(rows_f64_takes(10, 256, 256, b), level >= 1);
+    assert_eq!(rows_f64_takes(11, 256, 256, b), level == 2);
+    assert_eq!(rows_f64_takes(32, 256, 256, b), level == 2);
+    assert!(!rows_f64_takes(1, 256, 256, b));
+    assert!(!rows_f64_takes(33, 256, 256, b));
+    assert!(!rows_f64_takes(4, 256, 256, MatRef { cs: 2, ..b }));
 }
 
 #[test]

@@ -1,21 +1,53 @@
 //! C's tiles in registers for `x @ W` (B's rows contiguous, B k x n) with B widened to f32
-//! as it is read (`Half::load8`, `Half::load16`): one loop written once (`widened_rows!`)
-//! and compiled for AVX2 (8 lanes, up to 6 rows a group in the 16 registers) and for
-//! AVX-512 (16 lanes, up to 8 rows in the 32), for `gemm_rows_widened`.
+//! as it is read (`Half::load8`, `Half::load16`), or f64 as it is (`Wide64`): one loop
+//! written once (`widened_rows!`) and compiled for AVX2 (8 f32 or 4 f64 lanes, up to 6
+//! rows a group in the 16 registers) and for AVX-512 (16 or 8 lanes, up to 8 rows in the
+//! 32), for `gemm_rows_widened` and `gemm_rows_f64`.
 
+use super::super::pack::PackInto;
 use super::{Half, MatRef};
+use std::arch::x86_64::*;
 
-/// Defines `$tiles`, C = A B (C in f32) for C's columns `cols`, and `$regs`, its loop over
+/// f64, the element type of `rows_tiles_f64_avx2` and `_avx512`: B's values loaded as they
+/// are, 8 or 4 at a time.
+pub(in super::super) trait Wide64: PackInto<f64> + Copy + Sync {
+    /// 8 values from `p`.
+    ///
+    /// # Safety
+    /// `p` readable for 8 values; the CPU has AVX-512F.
+    unsafe fn load8d(p: *const Self) -> __m512d;
+    /// 4 values from `p`.
+    ///
+    /// # Safety
+    /// `p` readable for 4 values; the CPU has AVX.
+    unsafe fn load4d(p: *const Self) -> __m256d;
+}
+
+impl Wide64 for f64 {
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn load8d(p: *const f64) -> __m512d {
+        _mm512_loadu_pd(p)
+    }
+    #[inline]
+    #[target_feature(enable = "avx")]
+    unsafe fn load4d(p: *const f64) -> __m256d {
+        _mm256_loadu_pd(p)
+    }
+}
+
+/// Defines `$tiles`, C = A B (A and C of `$t`, B's values converted to it) for C's columns `cols`, and `$regs`, its loop over
 /// all of k for one group of M rows and V vectors of columns: for each slab of C's columns
-/// (`slab` columns, whose k rows of B stay in L2), each group of A's rows (f32, `lda`
+/// (`slab` columns, whose k rows of B stay in L2), each group of A's rows (`lda`
 /// apart; the groups and their V from `$table`) in turn, so that groups after the first
 /// read B's slab from L2; whole groups of V vectors, then single vectors, then the last
 /// columns (fewer than a vector) widened into a buffer padded with zeros and run through
 /// the same loop. In `$regs`, each row of B is widened V vectors at a time and multiplied
 /// by A's value, broadcast, into M x V accumulators that are stored once.
 macro_rules! widened_rows {
-    ($tiles:ident, $regs:ident, $feat:literal, $vec:ty, $lanes:expr, $zero:ident, $fma:ident,
-     $bcast:ident, $store:ident, $load:ident, $most:expr, [$($r:literal => $v:literal),*]) => {
+    ($tiles:ident, $regs:ident, $t:ty, $bound:ident, $feat:literal, $vec:ty, $lanes:expr,
+     $zero:ident, $fma:ident, $bcast:ident, $store:ident, $load:ident, $most:expr,
+     [$($r:literal => $v:literal),*]) => {
         /// `widened_rows!`'s slabs and groups (module doc).
         ///
         /// # Safety
@@ -24,18 +56,18 @@ macro_rules! widened_rows {
         /// not otherwise accessed during the call; the CPU has the features named.
         #[allow(clippy::too_many_arguments)]
         #[target_feature(enable = $feat)]
-        pub(super) unsafe fn $tiles<S: Half>(
+        pub(super) unsafe fn $tiles<S: $bound>(
             m: usize,
             k: usize,
-            a: *const f32,
+            a: *const $t,
             lda: usize,
             b: MatRef<S>,
-            c: *mut f32,
+            c: *mut $t,
             ldc: usize,
             cols: std::ops::Range<usize>,
             slab: usize,
         ) {
-            type Run<T> = unsafe fn(usize, *const f32, usize, MatRef<T>, *mut f32, usize, usize);
+            type Run<T> = unsafe fn(usize, *const $t, usize, MatRef<T>, *mut $t, usize, usize);
             const L: usize = $lanes;
             let whole = cols.start + cols.len() / L * L;
             let mut j0 = cols.start;
@@ -65,19 +97,19 @@ macro_rules! widened_rows {
             if whole < cols.end {
                 // The last columns, widened into a vector with zeros beyond.
                 let left = cols.end - whole;
-                let mut pad = vec![0f32; k * L];
+                let mut pad: Vec<$t> = vec![0.0; k * L];
                 for (p, row) in pad.chunks_exact_mut(L).enumerate() {
                     for (e, x) in row.iter_mut().take(left).enumerate() {
                         *x = (*b.ptr.add(p * b.rs + whole + e)).conv();
                     }
                 }
                 let pb = MatRef { ptr: pad.as_ptr(), rs: L, cs: 1 };
-                let mut out = [0f32; $most * L];
+                let mut out: [$t; $most * L] = [0.0; $most * L];
                 let mut i0 = 0;
                 while i0 < m {
                     let rows = (m - i0).min($most);
-                    let run: Run<f32> = match rows {
-                        $($r => $regs::<f32, $r, 1>,)*
+                    let run: Run<$t> = match rows {
+                        $($r => $regs::<$t, $r, 1>,)*
                         _ => unreachable!("groups of 1 to {} rows", $most),
                     };
                     run(k, a.add(i0 * lda), lda, pb, out.as_mut_ptr(), L, 0);
@@ -96,16 +128,15 @@ macro_rules! widened_rows {
         /// As for the slabs' function, for those columns.
         #[inline]
         #[target_feature(enable = $feat)]
-        unsafe fn $regs<S: Half, const M: usize, const V: usize>(
+        unsafe fn $regs<S: $bound, const M: usize, const V: usize>(
             k: usize,
-            a: *const f32,
+            a: *const $t,
             lda: usize,
             b: MatRef<S>,
-            c: *mut f32,
+            c: *mut $t,
             ldc: usize,
             j: usize,
         ) {
-            use std::arch::x86_64::*;
             const L: usize = $lanes;
             let mut acc: [[$vec; V]; M] = [[$zero(); V]; M];
             let bp = b.ptr.add(j);
@@ -132,11 +163,20 @@ macro_rules! widened_rows {
 
 // AVX2: M rows of V vectors of accumulators, at most 12, beside V of B's and A's broadcast
 // value in the 16 registers.
-widened_rows!(rows_tiles_avx2, rows_regs_avx2, "avx2,fma,f16c", __m256, 8,
+widened_rows!(rows_tiles_avx2, rows_regs_avx2, f32, Half, "avx2,fma,f16c", __m256, 8,
     _mm256_setzero_ps, _mm256_fmadd_ps, _mm256_set1_ps, _mm256_storeu_ps, load8, 6,
     [1 => 4, 2 => 4, 3 => 2, 4 => 2, 5 => 2, 6 => 2]);
 
 // AVX-512: at most 16 accumulators beside V of B's in the 32 registers.
-widened_rows!(rows_tiles_avx512, rows_regs_avx512, "avx512f,fma", __m512,
+widened_rows!(rows_tiles_avx512, rows_regs_avx512, f32, Half, "avx512f,fma", __m512,
     16, _mm512_setzero_ps, _mm512_fmadd_ps, _mm512_set1_ps, _mm512_storeu_ps, load16, 8,
     [1 => 4, 2 => 4, 3 => 4, 4 => 4, 5 => 2, 6 => 2, 7 => 2, 8 => 2]);
+
+// The same two for f64, half the lanes.
+widened_rows!(rows_tiles_f64_avx2, rows_regs_f64_avx2, f64, Wide64, "avx2,fma", __m256d, 4,
+    _mm256_setzero_pd, _mm256_fmadd_pd, _mm256_set1_pd, _mm256_storeu_pd, load4d, 6,
+    [1 => 4, 2 => 4, 3 => 2, 4 => 2, 5 => 2, 6 => 2]);
+
+widened_rows!(rows_tiles_f64_avx512, rows_regs_f64_avx512, f64, Wide64, "avx512f,fma",
+    __m512d, 8, _mm512_setzero_pd, _mm512_fmadd_pd, _mm512_set1_pd, _mm512_storeu_pd,
+    load8d, 8, [1 => 4, 2 => 4, 3 => 4, 4 => 4, 5 => 2, 6 => 2, 7 => 2, 8 => 2]);
