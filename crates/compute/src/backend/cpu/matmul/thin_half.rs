@@ -6,10 +6,10 @@
 //! the large operand is read once. With AVX-512, in the dots form (`Part::dots_blocked`)
 //! each of its vectors meets the few vectors of the other side in L1: bf16 with AVX512_BF16
 //! as it is, 32 pairs a `vdpbf16ps` (`dots_pairs`), else widened to f32 once, the large side
-//! 16 values at a time in registers (`dots_wide`); in the rows form B's rows are widened in
+//! 16 values at a time in registers (`widened::dots_wide_avx512`); in the rows form B's rows are widened in
 //! registers too (bf16 with AVX512_BF16: interleaved into pairs, `rows_pairs`) and added
 //! into C's rows held in L1 (`rows_wide`). With AVX2 (and F16C) the dots form widens 8
-//! values at a time in registers (`avx2::dots_wide`); elsewhere, and in the rows form on
+//! values at a time in registers (`widened::dots_wide_avx2`); elsewhere, and in the rows form on
 //! AVX2, the large side is widened a run at a time into a buffer in L1
 //! (`PackInto::conv_run`: a shift for bf16, F16C for f16) and multiplied there by `thin`'s
 //! f32 loops. A bf16 `x @ W.t()` on 3 to 128 rows goes to `dot_tiles::gemm_bf16` instead
@@ -24,13 +24,11 @@ use super::pack::{MatRef, OutPtr, PackInto};
 use super::thin::{self, Form};
 
 #[cfg(target_arch = "x86_64")]
-mod avx2;
-#[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod widened;
 #[cfg(target_arch = "x86_64")]
-use avx512::{dots_pairs, dots_wide, rows_pairs, rows_tiles, rows_wide, FEW_BYTES};
+use avx512::{dots_pairs, rows_pairs, rows_tiles, rows_wide, FEW_BYTES};
 
 /// Values of a row of A or a column of B widened at a time in the dots form (1 KiB of f32,
 /// in L1 beside the same pieces of the few f32 vectors it meets).
@@ -142,7 +140,7 @@ impl Half for half::f16 {
 /// - f16 (no native kernel: the blocked one widens to f32): 8 x 4096 2.28x, 4 x 4096 4.6x,
 ///   4096 x 8 1.18x, 8 x 1024 1.00x: every shape the form takes.
 /// - With AVX2 (`level` 1, `ACCEL_CPU_KERNEL=avx2` on Zen 4; the blocked path widens to
-///   f32 there): the dots form widened 8 at a time in registers (`avx2::dots_wide`) against
+///   f32 there): the dots form widened 8 at a time in registers (`widened::dots_wide_avx2`) against
 ///   the run widened into L1 and `thin`'s loops (1-2 few vectors): bf16 1 x 1024 by a
 ///   transposed 1024 x 1024 4.98x, 2 x 1024 4.09x, 1 x 4096 by 4096 x 4096 2.20x, 1024 x
 ///   1024 by a vector 4.64x; f16 6.47x, 5.85x, 2.69x, 5.08x; and against the blocked path
@@ -151,7 +149,7 @@ impl Half for half::f16 {
 fn pays(f: Form, m: usize, n: usize, native: bool, level: u8) -> bool {
     let few_rows = m <= thin::DOTS_MAX;
     let few = if few_rows { m } else { n };
-    // `avx2::dots_wide` widens f16 with F16C.
+    // `widened::dots_wide_avx2` widens f16 with F16C.
     let vector = level == 2 || (level == 1 && f16c());
     match f {
         Form::Rows => m <= 2 || level == 2,
@@ -291,7 +289,7 @@ pub(super) unsafe fn gemm_rows(
 }
 
 /// Whether the CPU has F16C (every x86 CPU with AVX2 we know of; checked all the same,
-/// since `avx2::dots_wide` and `widened::rows_tiles_avx2` widen f16 with it and are
+/// since `widened::dots_wide_avx2` and `widened::rows_tiles_avx2` widen f16 with it and are
 /// compiled with it).
 fn f16c() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -705,7 +703,7 @@ impl<S: Half> Part<S> {
 
     /// The dots form with AVX-512 (or AVX2, `AVX2`): k in blocks whose pieces of the few
     /// vectors stay in L1 (`FEW_BYTES`), and for each block every many vector's piece
-    /// widened in registers (`dots_wide`, AVX2's `avx2::dots_wide`) or, with `pairs`,
+    /// widened in registers (`widened::dots_wide_avx512`, `_avx2`) or, with `pairs`,
     /// multiplied in bf16 pairs (`dots_pairs`); C holds the sums over the blocks so far. One
     /// block of k in all (8 x 4096 by a transposed 4096 x 4096 read its few vectors' 128 KiB
     /// from L2 for every column).
@@ -729,24 +727,24 @@ impl<S: Half> Part<S> {
         type Widened<S> = unsafe fn(*const S, *const f32, usize, usize, &mut [f32]);
         type Pairs = unsafe fn(*const half::bf16, *const half::bf16, usize, usize, &mut [f32]);
         let narrow: Widened<S> = match inner {
-            1 => avx2::dots_wide::<S, 1, 4>,
-            2 => avx2::dots_wide::<S, 2, 4>,
-            3 => avx2::dots_wide::<S, 3, 2>,
-            4 => avx2::dots_wide::<S, 4, 2>,
-            5 => avx2::dots_wide::<S, 5, 1>,
-            6 => avx2::dots_wide::<S, 6, 1>,
-            7 => avx2::dots_wide::<S, 7, 1>,
-            _ => avx2::dots_wide::<S, 8, 1>,
+            1 => widened::dots_wide_avx2::<S, 1, 4>,
+            2 => widened::dots_wide_avx2::<S, 2, 4>,
+            3 => widened::dots_wide_avx2::<S, 3, 2>,
+            4 => widened::dots_wide_avx2::<S, 4, 2>,
+            5 => widened::dots_wide_avx2::<S, 5, 1>,
+            6 => widened::dots_wide_avx2::<S, 6, 1>,
+            7 => widened::dots_wide_avx2::<S, 7, 1>,
+            _ => widened::dots_wide_avx2::<S, 8, 1>,
         };
         let (widened, pairs): (Widened<S>, Pairs) = match inner {
-            1 => (dots_wide::<S, 1, 4>, dots_pairs::<1, 4>),
-            2 => (dots_wide::<S, 2, 4>, dots_pairs::<2, 4>),
-            3 => (dots_wide::<S, 3, 2>, dots_pairs::<3, 2>),
-            4 => (dots_wide::<S, 4, 2>, dots_pairs::<4, 2>),
-            5 => (dots_wide::<S, 5, 2>, dots_pairs::<5, 2>),
-            6 => (dots_wide::<S, 6, 2>, dots_pairs::<6, 2>),
-            7 => (dots_wide::<S, 7, 2>, dots_pairs::<7, 2>),
-            _ => (dots_wide::<S, 8, 2>, dots_pairs::<8, 2>),
+            1 => (widened::dots_wide_avx512::<S, 1, 4>, dots_pairs::<1, 4>),
+            2 => (widened::dots_wide_avx512::<S, 2, 4>, dots_pairs::<2, 4>),
+            3 => (widened::dots_wide_avx512::<S, 3, 2>, dots_pairs::<3, 2>),
+            4 => (widened::dots_wide_avx512::<S, 4, 2>, dots_pairs::<4, 2>),
+            5 => (widened::dots_wide_avx512::<S, 5, 2>, dots_pairs::<5, 2>),
+            6 => (widened::dots_wide_avx512::<S, 6, 2>, dots_pairs::<6, 2>),
+            7 => (widened::dots_wide_avx512::<S, 7, 2>, dots_pairs::<7, 2>),
+            _ => (widened::dots_wide_avx512::<S, 8, 2>, dots_pairs::<8, 2>),
         };
         let widened = if AVX2 { narrow } else { widened };
         let mut p0 = 0;

@@ -1,54 +1,9 @@
-//! The AVX-512 loops of `thin_half`: dots of the many vectors with the few (widened in
-//! registers, `dots_wide`; bf16 pairs with AVX512_BF16, `dots_pairs`) and the rows form's
-//! passes of B's rows over C's rows held in L1 (`rows_wide`, `rows_pairs`), and bf16 C's
-//! tiles in registers for `x @ W` (`rows_tiles`).
+//! The AVX-512 loops of `thin_half`: dots of the many vectors with the few in bf16 pairs
+//! with AVX512_BF16 (`dots_pairs`; widened in registers: `widened::dots_wide_avx512`), the
+//! rows form's passes of B's rows over C's rows held in L1 (`rows_wide`, `rows_pairs`),
+//! and bf16 C's tiles in registers for `x @ W` (`rows_tiles`).
 
 use super::{Half, MatRef};
-
-/// The dots of `x` (k values) with the `F` f32 vectors at `y`, `ld` apart: `x` widened
-/// 16 x `U` values at a time in registers and multiplied into `U` accumulators a vector
-/// (F x U <= 16: the accumulators, the widened values and the loads fit the 32 registers;
-/// U chains of FMAs hide their latency), the last k % 16 values one at a time.
-///
-/// # Safety
-/// `x` readable for k values, `y + q * ld` for k values (q < F); the CPU has AVX-512F and
-/// FMA.
-#[inline]
-#[target_feature(enable = "avx512f,fma")]
-pub(super) unsafe fn dots_wide<S: Half, const F: usize, const U: usize>(
-    x: *const S,
-    y: *const f32,
-    ld: usize,
-    k: usize,
-    out: &mut [f32],
-) {
-    use std::arch::x86_64::*;
-    let mut acc = [[_mm512_setzero_ps(); F]; U];
-    let mut p = 0;
-    while p + 16 * U <= k {
-        for (u, acc) in acc.iter_mut().enumerate() {
-            let xu = S::load16(x.add(p + 16 * u));
-            for (q, a) in acc.iter_mut().enumerate() {
-                *a = _mm512_fmadd_ps(xu, _mm512_loadu_ps(y.add(q * ld + p + 16 * u)), *a);
-            }
-        }
-        p += 16 * U;
-    }
-    while p + 16 <= k {
-        let x0 = S::load16(x.add(p));
-        for (q, a) in acc[0].iter_mut().enumerate() {
-            *a = _mm512_fmadd_ps(x0, _mm512_loadu_ps(y.add(q * ld + p)), *a);
-        }
-        p += 16;
-    }
-    for (q, o) in out.iter_mut().enumerate().take(F) {
-        let mut s = sum(&acc, q);
-        for t in p..k {
-            s = (*x.add(t)).conv().mul_add(*y.add(q * ld + t), s);
-        }
-        *o = s;
-    }
-}
 
 /// The sum of every lane of the U accumulators of few vector q.
 ///
@@ -68,12 +23,12 @@ unsafe fn sum<const F: usize, const U: usize>(
     _mm512_reduce_add_ps(v)
 }
 
-/// `dots_wide` for bf16 with AVX512_BF16: the few vectors kept in bf16 (`y`), 32 pairs of
+/// `widened::dots_wide_avx512` for bf16 with AVX512_BF16: the few vectors kept in bf16 (`y`), 32 pairs of
 /// products a `vdpbf16ps`, no widening (as the blocked path's AVX512_BF16 tiles multiply:
 /// subnormal inputs count as zero); the last k % 32 values widened, one at a time.
 ///
 /// # Safety
-/// As for `dots_wide`, with `y` bf16; the CPU has AVX-512F and AVX512_BF16.
+/// As for `widened::dots_wide_avx512`, with `y` bf16; the CPU has AVX-512F and AVX512_BF16.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bf16,fma")]
 pub(super) unsafe fn dots_pairs<const F: usize, const U: usize>(

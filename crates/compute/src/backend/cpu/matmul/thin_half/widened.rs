@@ -1,8 +1,10 @@
-//! C's tiles in registers for `x @ W` (B's rows contiguous, B k x n) with B widened to f32
-//! as it is read (`Half::load8`, `Half::load16`), or f64 as it is (`Wide64`): one loop
-//! written once (`widened_rows!`) and compiled for AVX2 (8 f32 or 4 f64 lanes, up to 6
-//! rows a group in the 16 registers) and for AVX-512 (16 or 8 lanes, up to 8 rows in the
-//! 32), for `gemm_rows_widened` and `gemm_rows_f64`.
+//! Loops written once and compiled for AVX2 and for AVX-512. C's tiles in registers for
+//! `x @ W` (B's rows contiguous, B k x n) with B widened to f32 as it is read
+//! (`Half::load8`, `Half::load16`), or f64 as it is (`Wide64`), `widened_rows!`: AVX2 (8 f32
+//! or 4 f64 lanes, up to 6 rows a group in the 16 registers) and AVX-512 (16 or 8 lanes, up
+//! to 8 rows in the 32), for `gemm_rows_widened` and `gemm_rows_f64`. And the dots form's
+//! loop over a many vector widened in registers (`widened_dots!`: `dots_wide_avx2`,
+//! `dots_wide_avx512`), for `Part::dots_blocked`.
 
 use super::super::pack::PackInto;
 use super::{Half, MatRef};
@@ -180,3 +182,94 @@ widened_rows!(rows_tiles_f64_avx2, rows_regs_f64_avx2, f64, Wide64, "avx2,fma", 
 widened_rows!(rows_tiles_f64_avx512, rows_regs_f64_avx512, f64, Wide64, "avx512f,fma",
     __m512d, 8, _mm512_setzero_pd, _mm512_fmadd_pd, _mm512_set1_pd, _mm512_storeu_pd,
     load8d, 8, [1 => 4, 2 => 4, 3 => 4, 4 => 4, 5 => 2, 6 => 2, 7 => 2, 8 => 2]);
+
+/// Defines `$name`, the dots of `x` (k values) with the `F` f32 vectors at `y`, `ld` apart:
+/// `x` widened `$lanes` x `U` values at a time in registers (`Half::$load`) and multiplied
+/// into `U` accumulators a few vector (F x U at most 8 with AVX2, 16 with AVX-512: with the
+/// U widened values and a load they fit the registers; U chains of FMAs hide their
+/// latency), the last k % `$lanes` values one at a time.
+macro_rules! widened_dots {
+    ($name:ident, $feat:literal, $zero:ident, $fma:ident, $add:ident, $loadu:ident,
+     $load:ident, $lanes:expr, $hsum:ident) => {
+        /// `widened_dots!`'s loop (its doc).
+        ///
+        /// # Safety
+        /// `x` readable for k values, `y + q * ld` for k values (q < F), `out` at least F
+        /// long; the CPU has the features named.
+        #[inline]
+        #[target_feature(enable = $feat)]
+        pub(super) unsafe fn $name<S: Half, const F: usize, const U: usize>(
+            x: *const S,
+            y: *const f32,
+            ld: usize,
+            k: usize,
+            out: &mut [f32],
+        ) {
+            const L: usize = $lanes;
+            let mut acc = [[$zero(); F]; U];
+            let mut p = 0;
+            while p + L * U <= k {
+                for (u, acc) in acc.iter_mut().enumerate() {
+                    let xu = S::$load(x.add(p + L * u));
+                    for (q, a) in acc.iter_mut().enumerate() {
+                        *a = $fma(xu, $loadu(y.add(q * ld + p + L * u)), *a);
+                    }
+                }
+                p += L * U;
+            }
+            while p + L <= k {
+                let x0 = S::$load(x.add(p));
+                for (q, a) in acc[0].iter_mut().enumerate() {
+                    *a = $fma(x0, $loadu(y.add(q * ld + p)), *a);
+                }
+                p += L;
+            }
+            for (q, o) in out.iter_mut().enumerate().take(F) {
+                let mut v = acc[0][q];
+                for a in &acc[1..] {
+                    v = $add(v, a[q]);
+                }
+                let mut s = $hsum(v);
+                for t in p..k {
+                    s = (*x.add(t)).conv().mul_add(*y.add(q * ld + t), s);
+                }
+                *o = s;
+            }
+        }
+    };
+}
+
+/// The sum of the 8 lanes of `v`.
+///
+/// # Safety
+/// The CPU has AVX.
+#[inline]
+#[target_feature(enable = "avx")]
+unsafe fn sum8(v: __m256) -> f32 {
+    let h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)))
+}
+
+widened_dots!(
+    dots_wide_avx2,
+    "avx2,fma,f16c",
+    _mm256_setzero_ps,
+    _mm256_fmadd_ps,
+    _mm256_add_ps,
+    _mm256_loadu_ps,
+    load8,
+    8,
+    sum8
+);
+widened_dots!(
+    dots_wide_avx512,
+    "avx512f,fma",
+    _mm512_setzero_ps,
+    _mm512_fmadd_ps,
+    _mm512_add_ps,
+    _mm512_loadu_ps,
+    load16,
+    16,
+    _mm512_reduce_add_ps
+);
