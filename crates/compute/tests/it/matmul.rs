@@ -230,3 +230,30 @@ device_test!(matmul_errors, |d: &Device| {
         .contains("batch sizes 2 and 3"));
     Ok(())
 });
+
+device_test!(batched_outer_products_16_bit, |d: &Device| {
+    // k = 1 in bf16 and f16 (rounded straight into C on the CPU), two matrices per call, C
+    // large enough to split between threads: each batch against its own naive product.
+    let (bsz, m, n) = (2, 300, 250);
+    for dtype in [DType::BF16, DType::F16] {
+        if !d.supports(dtype) {
+            continue;
+        }
+        let a = input(bsz * m, 3, dtype);
+        let b = input(bsz * n, 4, dtype);
+        let c = t(&a, &[bsz, m, 1], dtype, d)?.matmul(&t(&b, &[bsz, 1, n], dtype, d)?)?;
+        assert_eq!(c.dims(), [bsz, m, n]);
+        let got = c.to_vec_f64()?;
+        for i in 0..bsz {
+            let want = naive(&a[i * m..(i + 1) * m], &b[i * n..(i + 1) * n], m, 1, n);
+            let what = format!("{dtype} batch {i}");
+            assert_close(
+                &got[i * m * n..(i + 1) * m * n],
+                &want,
+                mm_tol(dtype, 1),
+                &what,
+            );
+        }
+    }
+    Ok(())
+});

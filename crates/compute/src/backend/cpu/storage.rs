@@ -320,8 +320,9 @@ impl CpuStorage {
             out
         }
         /// A bf16 or f16 product: accumulated in f32 (`float`), each block of the result
-        /// rounded by `conv` into the output as soon as it is complete.
-        fn rounded<S: Copy + Send + Sync, H: alloc::ZeroBits + Send + Sync>(
+        /// rounded by `conv` into the output as soon as it is complete; k = 1 (an outer
+        /// product) through `matmul::gemm_outer_rounded`, without an f32 C.
+        fn rounded<S: matmul::PackInto<f32>, H: alloc::ZeroBits + Send + Sync>(
             gemm: Gemm<S, f32>,
             x: &[S],
             y: &[S],
@@ -329,8 +330,24 @@ impl CpuStorage {
             threads: usize,
             conv: fn(&mut [H], &[f32]),
         ) -> Vec<H> {
-            let MatmulSpec { bsz, m, n, .. } = *spec;
+            let MatmulSpec { bsz, m, n, k, a, b } = *spec;
             let mut out = alloc::output::<H>(bsz * m * n);
+            if k == 1 && m * n > 0 {
+                for (i, c) in out.chunks_mut(m * n).enumerate() {
+                    let view = |p: &[S], s: (usize, usize, usize, usize)| MatRef {
+                        ptr: p.as_ptr().wrapping_add(s.3 + i * s.0),
+                        rs: s.1,
+                        cs: s.2,
+                    };
+                    // SAFETY: as in `float`: MatmulSpec::check_in_bounds at the top of
+                    // CpuStorage::matmul checked that A's m x 1 and B's 1 x n values of every
+                    // batch i < bsz are inside x and y; `c` is one m * n chunk of `out`.
+                    unsafe {
+                        matmul::gemm_outer_rounded(m, n, view(x, a), view(y, b), c, threads, conv)
+                    };
+                }
+                return out;
+            }
             let dst = matmul::OutPtr(out.as_mut_ptr());
             let fin = |i: usize, c: *const f32, rows: Range<usize>, cols: Range<usize>| {
                 for r in rows {

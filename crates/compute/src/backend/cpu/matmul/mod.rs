@@ -41,6 +41,7 @@ pub(crate) use dot_tiles::DotTile;
 pub(crate) use helper::join;
 pub(crate) use kernel::describe;
 pub(crate) use kernel::{bf16_kernel, Accum};
+pub(crate) use outer::gemm_rounded as gemm_outer_rounded;
 pub(crate) use pack::{MatRef, OutPtr, PackInto};
 pub(crate) use thin::Thin;
 

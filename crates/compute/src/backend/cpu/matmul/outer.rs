@@ -10,7 +10,8 @@ use super::Finish;
 /// split C's rows, and hand each block of rows to `finish` (bf16 and f16 results are
 /// rounded from f32 there) as soon as it is written, while it is in L1. The blocked path ran
 /// its tiles with one step of k each, all set-up and stores: f32 1024 x 1 by 1 x 1024 read
-/// 4-7 GFLOP/s against PyTorch's 17-25 (Zen 4).
+/// 4-7 GFLOP/s against PyTorch's 17-25 (Zen 4). (`CpuStorage::matmul` sends bf16 and f16
+/// to `gemm_rounded` instead.)
 ///
 /// # Safety
 /// As for the parent's `gemm_with` with k = 1.
@@ -24,6 +25,93 @@ pub(super) unsafe fn gemm<S: PackInto<D>, D: Accum>(
     finish: Option<Finish<D>>,
 ) {
     let row: Vec<D> = (0..n).map(|j| b.at(0, j).conv()).collect();
+    let cp = OutPtr(c.as_mut_ptr());
+    blocks::<D>(m, n, threads, |rows, _| {
+        for i in rows.clone() {
+            // SAFETY: A's element (i, 0) is valid (i < m) and C holds m * n elements (the
+            // caller's contract); each block of rows is handed to one thread only.
+            let (x, out) = unsafe {
+                let x: D = a.at(i, 0).conv();
+                (x, std::slice::from_raw_parts_mut(cp.get().add(i * n), n))
+            };
+            scale(x, &row, out);
+        }
+        if let Some(f) = finish {
+            f(cp.get(), rows, 0..n);
+        }
+    });
+}
+
+/// C = A B for k = 1 with C in bf16 or f16 (`H`): each block of rows computed in f32 into a
+/// buffer of 16 KiB, as `gemm` does, and rounded by `conv` into C, so that C is written once,
+/// in its own type. Through `gemm` and `Finish`, an f32 C of m x n went to memory and back:
+/// bf16 4096 x 1 by 1 x 1024 read 12.3 GFLOP/s against PyTorch's 42.5 (Zen 4).
+///
+/// # Safety
+/// A readable for m x 1 values and B for 1 x n (`MatRef`'s strides); `c` holds m * n.
+pub(crate) unsafe fn gemm_rounded<S: PackInto<f32>, H: Send + Copy>(
+    m: usize,
+    n: usize,
+    a: MatRef<S>,
+    b: MatRef<S>,
+    c: &mut [H],
+    threads: usize,
+    conv: fn(&mut [H], &[f32]),
+) {
+    let row: Vec<f32> = (0..n).map(|j| b.at(0, j).conv()).collect();
+    let cp = OutPtr(c.as_mut_ptr());
+    blocks::<f32>(m, n, threads, |rows, tmp| {
+        let tmp = &mut tmp[..rows.len() * n];
+        for (i, out) in rows.clone().zip(tmp.chunks_exact_mut(n)) {
+            // SAFETY: A's element (i, 0) is valid (i < m, the caller's contract).
+            scale(unsafe { a.at(i, 0) }.conv(), &row, out);
+        }
+        // SAFETY: C holds m * n elements and these rows are handed to one thread only.
+        let dst =
+            unsafe { std::slice::from_raw_parts_mut(cp.get().add(rows.start * n), tmp.len()) };
+        conv(dst, tmp);
+    });
+}
+
+/// `out = x * row`, element by element, compiled for AVX-512 or AVX2 where `thin::level`
+/// allows (the portable build's loop multiplies 4 f32 at a time: 43% of a bf16 4096 x 1 by
+/// 1 x 1024 product's time went to it, the rest to rounding into C).
+fn scale<D: Accum>(x: D, row: &[D], out: &mut [D]) {
+    #[inline(always)]
+    fn body<D: Accum>(x: D, row: &[D], out: &mut [D]) {
+        for (o, &y) in out.iter_mut().zip(row) {
+            *o = x * y;
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        fn wide<D: Accum>(x: D, row: &[D], out: &mut [D]) {
+            body(x, row, out)
+        }
+        #[target_feature(enable = "avx2")]
+        fn narrow<D: Accum>(x: D, row: &[D], out: &mut [D]) {
+            body(x, row, out)
+        }
+        match super::thin::level() {
+            // SAFETY: level 2 means the CPU has AVX-512F, level 1 AVX2 (`thin::level`).
+            2 => return unsafe { wide(x, row, out) },
+            1 => return unsafe { narrow(x, row, out) },
+            _ => {}
+        }
+    }
+    body(x, row, out)
+}
+
+/// Runs `f` on blocks of C's m rows (16 KiB of n elements of D a block), split between up
+/// to `threads` threads from 2^16 elements of C, each block once, with a scratch buffer of
+/// a block's size owned by the thread.
+fn blocks<D: Accum>(
+    m: usize,
+    n: usize,
+    threads: usize,
+    f: impl Fn(std::ops::Range<usize>, &mut [D]) + Sync + Send,
+) {
     let parts = if threads > 1 && m * n >= 1 << 16 {
         threads.min(m)
     } else {
@@ -35,27 +123,13 @@ pub(super) unsafe fn gemm<S: PackInto<D>, D: Accum>(
         .filter(|r| !r.is_empty())
         .collect();
     // Rows a block: 16 KiB of C.
-    let block = (16 << 10) / (n * std::mem::size_of::<D>()).max(1);
-    let block = block.max(1);
-    let cp = OutPtr(c.as_mut_ptr());
+    let block = ((16 << 10) / (n * std::mem::size_of::<D>()).max(1)).max(1);
     helper::for_each_part(&mut ranges, |_, r| {
+        let mut tmp = vec![D::default(); block.min(r.len()) * n];
         let mut i0 = r.start;
         while i0 < r.end {
             let rows = i0..(i0 + block).min(r.end);
-            for i in rows.clone() {
-                // SAFETY: A's element (i, 0) is valid (i < m) and C holds m * n elements
-                // (the caller's contract); each part writes only its own rows of C.
-                let (x, out) = unsafe {
-                    let x: D = a.at(i, 0).conv();
-                    (x, std::slice::from_raw_parts_mut(cp.get().add(i * n), n))
-                };
-                for (o, &y) in out.iter_mut().zip(&row) {
-                    *o = x * y;
-                }
-            }
-            if let Some(f) = finish {
-                f(cp.get(), rows.clone(), 0..n);
-            }
+            f(rows.clone(), &mut tmp);
             i0 = rows.end;
         }
     });
@@ -69,9 +143,10 @@ mod tests {
     use half::bf16;
 
     /// k = 1 (`gemm`) through each entry that takes it (`gemm_float` for f32 and f64,
-    /// `gemm_bf16`, `gemm_f16`): A and B row-major and transposed, one and two threads (C of
-    /// 2^16 elements and more splits), every element equal to the product of the two values
-    /// (exact for bf16 and f16 in f32; one rounding in f32 and f64, as the naive product).
+    /// `gemm_bf16`, `gemm_f16`), and `gemm_rounded` into bf16 and f16: A and B row-major and
+    /// transposed, one and two threads (C of 2^16 elements and more splits), every element
+    /// equal to the product of the two values (exact for bf16 and f16 in f32, then rounded
+    /// once into C's type; one rounding in f32 and f64, as the naive product).
     #[test]
     fn outer_products_equal_each_pair_of_values() {
         fn check<S: Copy, D: Copy + PartialEq + std::fmt::Debug>(
@@ -145,6 +220,46 @@ mod tests {
             },
             0f32,
         );
+        // `gemm_rounded`: C in bf16 and f16 directly, each element the f32 product rounded
+        // once (by `half`'s conversion here).
+        for (m, n) in [(1, 1), (3, 5), (300, 700), (1000, 70), (4096, 33)] {
+            let a: Vec<bf16> = values(m, 13).into_iter().map(bf16::from_f64).collect();
+            let b: Vec<bf16> = values(n, 14).into_iter().map(bf16::from_f64).collect();
+            let (ah, bh): (Vec<half::f16>, Vec<half::f16>) = (
+                a.iter().map(|x| half::f16::from_f32(x.to_f32())).collect(),
+                b.iter().map(|x| half::f16::from_f32(x.to_f32())).collect(),
+            );
+            for (ars, acs, brs, bcs) in [(1, 1, n, 1), (1, m, 1, 1)] {
+                for threads in [1, 2] {
+                    let mut c = vec![bf16::from_f32(7.0); m * n];
+                    let conv: fn(&mut [bf16], &[f32]) = |o, s| {
+                        o.iter_mut()
+                            .zip(s)
+                            .for_each(|(o, &x)| *o = bf16::from_f32(x))
+                    };
+                    let (av, bv) = (view(&a, ars, acs), view(&b, brs, bcs));
+                    // SAFETY: the views cover m x 1 and 1 x n values; c holds m * n.
+                    unsafe { gemm_rounded(m, n, av, bv, &mut c, threads, conv) };
+                    let mut h = vec![half::f16::from_f32(7.0); m * n];
+                    let convh: fn(&mut [half::f16], &[f32]) = |o, s| {
+                        o.iter_mut()
+                            .zip(s)
+                            .for_each(|(o, &x)| *o = half::f16::from_f32(x))
+                    };
+                    let (av, bv) = (view(&ah, ars, acs), view(&bh, brs, bcs));
+                    // SAFETY: as above.
+                    unsafe { gemm_rounded(m, n, av, bv, &mut h, threads, convh) };
+                    for e in 0..m * n {
+                        let (i, j) = (e / n, e % n);
+                        let want = a[i * ars].to_f32() * b[j * bcs].to_f32();
+                        let what = format!("{m}x{n} threads {threads} at ({i}, {j})");
+                        assert_eq!(c[e], bf16::from_f32(want), "bf16 {what}");
+                        let want = ah[i * ars].to_f32() * bh[j * bcs].to_f32();
+                        assert_eq!(h[e], half::f16::from_f32(want), "f16 {what}");
+                    }
+                }
+            }
+        }
         // `finish` gets blocks of whole rows, complete when handed over, covering C once.
         let (m, n) = (1000, 300);
         let (a, b) = (vec![2f32; m], vec![3f32; n]);
