@@ -269,16 +269,7 @@ impl CpuStorage {
             let per_matrix_parallel =
                 bsz >= threads && m.saturating_mul(n).saturating_mul(k) < (1 << 24);
             let run = |(i, c): (usize, &mut [D])| {
-                let ar = MatRef {
-                    ptr: x.as_ptr().wrapping_add(a.3 + i * a.0),
-                    rs: a.1,
-                    cs: a.2,
-                };
-                let br = MatRef {
-                    ptr: y.as_ptr().wrapping_add(b.3 + i * b.0),
-                    rs: b.1,
-                    cs: b.2,
-                };
+                let (ar, br) = (batch_view(x, a, i), batch_view(y, b, i));
                 let t = if per_matrix_parallel { 1 } else { threads };
                 let batch_finish = |c: *const D, rows: Range<usize>, cols: Range<usize>| {
                     if let Some(f) = finish {
@@ -334,17 +325,11 @@ impl CpuStorage {
             let mut out = alloc::output::<H>(bsz * m * n);
             if k == 1 && m * n > 0 {
                 for (i, c) in out.chunks_mut(m * n).enumerate() {
-                    let view = |p: &[S], s: (usize, usize, usize, usize)| MatRef {
-                        ptr: p.as_ptr().wrapping_add(s.3 + i * s.0),
-                        rs: s.1,
-                        cs: s.2,
-                    };
+                    let (ar, br) = (batch_view(x, a, i), batch_view(y, b, i));
                     // SAFETY: as in `float`: MatmulSpec::check_in_bounds at the top of
                     // CpuStorage::matmul checked that A's m x 1 and B's 1 x n values of every
                     // batch i < bsz are inside x and y; `c` is one m * n chunk of `out`.
-                    unsafe {
-                        matmul::gemm_outer_rounded(m, n, view(x, a), view(y, b), c, threads, conv)
-                    };
+                    unsafe { matmul::gemm_outer_rounded(m, n, ar, br, c, threads, conv) };
                 }
                 return out;
             }
@@ -374,11 +359,7 @@ impl CpuStorage {
                 return out;
             }
             for (i, c) in out.chunks_mut(m * n).enumerate() {
-                let ar = MatRef {
-                    ptr: x.as_ptr().wrapping_add(a.3 + i * a.0),
-                    rs: a.1,
-                    cs: a.2,
-                };
+                let ar = batch_view(x, a, i);
                 // Integer kernel wants B row-major: gather this batch's B.
                 let bl = Layout {
                     shape: Shape::from((k, n)),
@@ -418,6 +399,21 @@ impl CpuStorage {
                 })
             }
         })
+    }
+}
+
+/// Batch i of a matmul operand laid out as `MatmulSpec`'s (batch stride, row stride,
+/// column stride, offset), as a view into `p` (its pointer computed without dereferencing:
+/// `MatmulSpec::check_in_bounds` says whether the elements it reaches are inside).
+fn batch_view<S>(
+    p: &[S],
+    (bs, rs, cs, offset): (usize, usize, usize, usize),
+    i: usize,
+) -> MatRef<S> {
+    MatRef {
+        ptr: p.as_ptr().wrapping_add(offset + i * bs),
+        rs,
+        cs,
     }
 }
 

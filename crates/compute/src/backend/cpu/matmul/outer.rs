@@ -61,6 +61,7 @@ pub(crate) unsafe fn gemm_rounded<S: PackInto<f32>, H: Send + Copy>(
     let row: Vec<f32> = (0..n).map(|j| b.at(0, j).conv()).collect();
     let cp = OutPtr(c.as_mut_ptr());
     blocks::<f32>(m, n, threads, |rows, tmp| {
+        tmp.resize(tmp.len().max(rows.len() * n), 0.0);
         let tmp = &mut tmp[..rows.len() * n];
         for (i, out) in rows.clone().zip(tmp.chunks_exact_mut(n)) {
             // SAFETY: A's element (i, 0) is valid (i < m, the caller's contract).
@@ -104,13 +105,13 @@ fn scale<D: Accum>(x: D, row: &[D], out: &mut [D]) {
 }
 
 /// Runs `f` on blocks of C's m rows (16 KiB of n elements of D a block), split between up
-/// to `threads` threads from 2^16 elements of C, each block once, with a scratch buffer of
-/// a block's size owned by the thread.
+/// to `threads` threads from 2^16 elements of C, each block once, with a scratch buffer
+/// owned by the thread (empty until `f` grows it).
 fn blocks<D: Accum>(
     m: usize,
     n: usize,
     threads: usize,
-    f: impl Fn(std::ops::Range<usize>, &mut [D]) + Sync + Send,
+    f: impl Fn(std::ops::Range<usize>, &mut Vec<D>) + Sync + Send,
 ) {
     let parts = if threads > 1 && m * n >= 1 << 16 {
         threads.min(m)
@@ -125,7 +126,7 @@ fn blocks<D: Accum>(
     // Rows a block: 16 KiB of C.
     let block = ((16 << 10) / (n * std::mem::size_of::<D>()).max(1)).max(1);
     helper::for_each_part(&mut ranges, |_, r| {
-        let mut tmp = vec![D::default(); block.min(r.len()) * n];
+        let mut tmp = Vec::new();
         let mut i0 = r.start;
         while i0 < r.end {
             let rows = i0..(i0 + block).min(r.end);
@@ -222,44 +223,39 @@ mod tests {
         );
         // `gemm_rounded`: C in bf16 and f16 directly, each element the f32 product rounded
         // once (by `half`'s conversion here).
-        for (m, n) in [(1, 1), (3, 5), (300, 700), (1000, 70), (4096, 33)] {
-            let a: Vec<bf16> = values(m, 13).into_iter().map(bf16::from_f64).collect();
-            let b: Vec<bf16> = values(n, 14).into_iter().map(bf16::from_f64).collect();
-            let (ah, bh): (Vec<half::f16>, Vec<half::f16>) = (
-                a.iter().map(|x| half::f16::from_f32(x.to_f32())).collect(),
-                b.iter().map(|x| half::f16::from_f32(x.to_f32())).collect(),
-            );
-            for (ars, acs, brs, bcs) in [(1, 1, n, 1), (1, m, 1, 1)] {
-                for threads in [1, 2] {
-                    let mut c = vec![bf16::from_f32(7.0); m * n];
-                    let conv: fn(&mut [bf16], &[f32]) = |o, s| {
-                        o.iter_mut()
-                            .zip(s)
-                            .for_each(|(o, &x)| *o = bf16::from_f32(x))
-                    };
-                    let (av, bv) = (view(&a, ars, acs), view(&b, brs, bcs));
-                    // SAFETY: the views cover m x 1 and 1 x n values; c holds m * n.
-                    unsafe { gemm_rounded(m, n, av, bv, &mut c, threads, conv) };
-                    let mut h = vec![half::f16::from_f32(7.0); m * n];
-                    let convh: fn(&mut [half::f16], &[f32]) = |o, s| {
-                        o.iter_mut()
-                            .zip(s)
-                            .for_each(|(o, &x)| *o = half::f16::from_f32(x))
-                    };
-                    let (av, bv) = (view(&ah, ars, acs), view(&bh, brs, bcs));
-                    // SAFETY: as above.
-                    unsafe { gemm_rounded(m, n, av, bv, &mut h, threads, convh) };
-                    for e in 0..m * n {
-                        let (i, j) = (e / n, e % n);
-                        let want = a[i * ars].to_f32() * b[j * bcs].to_f32();
-                        let what = format!("{m}x{n} threads {threads} at ({i}, {j})");
-                        assert_eq!(c[e], bf16::from_f32(want), "bf16 {what}");
-                        let want = ah[i * ars].to_f32() * bh[j * bcs].to_f32();
-                        assert_eq!(h[e], half::f16::from_f32(want), "f16 {what}");
+        fn rounded<H: PackInto<f32> + PartialEq + std::fmt::Debug>(
+            from: fn(f32) -> H,
+            to: fn(H) -> f32,
+            conv: fn(&mut [H], &[f32]),
+        ) {
+            for (m, n) in [(1, 1), (3, 5), (300, 700), (1000, 70), (4096, 33)] {
+                let a: Vec<H> = values(m, 13).into_iter().map(|x| from(x as f32)).collect();
+                let b: Vec<H> = values(n, 14).into_iter().map(|x| from(x as f32)).collect();
+                for (ars, acs, brs, bcs) in [(1, 1, n, 1), (1, m, 1, 1)] {
+                    for threads in [1, 2] {
+                        let mut c = vec![from(7.0); m * n];
+                        let (av, bv) = (view(&a, ars, acs), view(&b, brs, bcs));
+                        // SAFETY: the views cover m x 1 and 1 x n values; c holds m * n.
+                        unsafe { gemm_rounded(m, n, av, bv, &mut c, threads, conv) };
+                        for (e, &g) in c.iter().enumerate() {
+                            let (i, j) = (e / n, e % n);
+                            let want = from(to(a[i * ars]) * to(b[j * bcs]));
+                            assert_eq!(g, want, "{m}x{n} threads {threads} at ({i}, {j})");
+                        }
                     }
                 }
             }
         }
+        rounded(bf16::from_f32, bf16::to_f32, |o, s| {
+            o.iter_mut()
+                .zip(s)
+                .for_each(|(o, &x)| *o = bf16::from_f32(x))
+        });
+        rounded(half::f16::from_f32, half::f16::to_f32, |o, s| {
+            o.iter_mut()
+                .zip(s)
+                .for_each(|(o, &x)| *o = half::f16::from_f32(x))
+        });
         // `finish` gets blocks of whole rows, complete when handed over, covering C once.
         let (m, n) = (1000, 300);
         let (a, b) = (vec![2f32; m], vec![3f32; n]);

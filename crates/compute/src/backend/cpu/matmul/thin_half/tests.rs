@@ -328,42 +328,54 @@ const ROWS_SHAPES: [(usize, usize, usize); 11] = [
     (32, 160, 40),
 ];
 
-/// `widened::rows_tiles_avx2` and `_avx512` (what `gemm_rows_widened` runs) against a
-/// naive f64 loop, for f32, bf16 and f16: every count of rows in a group (1 to 8) and
-/// groups after the first (9, 13, 32), columns in whole wide groups, single vectors and a
-/// last few (fewer than a vector, also alone), several slabs; called directly, since
-/// `thin::level` picks one of them only.
+/// One compiled copy of `widened_rows!` (`copy`) against a naive f64 loop on every shape
+/// of ROWS_SHAPES, with several slabs and a share of columns starting mid-vector; A's values
+/// from `a_of`, B's from `b_of`.
 #[cfg(target_arch = "x86_64")]
-fn check_rows_widened<S: Half + Into<f64>>(to: impl Fn(f64) -> S, avx512: bool) {
+fn check_tiles<S: Copy + Into<f64>, T: Copy + Into<f64> + From<f32> + std::fmt::Display>(
+    b_of: impl Fn(f64) -> S,
+    a_of: impl Fn(f64) -> T,
+    copy: Widened<S, T>,
+    what: &str,
+) {
     for (m, n, k) in ROWS_SHAPES {
-        let a: Vec<f32> = values(m * k, 5).into_iter().map(|x| to(x).conv()).collect();
-        let b: Vec<S> = values(k * n, 6).into_iter().map(&to).collect();
+        let a: Vec<T> = values(m * k, 5).into_iter().map(&a_of).collect();
+        let b: Vec<S> = values(k * n, 6).into_iter().map(&b_of).collect();
         let br = MatRef {
             ptr: b.as_ptr(),
             rs: n,
             cs: 1,
         };
         for (cols, slab) in [(0..n, 32), (0..n, 1024), (n / 3..n, 64)] {
-            let mut c = vec![7.0f32; m * n];
+            let mut c = vec![T::from(7.0); m * n];
             let (ap, cp) = (a.as_ptr(), c.as_mut_ptr());
             // SAFETY: `a` holds m rows of k, B k rows of n, C m x n; cols inside 0..n; the
-            // CPU has the loop's features (the caller checked).
-            unsafe {
-                if avx512 {
-                    widened::rows_tiles_avx512(m, k, ap, k, br, cp, n, cols.clone(), slab)
-                } else {
-                    widened::rows_tiles_avx2(m, k, ap, k, br, cp, n, cols.clone(), slab)
-                }
-            };
+            // CPU has the copy's features (the caller checked).
+            unsafe { copy(m, k, ap, k, br, cp, n, cols.clone(), slab) };
             let dot = |i: usize, j: usize| -> f64 {
                 (0..k)
-                    .map(|p| a[i * k + p] as f64 * b[p * n + j].into())
+                    .map(|p| a[i * k + p].into() * b[p * n + j].into())
                     .sum()
             };
-            let what = format!("{m}x{n}x{k} avx512 {avx512} cols {cols:?} slab {slab}");
+            let what = format!("{what} {m}x{n}x{k} cols {cols:?} slab {slab}");
             assert_naive(&c, n, k, cols, dot, &what);
         }
     }
+}
+
+/// `widened::rows_tiles_avx2` and `_avx512` (what `gemm_rows_widened` runs) for f32, bf16
+/// and f16 (`check_tiles`): every count of rows in a group (1 to 8) and groups after the
+/// first (9, 13, 32), columns in whole wide groups, single vectors and a last few (fewer
+/// than a vector, also alone), several slabs; called directly, since `thin::level` picks
+/// one of them only.
+#[cfg(target_arch = "x86_64")]
+fn check_rows_widened<S: Half + Into<f64>>(to: impl Fn(f64) -> S, avx512: bool) {
+    let copy: Widened<S, f32> = if avx512 {
+        widened::rows_tiles_avx512
+    } else {
+        widened::rows_tiles_avx2
+    };
+    check_tiles(&to, |x| to(x).conv(), copy, &format!("avx512 {avx512}"));
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -433,41 +445,7 @@ fn rows_tiles_widened_match_the_naive_loop() {
     );
 }
 
-/// `widened::rows_tiles_f64_avx2` and `_avx512` (what `gemm_rows_f64` runs) against a
-/// naive f64 loop: the shapes of `check_rows_widened` (every count of rows in a group,
-/// groups after the first, whole wide groups, single vectors and a last few columns,
-/// several slabs).
-#[cfg(target_arch = "x86_64")]
-fn check_rows_f64(avx512: bool) {
-    for (m, n, k) in ROWS_SHAPES {
-        let a = values(m * k, 5);
-        let b = values(k * n, 6);
-        let br = MatRef {
-            ptr: b.as_ptr(),
-            rs: n,
-            cs: 1,
-        };
-        for (cols, slab) in [(0..n, 32), (0..n, 1024), (n / 3..n, 64)] {
-            let mut c = vec![7.0f64; m * n];
-            let (ap, cp) = (a.as_ptr(), c.as_mut_ptr());
-            // SAFETY: `a` holds m rows of k, B k rows of n, C m x n; cols inside 0..n; the
-            // CPU has the loop's features (the caller checked).
-            unsafe {
-                if avx512 {
-                    widened::rows_tiles_f64_avx512(m, k, ap, k, br, cp, n, cols.clone(), slab)
-                } else {
-                    widened::rows_tiles_f64_avx2(m, k, ap, k, br, cp, n, cols.clone(), slab)
-                }
-            };
-            let dot =
-                |i: usize, j: usize| -> f64 { (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum() };
-            let what = format!("f64 {m}x{n}x{k} avx512 {avx512} cols {cols:?} slab {slab}");
-            assert_naive(&c, n, k, cols, dot, &what);
-        }
-    }
-}
-
-/// f64 `x @ W` on a few rows: both compiled copies of the tiles, then `gemm_rows_f64` end
+/// f64 `x @ W` on a few rows: both compiled copies of the tiles (`check_tiles`), then `gemm_rows_f64` end
 /// to end (A's rows or columns contiguous, one and two threads, C untouched where it
 /// declines), then where it goes: 3 to 32 rows with AVX-512, 2 to 10 with AVX2.
 #[cfg(target_arch = "x86_64")]
@@ -480,7 +458,12 @@ fn rows_tiles_f64_match_the_naive_loop() {
         (true, has("avx512"), "avx512"),
     ] {
         if ok {
-            check_rows_f64(avx512);
+            let copy: Widened<f64, f64> = if avx512 {
+                widened::rows_tiles_f64_avx512
+            } else {
+                widened::rows_tiles_f64_avx2
+            };
+            check_tiles(|x| x, |x| x, copy, &format!("f64 avx512 {avx512}"));
         } else {
             let why = format!("this CPU has no {backend} (or ACCEL_CPU_KERNEL forbids it)");
             accelkit_testkit::skip(backend, &why, test);
