@@ -147,6 +147,20 @@ def test_bench_matmul_statistics_are_consistent():
         accel.bench.matmul(device="cuda:7", size=8)
 
 
+def test_bench_matmul_times_a_linear_layer_shape():
+    # 12 tokens through a Linear layer from 40 to 24 features, two at once: W stored 24 x 40.
+    r = accel.bench.matmul(device="cpu", size=(12, 24, 40), dtype="f64", iters=3, batch=2,
+                           linear=True)
+    assert (list(r.shape), r.size, r.b_transposed, r.batch) == ([12, 24, 40], 12, True, 2)
+    assert r.gflop_per_s == pytest.approx(2 * 2 * 12 * 24 * 40 / r.stats.median_s / 1e9,
+                                          rel=1e-6)
+    assert r.max_rel_error < 1e-12
+    with pytest.raises(ValueError):
+        accel.bench.matmul(device="cpu", size=(4, 4))
+    with pytest.raises(accel.AccelError):
+        accel.bench.matmul(device="cpu", size=(4, 0, 4))
+
+
 def test_record_sees_the_cpu_busy_while_a_matmul_runs_and_python_threads_go_on():
     ticks = []
     stop = threading.Event()

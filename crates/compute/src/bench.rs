@@ -249,9 +249,15 @@ pub struct MatmulRun {
     pub device: Device,
     /// Element type.
     pub dtype: DType,
-    /// Matrix size N (N x N by N x N).
+    /// Matrix size N of an N x N by N x N product; M (A's rows) where `shape` is given.
     pub size: usize,
-    /// Products per call: a batched matmul of `batch` N x N pairs (1: one product).
+    /// (M, N, K) of an M x K by K x N product other than N x N by N x N; absent for those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<[usize; 3]>,
+    /// B was stored N x K and multiplied transposed, `x @ W.t()` (torch.nn.Linear's weight).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub b_transposed: bool,
+    /// Products per call: a batched matmul of `batch` pairs (1: one product).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub batch: usize,
     /// Warm-up iterations (not timed).
@@ -261,7 +267,7 @@ pub struct MatmulRun {
     pub first_run_s: f64,
     /// The timed iterations.
     pub stats: Stats,
-    /// 2 N^3 / median time.
+    /// 2 M N K (2 N^3) per product, times `batch`, / median time.
     #[serde(deserialize_with = "report::number_or_null")]
     pub gflop_per_s: f64,
     /// The device's peak for this dtype, where known.
@@ -281,6 +287,13 @@ fn one() -> usize {
 
 fn is_one(n: &usize) -> bool {
     *n == 1
+}
+
+impl MatmulRun {
+    /// (M, N, K): A is M x K, B K x N (stored N x K when `b_transposed`).
+    pub fn mnk(&self) -> [usize; 3] {
+        self.shape.unwrap_or([self.size; 3])
+    }
 }
 
 /// Times `a @ b` for N x N random operands on `device`.
@@ -304,20 +317,37 @@ pub fn matmul_batched(
     warmup: usize,
     iters: Iterations,
 ) -> Result<(MatmulRun, Tensor)> {
-    let shape: Vec<usize> = if batch == 1 {
-        vec![size, size]
-    } else {
-        vec![batch, size, size]
-    };
-    let a_host = Tensor::randn(0.0, 1.0, shape.as_slice(), &Device::Cpu)?.to_dtype(dtype)?;
-    let b_host = Tensor::randn(0.0, 1.0, shape.as_slice(), &Device::Cpu)?.to_dtype(dtype)?;
-    matmul_with(device, &a_host, &b_host, warmup, iters)
+    matmul_shaped(device, batch, [size; 3], false, dtype, warmup, iters)
 }
 
-/// Times `a @ b` on `device` for operands the caller chose: N x N each, or `batch` x N x N
-/// each (a batched product), of one dtype, on any device (they are copied to `device` first,
-/// untimed). Multiplying the same operands on two devices makes their results comparable
-/// (`accel` with no arguments compares the CPU's with the accelerator's this way).
+/// Times `batch` products of an M x K by a K x N matrix of random values on `device`, for
+/// `[m, n, k]`; with `b_transposed`, B is stored N x K and multiplied as a transposed view
+/// (`x @ W.t()`: a Linear layer, whose weight is out x in). The error is sampled in the first
+/// product.
+pub fn matmul_shaped(
+    device: &Device,
+    batch: usize,
+    [m, n, k]: [usize; 3],
+    b_transposed: bool,
+    dtype: DType,
+    warmup: usize,
+    iters: Iterations,
+) -> Result<(MatmulRun, Tensor)> {
+    let batched = |dims: [usize; 2]| -> Vec<usize> {
+        let lead = if batch == 1 { vec![] } else { vec![batch] };
+        lead.into_iter().chain(dims).collect()
+    };
+    let stored = if b_transposed { [n, k] } else { [k, n] };
+    let a = Tensor::randn(0.0, 1.0, batched([m, k]).as_slice(), &Device::Cpu)?.to_dtype(dtype)?;
+    let b = Tensor::randn(0.0, 1.0, batched(stored).as_slice(), &Device::Cpu)?.to_dtype(dtype)?;
+    timed_product(device, &a, &b, b_transposed, warmup, iters)
+}
+
+/// Times `a @ b` on `device` for operands the caller chose: M x K and K x N, or `batch` x M
+/// x K and `batch` x K x N (a batched product), of one dtype, on any device (they are copied
+/// to `device` first, untimed). Multiplying the same operands on two devices makes their
+/// results comparable (`accel` with no arguments compares the CPU's with the accelerator's
+/// this way).
 pub fn matmul_with(
     device: &Device,
     a: &Tensor,
@@ -325,20 +355,41 @@ pub fn matmul_with(
     warmup: usize,
     iters: Iterations,
 ) -> Result<(MatmulRun, Tensor)> {
-    let dims = a.dims();
-    let square = match *dims {
-        [n, m] if n == m => Some((1, n)),
-        [b, n, m] if n == m => Some((b, n)),
-        _ => None,
-    };
-    let Some((batch, size)) = square.filter(|_| b.dims() == dims) else {
-        return Err(crate::Error::shape(
+    timed_product(device, a, b, false, warmup, iters)
+}
+
+/// [`matmul_with`] for `b` as stored: multiplied as it is, or (`transposed`) as the view of
+/// its last two dimensions swapped, made on `device` after the copy.
+fn timed_product(
+    device: &Device,
+    a: &Tensor,
+    b: &Tensor,
+    transposed: bool,
+    warmup: usize,
+    iters: Iterations,
+) -> Result<(MatmulRun, Tensor)> {
+    let bad_shape = || {
+        crate::Error::shape(
             "bench::matmul_with",
             a.shape(),
             b.shape(),
-            "the benchmark multiplies two N x N (or two batch x N x N) tensors of one shape",
-        ));
+            "the benchmark multiplies an M x K by a K x N matrix (or batch x M x K by batch x K x N)",
+        )
     };
+    // (products, M, K) of A; B's two dimensions as stored.
+    let (batch, m, k, stored) = match (a.dims(), b.dims()) {
+        (&[m, k], &[r, c]) => (1, m, k, (r, c)),
+        (&[p, m, k], &[q, r, c]) if p == q => (p, m, k, (r, c)),
+        _ => return Err(bad_shape()),
+    };
+    let (kb, n) = if transposed {
+        (stored.1, stored.0)
+    } else {
+        stored
+    };
+    if kb != k {
+        return Err(bad_shape());
+    }
     if a.dtype() != b.dtype() {
         return Err(crate::Error::DTypeMismatch {
             op: "bench::matmul_with",
@@ -351,29 +402,36 @@ pub fn matmul_with(
     let (a_host, b_host) = (&a.to_device(&Device::Cpu)?, &b.to_device(&Device::Cpu)?);
     let a = a_host.to_device(device)?;
     let b = b_host.to_device(device)?;
+    let b = if transposed { b.transpose(-2, -1)? } else { b };
     let Measured {
         last: c,
         first_run_s,
         stats,
         device_stats,
     } = measure(device, warmup, iters, || a.matmul(&b))?;
-    let flops = batch as f64 * 2.0 * (size as f64).powi(3);
+    let flops = batch as f64 * 2.0 * m as f64 * n as f64 * k as f64;
     let gflop_per_s = flops / stats.median_s / 1e9;
     let peak = peak(device, dtype);
     let percent_of_peak = peak.as_ref().map(|p| 100.0 * gflop_per_s / p.gflop_per_s);
-    let first = |t: &Tensor| -> Result<Tensor> {
-        if batch == 1 {
-            return Ok(t.clone());
-        }
-        let v: Vec<f64> = t.to_vec_f64()?.into_iter().take(size * size).collect();
-        Tensor::from_vec(v, (size, size), &Device::Cpu)
+    // The first product's matrix, as a dense 2-d host tensor of `rows` x `cols`.
+    let first = |t: &Tensor, rows: usize, cols: usize| -> Result<Tensor> {
+        let v: Vec<f64> = t.to_vec_f64()?.into_iter().take(rows * cols).collect();
+        Tensor::from_vec(v, (rows, cols), &Device::Cpu)
     };
-    let max_rel_error = sampled_error(&first(a_host)?, &first(b_host)?, &first(&c)?, 64)?;
+    let b_first = if transposed {
+        first(b_host, n, k)?.t()?.contiguous()?
+    } else {
+        first(b_host, k, n)?
+    };
+    let max_rel_error = sampled_error(&first(a_host, m, k)?, &b_first, &first(&c, m, n)?, 64)?;
+    let square = m == n && n == k;
     Ok((
         MatmulRun {
             device: *device,
             dtype,
-            size,
+            size: if square { n } else { m },
+            shape: (!square).then_some([m, n, k]),
+            b_transposed: transposed,
             batch,
             warmup,
             first_run_s,

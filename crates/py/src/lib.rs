@@ -132,9 +132,11 @@ fn pick_json(
     })
 }
 
-/// Times `a @ b` on `device` with the library's statistics (`accel bench matmul --json`).
+/// Times `a @ b` on `device` with the library's statistics (`accel bench matmul --json`):
+/// `size` x `size` operands, or M x K by K x N for `shape` (M, N, K), B stored N x K and
+/// transposed with `linear`.
 #[pyfunction]
-#[pyo3(signature = (device, size, dtype, warmup=3, iters=None, min_time=1.0, batch=1))]
+#[pyo3(signature = (device, size, dtype, warmup=3, iters=None, min_time=1.0, batch=1, shape=None, linear=false))]
 #[allow(clippy::too_many_arguments)]
 fn bench_matmul_json(
     py: Python<'_>,
@@ -145,11 +147,14 @@ fn bench_matmul_json(
     iters: Option<usize>,
     min_time: f64,
     batch: usize,
+    shape: Option<(usize, usize, usize)>,
+    linear: bool,
 ) -> PyResult<String> {
     let d = self::device(device)?;
     let dt = DType::from_str(dtype).map_err(err)?;
-    if size == 0 || batch == 0 {
-        return Err(err("size and batch must be at least 1"));
+    let mnk = shape.map_or([size; 3], |(m, n, k)| [m, n, k]);
+    if mnk.contains(&0) || batch == 0 {
+        return Err(err("sizes and batch must be at least 1"));
     }
     let it = match iters {
         Some(n) if n > 0 => Iterations::Fixed(n),
@@ -161,7 +166,7 @@ fn bench_matmul_json(
     };
     py.detach(|| {
         let (run, _) =
-            accelkit::bench::matmul_batched(&d, batch, size, dt, warmup, it).map_err(err)?;
+            accelkit::bench::matmul_shaped(&d, batch, mnk, linear, dt, warmup, it).map_err(err)?;
         json(&run)
     })
 }

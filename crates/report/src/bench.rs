@@ -41,6 +41,22 @@ fn box_plot(st: &Value) -> String {
     )
 }
 
+/// A matmul's size: "2000" (N x N by N x N) or "32x4096x1024" (M x N x K), with B's layout
+/// when transposed and the batch when there is one.
+fn size(r: &Value) -> String {
+    let mut s = match r["shape"].as_array().map(|a| a.as_slice()) {
+        Some([m, n, k]) => format!("{}x{}x{}", text(m), text(n), text(k)),
+        _ => text(&r["size"]),
+    };
+    if r["b_transposed"] == true {
+        s += ", B transposed";
+    }
+    if let Some(b) = r["batch"].as_u64() {
+        s += &format!(", batch {b}");
+    }
+    s
+}
+
 /// `results` of a `bench` document (or one result, as `accel.bench.matmul()` returns it).
 pub(super) fn bench(doc: &Value) -> String {
     let one = [doc.clone()];
@@ -66,7 +82,7 @@ pub(super) fn bench(doc: &Value) -> String {
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td></tr>",
             escape(&text(&r["device"])),
             escape(&text(&r["dtype"])),
-            escape(&text(&r["size"])),
+            escape(&size(r)),
             secs(&st["median_s"]),
             escape(&ci),
             secs(&st["iqr_s"]),
@@ -108,6 +124,7 @@ mod tests {
         );
         assert!(h.contains("<td>346.0</td><td>78 %<div class=\"fix\">peak: 2 cores x 3.6 GHz x 64 &lt;f32&gt;</div>"), "{h}");
         assert!(h.contains("<td>3.2e-7</td>"), "{h}");
+        assert!(h.contains("<td>2000</td>"), "{h}");
         // min 45 ms at x = 4, max 55 ms at x = 196; the median (46.2) at 4 + 1.2/10 * 192.
         assert!(h.contains("x1=\"4.0\" y1=\"12\" x2=\"196.0\""), "{h}");
         assert!(h.contains("<line x1=\"27.0\" y1=\"3\" x2=\"27.0\""), "{h}");
@@ -119,6 +136,16 @@ mod tests {
         assert!(
             h1.contains("<td>46.20 ms (45.80 ms to 47.00 ms)</td>"),
             "{h1}"
+        );
+        // A Linear layer's shape, batched.
+        let mut lin = r["results"][0].clone();
+        lin["shape"] = serde_json::json!([32, 4096, 1024]);
+        lin["b_transposed"] = true.into();
+        lin["batch"] = 3.into();
+        let h2 = bench(&lin);
+        assert!(
+            h2.contains("<td>32x4096x1024, B transposed, batch 3</td>"),
+            "{h2}"
         );
     }
 }

@@ -1,5 +1,5 @@
 //! What `--compare` matches runs on: the same work (device, dtype, size, and the op or the
-//! copy direction), and that work in words.
+//! copy direction; a matmul's M, N, K, B's layout and batch), and that work in words.
 
 use accelkit::bench::{CopyRun, ElementwiseRun, MatmulRun};
 
@@ -17,24 +17,33 @@ pub trait Comparable {
 
 impl Comparable for MatmulRun {
     fn same_work(&self, o: &Self) -> bool {
-        (self.device, self.dtype, self.size, self.batch) == (o.device, o.dtype, o.size, o.batch)
+        let work = |r: &Self| (r.device, r.dtype, r.mnk(), r.b_transposed, r.batch);
+        work(self) == work(o)
     }
     fn work(&self) -> String {
-        if self.batch == 1 {
-            format!("{} {} size {}", self.device, self.dtype, self.size)
-        } else {
-            format!(
-                "{} {} size {} batch {}",
-                self.device, self.dtype, self.size, self.batch
-            )
+        let mut w = match self.shape {
+            None => format!("{} {} size {}", self.device, self.dtype, self.size),
+            Some([m, n, k]) => format!("{} {} {m}x{n}x{k}", self.device, self.dtype),
+        };
+        if self.b_transposed {
+            w += " B transposed";
         }
+        if self.batch > 1 {
+            w += &format!(" batch {}", self.batch);
+        }
+        w
     }
     fn peer_job(&self) -> serde_json::Value {
+        let [m, n, k] = self.mnk();
         serde_json::json!({
             "kind": "matmul",
             "device": self.device.to_string(),
             "dtype": self.dtype.to_string(),
             "size": self.size,
+            "m": m,
+            "n": n,
+            "k": k,
+            "b_transposed": self.b_transposed,
             "batch": self.batch,
             "tf32": accelkit::cuda::allow_tf32(),
         })

@@ -26,11 +26,14 @@ use run::Plan;
 
 #[derive(Subcommand)]
 pub enum Workload {
-    /// N x N by N x N matrix multiplication on each device.
+    /// N x N by N x N (or M x K by K x N) matrix multiplication on each device.
     Matmul {
-        /// Matrix size N (repeatable), 1 to 1048576.
-        #[arg(long = "size", default_values_t = [2000], value_parser = parse_matrix_size)]
-        sizes: Vec<usize>,
+        /// Matrix size N (N x N by N x N), or MxNxK (an M x K by a K x N matrix: 32x4096x1024
+        /// is a Linear layer from 1024 to 4096 features on 32 tokens) (repeatable); each 1 to
+        /// 1048576.
+        #[arg(long = "size", value_name = "N|MxNxK", default_values_t = [Dims([2000; 3])],
+              value_parser = parse_dims)]
+        sizes: Vec<Dims>,
         /// Element type: f32, f64, f16, bf16, i32, i64.
         #[arg(long, default_value = "f32", value_parser = parse_dtype)]
         dtype: DType,
@@ -38,6 +41,10 @@ pub enum Workload {
         /// `torch.bmm`), 1 to 65536.
         #[arg(long, default_value = "1", value_name = "B", value_parser = clap::value_parser!(u64).range(1..=65536))]
         batch: u64,
+        /// B stored N x K and multiplied transposed, `x @ W.t()`: a Linear layer's weight
+        /// (out x in), as `torch.nn.Linear` and `F.linear` multiply it.
+        #[arg(long)]
+        linear: bool,
         /// Show how each device's peak (the "% peak" column) is computed.
         #[arg(long)]
         explain: bool,
@@ -170,6 +177,42 @@ pub(crate) fn parse_matrix_size(s: &str) -> Result<usize, String> {
     in_range(s, 1, 1 << 20, "a matrix size")
 }
 
+/// The sizes of one matmul: (M, N, K), an M x K by a K x N matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dims(pub [usize; 3]);
+
+impl Dims {
+    fn is_square(self) -> bool {
+        let [m, n, k] = self.0;
+        m == n && n == k
+    }
+}
+
+/// "2000" for N x N by N x N, else "32x4096x1024" (M x N x K).
+impl std::fmt::Display for Dims {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let [m, n, k] = self.0;
+        if self.is_square() {
+            write!(f, "{n}")
+        } else {
+            write!(f, "{m}x{n}x{k}")
+        }
+    }
+}
+
+/// `N`, or `MxNxK` (also with `X` or spaces around the x), each from 1 to 2^20.
+fn parse_dims(s: &str) -> Result<Dims, String> {
+    let parts: Vec<&str> = s.split(['x', 'X']).collect();
+    let size = |p: &str| in_range(p, 1, 1 << 20, "a matrix size");
+    match parts.as_slice() {
+        [n] => Ok(Dims([size(n)?; 3])),
+        [m, n, k] => Ok(Dims([size(m)?, size(n)?, size(k)?])),
+        _ => Err(format!(
+            "'{s}' is not a matrix size: N (N x N by N x N) or MxNxK (M x K by K x N), like 2000 or 32x4096x1024"
+        )),
+    }
+}
+
 fn parse_elements(s: &str) -> Result<usize, String> {
     in_range(s, 1, 1 << 40, "an element count")
 }
@@ -257,13 +300,14 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
             sizes,
             dtype,
             batch,
+            linear,
             explain,
             tf32,
             common,
         } => {
             let plan = common.plan::<MatmulRun>(dtype)?;
             accelkit::cuda::set_allow_tf32(tf32);
-            run::matmul(&plan, &sizes, dtype, batch as usize)?;
+            run::matmul(&plan, &sizes, dtype, batch as usize, linear)?;
             if explain && plan.format == Format::Text {
                 for d in &plan.devices {
                     match bench::peak(d, dtype) {

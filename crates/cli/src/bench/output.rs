@@ -75,6 +75,10 @@ pub trait BenchRow: Serialize + DeserializeOwned + Comparable {
     /// The run in a few words ("cpu N=2000"), for notes.
     fn label(&self) -> String;
     fn text_row(&self) -> String;
+    /// The text row with its size column `width` wide, where that column's width varies.
+    fn text_row_in(&self, _width: usize) -> String {
+        self.text_row()
+    }
     fn csv_row(&self) -> String;
     /// The device it ran on.
     fn device(&self) -> Device;
@@ -108,14 +112,18 @@ pub trait BenchRow: Serialize + DeserializeOwned + Comparable {
 impl BenchRow for MatmulRun {
     const BENCHMARK: &'static str = "matmul";
     fn label(&self) -> String {
-        format!("{} N={}", self.device, self.size)
+        format!("{} {}", self.device, dims(self))
     }
     fn text_row(&self) -> String {
         row(self)
     }
+    fn text_row_in(&self, width: usize) -> String {
+        row_in(self, width)
+    }
     fn csv_row(&self) -> String {
+        let [m, n, k] = self.mnk();
         format!(
-            "{},{},{},{},{},{},{},{:e}",
+            "{},{},{},{},{},{},{},{:e},{m},{n},{k},{}",
             self.device,
             self.dtype,
             self.size,
@@ -123,7 +131,8 @@ impl BenchRow for MatmulRun {
             self.gflop_per_s,
             opt(self.peak.as_ref().map(|p| p.gflop_per_s)),
             opt(self.percent_of_peak),
-            self.max_rel_error
+            self.max_rel_error,
+            self.b_transposed
         )
     }
     same_fields!();
@@ -250,7 +259,8 @@ fn timing(s: &bench::Stats, first_run_s: f64) -> String {
             out::secs(s.median_ci95_s.1)
         ),
         out::secs(s.iqr_s),
-        format!("{}/{}", s.outliers, s.samples),
+        // Apart from the IQR even when it fills the column ("1535/10000").
+        format!(" {}/{}", s.outliers, s.samples),
     )
 }
 
@@ -274,17 +284,48 @@ pub fn notes<R: BenchRow>(runs: &[R]) -> anyhow::Result<()> {
 }
 
 pub fn header() -> String {
+    header_in(6)
+}
+
+/// The width of the size column for these sizes: "N" and up to 6 digits, or the longest
+/// MxNxK.
+pub(super) fn size_width(sizes: &[super::Dims]) -> usize {
+    let widest = sizes.iter().map(|d| d.to_string().len() + 1).max();
+    widest.unwrap_or(0).max(6)
+}
+
+/// The matmul table's header with its size column `width` wide.
+pub(super) fn header_in(width: usize) -> String {
     format!(
-        "{:<8}{:>6}{TIMING_HEADER}{:>10}{:>8}{:>11}",
-        "device", "N", "GFLOP/s", "% peak", "max error"
+        "{:<8}{:>width$}{TIMING_HEADER}{:>10}{:>8}{:>11}",
+        "device",
+        if width > 6 { "size" } else { "N" },
+        "GFLOP/s",
+        "% peak",
+        "max error"
     )
 }
 
+/// "N=2000", or "32x4096x1024" for an M x N x K product.
+fn dims(r: &MatmulRun) -> String {
+    match r.shape {
+        None => format!("N={}", r.size),
+        Some([m, n, k]) => format!("{m}x{n}x{k}"),
+    }
+}
+
 pub fn row(r: &MatmulRun) -> String {
+    row_in(r, 6)
+}
+
+fn row_in(r: &MatmulRun, width: usize) -> String {
+    let size = match r.shape {
+        None => r.size.to_string(),
+        Some(_) => dims(r),
+    };
     format!(
-        "{:<8}{:>6}{}{:>10.1}{:>8}{:>11.1e}",
+        "{:<8}{size:>width$}{}{:>10.1}{:>8}{:>11.1e}",
         r.device.to_string(),
-        r.size,
         timing(&r.stats, r.first_run_s),
         r.gflop_per_s,
         r.percent_of_peak

@@ -96,9 +96,15 @@ def numpy_work(job):
 def compute(job, rand, matmul):
     """The call to time for a matmul or elementwise job, on operands from `rand(*shape)`."""
     if job["kind"] == "matmul":
-        n, b = job["size"], job["batch"]
-        shape = (b, n, n) if b > 1 else (n, n)
-        x, y = rand(*shape), rand(*shape)
+        size, b = job["size"], job["batch"]
+        m, n, k = job.get("m", size), job.get("n", size), job.get("k", size)
+        lead = (b,) if b > 1 else ()
+        x = rand(*lead, m, k)
+        if job.get("b_transposed"):
+            # Stored N x K and multiplied as a transposed view, as a Linear layer's weight.
+            y = rand(*lead, n, k).swapaxes(-1, -2)
+        else:
+            y = rand(*lead, k, n)
         return lambda: matmul(x, y)
     x, y = rand(job["size"]), rand(job["size"])
     return (lambda: x + y) if job["op"] == "add" else (lambda: x * 2)

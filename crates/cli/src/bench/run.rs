@@ -8,8 +8,9 @@ use accelkit::bench::{
 use accelkit::{DType, Device};
 
 use super::compare::Baseline;
-use super::output::{header, notes, BenchRow, Format, CSV_TIMING, TIMING_HEADER};
+use super::output::{self, notes, BenchRow, Format, CSV_TIMING, TIMING_HEADER};
 use super::peers::Peers;
+use super::Dims;
 use crate::out;
 
 /// Throughput points grouped by device, for `--plot`.
@@ -31,6 +32,8 @@ struct Table {
     csv_header: String,
     /// (x axis, y axis) of `--plot`.
     axes: (&'static str, &'static str),
+    /// The width of the text table's size column, where it varies (matmul's MxNxK).
+    size_width: usize,
 }
 
 /// Runs `run` for every size and device of the plan and prints the results in the plan's
@@ -68,7 +71,7 @@ fn execute<R: BenchRow, C: Copy + std::fmt::Display>(
         let r = run(d, *case)?;
         out::progress(None);
         match plan.format {
-            Format::Text => out::line(r.text_row())?,
+            Format::Text => out::line(r.text_row_in(table.size_width))?,
             Format::Csv => out::line(r.csv_row())?,
             Format::Json => {}
         }
@@ -140,6 +143,7 @@ pub(super) fn elementwise(
             "op,device,dtype,size,{CSV_TIMING},gb_per_s,percent_of_peak,max_rel_error"
         ),
         axes: ("elements", "GB/s"),
+        size_width: 0,
     };
     execute(plan, &plan.grid(sizes), table, |d, size| {
         Ok(bench::elementwise(
@@ -184,6 +188,7 @@ pub(super) fn copy(
             "direction,device,host_memory,bytes,{CSV_TIMING},gb_per_s,peak_gb_per_s,percent_of_peak"
         ),
         axes: ("bytes", "GB/s"),
+        size_width: 0,
     };
     // Pinned host memory is a CUDA matter, and d2d has no host side.
     let applies = |d: &Device, h: HostBuffer| {
@@ -209,25 +214,52 @@ pub(super) fn copy(
 
 pub(super) fn matmul(
     plan: &Plan<MatmulRun>,
-    sizes: &[usize],
+    sizes: &[Dims],
     dtype: DType,
     batch: usize,
+    linear: bool,
 ) -> anyhow::Result<()> {
-    let table = Table {
-        title: if batch == 1 {
-            format!("matmul {dtype}")
-        } else {
-            format!("matmul {dtype}, batches of {batch} products")
-        },
-        text_header: header(),
-        csv_header: format!(
-            "device,dtype,size,{CSV_TIMING},gflop_per_s,peak_gflop_per_s,percent_of_peak,max_rel_error"
-        ),
-        axes: ("N", "GFLOP/s"),
+    let mut title = format!("matmul {dtype}");
+    if batch > 1 {
+        title += &format!(", batches of {batch} products");
+    }
+    if linear {
+        title += ", B stored N x K and transposed (x @ W.t())";
+    }
+    let x = match plan.plot {
+        Some(_) => plot_axis(sizes)?,
+        None => "N",
     };
-    execute(plan, &plan.grid(sizes), table, |d, size| {
-        Ok(bench::matmul_batched(d, batch, size, dtype, plan.warmup, plan.iters)?.0)
+    let width = output::size_width(sizes);
+    let table = Table {
+        title,
+        text_header: output::header_in(width),
+        size_width: width,
+        csv_header: format!(
+            "device,dtype,size,{CSV_TIMING},gflop_per_s,peak_gflop_per_s,percent_of_peak,max_rel_error,m,n,k,b_transposed"
+        ),
+        axes: (x, "GFLOP/s"),
+    };
+    execute(plan, &plan.grid(sizes), table, |d, dims| {
+        let it = plan.iters;
+        Ok(bench::matmul_shaped(d, batch, dims.0, linear, dtype, plan.warmup, it)?.0)
     })
+}
+
+/// `--plot`'s x axis for these sizes: N where all are N x N, M (rows, tokens) where the
+/// products differ in M alone; other mixes have no one axis to be drawn on.
+fn plot_axis(sizes: &[Dims]) -> anyhow::Result<&'static str> {
+    if sizes.iter().all(|d| d.is_square()) {
+        return Ok("N");
+    }
+    let [_, n, k] = sizes[0].0;
+    if sizes.iter().any(|d| d.0[1..] != [n, k]) {
+        anyhow::bail!(
+            "--plot draws throughput against one size: give N sizes, or MxNxK sizes that differ in M alone (rows, tokens), not {}",
+            sizes.iter().map(Dims::to_string).collect::<Vec<_>>().join(", ")
+        );
+    }
+    Ok("M (rows of A)")
 }
 
 /// A wrong answer fails the run, whatever the speed.
@@ -249,7 +281,7 @@ pub(super) struct Plan<R> {
 
 impl<R> Plan<R> {
     /// Every size on every device, size by size.
-    pub(super) fn grid(&self, sizes: &[usize]) -> Vec<(Device, usize)> {
+    pub(super) fn grid<S: Copy>(&self, sizes: &[S]) -> Vec<(Device, S)> {
         sizes
             .iter()
             .flat_map(|&s| self.devices.iter().map(move |&d| (d, s)))

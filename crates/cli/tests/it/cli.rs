@@ -184,6 +184,8 @@ fn usage_errors_exit_2_with_one_clear_line() {
         &["mem", "--watch", "1e20"],
         &["bench", "matmul", "--size", "0", "--device", "cpu"],
         &["bench", "matmul", "--size", "18446744073709551615"],
+        &["bench", "matmul", "--size", "8x9"],
+        &["bench", "matmul", "--size", "8x9x0"],
         &["bench", "elementwise", "--size", "99999999999999"],
         &["bench", "copy", "--size", "2TiB"],
         &["bench", "matmul", "--warmup", "100001"],
@@ -399,6 +401,26 @@ fn plot_is_an_svg_with_one_series_per_device() {
         "no legend entry for cpu"
     );
     std::fs::remove_file(&path).unwrap();
+    // Linear layers on more and more tokens: throughput against M.
+    let o = accel(&[
+        "bench", "matmul", "--device", "cpu", "--size", "4x16x8", "--size", "8x16x8", "--linear",
+        "--iters", "2", "--plot", p,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        svg.contains("M (rows of A)") && svg.contains("x @ W.t()"),
+        "{svg}"
+    );
+    assert_eq!(svg.matches("<circle").count(), 2);
+    std::fs::remove_file(&path).unwrap();
+    // Products that differ in more than M have no one x axis: refused before anything runs.
+    let o = accel(&[
+        "bench", "matmul", "--size", "8x16x16", "--size", "8x32x16", "--plot", p,
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).is_empty() && !path.exists());
+    assert!(stderr(&o).contains("differ in M alone"), "{}", stderr(&o));
     // Another format is refused before anything runs.
     let o = accel(&["bench", "matmul", "--size", "16", "--plot", "x.jpg"]);
     assert_eq!(o.status.code(), Some(1));

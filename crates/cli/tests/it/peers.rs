@@ -67,15 +67,25 @@ fn recording(dir: &Path, python: &Path, log: &Path) -> PathBuf {
     )
 }
 
+/// For the test `test`: numpy's Python behind a recording wrapper, with the folder and the log
+/// of jobs; None (the test says it is skipped) where no Python here imports numpy.
+fn numpy_recorded(test: &str, name: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    let Some(real) = python_with("numpy") else {
+        accelkit_testkit::skip("numpy", "no Python here imports numpy", test);
+        return None;
+    };
+    let dir = folder(name);
+    let log = dir.join("jobs.log");
+    let python = recording(&dir, &real, &log);
+    Some((dir, log, python))
+}
+
 #[test]
 fn compare_numpy_times_the_same_work_in_numpy() {
     let test = "compare_numpy_times_the_same_work_in_numpy";
-    let Some(real) = python_with("numpy") else {
-        return accelkit_testkit::skip("numpy", "no Python here imports numpy", test);
+    let Some((dir, log, python)) = numpy_recorded(test, "numpy") else {
+        return;
     };
-    let dir = folder("numpy");
-    let log = dir.join("jobs.log");
-    let python = recording(&dir, &real, &log);
     let o = accel(
         &[
             "bench",
@@ -178,6 +188,9 @@ fn compare_torch_times_the_same_work_in_pytorch() {
             "bf16",
             "--size",
             "64",
+            "--size",
+            "16x48x32",
+            "--linear",
             "--iters",
             "3",
             "--json",
@@ -187,9 +200,77 @@ fn compare_torch_times_the_same_work_in_pytorch() {
         &python,
     );
     let v = report(&o);
-    let c = &v["comparison"][0];
-    assert!(c["against"].as_str().unwrap().starts_with("torch "), "{c}");
-    assert!(c["baseline_median_s"].as_f64().unwrap() > 0.0);
+    let c = v["comparison"].as_array().unwrap();
+    let runs = [
+        "cpu bf16 size 64 B transposed",
+        "cpu bf16 16x48x32 B transposed",
+    ];
+    assert_eq!(c.len(), runs.len(), "{c:?}");
+    for (c, run) in c.iter().zip(runs) {
+        assert_eq!(c["run"], run);
+        assert!(c["against"].as_str().unwrap().starts_with("torch "), "{c}");
+        // A time, not an error: PyTorch multiplied a 16 x 32 by a 48 x 32 weight transposed.
+        assert!(c["baseline_median_s"].as_f64().unwrap() > 0.0, "{c}");
+    }
+}
+
+#[test]
+fn compare_numpy_times_a_linear_layer_of_the_same_shape() {
+    let test = "compare_numpy_times_a_linear_layer_of_the_same_shape";
+    let Some((dir, log, python)) = numpy_recorded(test, "linear") else {
+        return;
+    };
+    let o = accel(
+        &[
+            "bench",
+            "matmul",
+            "--device",
+            "cpu",
+            "--size",
+            "8x40x24",
+            "--linear",
+            "--batch",
+            "2",
+            "--iters",
+            "3",
+            "--compare",
+            "numpy",
+        ],
+        &python,
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("B stored N x K and transposed (x @ W.t())"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("cpu") && l.contains("8x40x24")),
+        "{out}"
+    );
+    // A time from numpy (a shape it could not multiply would be an error line instead).
+    assert!(
+        out.lines().any(
+            |l| l.starts_with("  cpu f32 8x40x24 B transposed batch 2 (")
+                && l.contains("x numpy (")
+        ),
+        "{out}"
+    );
+    let jobs = std::fs::read_to_string(&log).unwrap();
+    let job: serde_json::Value = serde_json::from_str(jobs.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        (
+            &job["m"],
+            &job["n"],
+            &job["k"],
+            &job["b_transposed"],
+            &job["batch"]
+        ),
+        (&8.into(), &40.into(), &24.into(), &true.into(), &2.into()),
+        "{job}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

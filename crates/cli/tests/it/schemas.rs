@@ -133,6 +133,14 @@ fn bench_matmul_elementwise_copy() {
             "bench", "matmul", "--device", "cpu", "--size", "32", "--dtype", "bf16", "--json",
         ]),
     );
+    // M x N x K, B transposed, batched: the optional keys.
+    check(
+        "bench",
+        &cat(&[
+            "bench", "matmul", "--device", "cpu", "--size", "8x24x16", "--linear", "--batch", "2",
+            "--json",
+        ]),
+    );
     check(
         "bench",
         &cat(&[

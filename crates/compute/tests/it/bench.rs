@@ -1,7 +1,7 @@
 //! The benchmark statistics against values worked out by hand (and by NumPy).
 
 use accelkit::bench::{self, Iterations, Stats};
-use accelkit::{DType, Device};
+use accelkit::{DType, Device, Tensor};
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-12 * b.abs().max(1.0)
@@ -606,4 +606,73 @@ fn a_batched_matmul_benchmark_counts_every_product_and_checks_the_first() {
     let (one, _) =
         bench::matmul(&Device::Cpu, 8, DType::F32, 1, bench::Iterations::Fixed(2)).unwrap();
     assert!(serde_json::to_value(&one).unwrap().get("batch").is_none());
+}
+
+#[test]
+fn a_rectangular_benchmark_multiplies_by_b_transposed_when_asked() {
+    let _serial = crate::common::lock();
+    let fixed = bench::Iterations::Fixed(2);
+    // M, N, K all different: a B stored N x K but not transposed on the device would not
+    // multiply (K x ... by N x K), and one read as K x N for the check would fail it.
+    let (run, c) =
+        bench::matmul_shaped(&Device::Cpu, 2, [5, 7, 3], true, DType::F64, 1, fixed).unwrap();
+    assert_eq!(c.dims(), &[2, 5, 7]);
+    assert_eq!(
+        (run.size, run.shape, run.b_transposed),
+        (5, Some([5, 7, 3]), true)
+    );
+    assert_eq!(run.mnk(), [5, 7, 3]);
+    assert!(run.max_rel_error < 1e-12, "{}", run.max_rel_error);
+    let want = 2.0 * 2.0 * (5 * 7 * 3) as f64 / run.stats.median_s / 1e9;
+    assert!(close(run.gflop_per_s, want), "{} {want}", run.gflop_per_s);
+    let v = serde_json::to_value(&run).unwrap();
+    assert_eq!(
+        (v["shape"].clone(), v["b_transposed"].clone()),
+        (serde_json::json!([5, 7, 3]), serde_json::json!(true))
+    );
+    // Square and as stored: the JSON is what it was before shapes existed.
+    let (sq, _) =
+        bench::matmul_shaped(&Device::Cpu, 1, [6; 3], false, DType::F32, 1, fixed).unwrap();
+    let v = serde_json::to_value(&sq).unwrap();
+    assert!(
+        v.get("shape").is_none() && v.get("b_transposed").is_none(),
+        "{v}"
+    );
+    assert_eq!((sq.size, sq.mnk()), (6, [6; 3]));
+    // Square and transposed: the check uses the transposed B too.
+    let (t, _) = bench::matmul_shaped(&Device::Cpu, 1, [9; 3], true, DType::F64, 1, fixed).unwrap();
+    assert!(t.max_rel_error < 1e-12 && t.shape.is_none() && t.b_transposed);
+
+    // Operands the caller chose: any M x K by K x N, a transposed view included, checked
+    // against an f64 loop here; shapes that do not chain are an error, not a panic.
+    let a = Tensor::from_vec(
+        (0..12).map(|i| i as f64 - 5.0).collect(),
+        (4, 3),
+        &Device::Cpu,
+    )
+    .unwrap();
+    let w = Tensor::from_vec(
+        (0..15).map(|i| (i * 7 % 11) as f64).collect(),
+        (5, 3),
+        &Device::Cpu,
+    )
+    .unwrap();
+    let (r, c) = bench::matmul_with(&Device::Cpu, &a, &w.t().unwrap(), 0, fixed).unwrap();
+    assert_eq!((r.shape, r.size), (Some([4, 5, 3]), 4));
+    assert!(r.max_rel_error < 1e-12, "{}", r.max_rel_error);
+    let (av, wv, cv) = (
+        a.to_vec_f64().unwrap(),
+        w.to_vec_f64().unwrap(),
+        c.to_vec_f64().unwrap(),
+    );
+    for i in 0..4 {
+        for j in 0..5 {
+            let dot: f64 = (0..3).map(|p| av[i * 3 + p] * wv[j * 3 + p]).sum();
+            assert_eq!(cv[i * 5 + j], dot, "({i}, {j})");
+        }
+    }
+    let e = bench::matmul_with(&Device::Cpu, &a, &w, 0, fixed)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("M x K by a K x N"), "{e}");
 }
