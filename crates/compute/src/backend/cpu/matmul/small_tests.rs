@@ -20,8 +20,11 @@ fn check_small<D: Accum + Into<f64>>(
     let shapes = SHAPES
         .iter()
         .copied()
-        // m = 21 and 22: a last tile of 7 rows (half a tile's work) and of 8.
+        // m = 21 and 22: a last tile of 7 rows (half a tile's work) and of 8; n = 16 and 8:
+        // one vector of f32 or f64 columns in all (the kernels' narrow loop).
         .chain([
+            (28, 16, 40),
+            (42, 8, 33),
             (13, 64, 5),
             (28, 96, 64),
             (3, 31, 200),

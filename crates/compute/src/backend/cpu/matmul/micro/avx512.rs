@@ -440,6 +440,47 @@ macro_rules! kernel_body {
             packed_loop!(half a, b, $ks, acc, cpf, ldcb, period, npf, npairs, $asm);
         } else if !STRIDED {
             packed_loop!(a, b, $ks, acc, cpf, ldcb, period, npf, npairs, $asm);
+        } else if STRIDED && $nr <= $lanes && $out.is_none() {
+            // A strip of at most one vector's columns where they lie (f32 2000 x 16 x 512,
+            // 1000 x 10 x 784: C with a few columns): one B vector and one accumulator a
+            // row, where `strided_loop!` would multiply a second vector of columns that
+            // are not stored, half or more of its FMAs. (Not the packing twin, whose
+            // `strided_loop!` also writes A's packed copy.)
+            macro_rules! narrow_step {
+                ($u:expr) => {{
+                    let b0 = {
+                        let $lb = b.add($u * bstep);
+                        $load_b
+                    };
+                    let ap = a.add($u * astep);
+                    for (i, row) in acc.iter_mut().enumerate() {
+                        let av = {
+                            let $la = ap.add(roff[i]);
+                            $bcast_a
+                        };
+                        row[0] = {
+                            let ($acc, $x, $y) = (row[0], av, b0);
+                            $fma
+                        };
+                    }
+                }};
+            }
+            for _ in 0..$ks / 4 {
+                for u in 0..4 {
+                    _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add((8 + u) * bstep) as *const i8);
+                }
+                narrow_step!(0);
+                narrow_step!(1);
+                narrow_step!(2);
+                narrow_step!(3);
+                a = a.add(4 * astep);
+                b = b.add(4 * bstep);
+            }
+            for _ in 0..$ks % 4 {
+                narrow_step!(0);
+                a = a.add(astep);
+                b = b.add(bstep);
+            }
         } else if $mr == MR && $ks > 0 {
             let esz = elem_size(a);
             strided_loop!(
