@@ -276,3 +276,56 @@ fn small_products_through_the_entry_point_match_the_naive_loop() {
         });
     }
 }
+
+/// Through the entry point, A's rows 4 KiB apart (a view of the first k columns of a wider
+/// matrix), f32 and f64, on one and two threads: wide C copies A's blocks, C of one strip
+/// runs tiles of half the rows (AVX-512), both the naive loop's values.
+#[test]
+fn rows_of_a_4_kib_apart_match_the_naive_loop() {
+    fn run<D: Accum + Into<f64> + DotTile + Thin + PackFrom<D> + PackInto<D>>(
+        to: impl Fn(f64) -> D,
+        tol: f64,
+    ) {
+        let rs = 4096 / std::mem::size_of::<D>();
+        let kern = D::kernel();
+        let l2 = kernel::Caches::of_this_machine().l2;
+        let mb = small_block_rows(300, std::mem::size_of::<D>(), kern.mr, l2);
+        // Wider than a strip (copied), one strip, at most half of one, a last tile of 1 to
+        // 13 rows, and more than one block of rows.
+        let shapes = [
+            (60, 3 * kern.nr + 5, 100),
+            (61, kern.nr, 300),
+            (75, (kern.nr / 2).max(9), 200),
+            (2 * mb + 9, 2 * kern.nr, 300),
+            (2 * mb + 3, 7 + kern.nr / 2, 300),
+        ];
+        for (m, n, k) in shapes {
+            let a: Vec<D> = values(m * rs, 9).into_iter().map(&to).collect();
+            let b: Vec<D> = values(k * n, 10).into_iter().map(&to).collect();
+            let (af, bf): (Vec<f64>, Vec<f64>) = (
+                a.iter().map(|&x| x.into()).collect(),
+                b.iter().map(|&x| x.into()).collect(),
+            );
+            let (ar, br) = (view(&a, rs, 1), view(&b, n, 1));
+            assert!(
+                takes(m, n, k, br, (kern.mr, kern.nr), l2),
+                "{m} x {n} x {k}"
+            );
+            let want = naive(m, n, k, (&af, rs, 1), (&bf, n, 1));
+            for threads in [1, 2] {
+                let mut c = vec![D::default(); m * n];
+                // SAFETY: A's view covers m rows of rs >= k values, B's k x n, c m x n.
+                unsafe { gemm_float(m, n, k, ar, br, &mut c, threads, None) };
+                for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
+                    let g: f64 = (*g).into();
+                    assert!(
+                        (g - w).abs() <= tol * k as f64 * w.abs().max(1.0),
+                        "{m} x {n} x {k}, {threads} threads, at {idx}: {g}, naive {w}"
+                    );
+                }
+            }
+        }
+    }
+    run::<f32>(|x| x as f32, 1e-6);
+    run::<f64>(|x| x, 1e-15);
+}

@@ -396,64 +396,25 @@ macro_rules! kernel_body {
         // Packed panels: the k loop in assembly (`packed_loop!`). Written with
         // intrinsics, LLVM hoisted the next step's B loads above this step's FMAs, ran
         // out of the 32 registers and spilled accumulators to the stack inside the loop.
-        if !STRIDED && $nr <= $lanes {
-            // The last column of tiles, at most one vector wide (f32 N=2000: 16 of 32
-            // columns): one B vector and one accumulator a row, half a tile's FMAs
-            // (14 accumulators: no spills with intrinsics). Zen 4, two threads, paired
-            // in one process: f32 N=2000 +0.6%, N=1000 +1.4%, N=1008 +1.6%; f64 N=1000
-            // +0.4%, N=1992 +0.6% (the share of columns the whole tile wasted).
+        if $nr <= $lanes && (!STRIDED || $out.is_none()) {
+            // At most one vector of columns: one B vector and one accumulator a row. Packed,
+            // the last column of tiles (f32 N=2000: 16 of 32 columns; Zen 4, two threads,
+            // paired in one process: f32 N=2000 +0.6%, N=1000 +1.4%, N=1008 +1.6%; f64
+            // N=1000 +0.4%, N=1992 +0.6%, the share of columns the whole tile wasted).
+            // Where they lie, a narrow strip (f32 2000 x 16 x 512, 1000 x 10 x 784: C with
+            // a few columns), where `strided_loop!` would multiply a second vector of
+            // columns that are not stored, half or more of its FMAs. (Not the packing twin,
+            // whose `strided_loop!` also writes A's packed copy.) A tile of at most 7 rows
+            // runs 7 (`small::gemm` makes such tiles where A's rows lie a multiple of 4 KiB
+            // apart: 7 of their lines fit one set of L1).
             macro_rules! narrow_step {
-                ($u:expr) => {{
+                ($u:expr, $rows:expr) => {{
                     let b0 = {
                         let $lb = b.add($u * bstep);
                         $load_b
                     };
                     let ap = a.add($u * astep);
-                    for (i, row) in acc.iter_mut().enumerate() {
-                        let av = {
-                            let $la = ap.add(i);
-                            $bcast_a
-                        };
-                        row[0] = {
-                            let ($acc, $x, $y) = (row[0], av, b0);
-                            $fma
-                        };
-                    }
-                }};
-            }
-            for _ in 0..$ks / 4 {
-                narrow_step!(0);
-                narrow_step!(1);
-                narrow_step!(2);
-                narrow_step!(3);
-                a = a.add(4 * astep);
-                b = b.add(4 * bstep);
-            }
-            for _ in 0..$ks % 4 {
-                narrow_step!(0);
-                a = a.add(astep);
-                b = b.add(bstep);
-            }
-        } else if !STRIDED && 2 * $mr <= MR {
-            // A last tile of at most 7 rows (f32 and f64 N=1000: 6): half the FMAs. Zen 4,
-            // two threads, paired in one process: N=1000 +1.1% (f32), +0.9% (f64).
-            packed_loop!(half a, b, $ks, acc, cpf, ldcb, period, npf, npairs, $asm);
-        } else if !STRIDED {
-            packed_loop!(a, b, $ks, acc, cpf, ldcb, period, npf, npairs, $asm);
-        } else if STRIDED && $nr <= $lanes && $out.is_none() {
-            // A strip of at most one vector's columns where they lie (f32 2000 x 16 x 512,
-            // 1000 x 10 x 784: C with a few columns): one B vector and one accumulator a
-            // row, where `strided_loop!` would multiply a second vector of columns that
-            // are not stored, half or more of its FMAs. (Not the packing twin, whose
-            // `strided_loop!` also writes A's packed copy.)
-            macro_rules! narrow_step {
-                ($u:expr) => {{
-                    let b0 = {
-                        let $lb = b.add($u * bstep);
-                        $load_b
-                    };
-                    let ap = a.add($u * astep);
-                    for (i, row) in acc.iter_mut().enumerate() {
+                    for (i, row) in acc.iter_mut().enumerate().take($rows) {
                         let av = {
                             let $la = ap.add(roff[i]);
                             $bcast_a
@@ -465,22 +426,38 @@ macro_rules! kernel_body {
                     }
                 }};
             }
-            for _ in 0..$ks / 4 {
-                for u in 0..4 {
-                    _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add((8 + u) * bstep) as *const i8);
-                }
-                narrow_step!(0);
-                narrow_step!(1);
-                narrow_step!(2);
-                narrow_step!(3);
-                a = a.add(4 * astep);
-                b = b.add(4 * bstep);
+            macro_rules! narrow_loop {
+                ($rows:expr) => {{
+                    for _ in 0..$ks / 4 {
+                        for u in (0..4).filter(|_| STRIDED) {
+                            let p = b.wrapping_add((8 + u) * bstep) as *const i8;
+                            _mm_prefetch::<_MM_HINT_T0>(p);
+                        }
+                        narrow_step!(0, $rows);
+                        narrow_step!(1, $rows);
+                        narrow_step!(2, $rows);
+                        narrow_step!(3, $rows);
+                        a = a.add(4 * astep);
+                        b = b.add(4 * bstep);
+                    }
+                    for _ in 0..$ks % 4 {
+                        narrow_step!(0, $rows);
+                        a = a.add(astep);
+                        b = b.add(bstep);
+                    }
+                }};
             }
-            for _ in 0..$ks % 4 {
-                narrow_step!(0);
-                a = a.add(astep);
-                b = b.add(bstep);
+            if 2 * $mr <= MR {
+                narrow_loop!(MR / 2)
+            } else {
+                narrow_loop!(MR)
             }
+        } else if !STRIDED && 2 * $mr <= MR {
+            // A last tile of at most 7 rows (f32 and f64 N=1000: 6): half the FMAs. Zen 4,
+            // two threads, paired in one process: N=1000 +1.1% (f32), +0.9% (f64).
+            packed_loop!(half a, b, $ks, acc, cpf, ldcb, period, npf, npairs, $asm);
+        } else if !STRIDED {
+            packed_loop!(a, b, $ks, acc, cpf, ldcb, period, npf, npairs, $asm);
         } else if $mr == MR && $ks > 0 {
             let esz = elem_size(a);
             strided_loop!(
