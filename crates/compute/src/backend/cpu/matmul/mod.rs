@@ -225,8 +225,18 @@ pub(crate) unsafe fn gemm_float<D: Thin + DotTile + PackFrom<D> + PackInto<D>>(
     }
     let kern = D::kernel();
     let l2 = kernel::Caches::of_this_machine().l2;
+    // A B of at most half a strip's columns in any layout (a Linear layer's weight, n x k,
+    // transposed: 256 x 10 x 784) also takes the small path, whose one, narrow strip it
+    // copies row-major as it starts (`gemm_small`), so that A, whose every value meets only
+    // n columns, is read in place rather than packed. (`takes` asks of a row-major B.)
+    let narrow = 2 * n <= kern.nr && m >= kern.mr;
+    let as_copied = MatRef { rs: n, cs: 1, ..b };
     match kern.small {
         Some(small) if small::takes(m, n, k, b, (kern.mr, kern.nr), l2) => {
+            small::gemm(&kern, small, m, n, k, a, b, c, threads, l2);
+            finish_whole(finish, c, m, n);
+        }
+        Some(small) if narrow && small::takes(m, n, k, as_copied, (kern.mr, kern.nr), l2) => {
             small::gemm(&kern, small, m, n, k, a, b, c, threads, l2);
             finish_whole(finish, c, m, n);
         }

@@ -51,7 +51,8 @@ pub(super) const SMALL_SPLIT_FLOPS: usize = 3 << 15;
 /// two threads; `l2` is one core's L2 in bytes.
 ///
 /// # Safety
-/// As for `gemm_with`, with `takes` true for this product and `small` from `kern`
+/// As for `gemm_with`, with `takes` true for this product, or for B row-major where n is
+/// under the kernel's NR (its one strip is copied, from any layout), and `small` from `kern`
 /// (`CpuKernel::small`).
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn gemm<D: Accum>(
@@ -287,7 +288,8 @@ pub(super) fn small_block_rows(k: usize, size: usize, mr: usize, l2: usize) -> u
 ///
 /// # Safety
 /// As for `gemm_with`, with `small` from this CPU's kernel (`CpuKernel::small`), (mr, nr) its
-/// tile, b.cs == 1, m, n, k > 0, strips inside ceil(n / NR), and `c` valid for writes of
+/// tile, b.cs == 1 or n < NR (only the copied strip), m, n, k > 0, strips inside
+/// ceil(n / NR), and `c` valid for writes of
 /// those columns of m rows; no one else writes them during the call.
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn gemm_small<D: Accum>(

@@ -329,3 +329,56 @@ fn rows_of_a_4_kib_apart_match_the_naive_loop() {
     run::<f32>(|x| x as f32, 1e-6);
     run::<f64>(|x| x, 1e-15);
 }
+
+/// A B of a few columns stored transposed (a Linear layer's n x k weight), through the entry
+/// point: the small path copies its one strip from that layout (A's rows 4 KiB apart too, at
+/// k = 1024 for f32).
+#[test]
+fn a_few_columns_of_a_transposed_b_match_the_naive_loop() {
+    fn run<D: Accum + Into<f64> + DotTile + Thin + PackFrom<D> + PackInto<D>>(
+        to: impl Fn(f64) -> D,
+        tol: f64,
+    ) {
+        let nr = D::kernel().nr;
+        for (m, n, k) in [
+            (256, 10, 784),
+            (129, nr / 2, 300),
+            (128, 12, 1024),
+            (100, 3, 40),
+        ] {
+            let a: Vec<D> = values(m * k, 11).into_iter().map(&to).collect();
+            let w: Vec<D> = values(n * k, 12).into_iter().map(&to).collect();
+            let (af, wf): (Vec<f64>, Vec<f64>) = (
+                a.iter().map(|&x| x.into()).collect(),
+                w.iter().map(|&x| x.into()).collect(),
+            );
+            // B = W^T: element (p, j) at j * k + p.
+            let want = naive(m, n, k, (&af, k, 1), (&wf, 1, k));
+            for threads in [1, 2] {
+                let mut c = vec![D::default(); m * n];
+                // SAFETY: A's view covers m x k values, B's (transposed) k x n, c m x n.
+                unsafe {
+                    gemm_float(
+                        m,
+                        n,
+                        k,
+                        view(&a, k, 1),
+                        view(&w, 1, k),
+                        &mut c,
+                        threads,
+                        None,
+                    )
+                };
+                for (idx, (g, x)) in c.iter().zip(&want).enumerate() {
+                    let g: f64 = (*g).into();
+                    assert!(
+                        (g - x).abs() <= tol * k as f64 * x.abs().max(1.0),
+                        "{m} x {n} x {k}, {threads} threads, at {idx}: {g}, naive {x}"
+                    );
+                }
+            }
+        }
+    }
+    run::<f32>(|x| x as f32, 1e-6);
+    run::<f64>(|x| x, 1e-15);
+}
