@@ -94,6 +94,8 @@ pub(super) unsafe fn gemm<D: Accum>(
         ];
         helper::for_each_part(&mut [(); 2], |t, _| {
             let mut rows_of_a = RowsOfA::new(a, k, mb, copy);
+            // SAFETY: B as for this function.
+            let edge = unsafe { last_strip(b, n, k, nr) };
             for share in [t, 1 - t] {
                 let (r0, rn) = rows[share];
                 while let Some(u) = claims[share].next() {
@@ -106,17 +108,38 @@ pub(super) unsafe fn gemm<D: Accum>(
                     // both threads have returned.
                     unsafe {
                         let (ar, cr) = (rows_of_a.block(i0, rb), cp.get().add(i0 * n));
-                        gemm_small(small, (mr, nr), (rb, mb), n, k, ar, b, (cr, n), s..s + 1)
+                        gemm_small(
+                            small,
+                            (mr, nr),
+                            (rb, mb),
+                            n,
+                            k,
+                            ar,
+                            (b, &edge),
+                            (cr, n),
+                            s..s + 1,
+                        )
                     }
                 }
             }
         });
     } else {
         let mut rows_of_a = RowsOfA::new(a, k, mb, copy);
+        let edge = last_strip(b, n, k, nr);
         for i0 in (0..m).step_by(mb) {
             let rb = mb.min(m - i0);
             let (ar, cr) = (rows_of_a.block(i0, rb), cp.get().add(i0 * n));
-            gemm_small(small, (mr, nr), (rb, mb), n, k, ar, b, (cr, n), 0..strips)
+            gemm_small(
+                small,
+                (mr, nr),
+                (rb, mb),
+                n,
+                k,
+                ar,
+                (b, &edge),
+                (cr, n),
+                0..strips,
+            )
         }
     }
 }
@@ -280,9 +303,39 @@ pub(super) fn small_block_rows(k: usize, size: usize, mr: usize, l2: usize) -> u
     (l2 / 2 / (k * size).max(1) / mr * mr).max(4 * mr)
 }
 
+/// B's last strip of columns, where it is narrower than `nr_t` (else empty): a zero-padded
+/// k x nr_t copy, made once a product by each thread (it was once a block of rows: 17 times
+/// for 2048 x 16 x 1024). From a B stored transposed (a Linear layer's weight), read a
+/// column at a time, contiguous there; row by row, each step read a line of each of up to
+/// 31 rows of W, 4 KiB apart at k = 1024.
+///
+/// # Safety
+/// `b` valid for i < k, j < n (as for `gemm_with`).
+pub(super) unsafe fn last_strip<D: Accum>(b: MatRef<D>, n: usize, k: usize, nr_t: usize) -> Vec<D> {
+    let (j0, nr) = (n / nr_t * nr_t, n % nr_t);
+    if nr == 0 {
+        return Vec::new();
+    }
+    let mut edge = vec![D::default(); k * nr_t];
+    if b.cs == 1 {
+        for (p, row) in edge.chunks_exact_mut(nr_t).enumerate() {
+            for (j, e) in row[..nr].iter_mut().enumerate() {
+                *e = b.at(p, j0 + j);
+            }
+        }
+    } else {
+        for j in 0..nr {
+            for (p, row) in edge.chunks_exact_mut(nr_t).enumerate() {
+                row[j] = b.at(p, j0 + j);
+            }
+        }
+    }
+    edge
+}
+
 /// C = A * B for the column strips `strips` (NR columns each) of C, one tile at a time over
 /// the whole of k, reading A and B where they lie: B's full-width column strips in place
-/// (unit column stride), its last, narrower strip copied into a zero-padded k x NR buffer.
+/// (unit column stride), its last, narrower strip from `edge` (`last_strip`).
 /// C is m x n with rows `ldc` apart. C's rows are taken in blocks of `mb` (a multiple of
 /// the tile's rows), each block's strips in turn.
 ///
@@ -299,24 +352,10 @@ pub(super) unsafe fn gemm_small<D: Accum>(
     n: usize,
     k: usize,
     a: MatRef<D>,
-    b: MatRef<D>,
+    (b, edge): (MatRef<D>, &[D]),
     (c, ldc): (*mut D, usize),
     strips: std::ops::Range<usize>,
 ) {
-    // The last strip, when narrower than NR, copied once a call (on two threads each unit
-    // is a call: once a block of rows, k x NR values against the block's mb x k x NR
-    // multiply-adds).
-    let mut edge: Vec<D> = Vec::new();
-    let last = n / nr_t;
-    if !n.is_multiple_of(nr_t) && strips.contains(&last) {
-        let (j0, nr) = (last * nr_t, n % nr_t);
-        edge.resize(k * nr_t, D::default());
-        for p in 0..k {
-            for j in 0..nr {
-                edge[p * nr_t + j] = b.at(p, j0 + j);
-            }
-        }
-    }
     for r0 in (0..m).step_by(mb) {
         let r1 = m.min(r0 + mb);
         for j0 in strips.clone().map(|s| s * nr_t) {

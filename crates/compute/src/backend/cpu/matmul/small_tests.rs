@@ -57,7 +57,7 @@ fn check_small<D: Accum + Into<f64>>(
                     n,
                     k,
                     ar,
-                    br,
+                    (br, &last_strip(br, n, k, tile.1)),
                     (c.as_mut_ptr(), n),
                     0..n.div_ceil(tile.1),
                 )
