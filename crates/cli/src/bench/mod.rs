@@ -17,7 +17,7 @@ use clap::Subcommand;
 
 use crate::out;
 use compare::Baseline;
-use output::{BenchRow, Format};
+use output::{BenchRow, Dims, Format};
 use peers::{Against, Peers};
 
 pub use output::{header, notes, row};
@@ -175,29 +175,6 @@ fn in_range(s: &str, lo: usize, hi: usize, what: &str) -> Result<usize, String> 
 /// A matrix size N: up to 2^20, so that 2 N^3 (the FLOP count) fits in 64 bits.
 pub(crate) fn parse_matrix_size(s: &str) -> Result<usize, String> {
     in_range(s, 1, 1 << 20, "a matrix size")
-}
-
-/// The sizes of one matmul: (M, N, K), an M x K by a K x N matrix.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Dims(pub [usize; 3]);
-
-impl Dims {
-    fn is_square(self) -> bool {
-        let [m, n, k] = self.0;
-        m == n && n == k
-    }
-}
-
-/// "2000" for N x N by N x N, else "32x4096x1024" (M x N x K).
-impl std::fmt::Display for Dims {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let [m, n, k] = self.0;
-        if self.is_square() {
-            write!(f, "{n}")
-        } else {
-            write!(f, "{m}x{n}x{k}")
-        }
-    }
 }
 
 /// `N`, or `MxNxK` (also with `X` or spaces around the x), each from 1 to 2^20.

@@ -9,6 +9,29 @@ use serde::Serialize;
 use super::comparable::Comparable;
 use crate::out;
 
+/// The sizes of one matmul: (M, N, K), an M x K by a K x N matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dims(pub [usize; 3]);
+
+impl Dims {
+    pub(super) fn is_square(self) -> bool {
+        let [m, n, k] = self.0;
+        m == n && n == k
+    }
+}
+
+/// "2000" for N x N by N x N, else "32x4096x1024" (M x N x K).
+impl std::fmt::Display for Dims {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let [m, n, k] = self.0;
+        if self.is_square() {
+            write!(f, "{n}")
+        } else {
+            write!(f, "{m}x{n}x{k}")
+        }
+    }
+}
+
 /// How results are printed.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Format {
@@ -289,7 +312,7 @@ pub fn header() -> String {
 
 /// The width of the size column for these sizes: "N" and up to 6 digits, or the longest
 /// MxNxK.
-pub(super) fn size_width(sizes: &[super::Dims]) -> usize {
+pub(super) fn size_width(sizes: &[Dims]) -> usize {
     let widest = sizes.iter().map(|d| d.to_string().len() + 1).max();
     widest.unwrap_or(0).max(6)
 }

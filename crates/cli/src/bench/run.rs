@@ -8,9 +8,8 @@ use accelkit::bench::{
 use accelkit::{DType, Device};
 
 use super::compare::Baseline;
-use super::output::{self, notes, BenchRow, Format, CSV_TIMING, TIMING_HEADER};
+use super::output::{self, notes, BenchRow, Dims, Format, CSV_TIMING, TIMING_HEADER};
 use super::peers::Peers;
-use super::Dims;
 use crate::out;
 
 /// Throughput points grouped by device, for `--plot`.

@@ -51,9 +51,9 @@ pub(super) const SMALL_SPLIT_FLOPS: usize = 3 << 15;
 /// two threads; `l2` is one core's L2 in bytes.
 ///
 /// # Safety
-/// As for `gemm_with`, with `takes` true for this product, or for B row-major where n is
-/// under the kernel's NR (its one strip is copied, from any layout), and `small` from `kern`
-/// (`CpuKernel::small`).
+/// As for `gemm_with`, with `takes` true for this product (where n is under the kernel's
+/// NR, true for B's values in row-major order: its one strip is copied, from any layout),
+/// and `small` from `kern` (`CpuKernel::small`).
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn gemm<D: Accum>(
     kern: &CpuKernel<D, D>,
