@@ -225,11 +225,12 @@ pub(crate) unsafe fn gemm_float<D: Thin + DotTile + PackFrom<D> + PackInto<D>>(
     }
     let kern = D::kernel();
     let l2 = kernel::Caches::of_this_machine().l2;
-    // A B of at most half a strip's columns in any layout (a Linear layer's weight, n x k,
-    // transposed: 256 x 10 x 784) also takes the small path, whose one, narrow strip it
-    // copies row-major as it starts (`gemm_small`), so that A, whose every value meets only
-    // n columns, is read in place rather than packed. (`takes` asks of a row-major B.)
-    let narrow = 2 * n <= kern.nr && m >= kern.mr;
+    // A B of one strip of columns that is not row-major (a Linear layer's weight, n x k,
+    // transposed: 256 x 10 x 784, 1024 x 32 x 1024), or of at most half a strip in any
+    // layout, also takes the small path, which copies that strip row-major as it starts
+    // (`small::last_strip`), so that A, whose every value meets only n columns, is read in
+    // place rather than packed. (`takes` asks of a row-major B.)
+    let narrow = m >= kern.mr && (2 * n <= kern.nr || (n <= kern.nr && b.cs != 1));
     let as_copied = MatRef { rs: n, cs: 1, ..b };
     match kern.small {
         Some(small) if small::takes(m, n, k, b, (kern.mr, kern.nr), l2) => {

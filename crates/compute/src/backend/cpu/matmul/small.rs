@@ -51,7 +51,7 @@ pub(super) const SMALL_SPLIT_FLOPS: usize = 3 << 15;
 /// two threads; `l2` is one core's L2 in bytes.
 ///
 /// # Safety
-/// As for `gemm_with`, with `takes` true for this product (where n is under the kernel's
+/// As for `gemm_with`, with `takes` true for this product (where n is at most the kernel's
 /// NR, true for B's values in row-major order: its one strip is copied, from any layout),
 /// and `small` from `kern` (`CpuKernel::small`).
 #[allow(clippy::too_many_arguments)]
@@ -303,17 +303,23 @@ pub(super) fn small_block_rows(k: usize, size: usize, mr: usize, l2: usize) -> u
     (l2 / 2 / (k * size).max(1) / mr * mr).max(4 * mr)
 }
 
-/// B's last strip of columns, where it is narrower than `nr_t` (else empty): a zero-padded
-/// k x nr_t copy, made once a product by each thread (it was once a block of rows: 17 times
-/// for 2048 x 16 x 1024). From a B stored transposed (a Linear layer's weight), read a
-/// column at a time, contiguous there; row by row, each step read a line of each of up to
-/// 31 rows of W, 4 KiB apart at k = 1024.
+/// B's last strip of columns, where it cannot be read in place (else empty): narrower than
+/// `nr_t`, or any strip of a B that is not row-major (the small path takes such a B only
+/// where it is one strip); a zero-padded k x nr_t copy, made once a product by each thread
+/// (it was once a block of rows: 17 times for 2048 x 16 x 1024). From a B stored transposed
+/// (a Linear layer's weight), read a column at a time, contiguous there; row by row, each
+/// step read a line of each of up to 31 rows of W, 4 KiB apart at k = 1024.
 ///
 /// # Safety
 /// `b` valid for i < k, j < n (as for `gemm_with`).
 pub(super) unsafe fn last_strip<D: Accum>(b: MatRef<D>, n: usize, k: usize, nr_t: usize) -> Vec<D> {
-    let (j0, nr) = (n / nr_t * nr_t, n % nr_t);
-    if nr == 0 {
+    let j0 = if b.cs == 1 {
+        n / nr_t * nr_t
+    } else {
+        n.saturating_sub(1) / nr_t * nr_t
+    };
+    let nr = n - j0;
+    if nr == 0 || (nr == nr_t && b.cs == 1) {
         return Vec::new();
     }
     let mut edge = vec![D::default(); k * nr_t];
@@ -341,7 +347,7 @@ pub(super) unsafe fn last_strip<D: Accum>(b: MatRef<D>, n: usize, k: usize, nr_t
 ///
 /// # Safety
 /// As for `gemm_with`, with `small` from this CPU's kernel (`CpuKernel::small`), (mr, nr) its
-/// tile, b.cs == 1 or n < NR (only the copied strip), m, n, k > 0, strips inside
+/// tile, b.cs == 1 or n <= NR (only the copied strip), m, n, k > 0, strips inside
 /// ceil(n / NR), and `c` valid for writes of
 /// those columns of m rows; no one else writes them during the call.
 #[allow(clippy::too_many_arguments)]
@@ -360,7 +366,7 @@ pub(super) unsafe fn gemm_small<D: Accum>(
         let r1 = m.min(r0 + mb);
         for j0 in strips.clone().map(|s| s * nr_t) {
             let nr = (n - j0).min(nr_t);
-            let (bp, rsb) = if nr == nr_t {
+            let (bp, rsb) = if nr == nr_t && b.cs == 1 {
                 // Columns j0..j0 + NR of every row p < k: in bounds (b.cs == 1, j0 + NR <= n).
                 (b.ptr.wrapping_add(j0), b.rs)
             } else {

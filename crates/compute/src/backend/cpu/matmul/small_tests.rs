@@ -330,9 +330,9 @@ fn rows_of_a_4_kib_apart_match_the_naive_loop() {
     run::<f64>(|x| x, 1e-15);
 }
 
-/// A B of a few columns stored transposed (a Linear layer's n x k weight), through the entry
-/// point: the small path copies its one strip from that layout (A's rows 4 KiB apart too, at
-/// k = 1024 for f32).
+/// A B of one strip of columns or less stored transposed (a Linear layer's n x k weight),
+/// through the entry point: the small path copies its one strip from that layout (A's rows
+/// 4 KiB apart too, at k = 1024 for f32).
 #[test]
 fn a_few_columns_of_a_transposed_b_match_the_naive_loop() {
     fn run<D: Accum + Into<f64> + DotTile + Thin + PackFrom<D> + PackInto<D>>(
@@ -340,12 +340,18 @@ fn a_few_columns_of_a_transposed_b_match_the_naive_loop() {
         tol: f64,
     ) {
         let nr = D::kernel().nr;
-        for (m, n, k) in [
+        let shapes = [
             (256, 10, 784),
             (129, nr / 2, 300),
             (128, 12, 1024),
             (100, 3, 40),
-        ] {
+            // One whole strip, and one short of it, not narrow: copied all the same (from
+            // 97 rows: fewer go to `dot_tiles`).
+            (100, nr, 300),
+            (101, nr - 5, 200),
+            (129, nr, 1024),
+        ];
+        for (m, n, k) in shapes {
             let a: Vec<D> = values(m * k, 11).into_iter().map(&to).collect();
             let w: Vec<D> = values(n * k, 12).into_iter().map(&to).collect();
             let (af, wf): (Vec<f64>, Vec<f64>) = (
