@@ -21,7 +21,9 @@ BACKENDS = ["cpu", "cuda", "mps", "xla", "wgpu"]
 def main(path):
     passed, failed, notes = Counter(), Counter(), Counter()
     for line in open(path, errors="replace"):
-        m = re.match(r"^test (\S+) \.\.\. (ok|FAILED|ignored)", line)
+        # Doc tests are named by file and line, with spaces: "test crates/compute/src/lib.rs
+        # - (line 7) ... ok" (a name without spaces left them out of the count).
+        m = re.match(r"^test (.+?) \.\.\. (ok|FAILED|ignored)", line)
         if m:
             name, result = m.groups()
             suffix = name.rpartition("::")[2]
