@@ -79,6 +79,24 @@ pub(super) unsafe fn gemm<D: Accum>(
     let half_tiles = aliased && kern.small_halves && n <= nr;
     let copy = aliased && !half_tiles;
     let mr = if half_tiles { mr / 2 } else { mr };
+    // Rows i0..i0 + rb of C (one block), the strips `strips` of its columns: A's block as
+    // `rows` gives it, B's last strip from `edge`.
+    // SAFETY (of the calls): as for this function, for those rows of A and C; callers on
+    // two threads give each (block, strip) to one of them.
+    let block = |rows: &mut RowsOfA<D>, edge: &[D], i0: usize, rb: usize, strips| unsafe {
+        let (ar, cr) = (rows.block(i0, rb), cp.get().add(i0 * n));
+        gemm_small(
+            small,
+            (mr, nr),
+            (rb, mb),
+            n,
+            k,
+            ar,
+            (b, edge),
+            (cr, n),
+            strips,
+        )
+    };
     if threads > 1 && m * n * k >= SMALL_SPLIT_FLOPS && m >= 2 * mr {
         // Two shares of C's rows (`small_split`), each cut into blocks of `mb` rows
         // and each block into column strips: each thread takes the (block, strip)
@@ -100,26 +118,10 @@ pub(super) unsafe fn gemm<D: Accum>(
                 let (r0, rn) = rows[share];
                 while let Some(u) = claims[share].next() {
                     let (i0, s) = (r0 + u / strips * mb, u % strips);
-                    let rb = mb.min(r0 + rn - i0);
-                    // SAFETY: as for this function, for rows i0..i0 + rb of A and C
-                    // (inside the share r0..r0 + rn) and the strip s of C's
-                    // columns; each (share, unit) is claimed once, so no two
-                    // threads write one element of C, and nothing reads C before
-                    // both threads have returned.
-                    unsafe {
-                        let (ar, cr) = (rows_of_a.block(i0, rb), cp.get().add(i0 * n));
-                        gemm_small(
-                            small,
-                            (mr, nr),
-                            (rb, mb),
-                            n,
-                            k,
-                            ar,
-                            (b, &edge),
-                            (cr, n),
-                            s..s + 1,
-                        )
-                    }
+                    // Rows i0..i0 + rb inside the share r0..r0 + rn, the strip s; each
+                    // (share, unit) is claimed once, so no two threads write one element
+                    // of C, and nothing reads C before both threads have returned.
+                    block(&mut rows_of_a, &edge, i0, mb.min(r0 + rn - i0), s..s + 1);
                 }
             }
         });
@@ -127,19 +129,7 @@ pub(super) unsafe fn gemm<D: Accum>(
         let mut rows_of_a = RowsOfA::new(a, k, mb, copy);
         let edge = last_strip(b, n, k, nr);
         for i0 in (0..m).step_by(mb) {
-            let rb = mb.min(m - i0);
-            let (ar, cr) = (rows_of_a.block(i0, rb), cp.get().add(i0 * n));
-            gemm_small(
-                small,
-                (mr, nr),
-                (rb, mb),
-                n,
-                k,
-                ar,
-                (b, &edge),
-                (cr, n),
-                0..strips,
-            )
+            block(&mut rows_of_a, &edge, i0, mb.min(m - i0), 0..strips);
         }
     }
 }

@@ -4,7 +4,7 @@
 use super::micro::*;
 use super::small::*;
 #[cfg(target_arch = "x86_64")]
-use super::tests::{naive, values, view, SHAPES};
+use super::tests::{assert_near, naive, values, view, SHAPES};
 use super::*;
 
 /// Runs the small-product path with kernel `small` (tile `tile`) on odd shapes, A row-major
@@ -62,13 +62,9 @@ fn check_small<D: Accum + Into<f64>>(
                     0..n.div_ceil(tile.1),
                 )
             };
-            for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
-                let g: f64 = (*g).into();
-                assert!(
-                    (g - w).abs() <= tol * k as f64 * w.abs().max(1.0),
-                    "small {m}x{n}x{k} ta={ta} mb={mb} at {idx}: {g}, naive {w}"
-                );
-            }
+            assert_near(&c, &want, k, tol, || {
+                format!("small {m}x{n}x{k} ta={ta} mb={mb}")
+            });
         }
     }
 }
@@ -248,13 +244,7 @@ fn small_products_through_the_entry_point_match_the_naive_loop() {
         let mut c = vec![0f32; m * n];
         let (ar, br) = (view(&a, 1, m), view(&b, n, 1));
         let check = |c: &[f32]| {
-            for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
-                let g = *g as f64;
-                assert!(
-                    (g - w).abs() <= 1e-6 * k as f64 * w.abs().max(1.0),
-                    "split at {idx}: {g}, naive {w}"
-                );
-            }
+            assert_near(c, &want, k, 1e-6, || "split".to_string());
         };
         // SAFETY: A is read transposed (k x m storage, strides (1, m)); the views cover the
         // values allocated above; c holds m * n.
@@ -316,13 +306,9 @@ fn rows_of_a_4_kib_apart_match_the_naive_loop() {
                 let mut c = vec![D::default(); m * n];
                 // SAFETY: A's view covers m rows of rs >= k values, B's k x n, c m x n.
                 unsafe { gemm_float(m, n, k, ar, br, &mut c, threads, None) };
-                for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
-                    let g: f64 = (*g).into();
-                    assert!(
-                        (g - w).abs() <= tol * k as f64 * w.abs().max(1.0),
-                        "{m} x {n} x {k}, {threads} threads, at {idx}: {g}, naive {w}"
-                    );
-                }
+                assert_near(&c, &want, k, tol, || {
+                    format!("{m} x {n} x {k}, {threads} threads,")
+                });
             }
         }
     }
@@ -375,13 +361,9 @@ fn a_few_columns_of_a_transposed_b_match_the_naive_loop() {
                         None,
                     )
                 };
-                for (idx, (g, x)) in c.iter().zip(&want).enumerate() {
-                    let g: f64 = (*g).into();
-                    assert!(
-                        (g - x).abs() <= tol * k as f64 * x.abs().max(1.0),
-                        "{m} x {n} x {k}, {threads} threads, at {idx}: {g}, naive {x}"
-                    );
-                }
+                assert_near(&c, &want, k, tol, || {
+                    format!("{m} x {n} x {k}, {threads} threads,")
+                });
             }
         }
     }

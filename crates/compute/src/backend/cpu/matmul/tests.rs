@@ -53,6 +53,25 @@ pub(super) fn naive(
     c
 }
 
+/// Asserts that every value of C is within `tol` x k of `naive`'s `want`, relative to the
+/// value (at least 1); `what` names the case in a failure, followed by the index.
+pub(super) fn assert_near<D: Copy + Into<f64>>(
+    c: &[D],
+    want: &[f64],
+    k: usize,
+    tol: f64,
+    what: impl Fn() -> String,
+) {
+    for (idx, (g, w)) in c.iter().zip(want).enumerate() {
+        let g: f64 = (*g).into();
+        assert!(
+            (g - w).abs() <= tol * k as f64 * w.abs().max(1.0),
+            "{} at {idx}: {g}, naive {w}",
+            what()
+        );
+    }
+}
+
 pub(super) const SHAPES: [(usize, usize, usize); 6] = [
     (1, 1, 1),
     (14, 32, 8),
@@ -141,13 +160,9 @@ fn check_with<S: Copy + Send + Sync + 'static, D: Accum + Into<f64>>(
                         "{m}x{n}x{k} threads={threads}: finish at {idx}"
                     );
                 }
-                for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
-                    let g: f64 = (*g).into();
-                    assert!(
-                        (g - w).abs() <= tol * k as f64 * w.abs().max(1.0),
-                        "{name} {m}x{n}x{k} ta={ta} tb={tb} threads={threads} at {idx}: {g}, naive {w}"
-                    );
-                }
+                assert_near(&c, &want, k, tol, || {
+                    format!("{name} {m}x{n}x{k} ta={ta} tb={tb} threads={threads}")
+                });
             }
         }
     }
@@ -440,13 +455,9 @@ fn a_block_of_a_wider_a_through_the_packing_kernels_matches_the_naive_loop() {
                         None,
                     )
                 };
-                for (idx, (g, w)) in c.iter().zip(&want).enumerate() {
-                    let g: f64 = (*g).into();
-                    assert!(
-                        (g - w).abs() <= tol * k as f64 * w.abs().max(1.0),
-                        "{m}x{n}x{k} threads={threads} at {idx}: {g}, naive {w}"
-                    );
-                }
+                assert_near(&c, &want, k, tol, || {
+                    format!("{m}x{n}x{k} threads={threads}")
+                });
             }
         }
     }
