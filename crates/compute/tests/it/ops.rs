@@ -520,3 +520,78 @@ fn mixed_devices_are_an_error_naming_both() {
     let shape = Shape::from((2, 2));
     assert_eq!(cpu.shape(), &shape);
 }
+
+/// f32 to bf16 and f16 and back on the CPU, bit for bit as `half` converts one value at a
+/// time (round to nearest even; NaNs quiet): every 16-bit pattern widened, and f32 bit
+/// patterns spread over all exponents, signs and NaN payloads rounded, over 3 x 2^16 + 141
+/// values (several chunks, split between threads, and a tail), contiguous and transposed.
+#[test]
+fn casts_between_f32_and_16_bit_floats_match_half_bit_for_bit() {
+    use half::{bf16, f16};
+    let _serial = common::lock();
+    let cpu = Device::Cpu;
+    let n = 7 * 28_107; // 3 x 2^16 + 141
+    let wide: Vec<f32> = (0..n as u32)
+        .map(|i| f32::from_bits(i.wrapping_mul(2_654_435_761)))
+        .collect();
+    let bits: Vec<u16> = (0..n).map(|i| (i % 65536) as u16).collect();
+    let x = Tensor::from_vec(wide.clone(), n, &cpu).unwrap();
+    let xt = x.reshape((n / 7, 7)).unwrap().t().unwrap();
+    let by_t: Vec<f32> = (0..7)
+        .flat_map(|j| (0..n / 7).map(move |i| i * 7 + j))
+        .map(|e| wide[e])
+        .collect();
+    let check_round = |got: Vec<u16>, from: &[f32], round: fn(f32) -> u16, what: &str| {
+        assert_eq!(got.len(), from.len(), "{what}");
+        for (g, &v) in got.iter().zip(from) {
+            assert_eq!(*g, round(v), "{what}: {v:e} ({:#x})", v.to_bits());
+        }
+    };
+    for (t, from, what) in [
+        (&x, &wide[..], "contiguous"),
+        (&xt, &by_t[..], "transposed"),
+    ] {
+        let b = t.to_dtype(DType::BF16).unwrap();
+        let got = b
+            .contiguous()
+            .unwrap()
+            .reshape(n)
+            .unwrap()
+            .to_vec1::<bf16>()
+            .unwrap();
+        let got: Vec<u16> = got.iter().map(|v| v.to_bits()).collect();
+        check_round(
+            got,
+            from,
+            |v| bf16::from_f32(v).to_bits(),
+            &format!("bf16 {what}"),
+        );
+        let h = t.to_dtype(DType::F16).unwrap();
+        let got = h
+            .contiguous()
+            .unwrap()
+            .reshape(n)
+            .unwrap()
+            .to_vec1::<f16>()
+            .unwrap();
+        let got: Vec<u16> = got.iter().map(|v| v.to_bits()).collect();
+        check_round(
+            got,
+            from,
+            |v| f16::from_f32(v).to_bits(),
+            &format!("f16 {what}"),
+        );
+    }
+    let h: Vec<f16> = bits.iter().map(|&b| f16::from_bits(b)).collect();
+    let b: Vec<bf16> = bits.iter().map(|&b| bf16::from_bits(b)).collect();
+    let hs = Tensor::from_vec(h.clone(), n, &cpu).unwrap();
+    let bs = Tensor::from_vec(b.clone(), n, &cpu).unwrap();
+    let got = hs.to_dtype(DType::F32).unwrap().to_vec1::<f32>().unwrap();
+    for (g, v) in got.iter().zip(&h) {
+        assert_eq!(g.to_bits(), v.to_f32().to_bits(), "f16 {:#x}", v.to_bits());
+    }
+    let got = bs.to_dtype(DType::F32).unwrap().to_vec1::<f32>().unwrap();
+    for (g, v) in got.iter().zip(&b) {
+        assert_eq!(g.to_bits(), v.to_f32().to_bits(), "bf16 {:#x}", v.to_bits());
+    }
+}

@@ -11,6 +11,7 @@ pub(crate) mod alloc;
 mod device;
 // The doctor's CPU checklist.
 pub(crate) mod doctor;
+mod float16;
 pub(crate) mod matmul;
 pub(crate) mod num;
 mod storage;

@@ -42,10 +42,11 @@ pub(super) unsafe fn gemm<S: PackInto<D>, D: Accum>(
     });
 }
 
-/// C = A B for k = 1 with C in bf16 or f16 (`H`): each block of rows computed in f32 into a
-/// buffer of 16 KiB, as `gemm` does, and rounded by `conv` into C, so that C is written once,
-/// in its own type. Through `gemm` and `Finish`, an f32 C of m x n went to memory and back:
-/// bf16 4096 x 1 by 1 x 1024 read 12.3 GFLOP/s against PyTorch's 42.5 (Zen 4).
+/// C = A B for k = 1 with C in bf16 or f16 (`H`): each row of C is B's row (in f32) times
+/// A's value, rounded by `conv(row of C, B's row, A's value)` as it is written, once, in its
+/// own type. Through `gemm` and `Finish`, an f32 C of m x n went to memory and back: bf16
+/// 4096 x 1 by 1 x 1024 read 12.3 GFLOP/s against PyTorch's 42.5 (Zen 4); then through a
+/// block of 16 KiB of f32 rows in L1, 28 GFLOP/s; rounded as it is scaled, 37.
 ///
 /// # Safety
 /// A readable for m x 1 values and B for 1 x n (`MatRef`'s strides); `c` holds m * n.
@@ -56,21 +57,20 @@ pub(crate) unsafe fn gemm_rounded<S: PackInto<f32>, H: Send + Copy>(
     b: MatRef<S>,
     c: &mut [H],
     threads: usize,
-    conv: fn(&mut [H], &[f32]),
+    conv: fn(&mut [H], &[f32], f32),
 ) {
     let row: Vec<f32> = (0..n).map(|j| b.at(0, j).conv()).collect();
     let cp = OutPtr(c.as_mut_ptr());
-    blocks::<f32>(m, n, threads, |rows, tmp| {
-        tmp.resize(tmp.len().max(rows.len() * n), 0.0);
-        let tmp = &mut tmp[..rows.len() * n];
-        for (i, out) in rows.clone().zip(tmp.chunks_exact_mut(n)) {
-            // SAFETY: A's element (i, 0) is valid (i < m, the caller's contract).
-            scale(unsafe { a.at(i, 0) }.conv(), &row, out);
+    blocks::<f32>(m, n, threads, |rows, _| {
+        for i in rows {
+            // SAFETY: A's element (i, 0) is valid (i < m, the caller's contract); C holds
+            // m * n elements and each row is handed to one thread only.
+            let (x, out) = unsafe {
+                let x: f32 = a.at(i, 0).conv();
+                (x, std::slice::from_raw_parts_mut(cp.get().add(i * n), n))
+            };
+            conv(out, &row, x);
         }
-        // SAFETY: C holds m * n elements and these rows are handed to one thread only.
-        let dst =
-            unsafe { std::slice::from_raw_parts_mut(cp.get().add(rows.start * n), tmp.len()) };
-        conv(dst, tmp);
     });
 }
 
@@ -221,12 +221,12 @@ mod tests {
             },
             0f32,
         );
-        // `gemm_rounded`: C in bf16 and f16 directly, each element the f32 product rounded
-        // once (by `half`'s conversion here).
+        // `gemm_rounded`: C in bf16 and f16 directly through the rounders `CpuStorage::matmul`
+        // gives it, each element the f32 product rounded once (by `half`'s conversion here).
         fn rounded<H: PackInto<f32> + PartialEq + std::fmt::Debug>(
             from: fn(f32) -> H,
             to: fn(H) -> f32,
-            conv: fn(&mut [H], &[f32]),
+            conv: fn(&mut [H], &[f32], f32),
         ) {
             for (m, n) in [(1, 1), (3, 5), (300, 700), (1000, 70), (4096, 33)] {
                 let a: Vec<H> = values(m, 13).into_iter().map(|x| from(x as f32)).collect();
@@ -246,16 +246,9 @@ mod tests {
                 }
             }
         }
-        rounded(bf16::from_f32, bf16::to_f32, |o, s| {
-            o.iter_mut()
-                .zip(s)
-                .for_each(|(o, &x)| *o = bf16::from_f32(x))
-        });
-        rounded(half::f16::from_f32, half::f16::to_f32, |o, s| {
-            o.iter_mut()
-                .zip(s)
-                .for_each(|(o, &x)| *o = half::f16::from_f32(x))
-        });
+        use crate::backend::cpu::float16::{scaled_to_bf16, scaled_to_f16};
+        rounded(bf16::from_f32, bf16::to_f32, scaled_to_bf16);
+        rounded(half::f16::from_f32, half::f16::to_f32, scaled_to_f16);
         // `finish` gets blocks of whole rows, complete when handed over, covering C once.
         let (m, n) = (1000, 300);
         let (a, b) = (vec![2f32; m], vec![3f32; n]);

@@ -1,5 +1,6 @@
-//! Rounding f32 results, scaled, to the 16-bit float types, bf16 (`scaled_to_bf16`) and f16
-//! (`scaled_to_f16`), in the fastest way the CPU has, bit for bit as `half` rounds.
+//! Conversions between f32 and the 16-bit float types, in the fastest way the CPU has and
+//! bit for bit as `half` converts: products rounded to bf16 (`scaled_to_bf16`) and f16
+//! (`scaled_to_f16`), and both widened to f32 (`widen_bf16`, `widen_f16`).
 
 use half::{bf16, f16};
 
@@ -97,6 +98,84 @@ unsafe fn round_f16_f16c(dst: &mut [f16], src: &[f32], x: f32) {
     }
     for (d, &y) in dst[done..n].iter_mut().zip(&src[done..n]) {
         *d = f16::from_f32(x * y);
+    }
+}
+
+/// `dst = src` widened to f32 (exact): a bf16 value is the top half of an f32's bits; a
+/// signalling NaN comes out quiet, as `half` and the x86 conversions make it.
+pub(crate) fn widen_bf16(dst: &mut [f32], src: &[bf16]) {
+    #[inline(always)]
+    fn body(dst: &mut [f32], src: &[bf16]) {
+        for (d, &h) in dst.iter_mut().zip(src) {
+            let b = u32::from(h.to_bits()) << 16;
+            let nan = b & 0x7FFF_FFFF > 0x7F80_0000;
+            *d = f32::from_bits(if nan { b | 0x0040_0000 } else { b });
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        #[target_feature(enable = "avx2")]
+        fn wide(dst: &mut [f32], src: &[bf16]) {
+            body(dst, src)
+        }
+        // SAFETY: the CPU has AVX2 (checked just above).
+        return unsafe { wide(dst, src) };
+    }
+    body(dst, src)
+}
+
+/// `dst = src` widened to f32 (exact): `vcvtph2ps` 16 at a time with AVX-512, 8 with F16C,
+/// else `half` one value at a time. (`half`'s slice conversion calls a function for every 8
+/// values.)
+pub(crate) fn widen_f16(dst: &mut [f32], src: &[f16]) {
+    let n = dst.len().min(src.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::is_x86_feature_detected as has;
+        /// # Safety
+        /// The CPU has AVX-512F.
+        #[target_feature(enable = "avx512f,avx,f16c")]
+        unsafe fn wide(dst: &mut [f32], src: &[f16]) -> usize {
+            use std::arch::x86_64::*;
+            for (d, s) in dst.chunks_exact_mut(16).zip(src.chunks_exact(16)) {
+                // SAFETY: `s` holds 16 f16 (32 bytes) and `d` 16 f32.
+                unsafe {
+                    let h = _mm256_loadu_si256(s.as_ptr().cast());
+                    _mm512_storeu_ps(d.as_mut_ptr(), _mm512_cvtph_ps(h));
+                }
+            }
+            dst.len().min(src.len()) / 16 * 16
+        }
+        /// # Safety
+        /// The CPU has AVX and F16C.
+        #[target_feature(enable = "avx,f16c")]
+        unsafe fn narrow(dst: &mut [f32], src: &[f16]) -> usize {
+            use std::arch::x86_64::*;
+            for (d, s) in dst.chunks_exact_mut(8).zip(src.chunks_exact(8)) {
+                // SAFETY: `s` holds 8 f16 (16 bytes) and `d` 8 f32.
+                unsafe {
+                    let h = _mm_loadu_si128(s.as_ptr().cast());
+                    _mm256_storeu_ps(d.as_mut_ptr(), _mm256_cvtph_ps(h));
+                }
+            }
+            dst.len().min(src.len()) / 8 * 8
+        }
+        let done = if has!("avx512f") {
+            // SAFETY: checked just above.
+            unsafe { wide(&mut dst[..n], &src[..n]) }
+        } else if has!("avx") && has!("f16c") {
+            // SAFETY: checked just above.
+            unsafe { narrow(&mut dst[..n], &src[..n]) }
+        } else {
+            0
+        };
+        for (d, s) in dst[done..n].iter_mut().zip(&src[done..n]) {
+            *d = s.to_f32();
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    for (d, s) in dst[..n].iter_mut().zip(&src[..n]) {
+        *d = s.to_f32();
     }
 }
 
@@ -259,6 +338,28 @@ mod tests {
         for (g, &y) in got.iter().zip(&src) {
             let (g, w) = (g.to_bits(), f16::from_f32(y).to_bits());
             assert_eq!(g, w, "scaled_to_f16: {y:e} ({:#x})", y.to_bits());
+        }
+    }
+
+    #[test]
+    fn widening_matches_half() {
+        // Every 16-bit pattern (NaN payloads included), in runs of odd lengths so that each
+        // vector width meets a tail.
+        let bits: Vec<u16> = (0..=u16::MAX).collect();
+        for len in [65536, 1001, 15, 7] {
+            for chunk in bits.chunks(len) {
+                let h: Vec<f16> = chunk.iter().map(|&b| f16::from_bits(b)).collect();
+                let mut got = vec![0f32; chunk.len()];
+                super::widen_f16(&mut got, &h);
+                for (g, x) in got.iter().zip(&h) {
+                    assert_eq!(g.to_bits(), x.to_f32().to_bits(), "f16 {:#x}", x.to_bits());
+                }
+                let h: Vec<bf16> = chunk.iter().map(|&b| bf16::from_bits(b)).collect();
+                super::widen_bf16(&mut got, &h);
+                for (g, x) in got.iter().zip(&h) {
+                    assert_eq!(g.to_bits(), x.to_f32().to_bits(), "bf16 {:#x}", x.to_bits());
+                }
+            }
         }
     }
 }
