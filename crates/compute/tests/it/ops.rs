@@ -595,3 +595,113 @@ fn casts_between_f32_and_16_bit_floats_match_half_bit_for_bit() {
         assert_eq!(g.to_bits(), v.to_f32().to_bits(), "bf16 {:#x}", v.to_bits());
     }
 }
+
+/// Sums big enough to be split between threads, on the CPU: every row of a 300 x 1001 tensor
+/// (`sum(1)`: rows shared out), all of it (`sum_all`: chunks), and the columns of its
+/// transpose (a strided view, copied first), in f32, bf16 and f16, against f64 sums of the
+/// values as stored, rounded once into the dtype.
+#[test]
+fn large_sums_over_rows_views_and_all_match_f64_sums() {
+    let _serial = common::lock();
+    let cpu = Device::Cpu;
+    let (r, c) = (300, 1001);
+    for dtype in [DType::F32, DType::BF16, DType::F16] {
+        // Values in [-4, 4): f16 sums of a row stay far inside its range.
+        let v = round_to(&values(r * c, 5), dtype);
+        let t = tensor(&v, &[r, c], dtype, &cpu).unwrap();
+        let rows: Vec<f64> = v.chunks(c).map(|row| row.iter().sum()).collect();
+        let total: f64 = v.iter().sum();
+        let what = |w: &str| format!("{w} {dtype}");
+        let exact = |s: &[f64]| round_to(s, dtype);
+        // One rounding of an f64 sum: equal but for f64's own error, far below a unit of
+        // the dtype's last place.
+        let tol = 1e-9;
+        let got = t.sum(1).unwrap().to_vec_f64().unwrap();
+        assert_close(&got, &exact(&rows), tol, &what("sum(1)"));
+        let got = t.t().unwrap().sum(0).unwrap().to_vec_f64().unwrap();
+        assert_close(&got, &exact(&rows), tol, &what("t().sum(0)"));
+        let got = t.sum_all().unwrap().to_vec_f64().unwrap();
+        assert_close(&got, &exact(&[total]), tol, &what("sum_all"));
+        let means: Vec<f64> = rows.iter().map(|s| s / c as f64).collect();
+        let got = t.mean(1).unwrap().to_vec_f64().unwrap();
+        assert_close(&got, &exact(&means), tol, &what("mean(1)"));
+    }
+}
+
+/// bf16 and f16 elementwise ops on the CPU (computed in f32 blocks), bit for bit against
+/// `half`'s own arithmetic one value at a time (each result rounded once from f32): x op y
+/// of the same shape and x op a one-value tensor, relu and exp, over 2^16 + 2^15 + 3 bit
+/// patterns (every finite, infinite, subnormal and NaN class; chunks split between threads,
+/// blocks and a tail), and a broadcast row (the general path) for comparison.
+#[test]
+fn half_elementwise_ops_match_half_arithmetic_bit_for_bit() {
+    use half::{bf16, f16};
+    fn check<H: accelkit::WithDType + Copy + PartialEq + std::fmt::Debug>(
+        from_bits: fn(u16) -> H,
+        to_bits: fn(H) -> u16,
+        to_f32: fn(H) -> f32,
+        from_f32: fn(f32) -> H,
+        name: &str,
+    ) {
+        let cpu = Device::Cpu;
+        let n = 65536 + 32768 + 3;
+        let xs: Vec<H> = (0..n as u32)
+            .map(|i| from_bits((i * 40503) as u16))
+            .collect();
+        let ys: Vec<H> = (0..n as u32)
+            .map(|i| from_bits((i * 9973 + 7) as u16))
+            .collect();
+        let x = Tensor::from_vec(xs.clone(), n, &cpu).unwrap();
+        let y = Tensor::from_vec(ys.clone(), n, &cpu).unwrap();
+        let one = Tensor::from_vec(vec![ys[5]], 1, &cpu).unwrap();
+        let same = |got: Tensor, want: &dyn Fn(usize) -> f32, what: &str| {
+            let got = got.to_vec1::<H>().unwrap();
+            for (i, g) in got.iter().enumerate() {
+                let w = from_f32(want(i));
+                // NaN payloads aside (x86 and `half` quiet them alike; the sign may differ).
+                let nan = to_f32(*g).is_nan() && to_f32(w).is_nan();
+                assert!(
+                    nan || to_bits(*g) == to_bits(w),
+                    "{name} {what} at {i}: {:#x} {:#x} gave {:#x}, want {:#x}",
+                    to_bits(xs[i]),
+                    to_bits(ys[i]),
+                    to_bits(*g),
+                    to_bits(w)
+                );
+            }
+        };
+        let (a, b) = (|i: usize| to_f32(xs[i]), |i: usize| to_f32(ys[i]));
+        let c = to_f32(ys[5]);
+        same(x.add(&y).unwrap(), &|i| a(i) + b(i), "x + y");
+        same(x.sub(&y).unwrap(), &|i| a(i) - b(i), "x - y");
+        same(x.mul(&y).unwrap(), &|i| a(i) * b(i), "x * y");
+        same(x.div(&y).unwrap(), &|i| a(i) / b(i), "x / y");
+        let max = |p: f32, q: f32| if p.is_nan() || p > q { p } else { q };
+        same(x.maximum(&y).unwrap(), &|i| max(a(i), b(i)), "maximum");
+        same(x.add(&one).unwrap(), &|i| a(i) + c, "x + one value");
+        same(x.div(&one).unwrap(), &|i| a(i) / c, "x / one value");
+        let relu = |p: f32| if p < 0.0 { 0.0 } else { p };
+        same(x.relu().unwrap(), &|i| relu(a(i)), "relu");
+        same(x.exp().unwrap(), &|i| a(i).exp(), "exp");
+        // A broadcast (rows of 9 by one row) goes the general way: the same values.
+        let m = x.reshape((n / 9, 9)).unwrap();
+        let row = Tensor::from_vec(ys[..9].to_vec(), (1, 9), &cpu).unwrap();
+        let got = m.mul(&row).unwrap().reshape(n).unwrap();
+        same(got, &|i| a(i) * b(i % 9), "x * a row");
+    }
+    let _serial = common::lock();
+    check(
+        bf16::from_bits,
+        bf16::to_bits,
+        bf16::to_f32,
+        bf16::from_f32,
+        "bf16",
+    );
+    check(
+        f16::from_bits,
+        f16::to_bits,
+        f16::to_f32,
+        f16::from_f32,
+        "f16",
+    );
+}

@@ -4,6 +4,11 @@
 
 use half::{bf16, f16};
 
+use super::alloc;
+use super::num::Num;
+use crate::base::shape::Layout;
+use crate::Shape;
+
 /// `dst = x * src`, each product rounded once to bf16 (to nearest, ties to even; NaNs stay
 /// NaNs, quieted), as `half`'s `bf16::from_f32` rounds, with the fastest of `bf16_rounders`
 /// the CPU has. Scaled by 1, exactly the rounding of `src` (multiplying by 1 is exact,
@@ -113,13 +118,23 @@ pub(crate) fn widen_bf16(dst: &mut [f32], src: &[bf16]) {
         }
     }
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        #[target_feature(enable = "avx2")]
+    {
+        #[target_feature(enable = "avx512f,avx512bw")]
         fn wide(dst: &mut [f32], src: &[bf16]) {
             body(dst, src)
         }
-        // SAFETY: the CPU has AVX2 (checked just above).
-        return unsafe { wide(dst, src) };
+        #[target_feature(enable = "avx2")]
+        fn narrow(dst: &mut [f32], src: &[bf16]) {
+            body(dst, src)
+        }
+        if std::is_x86_feature_detected!("avx512bw") {
+            // SAFETY: the CPU has AVX-512F and BW (BW implies F).
+            return unsafe { wide(dst, src) };
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            return unsafe { narrow(dst, src) };
+        }
     }
     body(dst, src)
 }
@@ -177,6 +192,111 @@ pub(crate) fn widen_f16(dst: &mut [f32], src: &[f16]) {
     for (d, s) in dst[..n].iter_mut().zip(&src[..n]) {
         *d = s.to_f32();
     }
+}
+
+/// bf16 and f16: elementwise ops computed in f32 blocks (`binary`, `unary`).
+pub(crate) trait Half: Num {
+    /// `dst = src` in f32 (exact).
+    fn widen(dst: &mut [f32], src: &[Self]);
+    /// `dst = src` rounded once, to nearest even.
+    fn round(dst: &mut [Self], src: &[f32]);
+}
+
+impl Half for bf16 {
+    fn widen(dst: &mut [f32], src: &[Self]) {
+        widen_bf16(dst, src)
+    }
+    fn round(dst: &mut [Self], src: &[f32]) {
+        scaled_to_bf16(dst, src, 1.0)
+    }
+}
+
+impl Half for f16 {
+    fn widen(dst: &mut [f32], src: &[Self]) {
+        widen_f16(dst, src)
+    }
+    fn round(dst: &mut [Self], src: &[f32]) {
+        scaled_to_f16(dst, src, 1.0)
+    }
+}
+
+/// Values a block of a 16-bit elementwise op widens at a time (two f32 buffers of 1 KiB on
+/// the stack, in L1).
+const BLOCK: usize = 256;
+
+/// `out[i] = f(x[i], y[i])` for bf16 or f16 x and y of `out`'s shape, contiguous, or y one
+/// value (`x + b` of a scalar tensor): blocks widened to f32, `f` there, each result
+/// rounded once, so bit for bit what `Num`'s bf16/f16 arithmetic gives one value at a time
+/// (`Num::max` of a signalling NaN aside: it comes out quiet). None, computing nothing, for
+/// other layouts (broadcasts). One value at a time, bf16 `x + y` of 2^22 values ran at 0.31x
+/// PyTorch's speed, f16 at 0.05x (Zen 4).
+pub(crate) fn binary<H: Half>(
+    x: &[H],
+    lx: &Layout,
+    y: &[H],
+    ly: &Layout,
+    out: &Shape,
+    f: impl Fn(f32, f32) -> f32 + Sync + Send,
+) -> Option<Vec<H>> {
+    let n = out.elem_count();
+    let same = |l: &Layout| l.shape == *out && l.is_contiguous();
+    if n == 0 || !same(lx) {
+        return None;
+    }
+    let x = &x[lx.offset..lx.offset + n];
+    let y: Result<&[H], f32> = if same(ly) {
+        Ok(&y[ly.offset..ly.offset + n])
+    } else if ly.shape.elem_count() == 1 {
+        let mut v = [0f32];
+        H::widen(&mut v, &y[ly.offset..ly.offset + 1]);
+        Err(v[0])
+    } else {
+        return None;
+    };
+    let mut res = alloc::output::<H>(n);
+    super::storage::for_chunks(&mut res, |start, o| {
+        let (mut bx, mut by) = ([0f32; BLOCK], [0f32; BLOCK]);
+        for (k, o) in o.chunks_mut(BLOCK).enumerate() {
+            let at = start + k * BLOCK;
+            let (bx, by) = (&mut bx[..o.len()], &mut by[..o.len()]);
+            H::widen(bx, &x[at..at + o.len()]);
+            match y {
+                Ok(y) => H::widen(by, &y[at..at + o.len()]),
+                Err(v) => by.fill(v),
+            }
+            for (p, &q) in bx.iter_mut().zip(by.iter()) {
+                *p = f(*p, q);
+            }
+            H::round(o, bx);
+        }
+    });
+    Some(res)
+}
+
+/// `out[i] = f(x[i])` for a contiguous bf16 or f16 x, in blocks as `binary`; None for a
+/// strided view.
+pub(crate) fn unary<H: Half>(
+    x: &[H],
+    l: &Layout,
+    f: impl Fn(f32) -> f32 + Sync + Send,
+) -> Option<Vec<H>> {
+    if !l.is_contiguous() {
+        return None;
+    }
+    let n = l.shape.elem_count();
+    let x = &x[l.offset..l.offset + n];
+    let mut res = alloc::output::<H>(n);
+    super::storage::for_chunks(&mut res, |start, o| {
+        let mut bx = [0f32; BLOCK];
+        for (k, o) in o.chunks_mut(BLOCK).enumerate() {
+            let at = start + k * BLOCK;
+            let bx = &mut bx[..o.len()];
+            H::widen(bx, &x[at..at + o.len()]);
+            bx.iter_mut().for_each(|p| *p = f(*p));
+            H::round(o, bx);
+        }
+    });
+    Some(res)
 }
 
 /// A way of rounding products to bf16 or f16 (`scaled_to_bf16`, `scaled_to_f16`), and its

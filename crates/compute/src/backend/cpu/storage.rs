@@ -163,9 +163,26 @@ impl CpuStorage {
                 })
             };
         }
+        // bf16 and f16 in f32 blocks where the layouts allow (`float16::binary`).
+        macro_rules! half {
+            ($a:expr, $b:expr, $variant:ident) => {{
+                let (a, b) = ($a, $b);
+                let v = match op {
+                    BinaryOp::Add => float16::binary(a, ll, b, rl, out, Num::add),
+                    BinaryOp::Sub => float16::binary(a, ll, b, rl, out, Num::sub),
+                    BinaryOp::Mul => float16::binary(a, ll, b, rl, out, Num::mul),
+                    BinaryOp::Div => float16::binary(a, ll, b, rl, out, Num::div),
+                    BinaryOp::Maximum => float16::binary(a, ll, b, rl, out, Num::max),
+                };
+                match v {
+                    Some(v) => CpuStorage::$variant(v),
+                    None => go!(a, b, $variant),
+                }
+            }};
+        }
         Ok(match (self, rhs) {
-            (CpuStorage::F16(a), CpuStorage::F16(b)) => go!(a, b, F16),
-            (CpuStorage::BF16(a), CpuStorage::BF16(b)) => go!(a, b, BF16),
+            (CpuStorage::F16(a), CpuStorage::F16(b)) => half!(a, b, F16),
+            (CpuStorage::BF16(a), CpuStorage::BF16(b)) => half!(a, b, BF16),
             (CpuStorage::F32(a), CpuStorage::F32(b)) => go!(a, b, F32),
             (CpuStorage::F64(a), CpuStorage::F64(b)) => go!(a, b, F64),
             (CpuStorage::I32(a), CpuStorage::I32(b)) => go!(a, b, I32),
@@ -188,7 +205,21 @@ impl CpuStorage {
                 UnaryOp::Exp => unary_map(v, l, Num::exp),
             }
         }
-        map_vec!(self, v => go(v, l, op))
+        // bf16 and f16 relu and exp in f32 blocks (`float16::unary`); a negation only flips
+        // the sign bit.
+        fn half<H: float16::Half>(v: &[H], l: &Layout, op: UnaryOp) -> Vec<H> {
+            let v32 = match op {
+                UnaryOp::Neg => None,
+                UnaryOp::Relu => float16::unary(v, l, Num::relu),
+                UnaryOp::Exp => float16::unary(v, l, Num::exp),
+            };
+            v32.unwrap_or_else(|| go(v, l, op))
+        }
+        match self {
+            CpuStorage::F16(v) => CpuStorage::F16(half(v, l, op)),
+            CpuStorage::BF16(v) => CpuStorage::BF16(half(v, l, op)),
+            _ => map_vec!(self, v => go(v, l, op)),
+        }
     }
 
     /// Reduces over `dim` (all dimensions when `None`). Sums of integers are i64, as in
@@ -203,7 +234,7 @@ impl CpuStorage {
         let (outer, len, inner) = l.reduce_split(dim);
         macro_rules! float {
             ($v:expr, $variant:ident, $t:ty) => {{
-                let x = gather($v, l);
+                let x = in_place_or_gathered($v, l);
                 CpuStorage::$variant(match op {
                     ReduceOp::Max => reduce_max(&x, outer, len, inner),
                     ReduceOp::Sum | ReduceOp::Mean => {
@@ -457,22 +488,29 @@ fn cast_vec<S: WithDType>(src: &[S], to: DType) -> CpuStorage {
 /// The view `l` of `v`, converted element by element by `conv(out, src)` into a buffer from
 /// the allocator's cache, a chunk per task (`for_chunks`); a strided view is made contiguous
 /// first.
-fn convert<S: alloc::ZeroBits + Send + Sync, T: alloc::ZeroBits + Send>(
+fn convert<S: alloc::ZeroBits + Send + Sync + Clone, T: alloc::ZeroBits + Send>(
     v: &[S],
     l: &Layout,
     conv: impl Fn(&mut [T], &[S]) + Sync + Send,
 ) -> Vec<T> {
-    let n = l.shape.elem_count();
-    let gathered;
-    let src = if l.is_contiguous() {
-        &v[l.offset..l.offset + n]
-    } else {
-        gathered = gather(v, l);
-        &gathered[..]
-    };
-    let mut out = alloc::output(n);
+    let src = in_place_or_gathered(v, l);
+    let mut out = alloc::output(src.len());
     for_chunks(&mut out, |start, o| conv(o, &src[start..start + o.len()]));
     out
+}
+
+/// The view `l` of `v` as one slice in its own order: `v`'s own elements where the view is
+/// contiguous (a reduction reads them once: a copy first cost as much again), else a copy.
+fn in_place_or_gathered<'a, T: alloc::ZeroBits + Send + Sync + Clone>(
+    v: &'a [T],
+    l: &Layout,
+) -> std::borrow::Cow<'a, [T]> {
+    let n = l.shape.elem_count();
+    if l.is_contiguous() {
+        std::borrow::Cow::Borrowed(&v[l.offset..l.offset + n])
+    } else {
+        std::borrow::Cow::Owned(gather(v, l))
+    }
 }
 
 /// A contiguous copy of a strided view (a plain slice copy when it is already contiguous).
@@ -506,7 +544,7 @@ fn gather<T: alloc::ZeroBits + Send + Sync>(v: &[T], l: &Layout) -> Vec<T> {
 
 /// Runs `body(start, chunk)` over `out` in CHUNK-sized pieces, on the pool when there is more
 /// than one piece (waking threads costs more than a small op itself).
-fn for_chunks<T: Send>(out: &mut [T], body: impl Fn(usize, &mut [T]) + Sync + Send) {
+pub(super) fn for_chunks<T: Send>(out: &mut [T], body: impl Fn(usize, &mut [T]) + Sync + Send) {
     if out.len() <= CHUNK || !crate::base::threads::parallel() {
         body(0, out);
     } else {
@@ -601,28 +639,21 @@ fn binary_map<T: Num>(
 }
 
 /// Sums of a contiguous [outer, len, inner] array over the middle axis, accumulated in f64.
-fn reduce_sum<T: WithDType>(x: &[T], outer: usize, len: usize, inner: usize) -> Vec<f64> {
+fn reduce_sum<T: Num>(x: &[T], outer: usize, len: usize, inner: usize) -> Vec<f64> {
     // Empty outputs, and sums over nothing (0, as in PyTorch): no rows to walk.
     if outer * inner == 0 || len == 0 {
         return vec![0.0; outer * inner];
     }
     if inner == 1 {
-        let sum_row = |row: &[T]| -> f64 {
-            // Several accumulators let the compiler vectorise and keep the error small.
-            let mut acc = [0.0f64; 8];
-            let mut chunks = row.chunks_exact(8);
-            for c in &mut chunks {
-                for (a, v) in acc.iter_mut().zip(c) {
-                    *a += v.to_f64();
-                }
-            }
-            let tail: f64 = chunks.remainder().iter().map(|v| v.to_f64()).sum();
-            acc.iter().sum::<f64>() + tail
-        };
-        if outer == 1 && len >= CHUNK && crate::base::threads::parallel() {
-            return vec![x.par_chunks(CHUNK).map(sum_row).sum()];
+        let parallel = outer * len >= CHUNK && crate::base::threads::parallel();
+        if outer == 1 && parallel {
+            return vec![x.par_chunks(CHUNK).map(T::sum_row).sum()];
         }
-        return x.chunks(len.max(1)).take(outer).map(sum_row).collect();
+        let rows = &x[..outer * len];
+        if parallel {
+            return rows.par_chunks(len).map(T::sum_row).collect();
+        }
+        return rows.chunks(len).map(T::sum_row).collect();
     }
     let mut out = vec![0.0f64; outer * inner];
     let sum_rows = |(o, acc): (usize, &mut [f64])| {
