@@ -273,12 +273,13 @@ pub(crate) fn binary<H: Half>(
     Some(res)
 }
 
-/// `out[i] = f(x[i])` for a contiguous bf16 or f16 x, in blocks as `binary`; None for a
-/// strided view.
+/// `f(out, x)` on blocks of a contiguous bf16 or f16 x, widened to f32 (`out` the same
+/// length), the results rounded once, as `binary`; None for a strided view. A block at a
+/// time, so that `f` can be a vector loop (`num::exp_f32_slice`).
 pub(crate) fn unary<H: Half>(
     x: &[H],
     l: &Layout,
-    f: impl Fn(f32) -> f32 + Sync + Send,
+    f: impl Fn(&mut [f32], &[f32]) + Sync + Send,
 ) -> Option<Vec<H>> {
     if !l.is_contiguous() {
         return None;
@@ -287,13 +288,13 @@ pub(crate) fn unary<H: Half>(
     let x = &x[l.offset..l.offset + n];
     let mut res = alloc::output::<H>(n);
     super::storage::for_chunks(&mut res, |start, o| {
-        let mut bx = [0f32; BLOCK];
+        let (mut bx, mut by) = ([0f32; BLOCK], [0f32; BLOCK]);
         for (k, o) in o.chunks_mut(BLOCK).enumerate() {
             let at = start + k * BLOCK;
-            let bx = &mut bx[..o.len()];
+            let (bx, by) = (&mut bx[..o.len()], &mut by[..o.len()]);
             H::widen(bx, &x[at..at + o.len()]);
-            bx.iter_mut().for_each(|p| *p = f(*p));
-            H::round(o, bx);
+            f(by, bx);
+            H::round(o, by);
         }
     });
     Some(res)

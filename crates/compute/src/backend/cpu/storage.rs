@@ -210,12 +210,17 @@ impl CpuStorage {
         fn half<H: float16::Half>(v: &[H], l: &Layout, op: UnaryOp) -> Vec<H> {
             let v32 = match op {
                 UnaryOp::Neg => None,
-                UnaryOp::Relu => float16::unary(v, l, Num::relu),
-                UnaryOp::Exp => float16::unary(v, l, Num::exp),
+                UnaryOp::Relu => float16::unary(v, l, |o, s| {
+                    o.iter_mut().zip(s).for_each(|(o, &x)| *o = x.relu())
+                }),
+                UnaryOp::Exp => float16::unary(v, l, super::num::exp_f32_slice),
             };
             v32.unwrap_or_else(|| go(v, l, op))
         }
         match self {
+            CpuStorage::F32(v) if op == UnaryOp::Exp => {
+                CpuStorage::F32(convert(v, l, super::num::exp_f32_slice))
+            }
             CpuStorage::F16(v) => CpuStorage::F16(half(v, l, op)),
             CpuStorage::BF16(v) => CpuStorage::BF16(half(v, l, op)),
             _ => map_vec!(self, v => go(v, l, op)),
