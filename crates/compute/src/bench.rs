@@ -501,7 +501,8 @@ pub fn tolerance(dtype: DType) -> f64 {
     }
 }
 
-/// An elementwise workload: `add` is `a + b`, `scale` is `a * 2`.
+/// An elementwise workload: `add` is `a + b`, `scale` is `a * 2`, `exp` is `a.exp()`, and
+/// `sum` the reduction `a.sum()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ElementwiseOp {
@@ -509,6 +510,10 @@ pub enum ElementwiseOp {
     Add,
     /// `a * 2.0`: reads one tensor, writes one.
     Scale,
+    /// `a.exp()`: reads one tensor, writes one (bound by arithmetic where the exp is slow).
+    Exp,
+    /// `a.sum()`: reads one tensor, writes one value.
+    Sum,
 }
 
 /// One elementwise benchmark.
@@ -559,6 +564,8 @@ pub fn elementwise(
     let run = || match op {
         ElementwiseOp::Add => a.add(&b),
         ElementwiseOp::Scale => a.mul_scalar(2.0),
+        ElementwiseOp::Exp => a.exp(),
+        ElementwiseOp::Sum => a.sum_all(),
     };
     let Measured {
         last: c,
@@ -568,18 +575,31 @@ pub fn elementwise(
     } = measure(device, warmup, iters, run)?;
     let tensors = match op {
         ElementwiseOp::Add => 3,
-        ElementwiseOp::Scale => 2,
+        ElementwiseOp::Scale | ElementwiseOp::Exp => 2,
+        ElementwiseOp::Sum => 1,
     };
     let bytes = (tensors * size * dtype.size_in_bytes()) as f64;
     let (av, bv, cv) = (a_host.to_vec_f64()?, b_host.to_vec_f64()?, c.to_vec_f64()?);
-    let mut max_rel_error = 0.0f64;
-    for i in (0..size).step_by((size / 4096).max(1)) {
-        let want = match op {
-            ElementwiseOp::Add => av[i] + bv[i],
-            ElementwiseOp::Scale => av[i] * 2.0,
-        };
-        max_rel_error = max_rel_error.max((cv[i] - want).abs() / want.abs().max(1e-30));
-    }
+    let rel = |got: f64, want: f64| (got - want).abs() / want.abs().max(1e-30);
+    let max_rel_error = if op == ElementwiseOp::Sum {
+        // Against the sum of every element in f64, relative to the sum of their sizes (the
+        // sum of values in [-1, 1] is near 0; a sum in f32 or less is off by a few units of
+        // that).
+        let want: f64 = av.iter().sum();
+        let scale: f64 = av.iter().map(|x| x.abs()).sum();
+        (cv[0] - want).abs() / scale.max(1e-30)
+    } else {
+        let mut worst = 0.0f64;
+        for i in (0..size).step_by((size / 4096).max(1)) {
+            let want = match op {
+                ElementwiseOp::Add => av[i] + bv[i],
+                ElementwiseOp::Scale => av[i] * 2.0,
+                _ => av[i].exp(),
+            };
+            worst = worst.max(rel(cv[i], want));
+        }
+        worst
+    };
     let gb_per_s = bytes / stats.median_s / 1e9;
     let peak = memory_peak(device);
     Ok(ElementwiseRun {

@@ -78,7 +78,7 @@ pub enum Workload {
     },
     /// Bandwidth-bound elementwise ops over a 1-d tensor on each device.
     Elementwise {
-        /// add (a + b) or scale (a * 2).
+        /// add (a + b), scale (a * 2), exp (a.exp()) or sum (a.sum(), a reduction).
         #[arg(long, default_value = "add", value_parser = parse_op)]
         op: ElementwiseOp,
         /// Number of elements (repeatable), 1 to 2^40.
@@ -210,7 +210,9 @@ fn parse_op(s: &str) -> Result<ElementwiseOp, String> {
     match s {
         "add" => Ok(ElementwiseOp::Add),
         "scale" => Ok(ElementwiseOp::Scale),
-        _ => Err(format!("unknown op '{s}'; expected add or scale")),
+        "exp" => Ok(ElementwiseOp::Exp),
+        "sum" => Ok(ElementwiseOp::Sum),
+        _ => Err(format!("unknown op '{s}'; expected add, scale, exp or sum")),
     }
 }
 

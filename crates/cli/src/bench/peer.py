@@ -66,7 +66,7 @@ def torch_work(job):
 
     if job.get("tf32"):
         torch.backends.cuda.matmul.allow_tf32 = True
-    return compute(job, rand, torch.matmul), sync
+    return compute(job, rand, torch.matmul, torch.exp), sync
 
 
 def numpy_work(job):
@@ -90,10 +90,10 @@ def numpy_work(job):
             return rng.integers(-8, 8, shape).astype(dt)
         return rng.standard_normal(shape).astype(dt)
 
-    return compute(job, rand, np.matmul), none
+    return compute(job, rand, np.matmul, np.exp), none
 
 
-def compute(job, rand, matmul):
+def compute(job, rand, matmul, exp):
     """The call to time for a matmul or elementwise job, on operands from `rand(*shape)`."""
     if job["kind"] == "matmul":
         size, b = job["size"], job["batch"]
@@ -107,7 +107,12 @@ def compute(job, rand, matmul):
             y = rand(*lead, k, n)
         return lambda: matmul(x, y)
     x, y = rand(job["size"]), rand(job["size"])
-    return (lambda: x + y) if job["op"] == "add" else (lambda: x * 2)
+    return {
+        "add": lambda: x + y,
+        "scale": lambda: x * 2,
+        "exp": lambda: exp(x),
+        "sum": lambda: x.sum(),
+    }[job["op"]]
 
 
 def timed(f, sync, warmup, iters, min_time_s, min_samples, max_samples):

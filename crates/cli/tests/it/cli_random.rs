@@ -174,7 +174,7 @@ const OPTIONS: &[(&str, &[&str])] = &[
     ),
     ("--direction", &["h2d", "d2h", "d2d", "h2h", ""]),
     ("--host-memory", &["pageable", "pinned", "both", "none"]),
-    ("--op", &["add", "scale", "mul", ""]),
+    ("--op", &["add", "scale", "exp", "sum", "mul", ""]),
     ("--compare", &["/nonexistent/accel.json", "/dev/null", "/"]),
     ("--plot", &["/nonexistent/dir/p.svg", "/tmp/x.txt", "/"]),
     (

@@ -169,6 +169,32 @@ fn compare_numpy_times_the_same_work_in_numpy() {
             .any(|l| l.starts_with("  add cpu f32 size 4096 (") && l.contains("x numpy (")),
         "{out}"
     );
+    // exp and sum: numpy's np.exp and x.sum() on the same number of values.
+    for op in ["exp", "sum"] {
+        let args = [
+            "bench",
+            "elementwise",
+            "--op",
+            op,
+            "--device",
+            "cpu",
+            "--size",
+            "4096",
+            "--iters",
+            "3",
+            "--compare",
+            "numpy",
+        ];
+        let o = accel(&args, &python);
+        assert!(o.status.success(), "{op}: {}", text(&o.stderr));
+        let out = text(&o.stdout);
+        let line = format!("  {op} cpu f32 size 4096 (");
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(&line) && l.contains("x numpy (")),
+            "{out}"
+        );
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

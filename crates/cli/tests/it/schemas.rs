@@ -141,18 +141,22 @@ fn bench_matmul_elementwise_copy() {
             "--json",
         ]),
     );
-    check(
-        "bench",
-        &cat(&[
+    for op in ["add", "sum"] {
+        check(
             "bench",
-            "elementwise",
-            "--device",
-            "cpu",
-            "--size",
-            "1000",
-            "--json",
-        ]),
-    );
+            &cat(&[
+                "bench",
+                "elementwise",
+                "--op",
+                op,
+                "--device",
+                "cpu",
+                "--size",
+                "1000",
+                "--json",
+            ]),
+        );
+    }
     check(
         "bench",
         &cat(&[

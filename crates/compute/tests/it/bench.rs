@@ -396,6 +396,23 @@ fn a_benchmark_run_checks_its_answer() -> accelkit::Result<()> {
     )?;
     assert_eq!(e.max_rel_error, 0.0);
     assert!(e.gb_per_s > 0.0);
+    // exp and sum, checked against f64 on the host: f32's exp within a few units of its
+    // last place, a sum of 10^5 values within a few of f32's (relative to the sum of sizes);
+    // the bytes counted are two tensors for exp, one for sum.
+    for (op, tensors, tol) in [
+        (bench::ElementwiseOp::Exp, 2.0, 1e-6),
+        (bench::ElementwiseOp::Sum, 1.0, 1e-6),
+    ] {
+        let size = 100_000;
+        let e = bench::elementwise(&Device::Cpu, op, size, DType::F32, 1, Iterations::Fixed(2))?;
+        assert!(e.max_rel_error < tol, "{op:?}: {}", e.max_rel_error);
+        let bytes = e.gb_per_s * 1e9 * e.stats.median_s;
+        let want = tensors * size as f64 * 4.0;
+        assert!(
+            (bytes - want).abs() < 1.0,
+            "{op:?}: {bytes} bytes, want {want}"
+        );
+    }
     Ok(())
 }
 
