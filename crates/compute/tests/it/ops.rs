@@ -522,7 +522,8 @@ fn mixed_devices_are_an_error_naming_both() {
 }
 
 /// f32 to bf16 and f16 and back on the CPU, bit for bit as `half` converts one value at a
-/// time (round to nearest even; NaNs quiet): every 16-bit pattern widened, and f32 bit
+/// time (round to nearest even; NaNs quiet), and f32 <-> f64 as Rust's `as` converts:
+/// every 16-bit pattern widened, and f32 (and f64) bit
 /// patterns spread over all exponents, signs and NaN payloads rounded, over 3 x 2^16 + 141
 /// values (several chunks, split between threads, and a tail), contiguous and transposed.
 #[test]
@@ -580,6 +581,35 @@ fn casts_between_f32_and_16_bit_floats_match_half_bit_for_bit() {
             from,
             |v| f16::from_f32(v).to_bits(),
             &format!("f16 {what}"),
+        );
+        // f32 -> f64 is exact, and back gives the same bits (NaNs aside: payloads).
+        let d = t.to_dtype(DType::F64).unwrap();
+        let got = d.contiguous().unwrap().reshape(n).unwrap();
+        for (g, &v) in got.to_vec1::<f64>().unwrap().iter().zip(from) {
+            assert!(
+                *g == f64::from(v) || (g.is_nan() && v.is_nan()),
+                "f64 {what}: {v:e}"
+            );
+        }
+        let back = d.to_dtype(DType::F32).unwrap().contiguous().unwrap();
+        let back = back.reshape(n).unwrap().to_vec1::<f32>().unwrap();
+        for (g, &v) in back.iter().zip(from) {
+            assert!(
+                g.to_bits() == v.to_bits() || v.is_nan(),
+                "f32 {what}: {v:e}"
+            );
+        }
+    }
+    // f64 -> f32 rounds to nearest even, overflows to infinity, underflows to 0.
+    let wide64: Vec<f64> = (0..n as u64)
+        .map(|i| f64::from_bits(i.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+        .collect();
+    let d = Tensor::from_vec(wide64.clone(), n, &cpu).unwrap();
+    let got = d.to_dtype(DType::F32).unwrap().to_vec1::<f32>().unwrap();
+    for (g, &v) in got.iter().zip(&wide64) {
+        assert!(
+            g.to_bits() == (v as f32).to_bits() || v.is_nan(),
+            "f64 {v:e} to f32"
         );
     }
     let h: Vec<f16> = bits.iter().map(|&b| f16::from_bits(b)).collect();
@@ -706,4 +736,43 @@ fn half_elementwise_ops_match_half_arithmetic_bit_for_bit() {
         f16::from_f32,
         "f16",
     );
+}
+
+/// Maxima big enough to be split between threads, on the CPU: every row of a 300 x 1001
+/// tensor (`max(1)`), all of it, and the columns of its transpose, in f32, f64 and bf16,
+/// against a naive fold; a NaN anywhere in a row makes that row's maximum NaN, and the
+/// whole tensor's.
+#[test]
+fn large_maxima_over_rows_and_all_match_a_naive_fold() {
+    let _serial = common::lock();
+    let cpu = Device::Cpu;
+    let (r, c) = (300, 1001);
+    for dtype in [DType::F32, DType::F64, DType::BF16] {
+        let mut v = round_to(&values(r * c, 9), dtype);
+        // The largest value of row 7 in its tail (past the last whole vector), and a NaN in
+        // row 11.
+        v[7 * c + 1000] = 100.0;
+        v[11 * c + 500] = f64::NAN;
+        let t = tensor(&v, &[r, c], dtype, &cpu).unwrap();
+        let fold = |xs: &[f64]| {
+            xs.iter().fold(f64::NEG_INFINITY, |m, &x| {
+                if m.is_nan() || x.is_nan() {
+                    f64::NAN
+                } else {
+                    m.max(x)
+                }
+            })
+        };
+        let rows: Vec<f64> = v.chunks(c).map(fold).collect();
+        let what = |w: &str| format!("{w} {dtype}");
+        let got = t.max(1).unwrap().to_vec_f64().unwrap();
+        assert_close(&got, &rows, 0.0, &what("max(1)"));
+        assert_eq!(got[7], 100.0);
+        let got = t.t().unwrap().max(0).unwrap().to_vec_f64().unwrap();
+        assert_close(&got, &rows, 0.0, &what("t().max(0)"));
+        assert!(t.max_all().unwrap().to_vec_f64().unwrap()[0].is_nan());
+        v[11 * c + 500] = 0.0;
+        let t = tensor(&v, &[r, c], dtype, &cpu).unwrap();
+        assert_eq!(t.max_all().unwrap().to_vec_f64().unwrap(), [100.0]);
+    }
 }

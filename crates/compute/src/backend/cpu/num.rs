@@ -23,6 +23,65 @@ pub(crate) trait Num: WithDType + Default + super::alloc::ZeroBits {
     fn sum_row(row: &[Self]) -> f64 {
         sum_f64(row, |v| v.to_f64())
     }
+    /// The largest value of `row` (`Num::max` folded over it: NaN if any is NaN).
+    fn max_row(row: &[Self]) -> Self {
+        row.iter().fold(Self::LOWEST, |m, &v| m.max(v))
+    }
+}
+
+/// The largest of `row`, or a NaN if it holds one, as `Num::max` folded over it gives, in a
+/// form the compiler vectorises: 16 running maxima and a flag for NaN. The fold's NaN test
+/// on every value kept it one value at a time: f32 `x.max()` of 2^22 values ran at 0.04x
+/// PyTorch's speed (Zen 4).
+#[inline(always)]
+fn max_f<T: Copy + PartialOrd>(row: &[T], lowest: T, nan: T) -> T {
+    let mut acc = [lowest; 16];
+    let mut seen_nan = false;
+    let mut chunks = row.chunks_exact(16);
+    for c in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            #[allow(clippy::eq_op)] // v != v: NaN
+            let is_nan = v != v;
+            seen_nan |= is_nan;
+            *a = if v > *a { v } else { *a };
+        }
+    }
+    let mut best = lowest;
+    for &v in acc.iter().chain(chunks.remainder()) {
+        #[allow(clippy::eq_op)]
+        let is_nan = v != v;
+        seen_nan |= is_nan;
+        best = if v > best { v } else { best };
+    }
+    if seen_nan {
+        nan
+    } else {
+        best
+    }
+}
+
+/// `max_f` compiled for AVX-512 or AVX2 where the CPU has them.
+fn max_float<T: Copy + PartialOrd>(row: &[T], lowest: T, nan: T) -> T {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        fn wide<T: Copy + PartialOrd>(row: &[T], lowest: T, nan: T) -> T {
+            max_f(row, lowest, nan)
+        }
+        #[target_feature(enable = "avx2")]
+        fn narrow<T: Copy + PartialOrd>(row: &[T], lowest: T, nan: T) -> T {
+            max_f(row, lowest, nan)
+        }
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: checked just above.
+            return unsafe { wide(row, lowest, nan) };
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: checked just above.
+            return unsafe { narrow(row, lowest, nan) };
+        }
+    }
+    max_f(row, lowest, nan)
 }
 
 /// e^x in f32, within 1 unit in the last place of the exact value (0 in 99.6% of f32
@@ -223,6 +282,9 @@ macro_rules! float_num {
             }
             fn sum_row(row: &[Self]) -> f64 {
                 sum_float(row)
+            }
+            fn max_row(row: &[Self]) -> Self {
+                max_float(row, <$t>::NEG_INFINITY, <$t>::NAN)
             }
         }
     };

@@ -136,6 +136,18 @@ impl CpuStorage {
             (CpuStorage::F16(v), DType::F32) => {
                 return CpuStorage::F32(convert(v, l, float16::widen_f16))
             }
+            // f32 <-> f64 the same way (through `cast_vec` one value at a time, 0.43x
+            // PyTorch's `x.to(torch.float64)`).
+            (CpuStorage::F32(v), DType::F64) => {
+                return CpuStorage::F64(convert(v, l, |o, s| {
+                    o.iter_mut().zip(s).for_each(|(o, &x)| *o = f64::from(x))
+                }))
+            }
+            (CpuStorage::F64(v), DType::F32) => {
+                return CpuStorage::F32(convert(v, l, |o, s| {
+                    o.iter_mut().zip(s).for_each(|(o, &x)| *o = x as f32)
+                }))
+            }
             _ => {}
         }
         with_vec!(self, v => {
@@ -699,11 +711,25 @@ fn reduce_max<T: Num>(x: &[T], outer: usize, len: usize, inner: usize) -> Vec<T>
     if out.is_empty() {
         return out;
     }
-    if outer == 1 && inner == 1 && len >= CHUNK && crate::base::threads::parallel() {
-        out[0] = x
-            .par_chunks(CHUNK)
-            .map(|c| c.iter().fold(T::LOWEST, |m, &v| m.max(v)))
-            .reduce(|| T::LOWEST, Num::max);
+    if inner == 1 {
+        let parallel = outer * len >= CHUNK && crate::base::threads::parallel();
+        if outer == 1 && parallel {
+            out[0] = x
+                .par_chunks(CHUNK)
+                .map(T::max_row)
+                .reduce(|| T::LOWEST, Num::max);
+            return out;
+        }
+        let rows = &x[..outer * len];
+        if parallel {
+            out.par_iter_mut()
+                .zip(rows.par_chunks(len))
+                .for_each(|(o, r)| *o = T::max_row(r));
+        } else {
+            out.iter_mut()
+                .zip(rows.chunks(len))
+                .for_each(|(o, r)| *o = T::max_row(r));
+        }
         return out;
     }
     for (o, acc) in out.chunks_mut(inner).enumerate() {
