@@ -776,3 +776,45 @@ fn large_maxima_over_rows_and_all_match_a_naive_fold() {
         assert_eq!(t.max_all().unwrap().to_vec_f64().unwrap(), [100.0]);
     }
 }
+
+/// Contiguous copies of transposed views on the CPU (copied in tiles, bands of rows split
+/// between threads): a 300 x 1001 matrix's `t()` (past the size that splits), a batch of
+/// three 130 x 70 matrices transposed in their last two dimensions, and a 3-d view whose
+/// middle dimension is swapped with its first, against the index arithmetic written out.
+#[test]
+fn transposed_views_copy_as_their_elements() {
+    let _serial = common::lock();
+    let cpu = Device::Cpu;
+    let (r, c) = (300, 1001);
+    let v: Vec<f64> = (0..r * c).map(|i| i as f64).collect();
+    let t = Tensor::from_vec(v.clone(), (r, c), &cpu).unwrap();
+    let got = t.t().unwrap().contiguous().unwrap().to_vec_f64().unwrap();
+    let want: Vec<f64> = (0..c)
+        .flat_map(|j| (0..r).map(move |i| (i * c + j) as f64))
+        .collect();
+    assert_eq!(got, want, "300 x 1001 transposed");
+    let (b, m, n) = (3, 130, 70);
+    let v: Vec<f32> = (0..b * m * n).map(|i| i as f32).collect();
+    let t = Tensor::from_vec(v, (b, m, n), &cpu).unwrap();
+    let got = t.transpose(1, 2).unwrap().contiguous().unwrap();
+    assert_eq!(got.dims(), [b, n, m]);
+    let want: Vec<f64> = (0..b * n * m)
+        .map(|e| {
+            let (z, j, i) = (e / (n * m), (e / m) % n, e % m);
+            (z * m * n + i * n + j) as f64
+        })
+        .collect();
+    assert_eq!(got.to_vec_f64().unwrap(), want, "batched transpose");
+    let got = t.transpose(0, 1).unwrap().contiguous().unwrap();
+    let want: Vec<f64> = (0..b * m * n)
+        .map(|e| {
+            let (i, z, j) = (e / (b * n), (e / n) % b, e % n);
+            (z * m * n + i * n + j) as f64
+        })
+        .collect();
+    assert_eq!(
+        got.to_vec_f64().unwrap(),
+        want,
+        "first two dimensions swapped"
+    );
+}

@@ -12,6 +12,7 @@ mod device;
 // The doctor's CPU checklist.
 pub(crate) mod doctor;
 mod float16;
+mod gather;
 pub(crate) mod matmul;
 pub(crate) mod num;
 mod storage;

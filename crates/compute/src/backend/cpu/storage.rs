@@ -7,6 +7,7 @@ use std::ops::Range;
 use half::{bf16, f16};
 use rayon::prelude::*;
 
+use super::gather::{gather, in_place_or_gathered};
 use super::matmul::MatRef;
 use super::num::Num;
 use super::{alloc, float16, matmul};
@@ -14,12 +15,12 @@ use crate::backend::contract::BackendStorage;
 use crate::backend::ops::{BinaryOp, MatmulSpec, ReduceOp, UnaryOp};
 use crate::base::dtype::CpuStorage;
 use crate::base::dtype::{map_vec, with_type, with_vec, WithDType};
-use crate::base::shape::{for_each_run, Layout};
+use crate::base::shape::Layout;
 use crate::{DType, Error, Result, Shape};
 
 /// Elements per parallel chunk of an elementwise kernel: large enough that a chunk costs more
 /// than handing it to another thread.
-const CHUNK: usize = 1 << 16;
+pub(super) const CHUNK: usize = 1 << 16;
 
 impl BackendStorage for CpuStorage {
     fn dtype(&self) -> DType {
@@ -513,49 +514,6 @@ fn convert<S: alloc::ZeroBits + Send + Sync + Clone, T: alloc::ZeroBits + Send>(
     let src = in_place_or_gathered(v, l);
     let mut out = alloc::output(src.len());
     for_chunks(&mut out, |start, o| conv(o, &src[start..start + o.len()]));
-    out
-}
-
-/// The view `l` of `v` as one slice in its own order: `v`'s own elements where the view is
-/// contiguous (a reduction reads them once: a copy first cost as much again), else a copy.
-fn in_place_or_gathered<'a, T: alloc::ZeroBits + Send + Sync + Clone>(
-    v: &'a [T],
-    l: &Layout,
-) -> std::borrow::Cow<'a, [T]> {
-    let n = l.shape.elem_count();
-    if l.is_contiguous() {
-        std::borrow::Cow::Borrowed(&v[l.offset..l.offset + n])
-    } else {
-        std::borrow::Cow::Owned(gather(v, l))
-    }
-}
-
-/// A contiguous copy of a strided view (a plain slice copy when it is already contiguous).
-fn gather<T: alloc::ZeroBits + Send + Sync>(v: &[T], l: &Layout) -> Vec<T> {
-    let n = l.shape.elem_count();
-    if l.is_contiguous() {
-        // From the allocator's cache, copied by every thread: a fresh buffer's page faults
-        // and one core's memcpy would otherwise set the speed.
-        let src = &v[l.offset..l.offset + n];
-        let mut out = alloc::output(n);
-        for_chunks(&mut out, |start, o| {
-            o.copy_from_slice(&src[start..start + o.len()])
-        });
-        return out;
-    }
-    let mut out = Vec::with_capacity(n);
-    for_each_run(
-        l.shape.dims(),
-        &l.strides,
-        l.offset,
-        |start, stride, len| {
-            if stride == 1 {
-                out.extend_from_slice(&v[start..start + len]);
-            } else {
-                out.extend((0..len).map(|i| v[start + i * stride]));
-            }
-        },
-    );
     out
 }
 
