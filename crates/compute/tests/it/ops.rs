@@ -627,8 +627,8 @@ fn casts_between_f32_and_16_bit_floats_match_half_bit_for_bit() {
 }
 
 /// Sums big enough to be split between threads, on the CPU: every row of a 300 x 1001 tensor
-/// (`sum(1)`: rows shared out), all of it (`sum_all`: chunks), and the columns of its
-/// transpose (a strided view, copied first), in f32, bf16 and f16, against f64 sums of the
+/// (`sum(1)`: rows shared out), all of it (`sum_all`: chunks), the columns of its transpose
+/// (a strided view, copied first) and a middle dimension (blocks of columns shared out), in f32, bf16 and f16, against f64 sums of the
 /// values as stored, rounded once into the dtype.
 #[test]
 fn large_sums_over_rows_views_and_all_match_f64_sums() {
@@ -655,6 +655,22 @@ fn large_sums_over_rows_views_and_all_match_f64_sums() {
         let means: Vec<f64> = rows.iter().map(|s| s / c as f64).collect();
         let got = t.mean(1).unwrap().to_vec_f64().unwrap();
         assert_close(&got, &exact(&means), tol, &what("mean(1)"));
+        // Over a middle dimension, with more columns than one block of sums (1024): 3 x 40 x
+        // 2100, summed over the 40.
+        let (a, m, b) = (3, 40, 2100);
+        let v = round_to(&values(a * m * b, 6), dtype);
+        let t = tensor(&v, &[a, m, b], dtype, &cpu).unwrap();
+        let mut sums = vec![0.0; a * b];
+        for (e, x) in v.iter().enumerate() {
+            sums[(e / (m * b)) * b + e % b] += x;
+        }
+        let got = t.sum(1).unwrap().to_vec_f64().unwrap();
+        assert_close(
+            &got,
+            &exact(&sums),
+            tol,
+            &what("sum over the middle of 3 x 40 x 2100"),
+        );
     }
 }
 

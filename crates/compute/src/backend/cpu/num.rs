@@ -23,6 +23,13 @@ pub(crate) trait Num: WithDType + Default + super::alloc::ZeroBits {
     fn sum_row(row: &[Self]) -> f64 {
         sum_f64(row, |v| v.to_f64())
     }
+    /// `acc[i] += row[i]` in f64, for i below both lengths (sums over a dimension that is
+    /// not the last).
+    fn accumulate(acc: &mut [f64], row: &[Self]) {
+        for (a, v) in acc.iter_mut().zip(row) {
+            *a += v.to_f64();
+        }
+    }
     /// The largest value of `row` (`Num::max` folded over it: NaN if any is NaN).
     fn max_row(row: &[Self]) -> Self {
         row.iter().fold(Self::LOWEST, |m, &v| m.max(v))
@@ -221,6 +228,37 @@ fn sum_float<T: Summand>(row: &[T]) -> f64 {
     sum_f64(row, T::wide)
 }
 
+/// `Num::accumulate` for f32, f64 and bf16, compiled for AVX-512 or AVX2 where the CPU has
+/// them.
+fn accumulate_float<T: Summand>(acc: &mut [f64], row: &[T]) {
+    #[inline(always)]
+    fn body<T: Summand>(acc: &mut [f64], row: &[T]) {
+        for (a, &v) in acc.iter_mut().zip(row) {
+            *a += v.wide();
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        fn wide<T: Summand>(acc: &mut [f64], row: &[T]) {
+            body(acc, row)
+        }
+        #[target_feature(enable = "avx2")]
+        fn narrow<T: Summand>(acc: &mut [f64], row: &[T]) {
+            body(acc, row)
+        }
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: checked just above.
+            return unsafe { wide(acc, row) };
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: checked just above.
+            return unsafe { narrow(acc, row) };
+        }
+    }
+    body(acc, row)
+}
+
 /// The sum of an f16 row: blocks widened to f32 (exact, `float16::widen_f16`: F16C), each
 /// summed by `sum_float`.
 fn sum_half<H: Copy>(row: &[H], widen: fn(&mut [f32], &[H])) -> f64 {
@@ -285,6 +323,9 @@ macro_rules! float_num {
             }
             fn max_row(row: &[Self]) -> Self {
                 max_float(row, <$t>::NEG_INFINITY, <$t>::NAN)
+            }
+            fn accumulate(acc: &mut [f64], row: &[Self]) {
+                accumulate_float(acc, row)
             }
         }
     };

@@ -601,8 +601,34 @@ fn binary_map<T: Num>(
             pa += i * sa[d];
             pb += i * sb[d];
         }
-        for (j, o) in o.iter_mut().enumerate() {
-            *o = f(a[pa + j * ia], b[pb + j * ib]);
+        // Rows read in order (a row of each, or a row against one value broadcast along it:
+        // `x + bias`) as slices the compiler vectorises; index arithmetic for the rest.
+        // Element by element, f32 2048 x 2048 plus a row of 2048 ran at 0.15x PyTorch.
+        let n = o.len();
+        match (ia, ib) {
+            (1, 1) => {
+                let (x, y) = (&a[pa..pa + n], &b[pb..pb + n]);
+                for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
+                    *o = f(x, y);
+                }
+            }
+            (1, 0) => {
+                let y = b[pb];
+                for (o, &x) in o.iter_mut().zip(&a[pa..pa + n]) {
+                    *o = f(x, y);
+                }
+            }
+            (0, 1) => {
+                let x = a[pa];
+                for (o, &y) in o.iter_mut().zip(&b[pb..pb + n]) {
+                    *o = f(x, y);
+                }
+            }
+            _ => {
+                for (j, o) in o.iter_mut().enumerate() {
+                    *o = f(a[pa + j * ia], b[pb + j * ib]);
+                }
+            }
         }
     };
     if n >= CHUNK && crate::base::threads::parallel() {
@@ -630,19 +656,27 @@ fn reduce_sum<T: Num>(x: &[T], outer: usize, len: usize, inner: usize) -> Vec<f6
         }
         return rows.chunks(len).map(T::sum_row).collect();
     }
+    // Columns in blocks of COLS (their f64 sums stay in L1), each block of each outer index a
+    // task, so that `x.sum(0)` of one matrix is split between threads too (it ran on one, at
+    // 0.52x PyTorch for 2048 x 2048 f32).
+    const COLS: usize = 1024;
     let mut out = vec![0.0f64; outer * inner];
-    let sum_rows = |(o, acc): (usize, &mut [f64])| {
+    let per = inner.div_ceil(COLS);
+    let sum_rows = |(t, acc): (usize, &mut [f64])| {
+        let (o, c0) = (t / per, (t % per) * COLS);
         for j in 0..len {
-            let row = &x[(o * len + j) * inner..(o * len + j + 1) * inner];
-            for (a, v) in acc.iter_mut().zip(row) {
-                *a += v.to_f64();
-            }
+            let at = (o * len + j) * inner + c0;
+            T::accumulate(acc, &x[at..at + acc.len()]);
         }
     };
-    if crate::base::threads::parallel() {
-        out.par_chunks_mut(inner).enumerate().for_each(sum_rows);
+    let blocks: Vec<&mut [f64]> = out
+        .chunks_mut(inner)
+        .flat_map(|o| o.chunks_mut(COLS))
+        .collect();
+    if outer * len * inner >= CHUNK && crate::base::threads::parallel() {
+        blocks.into_par_iter().enumerate().for_each(sum_rows);
     } else {
-        out.chunks_mut(inner).enumerate().for_each(sum_rows);
+        blocks.into_iter().enumerate().for_each(sum_rows);
     }
     out
 }
