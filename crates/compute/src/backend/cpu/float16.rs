@@ -39,7 +39,7 @@ fn f16_rounders() -> &'static [Rounder<f16>] {
         #[cfg(target_arch = "x86_64")]
         {
             use std::is_x86_feature_detected as has;
-            if has!("avx512f") {
+            if has!("avx512f") && has!("f16c") {
                 list.push(("avx512", round_f16_avx512));
             }
             if has!("avx") && has!("f16c") {
@@ -59,7 +59,7 @@ fn f16_rounders() -> &'static [Rounder<f16>] {
 /// rest).
 ///
 /// # Safety
-/// The CPU has AVX-512F (which implies F16C's instructions on 512 bits).
+/// The CPU has AVX-512F and F16C.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx,f16c")]
 unsafe fn round_f16_avx512(dst: &mut [f16], src: &[f32], x: f32) {
@@ -76,7 +76,7 @@ unsafe fn round_f16_avx512(dst: &mut [f16], src: &[f32], x: f32) {
             _mm256_storeu_si256(d.as_mut_ptr().cast(), h);
         }
     }
-    // SAFETY: AVX-512F implies AVX and F16C.
+    // SAFETY: the CPU has AVX (AVX-512F implies it) and F16C (this function's contract).
     unsafe { round_f16_f16c(&mut dst[done..n], &src[done..n], x) }
 }
 
@@ -127,8 +127,8 @@ pub(crate) fn widen_bf16(dst: &mut [f32], src: &[bf16]) {
         fn narrow(dst: &mut [f32], src: &[bf16]) {
             body(dst, src)
         }
-        if std::is_x86_feature_detected!("avx512bw") {
-            // SAFETY: the CPU has AVX-512F and BW (BW implies F).
+        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw") {
+            // SAFETY: checked just above.
             return unsafe { wide(dst, src) };
         }
         if std::is_x86_feature_detected!("avx2") {
@@ -148,7 +148,7 @@ pub(crate) fn widen_f16(dst: &mut [f32], src: &[f16]) {
     {
         use std::is_x86_feature_detected as has;
         /// # Safety
-        /// The CPU has AVX-512F.
+        /// The CPU has AVX-512F and F16C.
         #[target_feature(enable = "avx512f,avx,f16c")]
         unsafe fn wide(dst: &mut [f32], src: &[f16]) -> usize {
             use std::arch::x86_64::*;
@@ -175,7 +175,7 @@ pub(crate) fn widen_f16(dst: &mut [f32], src: &[f16]) {
             }
             dst.len().min(src.len()) / 8 * 8
         }
-        let done = if has!("avx512f") {
+        let done = if has!("avx512f") && has!("f16c") {
             // SAFETY: checked just above.
             unsafe { wide(&mut dst[..n], &src[..n]) }
         } else if has!("avx") && has!("f16c") {
@@ -314,7 +314,7 @@ fn bf16_rounders() -> &'static [Rounder<bf16>] {
         #[cfg(target_arch = "x86_64")]
         {
             use std::is_x86_feature_detected as has;
-            if has!("avx512bf16") && has!("avx512dq") && has!("avx512bw") {
+            if has!("avx512f") && has!("avx512bf16") && has!("avx512dq") && has!("avx512bw") {
                 list.push(("vcvtne2ps2bf16", round_bf16_vcvt));
             }
             if has!("avx512f") && has!("avx512bw") {
