@@ -109,34 +109,13 @@ unsafe fn round_f16_f16c(dst: &mut [f16], src: &[f32], x: f32) {
 /// `dst = src` widened to f32 (exact): a bf16 value is the top half of an f32's bits; a
 /// signalling NaN comes out quiet, as `half` and the x86 conversions make it.
 pub(crate) fn widen_bf16(dst: &mut [f32], src: &[bf16]) {
-    #[inline(always)]
-    fn body(dst: &mut [f32], src: &[bf16]) {
+    super::num::vectorised(|| {
         for (d, &h) in dst.iter_mut().zip(src) {
             let b = u32::from(h.to_bits()) << 16;
             let nan = b & 0x7FFF_FFFF > 0x7F80_0000;
             *d = f32::from_bits(if nan { b | 0x0040_0000 } else { b });
         }
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f,avx512bw")]
-        fn wide(dst: &mut [f32], src: &[bf16]) {
-            body(dst, src)
-        }
-        #[target_feature(enable = "avx2")]
-        fn narrow(dst: &mut [f32], src: &[bf16]) {
-            body(dst, src)
-        }
-        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw") {
-            // SAFETY: checked just above.
-            return unsafe { wide(dst, src) };
-        }
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above).
-            return unsafe { narrow(dst, src) };
-        }
-    }
-    body(dst, src)
+    })
 }
 
 /// `dst = src` widened to f32 (exact): `vcvtph2ps` 16 at a time with AVX-512, 8 with F16C,

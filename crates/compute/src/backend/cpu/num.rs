@@ -67,28 +67,9 @@ fn max_f<T: Copy + PartialOrd>(row: &[T], lowest: T, nan: T) -> T {
     }
 }
 
-/// `max_f` compiled for AVX-512 or AVX2 where the CPU has them.
+/// `max_f`, `vectorised`.
 fn max_float<T: Copy + PartialOrd>(row: &[T], lowest: T, nan: T) -> T {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f")]
-        fn wide<T: Copy + PartialOrd>(row: &[T], lowest: T, nan: T) -> T {
-            max_f(row, lowest, nan)
-        }
-        #[target_feature(enable = "avx2")]
-        fn narrow<T: Copy + PartialOrd>(row: &[T], lowest: T, nan: T) -> T {
-            max_f(row, lowest, nan)
-        }
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: checked just above.
-            return unsafe { wide(row, lowest, nan) };
-        }
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: checked just above.
-            return unsafe { narrow(row, lowest, nan) };
-        }
-    }
-    max_f(row, lowest, nan)
+    vectorised(|| max_f(row, lowest, nan))
 }
 
 /// e^x in f32, within 1 unit in the last place of the exact value (0 in 99.6% of f32
@@ -130,34 +111,40 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     }
 }
 
-/// `out = e^src` by `exp_f32`, compiled for AVX-512 or AVX2 where the CPU has them.
+/// `out = e^src` by `exp_f32`, `vectorised`.
 pub(crate) fn exp_f32_slice(out: &mut [f32], src: &[f32]) {
-    #[inline(always)]
-    fn body(out: &mut [f32], src: &[f32]) {
+    vectorised(|| {
         for (o, &x) in out.iter_mut().zip(src) {
             *o = exp_f32(x);
         }
-    }
+    })
+}
+
+/// Runs `body` compiled for AVX-512 (`matmul::simd_level` 2) or AVX2 and FMA (1), as this
+/// process may use them (`ACCEL_CPU_KERNEL` caps it, as it caps the matmul kernels): the
+/// loops of the sums, maxima, exp and 16-bit conversions, which the baseline build ran 2 or 4
+/// values at a time. `body` is inlined into the copy that runs it.
+#[inline(always)]
+pub(crate) fn vectorised<R>(body: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx512f")]
-        fn wide(out: &mut [f32], src: &[f32]) {
-            body(out, src)
+        fn wide<R>(body: impl FnOnce() -> R) -> R {
+            body()
         }
         #[target_feature(enable = "avx2,fma")]
-        fn narrow(out: &mut [f32], src: &[f32]) {
-            body(out, src)
+        fn narrow<R>(body: impl FnOnce() -> R) -> R {
+            body()
         }
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: checked just above.
-            return unsafe { wide(out, src) };
-        }
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            // SAFETY: checked just above.
-            return unsafe { narrow(out, src) };
+        match super::matmul::simd_level() {
+            // SAFETY: level 2 means the CPU has AVX-512F, level 1 AVX2 and FMA.
+            2 => return unsafe { wide(body) },
+            // SAFETY: as above.
+            1 => return unsafe { narrow(body) },
+            _ => {}
         }
     }
-    body(out, src)
+    body()
 }
 
 /// The sum of `row` in f64 with 32 partial sums, which the compiler keeps in vector registers
@@ -202,61 +189,20 @@ impl Summand for bf16 {
     }
 }
 
-/// `sum_f64` for f32, f64 and bf16 rows, compiled for AVX-512 or AVX2 where the CPU has them:
+/// `sum_f64` for f32, f64 and bf16 rows, `vectorised`:
 /// the baseline build summed 2 f64 at a time, 0.09x PyTorch's f32 `x.sum()` of 2^22 values
 /// (Zen 4, with a copy of the tensor first); bf16 through blocks widened first, 0.31x.
 fn sum_float<T: Summand>(row: &[T]) -> f64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f")]
-        fn wide<T: Summand>(row: &[T]) -> f64 {
-            sum_f64(row, T::wide)
-        }
-        #[target_feature(enable = "avx2")]
-        fn narrow<T: Summand>(row: &[T]) -> f64 {
-            sum_f64(row, T::wide)
-        }
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: checked just above.
-            return unsafe { wide(row) };
-        }
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: checked just above.
-            return unsafe { narrow(row) };
-        }
-    }
-    sum_f64(row, T::wide)
+    vectorised(|| sum_f64(row, T::wide))
 }
 
-/// `Num::accumulate` for f32, f64 and bf16, compiled for AVX-512 or AVX2 where the CPU has
-/// them.
+/// `Num::accumulate` for f32, f64 and bf16, `vectorised`.
 fn accumulate_float<T: Summand>(acc: &mut [f64], row: &[T]) {
-    #[inline(always)]
-    fn body<T: Summand>(acc: &mut [f64], row: &[T]) {
+    vectorised(|| {
         for (a, &v) in acc.iter_mut().zip(row) {
             *a += v.wide();
         }
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f")]
-        fn wide<T: Summand>(acc: &mut [f64], row: &[T]) {
-            body(acc, row)
-        }
-        #[target_feature(enable = "avx2")]
-        fn narrow<T: Summand>(acc: &mut [f64], row: &[T]) {
-            body(acc, row)
-        }
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: checked just above.
-            return unsafe { wide(acc, row) };
-        }
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: checked just above.
-            return unsafe { narrow(acc, row) };
-        }
-    }
-    body(acc, row)
+    })
 }
 
 /// The sum of an f16 row: blocks widened to f32 (exact, `float16::widen_f16`: F16C), each

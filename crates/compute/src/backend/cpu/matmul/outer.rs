@@ -74,34 +74,14 @@ pub(crate) unsafe fn gemm_rounded<S: PackInto<f32>, H: Send + Copy>(
     });
 }
 
-/// `out = x * row`, element by element, compiled for AVX-512 or AVX2 where `thin::level`
-/// allows (the portable build's loop multiplies 4 f32 at a time: 43% of a bf16 4096 x 1 by
+/// `out = x * row`, element by element, `num::vectorised` (the portable build's loop multiplies 4 f32 at a time: 43% of a bf16 4096 x 1 by
 /// 1 x 1024 product's time went to it, the rest to rounding into C).
 fn scale<D: Accum>(x: D, row: &[D], out: &mut [D]) {
-    #[inline(always)]
-    fn body<D: Accum>(x: D, row: &[D], out: &mut [D]) {
+    crate::backend::cpu::num::vectorised(|| {
         for (o, &y) in out.iter_mut().zip(row) {
             *o = x * y;
         }
-    }
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f")]
-        fn wide<D: Accum>(x: D, row: &[D], out: &mut [D]) {
-            body(x, row, out)
-        }
-        #[target_feature(enable = "avx2")]
-        fn narrow<D: Accum>(x: D, row: &[D], out: &mut [D]) {
-            body(x, row, out)
-        }
-        match super::thin::level() {
-            // SAFETY: level 2 means the CPU has AVX-512F, level 1 AVX2 (`thin::level`).
-            2 => return unsafe { wide(x, row, out) },
-            1 => return unsafe { narrow(x, row, out) },
-            _ => {}
-        }
-    }
-    body(x, row, out)
+    })
 }
 
 /// Runs `f` on blocks of C's m rows (16 KiB of n elements of D a block), split between up

@@ -290,7 +290,7 @@ pub(super) fn parts(
 
 /// Which compiled copy of the loops this CPU runs: 2 AVX-512, 1 AVX2 and FMA, 0 neither
 /// (`kernel::usable`, so `ACCEL_CPU_KERNEL` holds here too).
-pub(super) fn level() -> u8 {
+pub(in crate::backend::cpu) fn level() -> u8 {
     static L: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
     *L.get_or_init(|| {
         if super::kernel::usable("avx512") {
