@@ -202,6 +202,14 @@ pub(crate) trait BackendStorage: Sized + std::fmt::Debug {
     /// `op` elementwise over the view `l`.
     fn unary(&self, op: UnaryOp, l: &Layout) -> Result<Self>;
 
+    /// `op` of each element of the bf16 or f16 view `l` and the scalar `v`, as
+    /// `Tensor::mul_scalar` and its kin define it for half tensors: the element and `v` in
+    /// f32, the result rounded once to the view's dtype. `None` (the default): no fused path
+    /// for this view, and the tensor layer converts to f32 and back.
+    fn half_scalar(&self, _op: BinaryOp, _l: &Layout, _v: f32) -> Result<Option<Self>> {
+        Ok(None)
+    }
+
     /// Reduces the view `l` over `dim` (every dimension when `None`) into `out_dtype`, which
     /// `ReduceOp::out_dtype` decided.
     fn reduce(

@@ -198,6 +198,10 @@ impl Storage {
         on_storage!(self, s => BackendStorage::unary(s, op, l).map(Storage::from))
     }
 
+    pub fn half_scalar(&self, op: BinaryOp, l: &Layout, v: f32) -> Result<Option<Storage>> {
+        on_storage!(self, s => Ok(BackendStorage::half_scalar(s, op, l, v)?.map(Storage::from)))
+    }
+
     pub fn reduce(
         &self,
         op: ReduceOp,

@@ -46,7 +46,12 @@ impl Tensor {
         let dtype = self.dtype();
         if matches!(dtype, DType::F16 | DType::BF16) && self.device().supports(DType::F32) {
             // As PyTorch: half tensors compute with the scalar in f32 and round once at the
-            // end, so `x * 1e5` of a small f16 x is not x * inf.
+            // end, so `x * 1e5` of a small f16 x is not x * inf. In one pass where the
+            // backend has one (`BackendStorage::half_scalar`).
+            Tensor::check_alloc(self.shape(), dtype, &self.device())?;
+            if let Some(s) = self.buf.storage.half_scalar(op, &self.layout, v as f32)? {
+                return Tensor::from_storage(s, self.device(), self.shape().clone());
+            }
             return self.to_dtype(DType::F32)?.scalar_op(v, op)?.to_dtype(dtype);
         }
         let (lo, hi) = match dtype {

@@ -728,6 +728,26 @@ fn half_elementwise_ops_match_half_arithmetic_bit_for_bit() {
         same(x.maximum(&y).unwrap(), &|i| max(a(i), b(i)), "maximum");
         same(x.add(&one).unwrap(), &|i| a(i) + c, "x + one value");
         same(x.div(&one).unwrap(), &|i| a(i) / c, "x / one value");
+        // A Python scalar: in f32 with the element, rounded once (x * 1e5 of a small f16 is
+        // not x * inf), in one pass on the CPU (`BackendStorage::half_scalar`).
+        for v in [3.0, 0.1, -2.5e-3, 1e5, 1.0 + 2f64.powi(-30), 7e-42] {
+            let c = v as f32;
+            same(x.add_scalar(v).unwrap(), &|i| a(i) + c, "x + scalar");
+            same(x.sub_scalar(v).unwrap(), &|i| a(i) - c, "x - scalar");
+            same(x.mul_scalar(v).unwrap(), &|i| a(i) * c, "x * scalar");
+            same(x.div_scalar(v).unwrap(), &|i| a(i) / c, "x / scalar");
+        }
+        // A strided view (pairs transposed) goes through f32 and back.
+        let pairs = Tensor::from_vec(xs[..n - 1].to_vec(), ((n - 1) / 2, 2), &cpu).unwrap();
+        let got = pairs.t().unwrap().mul_scalar(0.1).unwrap();
+        let got = got
+            .t()
+            .unwrap()
+            .contiguous()
+            .unwrap()
+            .reshape(n - 1)
+            .unwrap();
+        same(got, &|i| a(i) * 0.1f32, "a strided view * scalar");
         let relu = |p: f32| if p < 0.0 { 0.0 } else { p };
         same(x.relu().unwrap(), &|i| relu(a(i)), "relu");
         same(x.exp().unwrap(), &|i| a(i).exp(), "exp");

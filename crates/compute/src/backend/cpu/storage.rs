@@ -61,6 +61,13 @@ impl BackendStorage for CpuStorage {
     fn unary(&self, op: UnaryOp, l: &Layout) -> Result<CpuStorage> {
         Ok(CpuStorage::unary(self, op, l))
     }
+    fn half_scalar(&self, op: BinaryOp, l: &Layout, v: f32) -> Result<Option<CpuStorage>> {
+        Ok(match self {
+            CpuStorage::F16(x) => float16::scalar(x, l, op, v).map(CpuStorage::F16),
+            CpuStorage::BF16(x) => float16::scalar(x, l, op, v).map(CpuStorage::BF16),
+            _ => None,
+        })
+    }
     fn reduce(
         &self,
         op: ReduceOp,
