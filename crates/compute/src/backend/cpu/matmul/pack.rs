@@ -131,6 +131,10 @@ pub(crate) unsafe trait Packed: Copy + Default + Send + Sync + 'static {
     /// Elements of k per packed value.
     const K_PER: usize;
 }
+// SAFETY: 2 bytes, align 2, every bit pattern is a bf16 (A's rows copied by `dot_tiles`).
+unsafe impl Packed for half::bf16 {
+    const K_PER: usize = 1;
+}
 // SAFETY: 4 bytes, align 4, every bit pattern is an f32.
 unsafe impl Packed for f32 {
     const K_PER: usize = 1;

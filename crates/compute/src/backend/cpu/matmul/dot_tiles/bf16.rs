@@ -70,6 +70,8 @@ pub(in super::super) unsafe fn gemm_bf16(
     #[cfg(target_arch = "x86_64")]
     {
         let cp = OutPtr(c.as_mut_ptr());
+        // SAFETY: the caller's contract covers A. (Rows 4 KiB apart copied: `unaliased`.)
+        let (_copy, a) = unsafe { unaliased(m, k, a) };
         // A chunk of k whose B block (TC columns) fills B_BLOCK_BYTES, as f32's.
         let chunk = (B_BLOCK_BYTES[0] / TC / 2).max(64) / 64 * 64;
         in_units(n, TC, m * n * k, threads, |cols| {
@@ -110,6 +112,8 @@ mod tests {
             (32, 61, 257),
             (MAX_M_BF16, 37, 1100),
             (23, 300, 2100),
+            // A's rows 4 KiB apart: copied (`unaliased`).
+            (MAX_M_BF16, 37, 2048),
         ] {
             let a: Vec<bf16> = values(m * k, 3).into_iter().map(bf16::from_f64).collect();
             let b: Vec<bf16> = values(k * n, 4).into_iter().map(bf16::from_f64).collect();
