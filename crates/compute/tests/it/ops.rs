@@ -829,6 +829,25 @@ fn transposed_views_copy_as_their_elements() {
         .flat_map(|j| (0..r).map(move |i| (i * c + j) as f64))
         .collect();
     assert_eq!(got, want, "300 x 1001 transposed");
+    // 4- and 8-byte values go through 16 x 16 or 8 x 8 blocks in registers where the CPU
+    // has AVX-512 (f64 just above), the edges one at a time; rows 8 KiB apart (2048 f32)
+    // as well.
+    for dt in [DType::F32, DType::I32, DType::I64] {
+        let got = t.to_dtype(dt).unwrap().t().unwrap().contiguous().unwrap();
+        assert_eq!(
+            got.to_vec_f64().unwrap(),
+            want,
+            "{dt} 300 x 1001 transposed"
+        );
+    }
+    let (r2, c2) = (40, 2048);
+    let v: Vec<f32> = (0..r2 * c2).map(|i| i as f32).collect();
+    let t2 = Tensor::from_vec(v, (r2, c2), &cpu).unwrap();
+    let got = t2.t().unwrap().contiguous().unwrap().to_vec_f64().unwrap();
+    let want2: Vec<f64> = (0..c2)
+        .flat_map(|j| (0..r2).map(move |i| (i * c2 + j) as f64))
+        .collect();
+    assert_eq!(got, want2, "40 x 2048 f32 transposed");
     let (b, m, n) = (3, 130, 70);
     let v: Vec<f32> = (0..b * m * n).map(|i| i as f32).collect();
     let t = Tensor::from_vec(v, (b, m, n), &cpu).unwrap();
