@@ -63,11 +63,13 @@ const TILE: usize = 64;
 /// in L1, blocks of rows split between threads. Element by element down the columns, each
 /// read came from another cache line: `x.t().contiguous()` of 2048 x 2048 f32 ran at 0.16x
 /// PyTorch's speed (Zen 4). Within a tile, 4- and 8-byte values go through blocks
-/// transposed in registers with AVX-512 (`register_blocks`), whose rows are whole cache lines
-/// read and written once: one at a time, rows a multiple of 4 KiB apart all fell into one
+/// transposed in registers with AVX-512 or AVX2 (`register_blocks`), whose rows are whole
+/// cache lines (AVX2: halves) read and written once: one at a time, rows a multiple of 4 KiB apart all fell into one
 /// set of L1. Zen 4, two threads, blocks against one at a time alternated in one process (ms,
 /// medians of 15): f32 2048 x 2048 1.25-1.73 against 7.1-7.7, 2000 x 2000 1.3-2.1 against
-/// 2.7-2.9, 512 x 512 0.050 against 0.18; f64 2048 4.0 against 10.1, 2000 4.2 against 6.7.
+/// 2.7-2.9, 512 x 512 0.050 against 0.18; f64 2048 4.0 against 10.1, 2000 4.2 against 6.7;
+/// with `ACCEL_CPU_KERNEL=avx2` against `portable` (separate processes, alternated): f32 2048
+/// 1.4-1.8 against 7.3-7.7, 2000 2.5 against 4.5; f64 2048 3.6-4.3 against 8.6-10.5.
 /// None, copying nothing, for other views.
 fn transposed<T: alloc::ZeroBits + Send + Sync>(v: &[T], l: &Layout) -> Option<Vec<T>> {
     let dims = l.shape.dims();
@@ -156,23 +158,28 @@ fn transposed<T: alloc::ZeroBits + Send + Sync>(v: &[T], l: &Layout) -> Option<V
 /// `dst` (`lds` values apart) from w rows of `src` (`lss` apart), each w values of T.
 type Block = unsafe fn(*const u8, usize, *mut u8, usize);
 
-/// The register block for T's size where the CPU has AVX-512 (as `ACCEL_CPU_KERNEL`
-/// allows): 16 x 16 of 4 bytes (f32, i32), 8 x 8 of 8 (f64, i64); None for others.
+/// The register block for T's size as the CPU's vectors allow (`matmul::simd_level`, which
+/// `ACCEL_CPU_KERNEL` caps): with AVX-512 16 x 16 of 4 bytes (f32, i32) and 8 x 8 of 8 (f64,
+/// i64), with AVX2 8 x 8 and 4 x 4; None for other sizes and CPUs.
 fn register_blocks<T>() -> Option<(usize, Block)> {
     #[cfg(target_arch = "x86_64")]
-    if super::matmul::simd_level() == 2 {
-        // SAFETY (of the casts): each function reads and writes the same w x w values as
-        // `Block` describes, of its element size, which matches T's here.
-        return match std::mem::size_of::<T>() {
-            4 => Some((16, |s, ls, d, ld| unsafe {
-                transpose16(s.cast(), ls, d.cast(), ld)
-            })),
-            8 => Some((8, |s, ls, d, ld| unsafe {
-                transpose8(s.cast(), ls, d.cast(), ld)
-            })),
-            _ => None,
+    {
+        // SAFETY (of the calls): each function reads and writes the w x w values `Block`
+        // describes, of its element size, which matches T's here; simd_level 2 means the
+        // CPU has AVX-512F, 1 AVX2 (and so AVX).
+        let level = super::matmul::simd_level();
+        let block: Block = match (level, std::mem::size_of::<T>()) {
+            (2, 4) => |s, ls, d, ld| unsafe { t16x16_u32(s.cast(), ls, d.cast(), ld) },
+            (2, 8) => |s, ls, d, ld| unsafe { t8x8_u64(s.cast(), ls, d.cast(), ld) },
+            (1, 4) => |s, ls, d, ld| unsafe { t8x8_u32_avx(s.cast(), ls, d.cast(), ld) },
+            (1, 8) => |s, ls, d, ld| unsafe { t4x4_u64_avx(s.cast(), ls, d.cast(), ld) },
+            _ => return None,
         };
+        // 64 bytes a row with AVX-512, 32 with AVX2.
+        let w = (32 << usize::from(level == 2)) / std::mem::size_of::<T>();
+        Some((w, block))
     }
+    #[cfg(not(target_arch = "x86_64"))]
     None
 }
 
@@ -184,7 +191,7 @@ fn register_blocks<T>() -> Option<(usize, Block)> {
 /// `src` readable and `dst` writable for 16 rows of 16 values; the CPU has AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn transpose16(src: *const u32, lss: usize, dst: *mut u32, lds: usize) {
+unsafe fn t16x16_u32(src: *const u32, lss: usize, dst: *mut u32, lds: usize) {
     use std::arch::x86_64::*;
     let mut r = [_mm512_setzero_si512(); 16];
     for (i, r) in r.iter_mut().enumerate() {
@@ -223,14 +230,14 @@ unsafe fn transpose16(src: *const u32, lss: usize, dst: *mut u32, lds: usize) {
     }
 }
 
-/// `transpose16` for 8 x 8 values of 8 bytes: pairs of rows interleaved by 64 bits, then
+/// `t16x16_u32` for 8 x 8 values of 8 bytes: pairs of rows interleaved by 64 bits, then
 /// 128-bit lanes gathered twice.
 ///
 /// # Safety
 /// `src` readable and `dst` writable for 8 rows of 8 values; the CPU has AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn transpose8(src: *const u64, lss: usize, dst: *mut u64, lds: usize) {
+unsafe fn t8x8_u64(src: *const u64, lss: usize, dst: *mut u64, lds: usize) {
     use std::arch::x86_64::*;
     let mut r = [_mm512_setzero_si512(); 8];
     for (i, r) in r.iter_mut().enumerate() {
@@ -256,5 +263,67 @@ unsafe fn transpose8(src: *const u64, lss: usize, dst: *mut u64, lds: usize) {
         for (c, x) in out {
             _mm512_storeu_si512(dst.add(c * lds).cast(), x);
         }
+    }
+}
+
+/// `t16x16_u32` for 8 x 8 values of 4 bytes with AVX: pairs of rows interleaved by 32 bits,
+/// then by 64 (within 128-bit lanes), then the lanes of rows 0-3 and 4-7 put together. (The
+/// float shuffles move bits as they are.)
+///
+/// # Safety
+/// `src` readable and `dst` writable for 8 rows of 8 values; the CPU has AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn t8x8_u32_avx(src: *const u32, lss: usize, dst: *mut u32, lds: usize) {
+    use std::arch::x86_64::*;
+    let mut r = [_mm256_setzero_ps(); 8];
+    for (i, r) in r.iter_mut().enumerate() {
+        *r = _mm256_loadu_ps(src.add(i * lss).cast());
+    }
+    // u[4g + j]: column 4L + j of rows 4g..4g + 4, in lane L.
+    let mut u = [_mm256_setzero_ps(); 8];
+    for g in 0..2 {
+        let t0 = _mm256_unpacklo_ps(r[4 * g], r[4 * g + 1]);
+        let t1 = _mm256_unpackhi_ps(r[4 * g], r[4 * g + 1]);
+        let t2 = _mm256_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]);
+        let t3 = _mm256_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
+        u[4 * g] = _mm256_shuffle_ps::<0x44>(t0, t2);
+        u[4 * g + 1] = _mm256_shuffle_ps::<0xee>(t0, t2);
+        u[4 * g + 2] = _mm256_shuffle_ps::<0x44>(t1, t3);
+        u[4 * g + 3] = _mm256_shuffle_ps::<0xee>(t1, t3);
+    }
+    for j in 0..4 {
+        let lo = _mm256_permute2f128_ps::<0x20>(u[j], u[4 + j]);
+        let hi = _mm256_permute2f128_ps::<0x31>(u[j], u[4 + j]);
+        _mm256_storeu_ps(dst.add(j * lds).cast(), lo);
+        _mm256_storeu_ps(dst.add((4 + j) * lds).cast(), hi);
+    }
+}
+
+/// `t8x8_u64` for 4 x 4 values of 8 bytes with AVX: pairs of rows interleaved by 64 bits,
+/// then the 128-bit lanes put together.
+///
+/// # Safety
+/// `src` readable and `dst` writable for 4 rows of 4 values; the CPU has AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn t4x4_u64_avx(src: *const u64, lss: usize, dst: *mut u64, lds: usize) {
+    use std::arch::x86_64::*;
+    let mut r = [_mm256_setzero_pd(); 4];
+    for (i, r) in r.iter_mut().enumerate() {
+        *r = _mm256_loadu_pd(src.add(i * lss).cast());
+    }
+    let t0 = _mm256_unpacklo_pd(r[0], r[1]);
+    let t1 = _mm256_unpackhi_pd(r[0], r[1]);
+    let t2 = _mm256_unpacklo_pd(r[2], r[3]);
+    let t3 = _mm256_unpackhi_pd(r[2], r[3]);
+    let out = [
+        _mm256_permute2f128_pd::<0x20>(t0, t2),
+        _mm256_permute2f128_pd::<0x20>(t1, t3),
+        _mm256_permute2f128_pd::<0x31>(t0, t2),
+        _mm256_permute2f128_pd::<0x31>(t1, t3),
+    ];
+    for (c, x) in out.into_iter().enumerate() {
+        _mm256_storeu_pd(dst.add(c * lds).cast(), x);
     }
 }
