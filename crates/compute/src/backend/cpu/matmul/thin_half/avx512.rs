@@ -73,6 +73,59 @@ pub(super) unsafe fn dots_pairs<const F: usize, const U: usize>(
     }
 }
 
+/// `dots_pairs` for one few vector `y` and R many vectors from `x`, `ldx` apart (a Linear
+/// layer on one token, a matrix times a vector): `out[r]` = x_r . y over k values. Each step
+/// loads y once for R products, R x 2 accumulators in flight, and one call and one sum across
+/// lanes serve R dot products (one many vector a call spent a third of the time outside the
+/// loop: bf16 1 x 4096 by a transposed 4096 x 4096, Zen 4).
+///
+/// # Safety
+/// `x` readable for R rows of k values `ldx` apart, `y` for k values; the CPU has AVX-512F and
+/// AVX512_BF16.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bf16,fma")]
+pub(super) unsafe fn dots_pairs_many<const R: usize>(
+    x: *const half::bf16,
+    ldx: usize,
+    y: *const half::bf16,
+    k: usize,
+    out: &mut [f32; R],
+) {
+    use std::arch::x86_64::*;
+    macro_rules! pairs {
+        ($p:expr) => {
+            std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512($p as *const __m512i))
+        };
+    }
+    let mut acc = [[_mm512_setzero_ps(); R]; 2];
+    let mut p = 0;
+    while p + 64 <= k {
+        for (u, acc) in acc.iter_mut().enumerate() {
+            let yu = pairs!(y.add(p + 32 * u));
+            for (r, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_dpbf16_ps(*a, yu, pairs!(x.add(r * ldx + p + 32 * u)));
+            }
+        }
+        p += 64;
+    }
+    if p + 32 <= k {
+        let y0 = pairs!(y.add(p));
+        for (r, a) in acc[0].iter_mut().enumerate() {
+            *a = _mm512_dpbf16_ps(*a, y0, pairs!(x.add(r * ldx + p)));
+        }
+        p += 32;
+    }
+    for (r, o) in out.iter_mut().enumerate() {
+        let mut s = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][r], acc[1][r]));
+        for t in p..k {
+            s = (*x.add(r * ldx + t))
+                .to_f32()
+                .mul_add((*y.add(t)).to_f32(), s);
+        }
+        *o = s;
+    }
+}
+
 /// Bytes of the few vectors' pieces the dots form keeps in L1 while the many vectors stream
 /// past (`Part::dots_blocked`): k is cut into blocks that fit.
 pub(super) const FEW_BYTES: usize = 16 << 10;

@@ -59,6 +59,9 @@ fn check<S: Half + Into<f64>>(to: impl Fn(f64) -> S) {
         // Few vectors beyond FEW_BYTES: k in blocks (2 or 3, the last one short).
         (3, 20, 3000),
         (40, 5, 1000),
+        // One few vector (bf16: four many vectors a call, `dots_pairs_many`) over two
+        // blocks of k, with 1 many vector left over.
+        (1, 9, 8300),
     ];
     for (m, n, k) in shapes {
         let a: Vec<S> = values(m * k, 1).into_iter().map(&to).collect();
