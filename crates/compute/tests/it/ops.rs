@@ -840,6 +840,17 @@ fn transposed_views_copy_as_their_elements() {
             "{dt} 300 x 1001 transposed"
         );
     }
+    // 2-byte values through 32 x 32 blocks on the stack (rounded first: compared as held).
+    for dt in [DType::BF16, DType::F16] {
+        let h = t.to_dtype(dt).unwrap();
+        let hv = h.to_vec_f64().unwrap();
+        let want_h: Vec<f64> = (0..c)
+            .flat_map(|j| (0..r).map(move |i| (i, j)))
+            .map(|(i, j)| hv[i * c + j])
+            .collect();
+        let got = h.t().unwrap().contiguous().unwrap().to_vec_f64().unwrap();
+        assert_eq!(got, want_h, "{dt} 300 x 1001 transposed");
+    }
     let (r2, c2) = (40, 2048);
     let v: Vec<f32> = (0..r2 * c2).map(|i| i as f32).collect();
     let t2 = Tensor::from_vec(v, (r2, c2), &cpu).unwrap();

