@@ -146,9 +146,9 @@ fn transposed<T: alloc::ZeroBits + Send + Sync>(v: &[T], l: &Layout) -> Option<V
                             let s = at + (cb + c) * sc + r0 + rb;
                             row[..h].copy_from_slice(&v[s..s + h]);
                         }
-                        for r in 0..h {
-                            let d = (rb + r) * cols + cb;
-                            for (c, x) in o[d..d + w].iter_mut().enumerate() {
+                        let rows_of_o = o[rb * cols..].chunks_mut(cols).take(h);
+                        for (r, row) in rows_of_o.enumerate() {
+                            for (c, x) in row[cb..cb + w].iter_mut().enumerate() {
                                 *x = buf[c][r];
                             }
                         }
