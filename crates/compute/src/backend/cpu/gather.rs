@@ -64,8 +64,8 @@ const TILE: usize = 64;
 /// read came from another cache line: `x.t().contiguous()` of 2048 x 2048 f32 ran at 0.16x
 /// PyTorch's speed (Zen 4). Within a tile, 4- and 8-byte values go through blocks
 /// transposed in registers with AVX-512 or AVX2 (`register_blocks`), whose rows are whole
-/// cache lines (AVX2: halves) read and written once: one at a time, rows a multiple of 4 KiB apart all fell into one
-/// set of L1. Zen 4, two threads, blocks against one at a time alternated in one process (ms,
+/// cache lines (AVX2: halves) read and written once; one at a time, with rows a multiple of
+/// 4 KiB apart, every line of a column fell into one set of L1. Zen 4, two threads, blocks against one at a time alternated in one process (ms,
 /// medians of 15): f32 2048 x 2048 1.25-1.73 against 7.1-7.7, 2000 x 2000 1.3-2.1 against
 /// 2.7-2.9, 512 x 512 0.050 against 0.18; f64 2048 4.0 against 10.1, 2000 4.2 against 6.7;
 /// with `ACCEL_CPU_KERNEL=avx2` against `portable` (separate processes, alternated): f32 2048
@@ -105,8 +105,8 @@ fn transposed<T: alloc::ZeroBits + Send + Sync>(v: &[T], l: &Layout) -> Option<V
         let nr = o.len() / cols;
         for c0 in (0..cols).step_by(TILE) {
             let nc = TILE.min(cols - c0);
-            // Whole blocks in registers (4- and 8-byte values with AVX-512), then the rest
-            // one value at a time.
+            // Whole blocks in registers (4- and 8-byte values with AVX-512 or AVX2), then
+            // the rest one value at a time.
             let (wc, wr) = match blocks {
                 Some((w, _)) => (nc / w * w, nr / w * w),
                 None => (0, 0),
