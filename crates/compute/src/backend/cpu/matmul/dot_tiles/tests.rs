@@ -30,19 +30,9 @@ fn check<D: DotTile + Into<f64>>(w: Width, to: impl Fn(f64) -> D, tol: f64) {
         let want = naive(m, n, k, (&af, k, 1), (&bf, 1, k));
         let (ar, br) = (view(&a, k, 1), view(&b, 1, k));
         assert!(takes_at(w, m, n, k, ar, br), "{m}x{n}x{k}");
-        for threads in [1, 2] {
-            let mut c = vec![to(7.0); m * n];
-            // SAFETY: the views cover the m x k and n x k values above; c holds m * n;
-            // `takes_at` said yes and the caller checked that w runs here.
-            unsafe { gemm_at(w, m, n, k, ar, br, &mut c, threads) };
-            for (e, (g, want)) in c.iter().zip(&want).enumerate() {
-                let g: f64 = (*g).into();
-                assert!(
-                    (g - want).abs() <= tol * k as f64,
-                    "{w:?} {m}x{n}x{k} threads {threads} at {e}: {g}, naive {want}"
-                );
-            }
-        }
+        // SAFETY: the views cover the m x k and n x k values above; `takes_at` said yes
+        // and the caller checked that w runs here.
+        unsafe { against(w, (m, n, k), (ar, br), &want, &to, tol, "") };
     }
     // Not taken: too few or too many rows, too few columns, too shallow, B row-major,
     // A transposed.
@@ -69,6 +59,33 @@ fn check<D: DotTile + Into<f64>>(w: Width, to: impl Fn(f64) -> D, tol: f64) {
     }
 }
 
+/// `gemm_at` on one and two threads against `want` (the naive loop), within `tol` x k.
+///
+/// # Safety
+/// As for `gemm_at`, with a fresh C of m * n values.
+unsafe fn against<D: DotTile + Into<f64>>(
+    w: Width,
+    (m, n, k): (usize, usize, usize),
+    (ar, br): (MatRef<D>, MatRef<D>),
+    want: &[f64],
+    to: impl Fn(f64) -> D,
+    tol: f64,
+    what: &str,
+) {
+    for threads in [1, 2] {
+        let mut c = vec![to(7.0); m * n];
+        // SAFETY: the caller's contract; c holds m * n.
+        unsafe { gemm_at(w, m, n, k, ar, br, &mut c, threads) };
+        for (e, (g, want)) in c.iter().zip(want).enumerate() {
+            let g: f64 = (*g).into();
+            assert!(
+                (g - want).abs() <= tol * k as f64,
+                "{w:?} {what} {m}x{n}x{k} threads {threads} at {e}: {g}, naive {want}"
+            );
+        }
+    }
+}
+
 /// A's rows 4 KiB apart, which `unaliased` copies: k the whole row, and k short of it
 /// with the rest of each row NaN (a read past k would carry it into C).
 fn check_aliased<D: DotTile + Into<f64>>(w: Width, to: impl Fn(f64) -> D, tol: f64) {
@@ -88,18 +105,9 @@ fn check_aliased<D: DotTile + Into<f64>>(w: Width, to: impl Fn(f64) -> D, tol: f
         let (ar, br) = (view(&a, ld, 1), view(&b, 1, k));
         // SAFETY: the view covers m rows of k values.
         assert!(unsafe { unaliased(m, k, ar) }.0.is_some(), "{m}x{n}x{k}");
-        for threads in [1, 2] {
-            let mut c = vec![to(7.0); m * n];
-            // SAFETY: as in `check`.
-            unsafe { gemm_at(w, m, n, k, ar, br, &mut c, threads) };
-            for (e, (g, want)) in c.iter().zip(&want).enumerate() {
-                let g: f64 = (*g).into();
-                assert!(
-                    (g - want).abs() <= tol * k as f64,
-                    "{w:?} A rows {ld} apart, {m}x{n}x{k} threads {threads} at {e}: {g}, naive {want}"
-                );
-            }
-        }
+        let what = format!("A rows {ld} apart,");
+        // SAFETY: as in `check`.
+        unsafe { against(w, (m, n, k), (ar, br), &want, &to, tol, &what) };
     }
     // Rows 4 KiB apart but fewer values than k between them (overlapping), or one row
     // for all (stride 0): read in place.
