@@ -302,9 +302,11 @@ pub(crate) fn binary<H: Half>(
                 Ok(y) => H::widen(by, &y[at..at + o.len()]),
                 Err(v) => by.fill(v),
             }
-            for (p, &q) in bx.iter_mut().zip(by.iter()) {
-                *p = f(*p, q);
-            }
+            super::num::vectorised(|| {
+                for (p, &q) in bx.iter_mut().zip(by.iter()) {
+                    *p = f(*p, q);
+                }
+            });
             H::round(o, bx);
         }
     });
