@@ -205,9 +205,13 @@ pub(super) unsafe fn gemm<D: DotTile>(
     }
 }
 
+/// The largest A `unaliased` copies (128 rows of bf16 with k = 4096 are 1 MiB).
+const MAX_A_COPY_BYTES: usize = 16 << 20;
+
 /// A as the tiles read it: where it lies, or, where its rows lie a multiple of 4 KiB apart
 /// (f32 with k = 1024, bf16 with 2048, f64 with 512: the features of a Linear layer), a
-/// copy of all of it whose rows are 64 bytes longer, which the scratch holds. A tile reads
+/// copy of all of it (up to MAX_A_COPY_BYTES) whose rows are 64 bytes longer, which the
+/// scratch holds. A tile reads
 /// its 4 rows of A in step with 6 of B; 4 KiB apart, A's lines all fall into the sets that
 /// B's block holds, and L1 (8 ways on Zen 4) evicts B to keep them. The copy is m x k values
 /// once, against m x n x k multiply-adds. Zen 4, two threads, B transposed, copy against
@@ -226,7 +230,9 @@ unsafe fn unaliased<S: super::pack::Packed>(
     a: MatRef<S>,
 ) -> (Option<super::Scratch>, MatRef<S>) {
     let size = std::mem::size_of::<S>();
-    if a.cs != 1 || a.rs < k || !(a.rs * size).is_multiple_of(4096) {
+    let aliased = a.cs == 1 && a.rs >= k && (a.rs * size).is_multiple_of(4096);
+    // A larger A (a k of millions) is read in place rather than held twice in memory.
+    if !aliased || m * k * size > MAX_A_COPY_BYTES {
         return (None, a);
     }
     let ld = k + 64 / size;

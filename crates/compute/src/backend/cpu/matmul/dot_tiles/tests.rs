@@ -111,6 +111,12 @@ fn check_aliased<D: DotTile + Into<f64>>(w: Width, to: impl Fn(f64) -> D, tol: f
     }
     // Rows 4 KiB apart but fewer values than k between them (overlapping), or one row
     // for all (stride 0): read in place.
+    // Past MAX_A_COPY_BYTES (rows still 4 KiB apart): read in place.
+    let big = MAX_A_COPY_BYTES / std::mem::size_of::<D>() / 4 + ld;
+    let a = vec![to(1.0); 4 * big];
+    // SAFETY: 4 rows of `big` values, `big` apart.
+    let (copy, _) = unsafe { unaliased(4, big, view(&a, big, 1)) };
+    assert!(copy.is_none(), "4 rows of {big} values");
     let a = vec![to(1.0); 3 * ld];
     for rs in [0, ld] {
         // SAFETY: two rows of ld + 1 values, 0 or ld apart, lie inside 3 ld values.
