@@ -184,33 +184,19 @@ type Block = unsafe fn(*const u8, usize, *mut u8, usize);
 
 /// The register block for T's size as the CPU's vectors allow (`matmul::simd_level`, which
 /// `ACCEL_CPU_KERNEL` caps): with AVX-512 16 x 16 of 4 bytes (f32, i32) and 8 x 8 of 8 (f64,
-/// i64), with AVX2 8 x 8 and 4 x 4; None for other sizes and CPUs. The transposes are the
-/// packing's (`matmul::transposes`), w steps of w rows.
+/// i64), with AVX2 8 x 8 and 4 x 4; None for other sizes and CPUs.
 fn register_blocks<T>() -> Option<(usize, Block)> {
     #[cfg(target_arch = "x86_64")]
     {
-        use super::matmul::transposes as t;
-        /// The w rows of a block, `ls` values of `size` bytes apart.
-        fn rows<const W: usize>(s: *const u8, ls: usize, size: usize) -> [*const u8; W] {
-            std::array::from_fn(|i| s.wrapping_add(i * ls * size))
-        }
-        // SAFETY (of the calls): `Block`'s contract gives w readable rows of w values and w
-        // writable rows; each call moves w steps of w rows of T's size, whole lanes; level
-        // 2 means the CPU has AVX-512F, 1 AVX2.
+        // SAFETY (of the calls): each function reads and writes the w x w values `Block`
+        // describes, of its element size, which matches T's here; simd_level 2 means the
+        // CPU has AVX-512F, 1 AVX2 (and so AVX).
         let level = super::matmul::simd_level();
         let block: Block = match (level, std::mem::size_of::<T>()) {
-            (2, 4) => |s, ls, d, ld| unsafe {
-                t::transpose32::<16>(&rows(s, ls, 4), 16, d.cast(), ld, u16::MAX)
-            },
-            (2, 8) => |s, ls, d, ld| unsafe {
-                t::transpose64::<8>(&rows(s, ls, 8), 8, d.cast(), ld, u8::MAX)
-            },
-            (1, 4) => |s, ls, d, ld| unsafe {
-                t::transpose32_avx2::<8, 8>(&rows(s, ls, 4), 8, d.cast(), ld)
-            },
-            (1, 8) => {
-                |s, ls, d, ld| unsafe { t::transpose64_avx2(&rows(s, ls, 8), 4, d.cast(), ld) }
-            }
+            (2, 4) => |s, ls, d, ld| unsafe { t16x16_u32(s.cast(), ls, d.cast(), ld) },
+            (2, 8) => |s, ls, d, ld| unsafe { t8x8_u64(s.cast(), ls, d.cast(), ld) },
+            (1, 4) => |s, ls, d, ld| unsafe { t8x8_u32_avx(s.cast(), ls, d.cast(), ld) },
+            (1, 8) => |s, ls, d, ld| unsafe { t4x4_u64_avx(s.cast(), ls, d.cast(), ld) },
             _ => return None,
         };
         // 64 bytes a row with AVX-512, 32 with AVX2.
@@ -219,4 +205,149 @@ fn register_blocks<T>() -> Option<(usize, Block)> {
     }
     #[cfg(not(target_arch = "x86_64"))]
     None
+}
+
+/// `dst`'s 16 rows (`lds` apart) = the transpose of `src`'s 16 rows (`lss` apart), 16 values
+/// each, in registers: pairs of rows interleaved by 32 then 64 bits, then 128-bit lanes
+/// gathered twice.
+///
+/// # Safety
+/// `src` readable and `dst` writable for 16 rows of 16 values; the CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn t16x16_u32(src: *const u32, lss: usize, dst: *mut u32, lds: usize) {
+    use std::arch::x86_64::*;
+    let mut r = [_mm512_setzero_si512(); 16];
+    for (i, r) in r.iter_mut().enumerate() {
+        *r = _mm512_loadu_si512(src.add(i * lss).cast());
+    }
+    // t[2i], t[2i + 1]: rows 2i and 2i + 1 interleaved (columns 4L, 4L + 1 and 4L + 2, 4L + 3
+    // of each 128-bit lane L).
+    let mut t = [_mm512_setzero_si512(); 16];
+    for i in 0..8 {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4g + j]: column 4L + j of rows 4g..4g + 4, in lane L.
+    let mut u = [_mm512_setzero_si512(); 16];
+    for g in 0..4 {
+        let (a, b, c, d) = (t[4 * g], t[4 * g + 1], t[4 * g + 2], t[4 * g + 3]);
+        u[4 * g] = _mm512_unpacklo_epi64(a, c);
+        u[4 * g + 1] = _mm512_unpackhi_epi64(a, c);
+        u[4 * g + 2] = _mm512_unpacklo_epi64(b, d);
+        u[4 * g + 3] = _mm512_unpackhi_epi64(b, d);
+    }
+    for j in 0..4 {
+        let v0 = _mm512_shuffle_i32x4::<0x88>(u[j], u[4 + j]);
+        let v1 = _mm512_shuffle_i32x4::<0xdd>(u[j], u[4 + j]);
+        let w0 = _mm512_shuffle_i32x4::<0x88>(u[8 + j], u[12 + j]);
+        let w1 = _mm512_shuffle_i32x4::<0xdd>(u[8 + j], u[12 + j]);
+        let out = [
+            (j, _mm512_shuffle_i32x4::<0x88>(v0, w0)),
+            (4 + j, _mm512_shuffle_i32x4::<0x88>(v1, w1)),
+            (8 + j, _mm512_shuffle_i32x4::<0xdd>(v0, w0)),
+            (12 + j, _mm512_shuffle_i32x4::<0xdd>(v1, w1)),
+        ];
+        for (c, x) in out {
+            _mm512_storeu_si512(dst.add(c * lds).cast(), x);
+        }
+    }
+}
+
+/// `t16x16_u32` for 8 x 8 values of 8 bytes: pairs of rows interleaved by 64 bits, then
+/// 128-bit lanes gathered twice.
+///
+/// # Safety
+/// `src` readable and `dst` writable for 8 rows of 8 values; the CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn t8x8_u64(src: *const u64, lss: usize, dst: *mut u64, lds: usize) {
+    use std::arch::x86_64::*;
+    let mut r = [_mm512_setzero_si512(); 8];
+    for (i, r) in r.iter_mut().enumerate() {
+        *r = _mm512_loadu_si512(src.add(i * lss).cast());
+    }
+    // t[2i + j]: column 2L + j of rows 2i and 2i + 1, in lane L.
+    let mut t = [_mm512_setzero_si512(); 8];
+    for i in 0..4 {
+        t[2 * i] = _mm512_unpacklo_epi64(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi64(r[2 * i], r[2 * i + 1]);
+    }
+    for j in 0..2 {
+        let v0 = _mm512_shuffle_i64x2::<0x88>(t[j], t[2 + j]);
+        let v1 = _mm512_shuffle_i64x2::<0xdd>(t[j], t[2 + j]);
+        let w0 = _mm512_shuffle_i64x2::<0x88>(t[4 + j], t[6 + j]);
+        let w1 = _mm512_shuffle_i64x2::<0xdd>(t[4 + j], t[6 + j]);
+        let out = [
+            (j, _mm512_shuffle_i64x2::<0x88>(v0, w0)),
+            (2 + j, _mm512_shuffle_i64x2::<0x88>(v1, w1)),
+            (4 + j, _mm512_shuffle_i64x2::<0xdd>(v0, w0)),
+            (6 + j, _mm512_shuffle_i64x2::<0xdd>(v1, w1)),
+        ];
+        for (c, x) in out {
+            _mm512_storeu_si512(dst.add(c * lds).cast(), x);
+        }
+    }
+}
+
+/// `t16x16_u32` for 8 x 8 values of 4 bytes with AVX: pairs of rows interleaved by 32 bits,
+/// then by 64 (within 128-bit lanes), then the lanes of rows 0-3 and 4-7 put together. (The
+/// float shuffles move bits as they are.)
+///
+/// # Safety
+/// `src` readable and `dst` writable for 8 rows of 8 values; the CPU has AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn t8x8_u32_avx(src: *const u32, lss: usize, dst: *mut u32, lds: usize) {
+    use std::arch::x86_64::*;
+    let mut r = [_mm256_setzero_ps(); 8];
+    for (i, r) in r.iter_mut().enumerate() {
+        *r = _mm256_loadu_ps(src.add(i * lss).cast());
+    }
+    // u[4g + j]: column 4L + j of rows 4g..4g + 4, in lane L.
+    let mut u = [_mm256_setzero_ps(); 8];
+    for g in 0..2 {
+        let t0 = _mm256_unpacklo_ps(r[4 * g], r[4 * g + 1]);
+        let t1 = _mm256_unpackhi_ps(r[4 * g], r[4 * g + 1]);
+        let t2 = _mm256_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]);
+        let t3 = _mm256_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
+        u[4 * g] = _mm256_shuffle_ps::<0x44>(t0, t2);
+        u[4 * g + 1] = _mm256_shuffle_ps::<0xee>(t0, t2);
+        u[4 * g + 2] = _mm256_shuffle_ps::<0x44>(t1, t3);
+        u[4 * g + 3] = _mm256_shuffle_ps::<0xee>(t1, t3);
+    }
+    for j in 0..4 {
+        let lo = _mm256_permute2f128_ps::<0x20>(u[j], u[4 + j]);
+        let hi = _mm256_permute2f128_ps::<0x31>(u[j], u[4 + j]);
+        _mm256_storeu_ps(dst.add(j * lds).cast(), lo);
+        _mm256_storeu_ps(dst.add((4 + j) * lds).cast(), hi);
+    }
+}
+
+/// `t8x8_u64` for 4 x 4 values of 8 bytes with AVX: pairs of rows interleaved by 64 bits,
+/// then the 128-bit lanes put together.
+///
+/// # Safety
+/// `src` readable and `dst` writable for 4 rows of 4 values; the CPU has AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn t4x4_u64_avx(src: *const u64, lss: usize, dst: *mut u64, lds: usize) {
+    use std::arch::x86_64::*;
+    let mut r = [_mm256_setzero_pd(); 4];
+    for (i, r) in r.iter_mut().enumerate() {
+        *r = _mm256_loadu_pd(src.add(i * lss).cast());
+    }
+    let t0 = _mm256_unpacklo_pd(r[0], r[1]);
+    let t1 = _mm256_unpackhi_pd(r[0], r[1]);
+    let t2 = _mm256_unpacklo_pd(r[2], r[3]);
+    let t3 = _mm256_unpackhi_pd(r[2], r[3]);
+    let out = [
+        _mm256_permute2f128_pd::<0x20>(t0, t2),
+        _mm256_permute2f128_pd::<0x20>(t1, t3),
+        _mm256_permute2f128_pd::<0x31>(t0, t2),
+        _mm256_permute2f128_pd::<0x31>(t1, t3),
+    ];
+    for (c, x) in out.into_iter().enumerate() {
+        _mm256_storeu_pd(dst.add(c * lds).cast(), x);
+    }
 }

@@ -42,8 +42,6 @@ pub(crate) use helper::join;
 pub(crate) use kernel::describe;
 pub(crate) use kernel::{bf16_kernel, Accum};
 pub(crate) use outer::gemm_rounded as gemm_outer_rounded;
-#[cfg(target_arch = "x86_64")]
-pub(crate) use pack::simd as transposes;
 pub(crate) use pack::{MatRef, OutPtr, PackInto};
 #[cfg(target_arch = "x86_64")]
 pub(in crate::backend::cpu) use thin::level as simd_level;

@@ -671,4 +671,4 @@ fn pack_a_widened<'r, S: Copy + 'r, P: PackFrom<S>>(
 
 /// Word transposes with AVX-512 and AVX2 for `pack_a` and `pack_b`.
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod simd;
+mod simd;

@@ -43,7 +43,7 @@ pub(super) unsafe fn transpose14(rows: &[*const u8; ROWS], h: usize, steps: usiz
 /// The CPU must have AVX-512F; `rows[i]` readable for 4 * steps bytes; `dst + s *
 /// stride` writable for the lanes of `mask`, for every s < steps.
 #[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn transpose32<const R: usize>(
+pub(super) unsafe fn transpose32<const R: usize>(
     rows: &[*const u8; R],
     steps: usize,
     dst: *mut u32,
@@ -89,7 +89,7 @@ pub(crate) unsafe fn transpose32<const R: usize>(
 /// The CPU must have AVX-512F; `rows[i]` readable for 8 * steps bytes; `dst + s *
 /// stride` writable for the lanes of `mask`, for every s < steps.
 #[target_feature(enable = "avx512f")]
-pub(crate) unsafe fn transpose64<const R: usize>(
+pub(super) unsafe fn transpose64<const R: usize>(
     rows: &[*const u8; R],
     steps: usize,
     dst: *mut u64,
@@ -132,7 +132,7 @@ pub(crate) unsafe fn transpose64<const R: usize>(
 /// lanes runs into the next step's first ones, stored over afterwards, and the last
 /// step stores KEEP); `dst + s * stride` writable for KEEP values, for every s < steps.
 #[target_feature(enable = "avx2")]
-pub(crate) unsafe fn transpose32_avx2<const R: usize, const KEEP: usize>(
+pub(super) unsafe fn transpose32_avx2<const R: usize, const KEEP: usize>(
     rows: &[*const u8; R],
     steps: usize,
     dst: *mut f32,
@@ -186,7 +186,7 @@ pub(crate) unsafe fn transpose32_avx2<const R: usize, const KEEP: usize>(
 /// The CPU must have AVX2; `rows[i]` readable for 8 * steps bytes; `dst + s * stride`
 /// writable for 4 values, for every s < steps.
 #[target_feature(enable = "avx2")]
-pub(crate) unsafe fn transpose64_avx2(
+pub(super) unsafe fn transpose64_avx2(
     rows: &[*const u8; 4],
     steps: usize,
     dst: *mut f64,
